@@ -1,0 +1,186 @@
+//! The query root.
+
+use async_graphql::connection::{Connection, Edge};
+use async_graphql::{Context, Enum, ID, InputObject, Object};
+use chrono::{DateTime, Utc};
+
+use super::ids::{self, NodeType};
+use super::pagination::{decode_session_cursor, page_size, session_cursor};
+use super::types::{Node, Session, SessionConnection, SessionConnectionTotals, loaders};
+use crate::config::Limits;
+use crate::error::Error;
+use crate::model::SessionStatus;
+use crate::store::Store;
+use crate::store::sessions::{SessionFilter, SessionSort};
+use async_graphql::Result;
+
+/// Shortest accepted text search.
+const MIN_SEARCH_LEN: usize = 3;
+
+/// Narrows the sessions list; all given conditions must hold.
+#[derive(InputObject, Default)]
+pub struct SessionFilterInput {
+    /// Any of these statuses.
+    status: Option<Vec<SessionStatus>>,
+    /// Exactly this alert type.
+    alert_type: Option<String>,
+    /// Exactly this chain.
+    chain_id: Option<String>,
+    /// Exactly this author.
+    author: Option<String>,
+    /// Created strictly after this instant.
+    created_after: Option<DateTime<Utc>>,
+    /// Created strictly before this instant.
+    created_before: Option<DateTime<Utc>>,
+    /// Case-insensitive substring (at least 3 characters) of alert type, author or final analysis.
+    search: Option<String>,
+    /// Include soft-deleted sessions.
+    #[graphql(default = false)]
+    include_deleted: bool,
+}
+
+impl SessionFilterInput {
+    fn validate(self) -> crate::error::Result<SessionFilter> {
+        let search = match self.search.map(|s| s.trim().to_owned()) {
+            Some(s) if s.chars().count() < MIN_SEARCH_LEN => {
+                return Err(Error::bad_input(format!(
+                    "`search` needs at least {MIN_SEARCH_LEN} characters, got \"{s}\""
+                )));
+            }
+            other => other,
+        };
+        if let (Some(after), Some(before)) = (self.created_after, self.created_before)
+            && after >= before
+        {
+            return Err(Error::bad_input(
+                "`createdAfter` must be earlier than `createdBefore`",
+            ));
+        }
+        Ok(SessionFilter {
+            statuses: self.status.unwrap_or_default(),
+            alert_type: self.alert_type,
+            chain_id: self.chain_id,
+            author: self.author,
+            created_after: self.created_after,
+            created_before: self.created_before,
+            search,
+            include_deleted: self.include_deleted,
+        })
+    }
+}
+
+/// What to order sessions by.
+#[derive(Enum, Clone, Copy, PartialEq, Eq)]
+pub enum SessionOrderField {
+    /// Creation time.
+    CreatedAt,
+    /// Status name, alphabetically.
+    Status,
+    /// Alert type, alphabetically.
+    AlertType,
+    /// Author, alphabetically (sessions without an author first).
+    Author,
+    /// Duration (unfinished sessions first).
+    Duration,
+}
+
+/// Sort direction.
+#[derive(Enum, Clone, Copy, PartialEq, Eq)]
+pub enum OrderDirection {
+    /// Smallest first.
+    Asc,
+    /// Largest first.
+    Desc,
+}
+
+/// How to order sessions; ties are broken by id, so pages never overlap or skip.
+#[derive(InputObject)]
+pub struct SessionOrder {
+    /// Field to order by.
+    #[graphql(default_with = "SessionOrderField::CreatedAt")]
+    field: SessionOrderField,
+    /// Direction.
+    #[graphql(default_with = "OrderDirection::Desc")]
+    direction: OrderDirection,
+}
+
+impl From<SessionOrderField> for SessionSort {
+    fn from(f: SessionOrderField) -> Self {
+        match f {
+            SessionOrderField::CreatedAt => SessionSort::CreatedAt,
+            SessionOrderField::Status => SessionSort::Status,
+            SessionOrderField::AlertType => SessionSort::AlertType,
+            SessionOrderField::Author => SessionSort::Author,
+            SessionOrderField::Duration => SessionSort::Duration,
+        }
+    }
+}
+
+pub struct Query;
+
+#[Object]
+impl Query {
+    /// Any object by its global ID (null when it does not exist).
+    async fn node(&self, ctx: &Context<'_>, id: ID) -> Result<Option<Node>> {
+        Node::load(ctx, &id).await
+    }
+
+    /// Several objects by their global IDs, in the same order (null where one does not exist).
+    #[graphql(complexity = "ids.len() * child_complexity + 1")]
+    async fn nodes(&self, ctx: &Context<'_>, ids: Vec<ID>) -> Result<Vec<Option<Node>>> {
+        let max = ctx.data_unchecked::<Limits>().max_page_size;
+        if ids.len() > max {
+            return Err(Error::bad_input(format!(
+                "at most {max} ids per request, got {}",
+                ids.len()
+            ))
+            .into());
+        }
+        futures::future::try_join_all(ids.iter().map(|id| Node::load(ctx, id))).await
+    }
+
+    /// A session by its global ID or UUID (null when it does not exist; soft-deleted sessions
+    /// are returned, with `deletedAt` set).
+    async fn session(&self, ctx: &Context<'_>, id: ID) -> Result<Option<Session>> {
+        let uuid = ids::decode_as(NodeType::Session, &id)?;
+        Ok(loaders(ctx).sessions.load_one(uuid).await?.map(Session))
+    }
+
+    /// Sessions, newest first unless ordered otherwise, a page at a time.
+    #[graphql(complexity = "crate::api::pagination::complexity_of_page(first, child_complexity)")]
+    async fn sessions(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "Page size (default 20, at most the server's maximum page size).")] first: Option<i32>,
+        #[graphql(desc = "Cursor of the session to continue after (from the same ordering).")]
+        after: Option<String>,
+        #[graphql(desc = "Which sessions (default: all that are not deleted).")] filter: Option<
+            SessionFilterInput,
+        >,
+        #[graphql(desc = "Order (default: newest first).")] order_by: Option<SessionOrder>,
+    ) -> Result<SessionConnection> {
+        let limit = page_size(first, ctx.data_unchecked::<Limits>())?;
+        let filter = filter.unwrap_or_default().validate()?;
+        let (sort, descending) = match order_by {
+            Some(o) => (
+                SessionSort::from(o.field),
+                o.direction == OrderDirection::Desc,
+            ),
+            None => (SessionSort::CreatedAt, true),
+        };
+        let after = after.map(|c| decode_session_cursor(&c, sort)).transpose()?;
+        let store = ctx.data_unchecked::<Store>();
+        let mut rows = store
+            .list_sessions(&filter, sort, descending, after.as_ref(), limit + 1)
+            .await?;
+        let has_next = rows.len() as i64 > limit;
+        rows.truncate(limit as usize);
+        let mut connection =
+            Connection::with_additional_fields(false, has_next, SessionConnectionTotals { filter });
+        connection.edges.extend(
+            rows.into_iter()
+                .map(|row| Edge::new(session_cursor(sort, sort.key_of(&row)), Session(row))),
+        );
+        Ok(connection)
+    }
+}

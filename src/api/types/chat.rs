@@ -1,0 +1,92 @@
+use async_graphql::{Context, ID, Object};
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::{Session, Stage, loaders, required};
+use crate::api::ids::{self, NodeType};
+use crate::store::{ChatRow, ChatUserMessageRow};
+use async_graphql::Result;
+
+/// A follow-up conversation on a finished session; each question is answered by a new stage.
+pub struct Chat(pub ChatRow);
+
+#[Object]
+impl Chat {
+    /// Global ID.
+    pub async fn id(&self) -> ID {
+        ids::encode(NodeType::Chat, self.0.id)
+    }
+    /// Database id (UUIDv7).
+    async fn uuid(&self) -> Uuid {
+        self.0.id
+    }
+    /// Who opened the chat.
+    async fn created_by(&self) -> Option<&str> {
+        self.0.created_by.as_deref()
+    }
+    /// When it was opened.
+    async fn created_at(&self) -> DateTime<Utc> {
+        self.0.created_at
+    }
+    /// When it last changed.
+    async fn updated_at(&self) -> DateTime<Utc> {
+        self.0.updated_at
+    }
+    /// The session it follows up on.
+    async fn session(&self, ctx: &Context<'_>) -> Result<Session> {
+        let row = loaders(ctx).sessions.load_one(self.0.session_id).await?;
+        Ok(Session(required(row, "session")?))
+    }
+    /// The questions asked, oldest first.
+    async fn messages(&self, ctx: &Context<'_>) -> Result<Vec<ChatUserMessage>> {
+        let rows = loaders(ctx)
+            .user_messages_by_chat
+            .load_one(self.0.id)
+            .await?;
+        Ok(rows
+            .unwrap_or_default()
+            .into_iter()
+            .map(ChatUserMessage)
+            .collect())
+    }
+}
+
+/// A question a person asked in a chat (1 to 5,000 characters, not only whitespace).
+pub struct ChatUserMessage(pub ChatUserMessageRow);
+
+#[Object]
+impl ChatUserMessage {
+    /// Global ID.
+    pub async fn id(&self) -> ID {
+        ids::encode(NodeType::ChatUserMessage, self.0.id)
+    }
+    /// Database id (UUIDv7).
+    async fn uuid(&self) -> Uuid {
+        self.0.id
+    }
+    /// The question.
+    async fn content(&self) -> &str {
+        &self.0.content
+    }
+    /// Who asked.
+    async fn author(&self) -> Option<&str> {
+        self.0.author.as_deref()
+    }
+    /// When it was asked.
+    async fn created_at(&self) -> DateTime<Utc> {
+        self.0.created_at
+    }
+    /// The chat it was asked in.
+    async fn chat(&self, ctx: &Context<'_>) -> Result<Chat> {
+        let row = loaders(ctx).chats.load_one(self.0.chat_id).await?;
+        Ok(Chat(required(row, "chat")?))
+    }
+    /// The stage that answers it (null until the answer starts).
+    async fn stage(&self, ctx: &Context<'_>) -> Result<Option<Stage>> {
+        Ok(loaders(ctx)
+            .stage_by_chat_user_message
+            .load_one(self.0.id)
+            .await?
+            .map(Stage))
+    }
+}

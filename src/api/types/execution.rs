@@ -1,0 +1,169 @@
+use async_graphql::{Context, ID, Object};
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::timeline::{TimelineConnection, timeline_page};
+use super::{
+    LlmInteraction, McpInteraction, Message, Session, Stage, TokenUsage, loaders, required,
+};
+use crate::api::ids::{self, NodeType};
+use crate::model::ExecutionStatus;
+use crate::store::{ExecutionRow, Scope};
+use async_graphql::Result;
+
+/// The work of one agent in a stage, or of a sub-agent an orchestrator agent spawned.
+pub struct AgentExecution(pub ExecutionRow);
+
+#[Object]
+impl AgentExecution {
+    /// Global ID.
+    pub async fn id(&self) -> ID {
+        ids::encode(NodeType::AgentExecution, self.0.id)
+    }
+    /// Database id (UUIDv7).
+    async fn uuid(&self) -> Uuid {
+        self.0.id
+    }
+    /// Agent name, e.g. "KubernetesAgent".
+    async fn agent_name(&self) -> &str {
+        &self.0.agent_name
+    }
+    /// Position among the stage's agents: 1 for a single agent, 1…N in parallel.
+    async fn agent_index(&self) -> i32 {
+        self.0.agent_index
+    }
+    /// Where the execution is in its lifecycle.
+    async fn status(&self) -> ExecutionStatus {
+        self.0.status
+    }
+    /// When it started.
+    async fn started_at(&self) -> Option<DateTime<Utc>> {
+        self.0.started_at
+    }
+    /// When it reached a final status.
+    async fn completed_at(&self) -> Option<DateTime<Utc>> {
+        self.0.completed_at
+    }
+    /// Milliseconds from start to completion.
+    async fn duration_ms(&self) -> Option<i64> {
+        self.0.duration_ms
+    }
+    /// Why it failed, timed out or was cancelled.
+    async fn error_message(&self) -> Option<&str> {
+        self.0.error_message.as_deref()
+    }
+    /// How the agent iterates, e.g. "react" or "native_thinking".
+    async fn iteration_strategy(&self) -> &str {
+        &self.0.iteration_strategy
+    }
+    /// LLM provider the agent uses.
+    async fn llm_provider(&self) -> Option<&str> {
+        self.0.llm_provider.as_deref()
+    }
+    /// LLM model the agent uses.
+    async fn llm_model(&self) -> Option<&str> {
+        self.0.llm_model.as_deref()
+    }
+    /// When it was created.
+    async fn created_at(&self) -> DateTime<Utc> {
+        self.0.created_at
+    }
+    /// When it last changed.
+    async fn updated_at(&self) -> DateTime<Utc> {
+        self.0.updated_at
+    }
+    /// The session it belongs to.
+    async fn session(&self, ctx: &Context<'_>) -> Result<Session> {
+        let row = loaders(ctx).sessions.load_one(self.0.session_id).await?;
+        Ok(Session(required(row, "session")?))
+    }
+    /// The stage it runs in.
+    async fn stage(&self, ctx: &Context<'_>) -> Result<Stage> {
+        let row = loaders(ctx).stages.load_one(self.0.stage_id).await?;
+        Ok(Stage(required(row, "stage")?))
+    }
+    /// The orchestrator execution that spawned this sub-agent (null for a top-level agent).
+    async fn parent(&self, ctx: &Context<'_>) -> Result<Option<AgentExecution>> {
+        let Some(id) = self.0.parent_execution_id else {
+            return Ok(None);
+        };
+        Ok(loaders(ctx)
+            .executions
+            .load_one(id)
+            .await?
+            .map(AgentExecution))
+    }
+    /// Sub-agents this execution spawned, by agent index.
+    async fn sub_agents(&self, ctx: &Context<'_>) -> Result<Vec<AgentExecution>> {
+        let rows = loaders(ctx)
+            .sub_agents_by_parent
+            .load_one(self.0.id)
+            .await?;
+        Ok(rows
+            .unwrap_or_default()
+            .into_iter()
+            .map(AgentExecution)
+            .collect())
+    }
+    /// This agent's timeline, by sequence number.
+    #[graphql(complexity = "crate::api::pagination::complexity_of_page(first, child_complexity)")]
+    async fn timeline(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "Page size (default 20, at most the server's maximum page size).")] first: Option<i32>,
+        #[graphql(desc = "Cursor of the event to continue after.")] after: Option<String>,
+    ) -> Result<TimelineConnection> {
+        timeline_page(
+            ctx,
+            Scope::Execution,
+            self.0.id,
+            self.0.session_id,
+            first,
+            after,
+        )
+        .await
+    }
+    /// This agent's LLM conversation, by sequence number.
+    async fn messages(&self, ctx: &Context<'_>) -> Result<Vec<Message>> {
+        let rows = loaders(ctx)
+            .messages_by_execution
+            .load_one(self.0.id)
+            .await?;
+        Ok(rows.unwrap_or_default().into_iter().map(Message).collect())
+    }
+    /// This agent's LLM calls, chronologically.
+    async fn llm_interactions(&self, ctx: &Context<'_>) -> Result<Vec<LlmInteraction>> {
+        let rows = loaders(ctx)
+            .llm_interactions_by
+            .get(Scope::Execution)
+            .load_one(self.0.id)
+            .await?;
+        Ok(rows
+            .unwrap_or_default()
+            .into_iter()
+            .map(LlmInteraction)
+            .collect())
+    }
+    /// This agent's MCP calls, chronologically.
+    async fn mcp_interactions(&self, ctx: &Context<'_>) -> Result<Vec<McpInteraction>> {
+        let rows = loaders(ctx)
+            .mcp_interactions_by
+            .get(Scope::Execution)
+            .load_one(self.0.id)
+            .await?;
+        Ok(rows
+            .unwrap_or_default()
+            .into_iter()
+            .map(McpInteraction)
+            .collect())
+    }
+    /// Tokens and estimated cost of this agent's LLM calls.
+    async fn token_usage(&self, ctx: &Context<'_>) -> Result<TokenUsage> {
+        let row = loaders(ctx)
+            .token_usage_by
+            .get(Scope::Execution)
+            .load_one(self.0.id)
+            .await?;
+        Ok(row.unwrap_or_default().into())
+    }
+}

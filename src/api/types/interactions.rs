@@ -1,0 +1,191 @@
+use async_graphql::{Context, ID, Json, Object};
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::{AgentExecution, Message, Session, Stage, loaders, required};
+use crate::api::ids::{self, NodeType};
+use crate::model::{LlmInteractionType, McpInteractionType};
+use crate::store::{LlmInteractionRow, McpInteractionRow};
+use async_graphql::Result;
+
+/// The full technical record of one LLM call (debug view). Immutable.
+pub struct LlmInteraction(pub LlmInteractionRow);
+
+#[Object(name = "LLMInteraction")]
+impl LlmInteraction {
+    /// Global ID.
+    pub async fn id(&self) -> ID {
+        ids::encode(NodeType::LlmInteraction, self.0.id)
+    }
+    /// Database id (UUIDv7).
+    async fn uuid(&self) -> Uuid {
+        self.0.id
+    }
+    /// Why the model was called.
+    async fn interaction_type(&self) -> LlmInteractionType {
+        self.0.interaction_type
+    }
+    /// Model name, e.g. "gemini-2.5-pro".
+    async fn model_name(&self) -> &str {
+        &self.0.model_name
+    }
+    /// The request sent to the provider.
+    async fn llm_request(&self) -> Json<&serde_json::Value> {
+        Json(&self.0.llm_request)
+    }
+    /// The provider's response.
+    async fn llm_response(&self) -> Json<&serde_json::Value> {
+        Json(&self.0.llm_response)
+    }
+    /// The model's native thinking, when it exposes it.
+    async fn thinking_content(&self) -> Option<&str> {
+        self.0.thinking_content.as_deref()
+    }
+    /// Grounding, tool usage and other provider metadata.
+    async fn response_metadata(&self) -> Json<&serde_json::Value> {
+        Json(&self.0.response_metadata)
+    }
+    /// Tokens sent.
+    async fn input_tokens(&self) -> Option<i32> {
+        self.0.input_tokens
+    }
+    /// Tokens produced.
+    async fn output_tokens(&self) -> Option<i32> {
+        self.0.output_tokens
+    }
+    /// Total tokens as reported by the provider.
+    async fn total_tokens(&self) -> Option<i32> {
+        self.0.total_tokens
+    }
+    /// Tokens spent on thinking.
+    async fn thinking_tokens(&self) -> Option<i32> {
+        self.0.thinking_tokens
+    }
+    /// Estimated cost in US dollars.
+    async fn estimated_cost_usd(&self) -> Option<f64> {
+        self.0.estimated_cost_usd
+    }
+    /// How long the call took, in milliseconds.
+    async fn duration_ms(&self) -> Option<i64> {
+        self.0.duration_ms
+    }
+    /// Why the call failed (null when it succeeded).
+    async fn error_message(&self) -> Option<&str> {
+        self.0.error_message.as_deref()
+    }
+    /// Whether the call succeeded (no error message).
+    async fn success(&self) -> bool {
+        self.0.error_message.is_none()
+    }
+    /// When it was recorded.
+    async fn created_at(&self) -> DateTime<Utc> {
+        self.0.created_at
+    }
+    /// The last message sent to the model in this call.
+    async fn last_message(&self, ctx: &Context<'_>) -> Result<Option<Message>> {
+        let Some(id) = self.0.last_message_id else {
+            return Ok(None);
+        };
+        Ok(loaders(ctx).messages.load_one(id).await?.map(Message))
+    }
+    /// Exactly the messages sent to the model: the execution's conversation up to and including
+    /// `lastMessage` (empty when no last message was recorded).
+    async fn conversation(&self, ctx: &Context<'_>) -> Result<Vec<Message>> {
+        let rows = loaders(ctx)
+            .conversation_by_llm_interaction
+            .load_one(self.0.id)
+            .await?;
+        Ok(rows.unwrap_or_default().into_iter().map(Message).collect())
+    }
+    /// The agent execution that made the call.
+    async fn execution(&self, ctx: &Context<'_>) -> Result<AgentExecution> {
+        let row = loaders(ctx)
+            .executions
+            .load_one(self.0.execution_id)
+            .await?;
+        Ok(AgentExecution(required(row, "execution")?))
+    }
+    /// The stage it happened in.
+    async fn stage(&self, ctx: &Context<'_>) -> Result<Stage> {
+        let row = loaders(ctx).stages.load_one(self.0.stage_id).await?;
+        Ok(Stage(required(row, "stage")?))
+    }
+    /// The session it belongs to.
+    async fn session(&self, ctx: &Context<'_>) -> Result<Session> {
+        let row = loaders(ctx).sessions.load_one(self.0.session_id).await?;
+        Ok(Session(required(row, "session")?))
+    }
+}
+
+/// The full technical record of one MCP tool call or tool listing (debug view). Immutable.
+pub struct McpInteraction(pub McpInteractionRow);
+
+#[Object(name = "MCPInteraction")]
+impl McpInteraction {
+    /// Global ID.
+    pub async fn id(&self) -> ID {
+        ids::encode(NodeType::McpInteraction, self.0.id)
+    }
+    /// Database id (UUIDv7).
+    async fn uuid(&self) -> Uuid {
+        self.0.id
+    }
+    /// A tool call or a tool listing.
+    async fn interaction_type(&self) -> McpInteractionType {
+        self.0.interaction_type
+    }
+    /// MCP server, e.g. "kubernetes".
+    async fn server_name(&self) -> &str {
+        &self.0.server_name
+    }
+    /// Tool called (null for a listing).
+    async fn tool_name(&self) -> Option<&str> {
+        self.0.tool_name.as_deref()
+    }
+    /// Arguments passed to the tool.
+    async fn tool_arguments(&self) -> Json<&serde_json::Value> {
+        Json(&self.0.tool_arguments)
+    }
+    /// What the tool returned.
+    async fn tool_result(&self) -> Json<&serde_json::Value> {
+        Json(&self.0.tool_result)
+    }
+    /// The tools the server offered (for a listing).
+    async fn available_tools(&self) -> Json<&serde_json::Value> {
+        Json(&self.0.available_tools)
+    }
+    /// How long the call took, in milliseconds.
+    async fn duration_ms(&self) -> Option<i64> {
+        self.0.duration_ms
+    }
+    /// Why the call failed (null when it succeeded).
+    async fn error_message(&self) -> Option<&str> {
+        self.0.error_message.as_deref()
+    }
+    /// Whether the call succeeded (no error message).
+    async fn success(&self) -> bool {
+        self.0.error_message.is_none()
+    }
+    /// When it was recorded.
+    async fn created_at(&self) -> DateTime<Utc> {
+        self.0.created_at
+    }
+    /// The agent execution that made the call.
+    async fn execution(&self, ctx: &Context<'_>) -> Result<AgentExecution> {
+        let row = loaders(ctx)
+            .executions
+            .load_one(self.0.execution_id)
+            .await?;
+        Ok(AgentExecution(required(row, "execution")?))
+    }
+    /// The stage it happened in.
+    async fn stage(&self, ctx: &Context<'_>) -> Result<Stage> {
+        let row = loaders(ctx).stages.load_one(self.0.stage_id).await?;
+        Ok(Stage(required(row, "stage")?))
+    }
+    /// The session it belongs to.
+    async fn session(&self, ctx: &Context<'_>) -> Result<Session> {
+        let row = loaders(ctx).sessions.load_one(self.0.session_id).await?;
+        Ok(Session(required(row, "session")?))
+    }
+}

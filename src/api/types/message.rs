@@ -1,0 +1,60 @@
+use async_graphql::{Context, ID, Json, Object};
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::{AgentExecution, loaders, required};
+use crate::api::ids::{self, NodeType};
+use crate::model::MessageRole;
+use crate::store::MessageRow;
+use async_graphql::Result;
+
+/// One message of an agent's LLM conversation. Stored once and never changed.
+pub struct Message(pub MessageRow);
+
+#[Object]
+impl Message {
+    /// Global ID.
+    pub async fn id(&self) -> ID {
+        ids::encode(NodeType::Message, self.0.id)
+    }
+    /// Database id (UUIDv7).
+    async fn uuid(&self) -> Uuid {
+        self.0.id
+    }
+    /// Position in the execution's conversation: 1, 2, 3, …
+    async fn sequence_number(&self) -> i32 {
+        self.0.sequence_number
+    }
+    /// Who speaks.
+    async fn role(&self) -> MessageRole {
+        self.0.role
+    }
+    /// Message text.
+    async fn content(&self) -> &str {
+        &self.0.content
+    }
+    /// For a `TOOL` message: the id of the tool call it answers.
+    async fn tool_call_id(&self) -> Option<&str> {
+        self.0.tool_call_id.as_deref()
+    }
+    /// For a `TOOL` message: the tool that produced it.
+    async fn tool_name(&self) -> Option<&str> {
+        self.0.tool_name.as_deref()
+    }
+    /// For an `ASSISTANT` message: the tool calls it requested.
+    async fn tool_calls(&self) -> Option<Json<&serde_json::Value>> {
+        self.0.tool_calls.as_ref().map(Json)
+    }
+    /// When it was stored.
+    async fn created_at(&self) -> DateTime<Utc> {
+        self.0.created_at
+    }
+    /// The agent execution whose conversation this is.
+    async fn execution(&self, ctx: &Context<'_>) -> Result<AgentExecution> {
+        let row = loaders(ctx)
+            .executions
+            .load_one(self.0.execution_id)
+            .await?;
+        Ok(AgentExecution(required(row, "execution")?))
+    }
+}

@@ -1,0 +1,40 @@
+//! The GraphQL object types. Each wraps a stored row; every relationship resolves through the
+//! request's [`Loaders`].
+
+mod chat;
+mod execution;
+mod interactions;
+mod message;
+mod node;
+mod rollups;
+mod session;
+mod stage;
+mod timeline;
+
+use async_graphql::Context;
+
+use super::loaders::Loaders;
+use crate::error::{Error, Result};
+
+pub use chat::{Chat, ChatUserMessage};
+pub use execution::AgentExecution;
+pub use interactions::{LlmInteraction, McpInteraction};
+pub use message::Message;
+pub use node::Node;
+pub use rollups::{SessionCounts, TokenUsage};
+pub use session::{Session, SessionConnection, SessionConnectionTotals};
+pub use stage::Stage;
+pub use timeline::{TimelineConnection, TimelineEvent};
+
+pub(crate) fn loaders<'a>(ctx: &Context<'a>) -> &'a Loaders {
+    ctx.data_unchecked::<Loaders>()
+}
+
+/// A parent that foreign keys guarantee; its absence is a bug, not a client error.
+pub(crate) fn required<T>(value: Option<T>, what: &str) -> Result<T> {
+    value.ok_or_else(|| {
+        Error::Internal(format!(
+            "{what} is missing although a foreign key requires it"
+        ))
+    })
+}

@@ -1,0 +1,169 @@
+use async_graphql::connection::Connection;
+use async_graphql::{Context, ID, Json, Object};
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::timeline::{TimelineConnection, timeline_page};
+use super::{Chat, LlmInteraction, McpInteraction, SessionCounts, Stage, TokenUsage, loaders};
+use crate::api::ids::{self, NodeType};
+use crate::model::SessionStatus;
+use crate::store::sessions::SessionFilter;
+use crate::store::{Scope, SessionRow, Store};
+use async_graphql::Result;
+
+/// A page of sessions.
+pub type SessionConnection = Connection<String, Session, SessionConnectionTotals>;
+
+/// Totals of a sessions list (computed only when asked for).
+pub struct SessionConnectionTotals {
+    pub filter: SessionFilter,
+}
+
+#[Object]
+impl SessionConnectionTotals {
+    /// How many sessions match the filter, across all pages.
+    async fn total_count(&self, ctx: &Context<'_>) -> Result<i64> {
+        Ok(ctx
+            .data_unchecked::<Store>()
+            .count_sessions(&self.filter)
+            .await?)
+    }
+}
+
+/// One investigation of one alert: a chain of stages run by agents.
+///
+/// Status: created `PENDING`; `IN_PROGRESS` once started; it ends `COMPLETED`, `FAILED` or
+/// `TIMED_OUT`, or — after a cancellation request (`CANCELLING`) — `CANCELLED`.
+pub struct Session(pub SessionRow);
+
+#[Object]
+impl Session {
+    /// Global ID.
+    pub async fn id(&self) -> ID {
+        ids::encode(NodeType::Session, self.0.id)
+    }
+    /// Database id (UUIDv7).
+    async fn uuid(&self) -> Uuid {
+        self.0.id
+    }
+    /// Kind of alert investigated (e.g. `PodCrashLooping`).
+    async fn alert_type(&self) -> &str {
+        &self.0.alert_type
+    }
+    /// The alert as received.
+    async fn alert_data(&self) -> Json<&serde_json::Value> {
+        Json(&self.0.alert_data)
+    }
+    /// Where the session is in its lifecycle.
+    async fn status(&self) -> SessionStatus {
+        self.0.status
+    }
+    /// The chain (sequence of stages) that processes it.
+    async fn chain_id(&self) -> &str {
+        &self.0.chain_id
+    }
+    /// Who or what submitted the alert.
+    async fn author(&self) -> Option<&str> {
+        self.0.author.as_deref()
+    }
+    /// Runbook the agents follow.
+    async fn runbook_url(&self) -> Option<&str> {
+        self.0.runbook_url.as_deref()
+    }
+    /// The investigation's conclusion.
+    async fn final_analysis(&self) -> Option<&str> {
+        self.0.final_analysis.as_deref()
+    }
+    /// A short summary of the conclusion.
+    async fn executive_summary(&self) -> Option<&str> {
+        self.0.executive_summary.as_deref()
+    }
+    /// Why it failed or timed out.
+    async fn error_message(&self) -> Option<&str> {
+        self.0.error_message.as_deref()
+    }
+    /// When processing started.
+    async fn started_at(&self) -> Option<DateTime<Utc>> {
+        self.0.started_at
+    }
+    /// When it reached a final status.
+    async fn completed_at(&self) -> Option<DateTime<Utc>> {
+        self.0.completed_at
+    }
+    /// Milliseconds from start to completion (null until both are known).
+    async fn duration_ms(&self) -> Option<i64> {
+        self.0.duration_ms
+    }
+    /// When it was created.
+    async fn created_at(&self) -> DateTime<Utc> {
+        self.0.created_at
+    }
+    /// When it last changed.
+    async fn updated_at(&self) -> DateTime<Utc> {
+        self.0.updated_at
+    }
+    /// When it was soft-deleted (deleted sessions are hidden from `sessions` unless asked for).
+    async fn deleted_at(&self) -> Option<DateTime<Utc>> {
+        self.0.deleted_at
+    }
+    /// The stages of its chain (and of its chats), by stage index.
+    async fn stages(&self, ctx: &Context<'_>) -> Result<Vec<Stage>> {
+        let rows = loaders(ctx).stages_by_session.load_one(self.0.id).await?;
+        Ok(rows.unwrap_or_default().into_iter().map(Stage).collect())
+    }
+    /// The reasoning timeline of all its agents, by sequence number.
+    #[graphql(complexity = "crate::api::pagination::complexity_of_page(first, child_complexity)")]
+    async fn timeline(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "Page size (default 20, at most the server's maximum page size).")] first: Option<i32>,
+        #[graphql(desc = "Cursor of the event to continue after.")] after: Option<String>,
+    ) -> Result<TimelineConnection> {
+        timeline_page(ctx, Scope::Session, self.0.id, self.0.id, first, after).await
+    }
+    /// Every LLM call of the session, chronologically.
+    async fn llm_interactions(&self, ctx: &Context<'_>) -> Result<Vec<LlmInteraction>> {
+        let rows = loaders(ctx)
+            .llm_interactions_by
+            .get(Scope::Session)
+            .load_one(self.0.id)
+            .await?;
+        Ok(rows
+            .unwrap_or_default()
+            .into_iter()
+            .map(LlmInteraction)
+            .collect())
+    }
+    /// Every MCP call of the session, chronologically.
+    async fn mcp_interactions(&self, ctx: &Context<'_>) -> Result<Vec<McpInteraction>> {
+        let rows = loaders(ctx)
+            .mcp_interactions_by
+            .get(Scope::Session)
+            .load_one(self.0.id)
+            .await?;
+        Ok(rows
+            .unwrap_or_default()
+            .into_iter()
+            .map(McpInteraction)
+            .collect())
+    }
+    /// Tokens and estimated cost of all its LLM calls.
+    async fn token_usage(&self, ctx: &Context<'_>) -> Result<TokenUsage> {
+        let row = loaders(ctx)
+            .token_usage_by
+            .get(Scope::Session)
+            .load_one(self.0.id)
+            .await?;
+        Ok(row.unwrap_or_default().into())
+    }
+    /// How many stages, executions, events, messages and interactions it holds.
+    async fn counts(&self, ctx: &Context<'_>) -> Result<SessionCounts> {
+        let row = loaders(ctx).counts_by_session.load_one(self.0.id).await?;
+        Ok(row.unwrap_or_default().into())
+    }
+    /// Follow-up chats on the finished session, oldest first.
+    async fn chats(&self, ctx: &Context<'_>) -> Result<Vec<Chat>> {
+        let rows = loaders(ctx).chats_by_session.load_one(self.0.id).await?;
+        Ok(rows.unwrap_or_default().into_iter().map(Chat).collect())
+    }
+}

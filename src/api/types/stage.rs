@@ -1,0 +1,170 @@
+use async_graphql::{Context, ID, Object};
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::timeline::{TimelineConnection, timeline_page};
+use super::{
+    AgentExecution, Chat, ChatUserMessage, LlmInteraction, McpInteraction, Session, TokenUsage,
+};
+use super::{loaders, required};
+use crate::api::ids::{self, NodeType};
+use crate::model::{ParallelType, StageStatus, SuccessPolicy};
+use crate::store::{Scope, StageRow};
+use async_graphql::Result;
+
+/// A stage of the chain: runs one agent, or several in parallel, and aggregates their status.
+pub struct Stage(pub StageRow);
+
+#[Object]
+impl Stage {
+    /// Global ID.
+    pub async fn id(&self) -> ID {
+        ids::encode(NodeType::Stage, self.0.id)
+    }
+    /// Database id (UUIDv7).
+    async fn uuid(&self) -> Uuid {
+        self.0.id
+    }
+    /// Stage name, e.g. "Initial Analysis".
+    async fn name(&self) -> &str {
+        &self.0.stage_name
+    }
+    /// Position in the chain: 0, 1, 2, …
+    async fn stage_index(&self) -> i32 {
+        self.0.stage_index
+    }
+    /// How many agents the stage runs.
+    async fn expected_agent_count(&self) -> i32 {
+        self.0.expected_agent_count
+    }
+    /// How parallel agents relate (null for a single agent).
+    async fn parallel_type(&self) -> Option<ParallelType> {
+        self.0.parallel_type
+    }
+    /// When the stage succeeds (null for a single agent, which decides alone).
+    async fn success_policy(&self) -> Option<SuccessPolicy> {
+        self.0.success_policy
+    }
+    /// Aggregated from its executions.
+    async fn status(&self) -> StageStatus {
+        self.0.status
+    }
+    /// When its first agent started.
+    async fn started_at(&self) -> Option<DateTime<Utc>> {
+        self.0.started_at
+    }
+    /// When it reached a final status.
+    async fn completed_at(&self) -> Option<DateTime<Utc>> {
+        self.0.completed_at
+    }
+    /// Milliseconds from start to completion.
+    async fn duration_ms(&self) -> Option<i64> {
+        self.0.duration_ms
+    }
+    /// Why it did not complete (names the agents that did not succeed).
+    async fn error_message(&self) -> Option<&str> {
+        self.0.error_message.as_deref()
+    }
+    /// When it was created.
+    async fn created_at(&self) -> DateTime<Utc> {
+        self.0.created_at
+    }
+    /// When it last changed.
+    async fn updated_at(&self) -> DateTime<Utc> {
+        self.0.updated_at
+    }
+    /// The session it belongs to.
+    async fn session(&self, ctx: &Context<'_>) -> Result<Session> {
+        let row = loaders(ctx).sessions.load_one(self.0.session_id).await?;
+        Ok(Session(required(row, "session")?))
+    }
+    /// Its agent executions, by agent index.
+    async fn executions(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(
+            default = true,
+            desc = "Include sub-agents spawned by an orchestrator agent (false: top-level agents only)."
+        )]
+        include_sub_agents: bool,
+    ) -> Result<Vec<AgentExecution>> {
+        let rows = loaders(ctx).executions_by_stage.load_one(self.0.id).await?;
+        Ok(rows
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|r| include_sub_agents || r.parent_execution_id.is_none())
+            .map(AgentExecution)
+            .collect())
+    }
+    /// The timeline of all its agents, by sequence number.
+    #[graphql(complexity = "crate::api::pagination::complexity_of_page(first, child_complexity)")]
+    async fn timeline(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "Page size (default 20, at most the server's maximum page size).")] first: Option<i32>,
+        #[graphql(desc = "Cursor of the event to continue after.")] after: Option<String>,
+    ) -> Result<TimelineConnection> {
+        timeline_page(
+            ctx,
+            Scope::Stage,
+            self.0.id,
+            self.0.session_id,
+            first,
+            after,
+        )
+        .await
+    }
+    /// LLM calls of its agents, chronologically.
+    async fn llm_interactions(&self, ctx: &Context<'_>) -> Result<Vec<LlmInteraction>> {
+        let rows = loaders(ctx)
+            .llm_interactions_by
+            .get(Scope::Stage)
+            .load_one(self.0.id)
+            .await?;
+        Ok(rows
+            .unwrap_or_default()
+            .into_iter()
+            .map(LlmInteraction)
+            .collect())
+    }
+    /// MCP calls of its agents, chronologically.
+    async fn mcp_interactions(&self, ctx: &Context<'_>) -> Result<Vec<McpInteraction>> {
+        let rows = loaders(ctx)
+            .mcp_interactions_by
+            .get(Scope::Stage)
+            .load_one(self.0.id)
+            .await?;
+        Ok(rows
+            .unwrap_or_default()
+            .into_iter()
+            .map(McpInteraction)
+            .collect())
+    }
+    /// Tokens and estimated cost of its agents' LLM calls.
+    async fn token_usage(&self, ctx: &Context<'_>) -> Result<TokenUsage> {
+        let row = loaders(ctx)
+            .token_usage_by
+            .get(Scope::Stage)
+            .load_one(self.0.id)
+            .await?;
+        Ok(row.unwrap_or_default().into())
+    }
+    /// The chat this stage answers in (null for chain stages).
+    async fn chat(&self, ctx: &Context<'_>) -> Result<Option<Chat>> {
+        let Some(id) = self.0.chat_id else {
+            return Ok(None);
+        };
+        Ok(loaders(ctx).chats.load_one(id).await?.map(Chat))
+    }
+    /// The chat question this stage answers (null for chain stages).
+    async fn chat_user_message(&self, ctx: &Context<'_>) -> Result<Option<ChatUserMessage>> {
+        let Some(id) = self.0.chat_user_message_id else {
+            return Ok(None);
+        };
+        Ok(loaders(ctx)
+            .chat_user_messages
+            .load_one(id)
+            .await?
+            .map(ChatUserMessage))
+    }
+}

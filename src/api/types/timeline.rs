@@ -1,0 +1,137 @@
+use async_graphql::connection::{Connection, Edge};
+use async_graphql::{Context, ID, Json, Object};
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::{AgentExecution, LlmInteraction, McpInteraction, Session, Stage, loaders, required};
+use crate::api::ids::{self, NodeType};
+use crate::api::pagination::{decode_timeline_cursor, page_size, timeline_cursor};
+use crate::config::Limits;
+use crate::model::{TimelineEventStatus, TimelineEventType};
+use crate::store::{Scope, TimelineEventRow, TimelinePageKey};
+use async_graphql::Result;
+
+/// A page of timeline events, in sequence order.
+pub type TimelineConnection = Connection<String, TimelineEvent>;
+
+/// One page of the timeline under `parent` (a session, stage or execution of `session`).
+pub(crate) async fn timeline_page(
+    ctx: &Context<'_>,
+    scope: Scope,
+    parent: Uuid,
+    session: Uuid,
+    first: Option<i32>,
+    after: Option<String>,
+) -> Result<TimelineConnection> {
+    let limit = page_size(first, ctx.data_unchecked::<Limits>())?;
+    let after = match after {
+        Some(cursor) => decode_timeline_cursor(&cursor, session)?,
+        None => 0,
+    };
+    // One extra row tells whether there is a next page.
+    let key = TimelinePageKey {
+        parent,
+        after,
+        limit: limit + 1,
+    };
+    let mut rows = loaders(ctx)
+        .timeline
+        .get(scope)
+        .load_one(key)
+        .await?
+        .unwrap_or_default();
+    let has_next = rows.len() as i64 > limit;
+    rows.truncate(limit as usize);
+    let mut connection = Connection::new(false, has_next);
+    connection.edges.extend(rows.into_iter().map(|row| {
+        Edge::new(
+            timeline_cursor(session, row.sequence_number),
+            TimelineEvent(row),
+        )
+    }));
+    Ok(connection)
+}
+
+/// One entry of the reasoning timeline: created when streaming starts, updated while it streams,
+/// immutable once finished.
+pub struct TimelineEvent(pub TimelineEventRow);
+
+#[Object]
+impl TimelineEvent {
+    /// Global ID.
+    pub async fn id(&self) -> ID {
+        ids::encode(NodeType::TimelineEvent, self.0.id)
+    }
+    /// Database id (UUIDv7).
+    async fn uuid(&self) -> Uuid {
+        self.0.id
+    }
+    /// Position in the session's timeline (1, 2, 3, … without gaps).
+    async fn sequence_number(&self) -> i64 {
+        self.0.sequence_number
+    }
+    /// What the event shows.
+    async fn event_type(&self) -> TimelineEventType {
+        self.0.event_type
+    }
+    /// Streaming, or how it finished.
+    async fn status(&self) -> TimelineEventStatus {
+        self.0.status
+    }
+    /// The text so far (final once the event is finished).
+    async fn content(&self) -> &str {
+        &self.0.content
+    }
+    /// Type-specific details (tool name, server name, …).
+    async fn metadata(&self) -> Json<&serde_json::Value> {
+        Json(&self.0.metadata)
+    }
+    /// When the event was created.
+    async fn created_at(&self) -> DateTime<Utc> {
+        self.0.created_at
+    }
+    /// When the event last changed.
+    async fn updated_at(&self) -> DateTime<Utc> {
+        self.0.updated_at
+    }
+    /// The session it belongs to.
+    async fn session(&self, ctx: &Context<'_>) -> Result<Session> {
+        let row = loaders(ctx).sessions.load_one(self.0.session_id).await?;
+        Ok(Session(required(row, "session")?))
+    }
+    /// The stage it belongs to.
+    async fn stage(&self, ctx: &Context<'_>) -> Result<Stage> {
+        let row = loaders(ctx).stages.load_one(self.0.stage_id).await?;
+        Ok(Stage(required(row, "stage")?))
+    }
+    /// The agent execution that produced it.
+    async fn execution(&self, ctx: &Context<'_>) -> Result<AgentExecution> {
+        let row = loaders(ctx)
+            .executions
+            .load_one(self.0.execution_id)
+            .await?;
+        Ok(AgentExecution(required(row, "execution")?))
+    }
+    /// The LLM call behind it (debug details), once linked.
+    async fn llm_interaction(&self, ctx: &Context<'_>) -> Result<Option<LlmInteraction>> {
+        let Some(id) = self.0.llm_interaction_id else {
+            return Ok(None);
+        };
+        Ok(loaders(ctx)
+            .llm_interactions
+            .load_one(id)
+            .await?
+            .map(LlmInteraction))
+    }
+    /// The MCP call behind it (debug details), once linked.
+    async fn mcp_interaction(&self, ctx: &Context<'_>) -> Result<Option<McpInteraction>> {
+        let Some(id) = self.0.mcp_interaction_id else {
+            return Ok(None);
+        };
+        Ok(loaders(ctx)
+            .mcp_interactions
+            .load_one(id)
+            .await?
+            .map(McpInteraction))
+    }
+}

@@ -1,0 +1,91 @@
+//! Command line and environment configuration (every flag has an environment variable).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// casefile: stores and serves the records of AI-agent investigation sessions over GraphQL.
+#[derive(Debug, Parser)]
+#[command(name = "casefile", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the GraphQL server (migrations are applied at start-up).
+    Serve(ServeArgs),
+    /// Apply pending database migrations and exit.
+    Migrate(DatabaseArgs),
+    /// Print the GraphQL schema (SDL) the server serves.
+    Schema,
+    /// Load the demo investigation sessions (idempotent) and exit.
+    Demo(DatabaseArgs),
+}
+
+/// Where the data lives.
+#[derive(Debug, Clone, Args)]
+pub struct DatabaseArgs {
+    /// PostgreSQL URL. When unset, casefile runs an embedded PostgreSQL (pglite) in-process.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+
+    /// Data directory of the embedded PostgreSQL (ignored when DATABASE_URL is set).
+    #[arg(long, env = "CASEFILE_DATA_DIR", default_value = "./casefile-data")]
+    pub data_dir: PathBuf,
+
+    /// Maximum connections in the pool to an external PostgreSQL (the embedded one takes exactly one).
+    #[arg(long, env = "CASEFILE_DB_MAX_CONNECTIONS", default_value_t = 10)]
+    pub db_max_connections: u32,
+}
+
+/// Serving options.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+
+    /// Address to listen on.
+    #[arg(long, env = "CASEFILE_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+
+    /// Load the demo data before serving.
+    #[arg(long, env = "CASEFILE_DEMO")]
+    pub demo: bool,
+
+    #[command(flatten)]
+    pub limits: Limits,
+}
+
+/// Protective limits on what one request may ask for.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct Limits {
+    /// Largest accepted request body, in bytes.
+    #[arg(long, env = "CASEFILE_MAX_BODY_BYTES", default_value_t = 1024 * 1024)]
+    pub max_body_bytes: usize,
+
+    /// Deepest accepted query nesting.
+    #[arg(long, env = "CASEFILE_MAX_QUERY_DEPTH", default_value_t = 16)]
+    pub max_query_depth: usize,
+
+    /// Highest accepted query complexity (each field costs 1; a page of N multiplies its selection by N).
+    #[arg(long, env = "CASEFILE_MAX_QUERY_COMPLEXITY", default_value_t = 250_000)]
+    pub max_query_complexity: usize,
+
+    /// Largest page (`first`) any connection accepts.
+    #[arg(long, env = "CASEFILE_MAX_PAGE_SIZE", default_value_t = 100)]
+    pub max_page_size: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: 1024 * 1024,
+            max_query_depth: 16,
+            max_query_complexity: 250_000,
+            max_page_size: 100,
+        }
+    }
+}

@@ -1,0 +1,103 @@
+//! The database: a sqlx pool on an external PostgreSQL, or on an embedded one (pglite).
+//! Both speak the same SQL; everything above this module sees only a [`PgPool`].
+
+mod embedded;
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{ConnectOptions as _, PgPool};
+
+use crate::config::DatabaseArgs;
+pub use embedded::EmbeddedPostgres;
+
+/// The migrations in `migrations/`, compiled into the binary.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+/// A connection pool and, when embedded, the in-process PostgreSQL behind it.
+pub struct Database {
+    pool: PgPool,
+    embedded: Option<EmbeddedPostgres>,
+}
+
+impl Database {
+    /// Connects as configured: `DATABASE_URL` if set, else the embedded database in `data_dir`.
+    pub async fn connect(args: &DatabaseArgs) -> anyhow::Result<Self> {
+        match &args.database_url {
+            Some(url) => Self::external(url, args.db_max_connections).await,
+            None => Self::embedded(EmbeddedPostgres::start_in(args.data_dir.clone()).await?).await,
+        }
+    }
+
+    /// A pool on an external PostgreSQL.
+    pub async fn external(url: &str, max_connections: u32) -> anyhow::Result<Self> {
+        let options: PgConnectOptions = url
+            .parse()
+            .context("DATABASE_URL is not a PostgreSQL URL")?;
+        Self::external_with(options, max_connections).await
+    }
+
+    /// A pool on an external PostgreSQL, from parsed options.
+    pub async fn external_with(
+        options: PgConnectOptions,
+        max_connections: u32,
+    ) -> anyhow::Result<Self> {
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections.max(1))
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(
+                options.log_slow_statements(log::LevelFilter::Warn, Duration::from_secs(1)),
+            )
+            .await
+            .context("cannot connect to DATABASE_URL")?;
+        Ok(Self {
+            pool,
+            embedded: None,
+        })
+    }
+
+    /// A pool of exactly one connection on an embedded PostgreSQL (it serves one client at a time).
+    pub async fn embedded(server: EmbeddedPostgres) -> anyhow::Result<Self> {
+        let options: PgConnectOptions = server.url().parse().context("embedded database URL")?;
+        let pool = PgPoolOptions::new()
+            .max_connections(1)
+            // Requests queue for the single connection; give them time rather than failing fast.
+            .acquire_timeout(Duration::from_secs(30))
+            .connect_with(options)
+            .await
+            .context("cannot connect to the embedded database")?;
+        Ok(Self {
+            pool,
+            embedded: Some(server),
+        })
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    pub fn is_embedded(&self) -> bool {
+        self.embedded.is_some()
+    }
+
+    /// Applies pending migrations (safe to run from several processes at once: sqlx takes an
+    /// advisory lock).
+    pub async fn migrate(&self) -> anyhow::Result<()> {
+        MIGRATOR
+            .run(&self.pool)
+            .await
+            .context("applying migrations")
+    }
+
+    /// Closes the pool, then stops the embedded database. Callers drop every other clone of the
+    /// pool first: pglite's shutdown can hang while any pool on it still exists.
+    pub async fn shutdown(self) {
+        let Self { pool, embedded } = self;
+        pool.close().await;
+        drop(pool);
+        if let Some(server) = embedded {
+            server.shutdown().await;
+        }
+    }
+}

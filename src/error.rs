@@ -1,0 +1,61 @@
+//! The one error type of casefile and its mapping to GraphQL error codes.
+//!
+//! Resolvers and the store return [`Error`] and use `?` freely; async-graphql keeps the original
+//! value as the error's `source`, and [`crate::extensions::ErrorCodes`] maps it once, at the edge,
+//! to `extensions.code` and a public message. Internal failures are logged there, never leaked.
+
+/// What went wrong, in terms a client can act on.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The addressed record does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    /// The request is malformed or a value is out of range.
+    #[error("{0}")]
+    BadUserInput(String),
+    /// The request is valid but conflicts with the current state.
+    #[error("{0}")]
+    Conflict(String),
+    /// The database failed; details are logged, not shown.
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    /// Anything else unexpected; details are logged, not shown.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn bad_input(message: impl Into<String>) -> Self {
+        Self::BadUserInput(message.into())
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::NotFound(message.into())
+    }
+
+    /// The `extensions.code` clients see.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::NotFound(_) => "NOT_FOUND",
+            Self::BadUserInput(_) => "BAD_USER_INPUT",
+            Self::Conflict(_) => "CONFLICT",
+            Self::Database(_) | Self::Internal(_) => "INTERNAL_SERVER_ERROR",
+        }
+    }
+
+    /// Whether this is our fault (logged, message hidden) rather than the client's.
+    pub fn is_internal(&self) -> bool {
+        matches!(self, Self::Database(_) | Self::Internal(_))
+    }
+
+    /// The message clients see.
+    pub fn public_message(&self) -> String {
+        if self.is_internal() {
+            "internal server error".to_owned()
+        } else {
+            self.to_string()
+        }
+    }
+}

@@ -1,0 +1,5 @@
+//! async-graphql extensions applied to every request.
+
+mod error_codes;
+
+pub use error_codes::ErrorCodes;

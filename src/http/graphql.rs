@@ -1,0 +1,145 @@
+//! GraphQL over HTTP, per the GraphQL-over-HTTP spec: POST (JSON, batches too) and GET (queries
+//! only), answering `application/graphql-response+json` or `application/json` as the client
+//! accepts. A browser's plain GET (no `query`) gets GraphiQL.
+
+use async_graphql::http::parse_query_string;
+use async_graphql::parser::parse_query;
+use async_graphql::parser::types::{DocumentOperations, OperationType};
+use async_graphql::{BatchRequest, BatchResponse, Request, Value};
+use async_graphql_axum::GraphQLBatchRequest;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use axum::response::{Html, IntoResponse, Response};
+
+use super::{AppState, graphiql};
+use crate::api::Loaders;
+
+const GRAPHQL_RESPONSE_JSON: &str = "application/graphql-response+json";
+const JSON: &str = "application/json";
+
+pub async fn post(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    request: GraphQLBatchRequest,
+) -> Response {
+    execute(&state, request.into_inner(), &headers).await
+}
+
+pub async fn get(State(state): State<AppState>, headers: HeaderMap, uri: Uri) -> Response {
+    let query_string = uri.query().unwrap_or_default();
+    if !query_string
+        .split('&')
+        .any(|pair| pair.starts_with("query="))
+    {
+        if accepts(&headers, "text/html") {
+            return Html(graphiql::page()).into_response();
+        }
+        return plain_error(
+            StatusCode::BAD_REQUEST,
+            "GET /graphql needs a `query` parameter",
+        );
+    }
+    let request = match parse_query_string(query_string) {
+        Ok(request) => request,
+        Err(err) => {
+            return plain_error(
+                StatusCode::BAD_REQUEST,
+                &format!("invalid GET request: {err}"),
+            );
+        }
+    };
+    if is_mutation(&request) {
+        let mut response = plain_error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "mutations must be sent with POST",
+        );
+        response
+            .headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("POST"));
+        return response;
+    }
+    execute(&state, BatchRequest::Single(request), &headers).await
+}
+
+/// Runs each request with loaders of its own and negotiates the response media type.
+async fn execute(state: &AppState, batch: BatchRequest, headers: &HeaderMap) -> Response {
+    let with_loaders = |r: Request| r.data(Loaders::new(&state.store));
+    let batch = match batch {
+        BatchRequest::Single(r) => BatchRequest::Single(with_loaders(r)),
+        BatchRequest::Batch(rs) => BatchRequest::Batch(rs.into_iter().map(with_loaders).collect()),
+    };
+    let response = state.schema.execute_batch(batch).await;
+
+    let graphql_media = accepts(headers, GRAPHQL_RESPONSE_JSON);
+    // With application/graphql-response+json, a request that never executed (unparsable,
+    // invalid) is a 400; plain JSON keeps the legacy "always 200" behaviour clients expect.
+    let status = match &response {
+        BatchResponse::Single(r) if graphql_media && r.data == Value::Null && request_error(r) => {
+            StatusCode::BAD_REQUEST
+        }
+        _ => StatusCode::OK,
+    };
+    let body = match serde_json::to_vec(&response) {
+        Ok(body) => body,
+        Err(err) => {
+            tracing::error!("cannot serialize a GraphQL response: {err}");
+            return plain_error(StatusCode::INTERNAL_SERVER_ERROR, "internal server error");
+        }
+    };
+    let media = if graphql_media {
+        GRAPHQL_RESPONSE_JSON
+    } else {
+        JSON
+    };
+    let mut http = (status, body).into_response();
+    http.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(media));
+    http
+}
+
+/// An error before execution: the document could not be parsed or validated.
+fn request_error(response: &async_graphql::Response) -> bool {
+    !response.errors.is_empty() && response.errors.iter().all(|e| e.path.is_empty())
+}
+
+fn accepts(headers: &HeaderMap, media: &str) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|item| {
+            item.split(';')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .eq_ignore_ascii_case(media)
+        })
+}
+
+fn is_mutation(request: &Request) -> bool {
+    let Ok(document) = parse_query(&request.query) else {
+        return false;
+    };
+    match document.operations {
+        DocumentOperations::Single(op) => op.node.ty == OperationType::Mutation,
+        DocumentOperations::Multiple(ops) => match &request.operation_name {
+            Some(name) => ops
+                .get(name.as_str())
+                .is_some_and(|op| op.node.ty == OperationType::Mutation),
+            None => false,
+        },
+    }
+}
+
+/// A GraphQL-shaped error for requests that never reach the executor.
+fn plain_error(status: StatusCode, message: &str) -> Response {
+    let body = serde_json::json!({
+        "errors": [{ "message": message, "extensions": { "code": "BAD_REQUEST" } }]
+    });
+    let mut response = (status, body.to_string()).into_response();
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(JSON));
+    response
+}

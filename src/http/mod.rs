@@ -1,0 +1,70 @@
+//! The HTTP edge: GraphQL over HTTP (POST and GET), GraphiQL, health and readiness probes.
+
+mod graphiql;
+mod graphql;
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::trace::TraceLayer;
+
+use crate::api::{CasefileSchema, build_schema};
+use crate::config::Limits;
+use crate::store::Store;
+pub use graphiql::EXAMPLE_QUERY;
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct AppState {
+    pub schema: CasefileSchema,
+    pub store: Store,
+}
+
+/// The whole HTTP application.
+pub fn router(store: Store, limits: Limits) -> Router {
+    let state = AppState {
+        schema: build_schema(store.clone(), limits),
+        store,
+    };
+    Router::new()
+        .route("/", get(graphiql))
+        .route("/graphql", get(graphql::get).post(graphql::post))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .layer(RequestBodyLimitLayer::new(limits.max_body_bytes))
+        .layer(CatchPanicLayer::new())
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}
+
+async fn graphiql() -> Html<&'static str> {
+    Html(graphiql::page())
+}
+
+/// The process is up.
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+/// The database answers.
+async fn readyz(State(state): State<AppState>) -> Response {
+    let ping = sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(state.store.pool());
+    match tokio::time::timeout(Duration::from_secs(2), ping).await {
+        Ok(Ok(_)) => "ready".into_response(),
+        Ok(Err(err)) => {
+            tracing::warn!("readiness check failed: {err}");
+            (StatusCode::SERVICE_UNAVAILABLE, "database unavailable").into_response()
+        }
+        Err(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "database did not answer in time",
+        )
+            .into_response(),
+    }
+}

@@ -1,0 +1,17 @@
+//! casefile: a GraphQL API server that stores and serves the records of AI-agent investigation
+//! sessions.
+//!
+//! Layers, from the edge inwards: [`http`] (axum: GraphQL over HTTP, GraphiQL, probes) →
+//! [`api`] (async-graphql types, batched loaders, pagination) → [`store`] (SQL) → [`db`]
+//! (a pool on external or embedded PostgreSQL).
+
+pub mod api;
+pub mod config;
+pub mod db;
+pub mod demo;
+pub mod error;
+pub mod extensions;
+pub mod http;
+pub mod model;
+pub mod server;
+pub mod store;

@@ -1,0 +1,158 @@
+//! The closed vocabularies of the data model. Each is a `text` column with a CHECK constraint in
+//! the database (snake_case values) and an enum in GraphQL (UPPER_CASE values).
+
+use async_graphql::Enum;
+
+/// Lifecycle of an investigation session.
+#[derive(Enum, sqlx::Type, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[sqlx(type_name = "text", rename_all = "snake_case")]
+pub enum SessionStatus {
+    /// Created from an alert, not yet started.
+    Pending,
+    /// The chain is running.
+    InProgress,
+    /// Cancellation was requested; running work is being stopped.
+    Cancelling,
+    /// The chain finished and produced its analysis.
+    Completed,
+    /// The chain failed; see `errorMessage`.
+    Failed,
+    /// Cancelled before it finished.
+    Cancelled,
+    /// Exceeded its time limit.
+    TimedOut,
+}
+
+/// Lifecycle of a stage; aggregated from its agent executions.
+#[derive(Enum, sqlx::Type, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[sqlx(type_name = "text", rename_all = "snake_case")]
+pub enum StageStatus {
+    /// No agent has started yet.
+    Pending,
+    /// At least one agent is pending or active.
+    Active,
+    /// Succeeded under its success policy.
+    Completed,
+    /// Did not succeed under its success policy; see `errorMessage`.
+    Failed,
+    /// Every agent timed out.
+    TimedOut,
+    /// Every agent was cancelled.
+    Cancelled,
+}
+
+/// Lifecycle of one agent execution.
+#[derive(Enum, sqlx::Type, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[sqlx(type_name = "text", rename_all = "snake_case")]
+pub enum ExecutionStatus {
+    /// Not yet started.
+    Pending,
+    /// Running.
+    Active,
+    /// Finished successfully.
+    Completed,
+    /// Failed; see `errorMessage`.
+    Failed,
+    /// Exceeded its time limit.
+    TimedOut,
+    /// Cancelled.
+    Cancelled,
+}
+
+/// How the agents of a multi-agent stage relate.
+#[derive(Enum, sqlx::Type, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[sqlx(type_name = "text", rename_all = "snake_case")]
+pub enum ParallelType {
+    /// Different agents investigate different aspects in parallel.
+    MultiAgent,
+    /// Several replicas of the same agent run in parallel.
+    Replica,
+}
+
+/// When a multi-agent stage counts as completed.
+#[derive(Enum, sqlx::Type, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[sqlx(type_name = "text", rename_all = "snake_case")]
+pub enum SuccessPolicy {
+    /// Every agent must complete.
+    All,
+    /// One completed agent is enough.
+    Any,
+}
+
+/// What a timeline event shows.
+#[derive(Enum, sqlx::Type, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[sqlx(type_name = "text", rename_all = "snake_case")]
+pub enum TimelineEventType {
+    /// The model's reasoning ("thinking").
+    LlmThinking,
+    /// Text the model answered with.
+    LlmResponse,
+    /// The model asked for a tool call.
+    LlmToolCall,
+    /// An MCP tool was called.
+    McpToolCall,
+    /// A summary of a (long) MCP tool result.
+    McpToolSummary,
+    /// A person's question in a follow-up chat.
+    UserQuestion,
+    /// The short summary of the whole investigation.
+    ExecutiveSummary,
+    /// The final analysis of an agent or of the session.
+    FinalAnalysis,
+}
+
+/// Lifecycle of a timeline event: created streaming, immutable once finished.
+#[derive(Enum, sqlx::Type, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[sqlx(type_name = "text", rename_all = "snake_case")]
+pub enum TimelineEventStatus {
+    /// Content is still being appended.
+    Streaming,
+    /// Finished with its final content.
+    Completed,
+    /// The step it shows failed.
+    Failed,
+    /// The step it shows was cancelled.
+    Cancelled,
+    /// The step it shows timed out.
+    TimedOut,
+}
+
+/// Who speaks in an LLM conversation message.
+#[derive(Enum, sqlx::Type, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[sqlx(type_name = "text", rename_all = "snake_case")]
+pub enum MessageRole {
+    /// Instructions that frame the conversation.
+    System,
+    /// Input given to the model.
+    User,
+    /// The model's reply (may request tool calls).
+    Assistant,
+    /// The result of a tool call, answering `toolCallId`.
+    Tool,
+}
+
+/// Why an LLM was called.
+#[derive(Enum, sqlx::Type, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[sqlx(type_name = "text", rename_all = "snake_case")]
+#[graphql(name = "LLMInteractionType")]
+pub enum LlmInteractionType {
+    /// One iteration of an agent's reasoning loop.
+    Iteration,
+    /// The call that produced a final analysis.
+    FinalAnalysis,
+    /// The call that produced the executive summary.
+    ExecutiveSummary,
+    /// An answer in a follow-up chat.
+    ChatResponse,
+}
+
+/// What an MCP interaction did.
+#[derive(Enum, sqlx::Type, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[sqlx(type_name = "text", rename_all = "snake_case")]
+#[graphql(name = "MCPInteractionType")]
+pub enum McpInteractionType {
+    /// A tool was called.
+    ToolCall,
+    /// The server's tools were listed.
+    ToolList,
+}

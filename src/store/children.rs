@@ -1,0 +1,184 @@
+//! Children of many parents at once, in their natural order.
+
+use std::collections::HashMap;
+
+use sqlx::FromRow;
+use uuid::Uuid;
+
+use super::{
+    ChatRow, ChatUserMessageRow, ExecutionRow, LlmInteractionRow, McpInteractionRow, MessageRow,
+    Scope, StageRow, Store, group_by,
+};
+use crate::error::Result;
+
+impl Store {
+    /// Stages of each session, by stage_index.
+    pub async fn stages_by_session(&self, ids: &[Uuid]) -> Result<HashMap<Uuid, Vec<StageRow>>> {
+        let rows: Vec<StageRow> = sqlx::query_as(
+            "SELECT * FROM stages WHERE session_id = ANY($1) ORDER BY session_id, stage_index",
+        )
+        .bind(ids)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(group_by(ids, rows, |r| r.session_id))
+    }
+
+    /// Executions of each stage, by agent_index.
+    pub async fn executions_by_stage(
+        &self,
+        ids: &[Uuid],
+    ) -> Result<HashMap<Uuid, Vec<ExecutionRow>>> {
+        let rows: Vec<ExecutionRow> = sqlx::query_as(
+            "SELECT * FROM agent_executions WHERE stage_id = ANY($1) ORDER BY stage_id, agent_index",
+        )
+        .bind(ids)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(group_by(ids, rows, |r| r.stage_id))
+    }
+
+    /// Sub-agents spawned by each execution, by agent_index.
+    pub async fn executions_by_parent(
+        &self,
+        ids: &[Uuid],
+    ) -> Result<HashMap<Uuid, Vec<ExecutionRow>>> {
+        let rows: Vec<ExecutionRow> = sqlx::query_as(
+            "SELECT * FROM agent_executions WHERE parent_execution_id = ANY($1) \
+             ORDER BY parent_execution_id, agent_index",
+        )
+        .bind(ids)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(group_by(ids, rows, |r| {
+            r.parent_execution_id.unwrap_or_default()
+        }))
+    }
+
+    /// The LLM conversation of each execution, by sequence_number.
+    pub async fn messages_by_execution(
+        &self,
+        ids: &[Uuid],
+    ) -> Result<HashMap<Uuid, Vec<MessageRow>>> {
+        let rows: Vec<MessageRow> = sqlx::query_as(
+            "SELECT * FROM messages WHERE execution_id = ANY($1) ORDER BY execution_id, sequence_number",
+        )
+        .bind(ids)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(group_by(ids, rows, |r| r.execution_id))
+    }
+
+    /// Exactly the messages sent to the model in each LLM interaction: the execution's messages
+    /// up to and including `last_message_id`. Interactions without one map to an empty list.
+    pub async fn conversation_by_llm_interaction(
+        &self,
+        ids: &[Uuid],
+    ) -> Result<HashMap<Uuid, Vec<MessageRow>>> {
+        #[derive(FromRow)]
+        struct Row {
+            interaction_id: Uuid,
+            #[sqlx(flatten)]
+            message: MessageRow,
+        }
+        let rows: Vec<Row> = sqlx::query_as(
+            "SELECT li.id AS interaction_id, m.* \
+             FROM llm_interactions li \
+             JOIN messages last ON last.id = li.last_message_id \
+             JOIN messages m ON m.execution_id = li.execution_id \
+                            AND m.sequence_number <= last.sequence_number \
+             WHERE li.id = ANY($1) \
+             ORDER BY li.id, m.sequence_number",
+        )
+        .bind(ids)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut groups = group_by(ids, rows, |r| r.interaction_id);
+        Ok(groups
+            .drain()
+            .map(|(k, rows)| (k, rows.into_iter().map(|r| r.message).collect()))
+            .collect())
+    }
+
+    /// LLM interactions under each parent, chronologically.
+    pub async fn llm_interactions_by(
+        &self,
+        scope: Scope,
+        ids: &[Uuid],
+    ) -> Result<HashMap<Uuid, Vec<LlmInteractionRow>>> {
+        let column = scope.column();
+        let sql = format!(
+            "SELECT * FROM llm_interactions WHERE {column} = ANY($1) ORDER BY {column}, created_at, id"
+        );
+        let rows: Vec<LlmInteractionRow> =
+            sqlx::query_as(&sql).bind(ids).fetch_all(&self.pool).await?;
+        Ok(group_by(ids, rows, |r| {
+            scope_key(scope, r.session_id, r.stage_id, r.execution_id)
+        }))
+    }
+
+    /// MCP interactions under each parent, chronologically.
+    pub async fn mcp_interactions_by(
+        &self,
+        scope: Scope,
+        ids: &[Uuid],
+    ) -> Result<HashMap<Uuid, Vec<McpInteractionRow>>> {
+        let column = scope.column();
+        let sql = format!(
+            "SELECT * FROM mcp_interactions WHERE {column} = ANY($1) ORDER BY {column}, created_at, id"
+        );
+        let rows: Vec<McpInteractionRow> =
+            sqlx::query_as(&sql).bind(ids).fetch_all(&self.pool).await?;
+        Ok(group_by(ids, rows, |r| {
+            scope_key(scope, r.session_id, r.stage_id, r.execution_id)
+        }))
+    }
+
+    /// Follow-up chats of each session, oldest first.
+    pub async fn chats_by_session(&self, ids: &[Uuid]) -> Result<HashMap<Uuid, Vec<ChatRow>>> {
+        let rows: Vec<ChatRow> = sqlx::query_as(
+            "SELECT * FROM chats WHERE session_id = ANY($1) ORDER BY session_id, created_at, id",
+        )
+        .bind(ids)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(group_by(ids, rows, |r| r.session_id))
+    }
+
+    /// Questions asked in each chat, oldest first.
+    pub async fn user_messages_by_chat(
+        &self,
+        ids: &[Uuid],
+    ) -> Result<HashMap<Uuid, Vec<ChatUserMessageRow>>> {
+        let rows: Vec<ChatUserMessageRow> = sqlx::query_as(
+            "SELECT * FROM chat_user_messages WHERE chat_id = ANY($1) ORDER BY chat_id, created_at, id",
+        )
+        .bind(ids)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(group_by(ids, rows, |r| r.chat_id))
+    }
+
+    /// The stage that answers each chat question (absent until the answer starts).
+    pub async fn stage_by_chat_user_message(
+        &self,
+        ids: &[Uuid],
+    ) -> Result<HashMap<Uuid, StageRow>> {
+        let rows: Vec<StageRow> =
+            sqlx::query_as("SELECT * FROM stages WHERE chat_user_message_id = ANY($1)")
+                .bind(ids)
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|r| r.chat_user_message_id.map(|k| (k, r)))
+            .collect())
+    }
+}
+
+fn scope_key(scope: Scope, session: Uuid, stage: Uuid, execution: Uuid) -> Uuid {
+    match scope {
+        Scope::Session => session,
+        Scope::Stage => stage,
+        Scope::Execution => execution,
+    }
+}

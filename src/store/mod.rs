@@ -1,0 +1,74 @@
+//! SQL access. Every query that reads many parents' children takes all parent keys at once
+//! (`WHERE key = ANY($1)`), so the GraphQL loaders above cost one statement per batch.
+
+mod children;
+mod records;
+mod rollups;
+pub mod sessions;
+mod timeline;
+
+use std::collections::HashMap;
+use std::hash::Hash;
+
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::error::Result;
+pub use records::*;
+pub use timeline::TimelinePageKey;
+
+/// Which parent a set of rows hangs from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scope {
+    Session,
+    Stage,
+    Execution,
+}
+
+impl Scope {
+    /// The column that holds the parent's id (every child table carries all three).
+    fn column(self) -> &'static str {
+        match self {
+            Scope::Session => "session_id",
+            Scope::Stage => "stage_id",
+            Scope::Execution => "execution_id",
+        }
+    }
+}
+
+/// The database, seen as the queries casefile runs on it.
+#[derive(Clone)]
+pub struct Store {
+    pool: PgPool,
+}
+
+impl Store {
+    pub fn new(pool: PgPool) -> Self {
+        Self { pool }
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Rows of one table by id; ids that do not exist are simply absent.
+    pub async fn by_ids<R: Record>(&self, ids: &[Uuid]) -> Result<Vec<R>> {
+        let sql = format!("SELECT * FROM {} WHERE id = ANY($1)", R::TABLE);
+        Ok(sqlx::query_as::<_, R>(&sql)
+            .bind(ids)
+            .fetch_all(&self.pool)
+            .await?)
+    }
+}
+
+/// Groups rows by a key, keeping their order; every requested key gets an entry (maybe empty).
+pub fn group_by<K, R>(keys: &[K], rows: Vec<R>, key_of: impl Fn(&R) -> K) -> HashMap<K, Vec<R>>
+where
+    K: Eq + Hash + Clone,
+{
+    let mut groups: HashMap<K, Vec<R>> = keys.iter().map(|k| (k.clone(), Vec::new())).collect();
+    for row in rows {
+        groups.entry(key_of(&row)).or_default().push(row);
+    }
+    groups
+}

@@ -1,0 +1,209 @@
+//! Rows as stored: one struct per table.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value as Json;
+use sqlx::FromRow;
+use uuid::Uuid;
+
+use crate::model::*;
+
+/// A table whose rows are addressed by a uuid `id`.
+pub trait Record:
+    for<'r> FromRow<'r, sqlx::postgres::PgRow> + Clone + Send + Sync + Unpin + 'static
+{
+    const TABLE: &'static str;
+    fn id(&self) -> Uuid;
+}
+
+macro_rules! record {
+    ($row:ty, $table:literal) => {
+        impl Record for $row {
+            const TABLE: &'static str = $table;
+            fn id(&self) -> Uuid {
+                self.id
+            }
+        }
+    };
+}
+
+#[derive(Debug, Clone, FromRow)]
+pub struct SessionRow {
+    pub id: Uuid,
+    pub alert_type: String,
+    pub alert_data: Json,
+    pub status: SessionStatus,
+    pub chain_id: String,
+    pub author: Option<String>,
+    pub runbook_url: Option<String>,
+    pub final_analysis: Option<String>,
+    pub executive_summary: Option<String>,
+    pub error_message: Option<String>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub completed_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub deleted_at: Option<DateTime<Utc>>,
+    pub duration_ms: Option<i64>,
+}
+record!(SessionRow, "sessions");
+
+#[derive(Debug, Clone, FromRow)]
+pub struct StageRow {
+    pub id: Uuid,
+    pub session_id: Uuid,
+    pub stage_name: String,
+    pub stage_index: i32,
+    pub expected_agent_count: i32,
+    pub parallel_type: Option<ParallelType>,
+    pub success_policy: Option<SuccessPolicy>,
+    pub status: StageStatus,
+    pub started_at: Option<DateTime<Utc>>,
+    pub completed_at: Option<DateTime<Utc>>,
+    pub duration_ms: Option<i64>,
+    pub error_message: Option<String>,
+    pub chat_id: Option<Uuid>,
+    pub chat_user_message_id: Option<Uuid>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+record!(StageRow, "stages");
+
+#[derive(Debug, Clone, FromRow)]
+pub struct ExecutionRow {
+    pub id: Uuid,
+    pub stage_id: Uuid,
+    pub session_id: Uuid,
+    pub parent_execution_id: Option<Uuid>,
+    pub agent_name: String,
+    pub agent_index: i32,
+    pub status: ExecutionStatus,
+    pub started_at: Option<DateTime<Utc>>,
+    pub completed_at: Option<DateTime<Utc>>,
+    pub duration_ms: Option<i64>,
+    pub error_message: Option<String>,
+    pub iteration_strategy: String,
+    pub llm_provider: Option<String>,
+    pub llm_model: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+record!(ExecutionRow, "agent_executions");
+
+#[derive(Debug, Clone, FromRow)]
+pub struct TimelineEventRow {
+    pub id: Uuid,
+    pub session_id: Uuid,
+    pub stage_id: Uuid,
+    pub execution_id: Uuid,
+    pub sequence_number: i64,
+    pub event_type: TimelineEventType,
+    pub status: TimelineEventStatus,
+    pub content: String,
+    pub metadata: Json,
+    pub llm_interaction_id: Option<Uuid>,
+    pub mcp_interaction_id: Option<Uuid>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+record!(TimelineEventRow, "timeline_events");
+
+#[derive(Debug, Clone, FromRow)]
+pub struct MessageRow {
+    pub id: Uuid,
+    pub session_id: Uuid,
+    pub stage_id: Uuid,
+    pub execution_id: Uuid,
+    pub sequence_number: i32,
+    pub role: MessageRole,
+    pub content: String,
+    pub tool_call_id: Option<String>,
+    pub tool_name: Option<String>,
+    pub tool_calls: Option<Json>,
+    pub created_at: DateTime<Utc>,
+}
+record!(MessageRow, "messages");
+
+#[derive(Debug, Clone, FromRow)]
+pub struct LlmInteractionRow {
+    pub id: Uuid,
+    pub session_id: Uuid,
+    pub stage_id: Uuid,
+    pub execution_id: Uuid,
+    pub interaction_type: LlmInteractionType,
+    pub model_name: String,
+    pub last_message_id: Option<Uuid>,
+    pub llm_request: Json,
+    pub llm_response: Json,
+    pub thinking_content: Option<String>,
+    pub response_metadata: Json,
+    pub input_tokens: Option<i32>,
+    pub output_tokens: Option<i32>,
+    pub total_tokens: Option<i32>,
+    pub thinking_tokens: Option<i32>,
+    pub estimated_cost_usd: Option<f64>,
+    pub duration_ms: Option<i64>,
+    pub error_message: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+record!(LlmInteractionRow, "llm_interactions");
+
+#[derive(Debug, Clone, FromRow)]
+pub struct McpInteractionRow {
+    pub id: Uuid,
+    pub session_id: Uuid,
+    pub stage_id: Uuid,
+    pub execution_id: Uuid,
+    pub interaction_type: McpInteractionType,
+    pub server_name: String,
+    pub tool_name: Option<String>,
+    pub tool_arguments: Json,
+    pub tool_result: Json,
+    pub available_tools: Json,
+    pub duration_ms: Option<i64>,
+    pub error_message: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+record!(McpInteractionRow, "mcp_interactions");
+
+#[derive(Debug, Clone, FromRow)]
+pub struct ChatRow {
+    pub id: Uuid,
+    pub session_id: Uuid,
+    pub created_by: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+record!(ChatRow, "chats");
+
+#[derive(Debug, Clone, FromRow)]
+pub struct ChatUserMessageRow {
+    pub id: Uuid,
+    pub chat_id: Uuid,
+    pub session_id: Uuid,
+    pub content: String,
+    pub author: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+record!(ChatUserMessageRow, "chat_user_messages");
+
+/// Token and cost totals of a set of LLM interactions.
+#[derive(Debug, Clone, Default, FromRow)]
+pub struct TokenUsageRow {
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub total_tokens: i64,
+    pub thinking_tokens: i64,
+    pub estimated_cost_usd: f64,
+    pub interaction_count: i64,
+}
+
+/// How much a session holds.
+#[derive(Debug, Clone, Default, FromRow)]
+pub struct SessionCountsRow {
+    pub stage_count: i64,
+    pub execution_count: i64,
+    pub timeline_event_count: i64,
+    pub message_count: i64,
+    pub llm_interaction_count: i64,
+    pub mcp_interaction_count: i64,
+}

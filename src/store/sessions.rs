@@ -1,0 +1,203 @@
+//! Listing sessions: filters, orderings and keyset (seek) pagination.
+
+use chrono::{DateTime, Utc};
+use sqlx::{Postgres, QueryBuilder};
+use uuid::Uuid;
+
+use super::{SessionRow, Store};
+use crate::error::Result;
+use crate::model::SessionStatus;
+
+/// Which sessions to list. Every field narrows the result; `None` means "any".
+#[derive(Debug, Clone, Default)]
+pub struct SessionFilter {
+    pub statuses: Vec<SessionStatus>,
+    pub alert_type: Option<String>,
+    pub chain_id: Option<String>,
+    pub author: Option<String>,
+    pub created_after: Option<DateTime<Utc>>,
+    pub created_before: Option<DateTime<Utc>>,
+    /// Substring matched case-insensitively against alert type, author and final analysis.
+    pub search: Option<String>,
+    pub include_deleted: bool,
+}
+
+/// What sessions are ordered by; ties are always broken by id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionSort {
+    CreatedAt,
+    Status,
+    AlertType,
+    Author,
+    Duration,
+}
+
+/// The value of a session's sort key, as stored in a cursor.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum SortValue {
+    #[serde(rename = "i")]
+    Int(i64),
+    #[serde(rename = "t")]
+    Time(DateTime<Utc>),
+    #[serde(rename = "s")]
+    Text(String),
+}
+
+/// A position in an ordered list of sessions: strictly after (or before, descending) this key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionKey {
+    pub value: SortValue,
+    pub id: Uuid,
+}
+
+impl SessionSort {
+    /// The SQL expression sorted on. Never null (nulls are folded to the low end), so keyset
+    /// comparisons stay correct; each has a matching (expression, id) index.
+    fn expression(self) -> &'static str {
+        match self {
+            Self::CreatedAt => "created_at",
+            Self::Status => "status",
+            Self::AlertType => "alert_type",
+            Self::Author => "coalesce(author, '')",
+            Self::Duration => "coalesce(duration_ms, -1)",
+        }
+    }
+
+    /// The sort key of a row, computed exactly as [`Self::expression`] does in SQL.
+    pub fn key_of(self, row: &SessionRow) -> SessionKey {
+        let value = match self {
+            Self::CreatedAt => SortValue::Time(row.created_at),
+            Self::Status => SortValue::Text(status_text(row.status).to_owned()),
+            Self::AlertType => SortValue::Text(row.alert_type.clone()),
+            Self::Author => SortValue::Text(row.author.clone().unwrap_or_default()),
+            Self::Duration => SortValue::Int(row.duration_ms.unwrap_or(-1)),
+        };
+        SessionKey { value, id: row.id }
+    }
+
+    /// Whether a cursor value has the type this ordering compares with.
+    pub fn accepts(self, value: &SortValue) -> bool {
+        matches!(
+            (self, value),
+            (Self::CreatedAt, SortValue::Time(_))
+                | (
+                    Self::Status | Self::AlertType | Self::Author,
+                    SortValue::Text(_)
+                )
+                | (Self::Duration, SortValue::Int(_))
+        )
+    }
+}
+
+fn status_text(status: SessionStatus) -> &'static str {
+    match status {
+        SessionStatus::Pending => "pending",
+        SessionStatus::InProgress => "in_progress",
+        SessionStatus::Cancelling => "cancelling",
+        SessionStatus::Completed => "completed",
+        SessionStatus::Failed => "failed",
+        SessionStatus::Cancelled => "cancelled",
+        SessionStatus::TimedOut => "timed_out",
+    }
+}
+
+/// Escapes LIKE wildcards so a search term matches literally.
+fn like_pattern(term: &str) -> String {
+    let mut pattern = String::with_capacity(term.len() + 2);
+    pattern.push('%');
+    for c in term.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push('%');
+    pattern
+}
+
+fn push_filter(qb: &mut QueryBuilder<'_, Postgres>, filter: &SessionFilter) {
+    qb.push(" WHERE TRUE");
+    if !filter.include_deleted {
+        qb.push(" AND deleted_at IS NULL");
+    }
+    if !filter.statuses.is_empty() {
+        qb.push(" AND status IN (");
+        let mut list = qb.separated(", ");
+        for status in &filter.statuses {
+            list.push_bind(*status);
+        }
+        qb.push(")");
+    }
+    if let Some(v) = &filter.alert_type {
+        qb.push(" AND alert_type = ").push_bind(v.clone());
+    }
+    if let Some(v) = &filter.chain_id {
+        qb.push(" AND chain_id = ").push_bind(v.clone());
+    }
+    if let Some(v) = &filter.author {
+        qb.push(" AND author = ").push_bind(v.clone());
+    }
+    if let Some(v) = filter.created_after {
+        qb.push(" AND created_at > ").push_bind(v);
+    }
+    if let Some(v) = filter.created_before {
+        qb.push(" AND created_at < ").push_bind(v);
+    }
+    if let Some(term) = &filter.search {
+        // Same expression as the trigram index sessions_search_idx.
+        qb.push(
+            " AND (alert_type || ' ' || coalesce(author, '') || ' ' || coalesce(final_analysis, '')) ILIKE ",
+        )
+        .push_bind(like_pattern(term));
+    }
+}
+
+impl Store {
+    /// One page of sessions after `after` (exclusive) in the given order; `limit` rows at most.
+    pub async fn list_sessions(
+        &self,
+        filter: &SessionFilter,
+        sort: SessionSort,
+        descending: bool,
+        after: Option<&SessionKey>,
+        limit: i64,
+    ) -> Result<Vec<SessionRow>> {
+        let expr = sort.expression();
+        let (cmp, dir) = if descending {
+            ("<", "DESC")
+        } else {
+            (">", "ASC")
+        };
+        let mut qb = QueryBuilder::<Postgres>::new("SELECT * FROM sessions");
+        push_filter(&mut qb, filter);
+        if let Some(key) = after {
+            qb.push(format_args!(" AND ({expr}, id) {cmp} ("));
+            match &key.value {
+                SortValue::Int(v) => qb.push_bind(*v),
+                SortValue::Time(v) => qb.push_bind(*v),
+                SortValue::Text(v) => qb.push_bind(v.clone()),
+            };
+            qb.push(", ").push_bind(key.id).push(")");
+        }
+        qb.push(format_args!(" ORDER BY {expr} {dir}, id {dir} LIMIT "))
+            .push_bind(limit);
+        Ok(qb.build_query_as().fetch_all(&self.pool).await?)
+    }
+
+    /// How many sessions match the filter.
+    pub async fn count_sessions(&self, filter: &SessionFilter) -> Result<i64> {
+        let mut qb = QueryBuilder::<Postgres>::new("SELECT count(*) FROM sessions");
+        push_filter(&mut qb, filter);
+        Ok(qb.build_query_scalar().fetch_one(&self.pool).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::like_pattern;
+
+    #[test]
+    fn search_terms_match_literally() {
+        assert_eq!(like_pattern("50%_a\\b"), "%50\\%\\_a\\\\b%");
+    }
+}

@@ -1,0 +1,153 @@
+//! The test harness: a fresh database per test and the real server on port 0, spoken to over
+//! HTTP like any client would.
+//!
+//! With `DATABASE_URL` set, each test gets a new database on that server (dropped afterwards);
+//! without it, each test gets its own temporary embedded PostgreSQL.
+
+#![allow(dead_code)] // each test binary uses a different part of the harness
+
+pub mod fixtures;
+
+use std::net::SocketAddr;
+
+use serde_json::{Value, json};
+use sqlx::postgres::PgConnectOptions;
+use sqlx::{ConnectOptions as _, Connection as _};
+
+use casefile::config::Limits;
+use casefile::db::{Database, EmbeddedPostgres};
+use casefile::server::Server;
+use casefile::store::Store;
+
+/// A fresh, migrated database that removes itself on [`TestDb::stop`].
+pub struct TestDb {
+    pub db: Database,
+    /// (admin connection options, database name) when it lives on an external server.
+    external: Option<(PgConnectOptions, String)>,
+}
+
+impl TestDb {
+    pub async fn start() -> TestDb {
+        let (db, external) = match std::env::var("DATABASE_URL") {
+            Ok(url) if !url.is_empty() => {
+                let admin: PgConnectOptions = url.parse().expect("DATABASE_URL parses");
+                let name = format!("casefile_test_{}", uuid::Uuid::new_v4().simple());
+                let mut conn = admin.connect().await.expect("connect to DATABASE_URL");
+                sqlx::query(&format!("CREATE DATABASE {name}"))
+                    .execute(&mut conn)
+                    .await
+                    .unwrap();
+                conn.close().await.unwrap();
+                let db = Database::external_with(admin.clone().database(&name), 5)
+                    .await
+                    .unwrap();
+                (db, Some((admin, name)))
+            }
+            _ => {
+                let server = EmbeddedPostgres::start_temporary()
+                    .await
+                    .expect("embedded database");
+                (Database::embedded(server).await.unwrap(), None)
+            }
+        };
+        db.migrate().await.expect("migrations apply");
+        TestDb { db, external }
+    }
+
+    pub fn store(&self) -> Store {
+        Store::new(self.db.pool().clone())
+    }
+
+    pub async fn stop(self) {
+        self.db.shutdown().await;
+        if let Some((admin, name)) = self.external {
+            let mut conn = admin.connect().await.unwrap();
+            sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                .execute(&mut conn)
+                .await
+                .unwrap();
+            conn.close().await.unwrap();
+        }
+    }
+}
+
+/// The real server on a fresh database.
+pub struct TestApp {
+    pub db: TestDb,
+    pub store: Store,
+    pub addr: SocketAddr,
+    pub client: reqwest::Client,
+    server: Server,
+}
+
+impl TestApp {
+    pub async fn start() -> TestApp {
+        Self::start_with(Limits::default()).await
+    }
+
+    pub async fn start_with(limits: Limits) -> TestApp {
+        let db = TestDb::start().await;
+        let store = db.store();
+        let server = Server::start(store.clone(), limits, "127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        TestApp {
+            addr: server.addr(),
+            db,
+            store,
+            client: reqwest::Client::new(),
+            server,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// POSTs a query; returns the whole JSON body (data and errors).
+    pub async fn graphql(&self, query: &str, variables: Value) -> Value {
+        let response = self
+            .client
+            .post(self.url("/graphql"))
+            .json(&json!({ "query": query, "variables": variables }))
+            .send()
+            .await
+            .expect("request succeeds");
+        response.json().await.expect("JSON body")
+    }
+
+    /// POSTs a query that must succeed; returns its `data`.
+    pub async fn data(&self, query: &str, variables: Value) -> Value {
+        let body = self.graphql(query, variables).await;
+        assert!(body.get("errors").is_none(), "unexpected errors: {body:#}");
+        body["data"].clone()
+    }
+
+    /// POSTs a query that must fail; returns the first error's code and message.
+    pub async fn error(&self, query: &str, variables: Value) -> (String, String) {
+        let body = self.graphql(query, variables).await;
+        let error = &body["errors"][0];
+        assert!(error.is_object(), "expected an error: {body:#}");
+        (
+            error["extensions"]["code"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            error["message"].as_str().unwrap_or_default().to_owned(),
+        )
+    }
+
+    pub async fn stop(self) {
+        let TestApp {
+            db,
+            store,
+            server,
+            client,
+            ..
+        } = self;
+        drop(client);
+        server.stop().await;
+        drop(store);
+        db.stop().await;
+    }
+}

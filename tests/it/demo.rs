@@ -1,0 +1,171 @@
+//! The demo data covers every status and type, and loading it twice changes nothing.
+
+use crate::common::TestDb;
+
+const TABLES: [&str; 9] = [
+    "sessions",
+    "stages",
+    "agent_executions",
+    "timeline_events",
+    "messages",
+    "llm_interactions",
+    "mcp_interactions",
+    "chats",
+    "chat_user_messages",
+];
+
+async fn fingerprint(pool: &sqlx::PgPool) -> Vec<(String, i64, String)> {
+    let mut out = Vec::new();
+    for table in TABLES {
+        let (count, digest): (i64, Option<String>) = sqlx::query_as(&format!(
+            "SELECT count(*), md5(string_agg(t::text, '|' ORDER BY t.id)) FROM {table} t"
+        ))
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        out.push((table.to_owned(), count, digest.unwrap_or_default()));
+    }
+    out
+}
+
+async fn distinct(pool: &sqlx::PgPool, sql: &str) -> Vec<String> {
+    let mut values: Vec<String> = sqlx::query_scalar(sql).fetch_all(pool).await.unwrap();
+    values.sort();
+    values
+}
+
+#[tokio::test]
+async fn demo_is_complete_and_idempotent() {
+    let db = TestDb::start().await;
+    let store = db.store();
+    let pool = db.db.pool();
+    casefile::demo::load(&store).await.unwrap();
+    let first = fingerprint(pool).await;
+    casefile::demo::load(&store).await.unwrap();
+    assert_eq!(
+        fingerprint(pool).await,
+        first,
+        "a second load changed something"
+    );
+    for (table, count, _) in &first {
+        assert!(*count > 0, "{table} is empty");
+    }
+
+    let sorted = |v: &[&str]| {
+        let mut v: Vec<String> = v.iter().map(|s| s.to_string()).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        distinct(pool, "SELECT DISTINCT status FROM sessions").await,
+        sorted(&[
+            "pending",
+            "in_progress",
+            "cancelling",
+            "completed",
+            "failed",
+            "cancelled",
+            "timed_out"
+        ])
+    );
+    assert_eq!(
+        distinct(pool, "SELECT DISTINCT event_type FROM timeline_events").await,
+        sorted(&[
+            "llm_thinking",
+            "llm_response",
+            "llm_tool_call",
+            "mcp_tool_call",
+            "mcp_tool_summary",
+            "user_question",
+            "executive_summary",
+            "final_analysis"
+        ])
+    );
+    assert_eq!(
+        distinct(pool, "SELECT DISTINCT status FROM timeline_events").await,
+        sorted(&["streaming", "completed", "failed", "cancelled", "timed_out"])
+    );
+    assert_eq!(
+        distinct(pool, "SELECT DISTINCT role FROM messages").await,
+        sorted(&["system", "user", "assistant", "tool"])
+    );
+    assert_eq!(
+        distinct(
+            pool,
+            "SELECT DISTINCT interaction_type FROM llm_interactions"
+        )
+        .await,
+        sorted(&[
+            "iteration",
+            "final_analysis",
+            "executive_summary",
+            "chat_response"
+        ])
+    );
+    assert_eq!(
+        distinct(
+            pool,
+            "SELECT DISTINCT interaction_type FROM mcp_interactions"
+        )
+        .await,
+        sorted(&["tool_call", "tool_list"])
+    );
+    assert_eq!(
+        distinct(
+            pool,
+            "SELECT DISTINCT success_policy FROM stages WHERE success_policy IS NOT NULL"
+        )
+        .await,
+        sorted(&["all", "any"])
+    );
+    let checks: Vec<(&str, &str)> = vec![
+        (
+            "a three-stage chain whose middle stage runs three agents in parallel",
+            "SELECT count(*) FROM stages m WHERE m.stage_index = 1 AND m.expected_agent_count = 3 \
+          AND (SELECT count(*) FROM agent_executions e WHERE e.stage_id = m.id) = 3 \
+          AND (SELECT count(*) FROM stages o WHERE o.session_id = m.session_id AND o.chat_id IS NULL) = 3",
+        ),
+        (
+            "an orchestrator with sub-agents",
+            "SELECT count(*) FROM agent_executions WHERE parent_execution_id IS NOT NULL",
+        ),
+        (
+            "a follow-up chat answered by a stage",
+            "SELECT count(*) FROM stages WHERE chat_user_message_id IS NOT NULL",
+        ),
+        (
+            "LLM interactions linked to their conversation",
+            "SELECT count(*) FROM llm_interactions WHERE last_message_id IS NOT NULL",
+        ),
+        (
+            "tool messages answering a call",
+            "SELECT count(*) FROM messages WHERE role = 'tool' AND tool_call_id IS NOT NULL",
+        ),
+        (
+            "assistant messages requesting tool calls",
+            "SELECT count(*) FROM messages WHERE tool_calls IS NOT NULL",
+        ),
+        (
+            "timeline events linked to interactions",
+            "SELECT count(*) FROM timeline_events WHERE llm_interaction_id IS NOT NULL",
+        ),
+        (
+            "thinking tokens and costs",
+            "SELECT count(*) FROM llm_interactions WHERE thinking_tokens > 0 AND estimated_cost_usd > 0",
+        ),
+    ];
+    for (what, sql) in checks {
+        let n: i64 = sqlx::query_scalar(sql).fetch_one(pool).await.unwrap();
+        assert!(n > 0, "demo data lacks {what}");
+    }
+    let gaps: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM (SELECT session_id FROM timeline_events GROUP BY session_id \
+         HAVING max(sequence_number) <> count(*) OR min(sequence_number) <> 1) g",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    assert_eq!(gaps, 0, "timeline sequence numbers must be gapless from 1");
+    drop(store);
+    db.stop().await;
+}

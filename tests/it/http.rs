@@ -1,0 +1,242 @@
+//! The HTTP edge: GraphQL over HTTP, GraphiQL, probes and limits.
+
+use chrono::Utc;
+use reqwest::StatusCode;
+use reqwest::header::{ACCEPT, CONTENT_TYPE};
+use serde_json::{Value, json};
+
+use casefile::config::Limits;
+
+use crate::common::TestApp;
+use crate::common::fixtures;
+
+fn content_type(response: &reqwest::Response) -> String {
+    response.headers()[CONTENT_TYPE]
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn post_negotiates_the_response_media_type() {
+    let app = TestApp::start().await;
+    let post = |accept: Option<&str>, query: &str| {
+        let mut request = app
+            .client
+            .post(app.url("/graphql"))
+            .json(&json!({ "query": query }));
+        if let Some(accept) = accept {
+            request = request.header(ACCEPT, accept);
+        }
+        request.send()
+    };
+    let ok = "{ sessions { totalCount } }";
+    let broken = "{ sessions { ";
+
+    let r = post(Some("application/graphql-response+json"), ok)
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(content_type(&r), "application/graphql-response+json");
+    assert_eq!(
+        r.json::<Value>().await.unwrap(),
+        json!({ "data": { "sessions": { "totalCount": 0 } } })
+    );
+
+    let r = post(
+        Some("application/graphql-response+json, application/json;q=0.9"),
+        broken,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        r.status(),
+        StatusCode::BAD_REQUEST,
+        "a request error is a 400 in the new media type"
+    );
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(
+        body["errors"][0]["extensions"]["code"],
+        "GRAPHQL_PARSE_FAILED"
+    );
+
+    for accept in [Some("application/json"), None] {
+        let r = post(accept, broken).await.unwrap();
+        assert_eq!(
+            r.status(),
+            StatusCode::OK,
+            "legacy application/json keeps 200"
+        );
+        assert_eq!(content_type(&r), "application/json");
+    }
+
+    // Batches.
+    let r = app
+        .client
+        .post(app.url("/graphql"))
+        .json(&json!([{ "query": ok }, { "query": "{ __typename }" }]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.json::<Value>().await.unwrap(),
+        json!([{ "data": { "sessions": { "totalCount": 0 } } }, { "data": { "__typename": "Query" } }])
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn get_runs_queries_but_not_mutations() {
+    let app = TestApp::start().await;
+    let r = app
+        .client
+        .get(app.url("/graphql"))
+        .query(&[
+            (
+                "query",
+                "query ($n: Int) { sessions(first: $n) { totalCount } }",
+            ),
+            ("variables", r#"{"n": 1}"#),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(
+        r.json::<Value>().await.unwrap()["data"]["sessions"]["totalCount"],
+        0
+    );
+
+    let r = app
+        .client
+        .get(app.url("/graphql"))
+        .query(&[("query", "mutation { x }")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(r.headers()["allow"], "POST");
+
+    let r = app
+        .client
+        .get(app.url("/graphql"))
+        .header(ACCEPT, "application/json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn browsers_get_graphiql_with_a_working_example_query() {
+    let app = TestApp::start().await;
+    fixtures::investigation(app.store.pool(), Utc::now()).await;
+    for path in ["/", "/graphql"] {
+        let r = app
+            .client
+            .get(app.url(path))
+            .header(ACCEPT, "text/html,application/xhtml+xml")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        assert!(content_type(&r).starts_with("text/html"));
+        let html = r.text().await.unwrap();
+        assert!(html.contains("graphiql.min.js"), "{path}");
+        assert!(html.contains("query RecentSessions"), "{path}");
+        assert!(html.contains("\"/graphql\""), "{path}");
+    }
+    // The pre-filled query runs cleanly against real data.
+    let data = app.data(casefile::http::EXAMPLE_QUERY, json!({})).await;
+    let session = &data["sessions"]["edges"][0]["node"];
+    assert_eq!(session["counts"]["stages"], 4);
+    assert_eq!(
+        session["stages"][1]["executions"].as_array().unwrap().len(),
+        3
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn probes_report_process_and_database() {
+    let app = TestApp::start().await;
+    let r = app.client.get(app.url("/healthz")).send().await.unwrap();
+    assert_eq!(
+        (r.status(), r.text().await.unwrap()),
+        (StatusCode::OK, "ok".to_owned())
+    );
+    let r = app.client.get(app.url("/readyz")).send().await.unwrap();
+    assert_eq!(
+        (r.status(), r.text().await.unwrap()),
+        (StatusCode::OK, "ready".to_owned())
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn limits_refuse_oversized_deep_and_complex_requests_but_not_introspection() {
+    let limits = Limits {
+        max_body_bytes: 64 * 1024,
+        ..Limits::default()
+    };
+    let app = TestApp::start_with(limits).await;
+
+    let padding = "x".repeat(100 * 1024);
+    let r = app
+        .client
+        .post(app.url("/graphql"))
+        .json(&json!({ "query": format!("{{ __typename }} # {padding}") }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
+
+    let mut deep = String::from("id");
+    for _ in 0..10 {
+        deep = format!("stages {{ session {{ {deep} }} }}");
+    }
+    let (code, message) = app
+        .error(
+            &format!("{{ sessions {{ edges {{ node {{ {deep} }} }} }} }}"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(code, "GRAPHQL_VALIDATION_FAILED");
+    assert!(message.contains("nested too deep"), "{message}");
+
+    let complex = "{ sessions(first: 100) { edges { node { timeline(first: 100) { edges { node {
+        stage { timeline(first: 100) { edges { node { content } } } } } } } } } } }";
+    let (code, message) = app.error(complex, json!({})).await;
+    assert_eq!(code, "GRAPHQL_VALIDATION_FAILED");
+    assert!(message.contains("too complex"), "{message}");
+
+    let body = app.graphql(INTROSPECTION, json!({})).await;
+    assert!(body.get("errors").is_none(), "{body:#}");
+    assert_eq!(body["data"]["__schema"]["queryType"]["name"], "Query");
+    app.stop().await;
+}
+
+/// The introspection query GraphiQL sends (graphql-js `getIntrospectionQuery`).
+const INTROSPECTION: &str = r#"
+query IntrospectionQuery {
+  __schema {
+    queryType { name } mutationType { name } subscriptionType { name }
+    types { ...FullType }
+    directives { name description locations args { ...InputValue } }
+  }
+}
+fragment FullType on __Type {
+  kind name description
+  fields(includeDeprecated: true) { name description args { ...InputValue } type { ...TypeRef } isDeprecated deprecationReason }
+  inputFields { ...InputValue }
+  interfaces { ...TypeRef }
+  enumValues(includeDeprecated: true) { name description isDeprecated deprecationReason }
+  possibleTypes { ...TypeRef }
+}
+fragment InputValue on __InputValue { name description type { ...TypeRef } defaultValue }
+fragment TypeRef on __Type {
+  kind name
+  ofType { kind name ofType { kind name ofType { kind name ofType { kind name ofType { kind name
+    ofType { kind name ofType { kind name ofType { kind name } } } } } } } }
+}"#;

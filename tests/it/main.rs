@@ -1,0 +1,10 @@
+//! Integration tests: the real server on a fresh database, spoken to over HTTP.
+
+mod bad_input;
+mod common;
+mod demo;
+mod http;
+mod integrity;
+mod lifecycle;
+mod query_api;
+mod schema_file;
