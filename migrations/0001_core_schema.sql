@@ -184,6 +184,7 @@ CREATE TABLE llm_interactions (
 CREATE INDEX llm_interactions_execution_idx ON llm_interactions (execution_id, created_at, id);
 CREATE INDEX llm_interactions_stage_idx ON llm_interactions (stage_id, created_at, id);
 CREATE INDEX llm_interactions_session_idx ON llm_interactions (session_id, created_at, id);
+CREATE INDEX llm_interactions_created_at_idx ON llm_interactions (created_at);
 CREATE INDEX llm_interactions_last_message_idx ON llm_interactions (last_message_id)
     WHERE last_message_id IS NOT NULL;
 
@@ -210,6 +211,7 @@ CREATE TABLE mcp_interactions (
 CREATE INDEX mcp_interactions_execution_idx ON mcp_interactions (execution_id, created_at, id);
 CREATE INDEX mcp_interactions_stage_idx ON mcp_interactions (stage_id, created_at, id);
 CREATE INDEX mcp_interactions_session_idx ON mcp_interactions (session_id, created_at, id);
+CREATE INDEX mcp_interactions_created_at_idx ON mcp_interactions (created_at);
 
 -- Layer 1: the user-facing reasoning timeline, created when streaming starts.
 CREATE TABLE timeline_events (

@@ -56,36 +56,57 @@ pub struct ServeArgs {
     pub demo: bool,
 
     #[command(flatten)]
-    pub limits: Limits,
+    pub http: HttpOptions,
 }
+
+/// How the HTTP edge behaves.
+#[derive(Debug, Clone, Default, Args)]
+pub struct HttpOptions {
+    #[command(flatten)]
+    pub limits: Limits,
+
+    /// Browser origins allowed to call the API (comma-separated, e.g.
+    /// `https://app.example.com,http://localhost:3000`; `*` allows any). Unset: same origin only.
+    #[arg(
+        long = "cors-allow-origin",
+        env = "CASEFILE_CORS_ALLOW_ORIGINS",
+        value_delimiter = ','
+    )]
+    pub cors_allow_origins: Vec<String>,
+}
+
+const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
+const DEFAULT_MAX_QUERY_DEPTH: usize = 16;
+const DEFAULT_MAX_QUERY_COMPLEXITY: usize = 250_000;
+pub const DEFAULT_MAX_PAGE_SIZE: usize = 100;
 
 /// Protective limits on what one request may ask for.
 #[derive(Debug, Clone, Copy, Args)]
 pub struct Limits {
     /// Largest accepted request body, in bytes.
-    #[arg(long, env = "CASEFILE_MAX_BODY_BYTES", default_value_t = 1024 * 1024)]
+    #[arg(long, env = "CASEFILE_MAX_BODY_BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES)]
     pub max_body_bytes: usize,
 
     /// Deepest accepted query nesting.
-    #[arg(long, env = "CASEFILE_MAX_QUERY_DEPTH", default_value_t = 16)]
+    #[arg(long, env = "CASEFILE_MAX_QUERY_DEPTH", default_value_t = DEFAULT_MAX_QUERY_DEPTH)]
     pub max_query_depth: usize,
 
     /// Highest accepted query complexity (each field costs 1; a page of N multiplies its selection by N).
-    #[arg(long, env = "CASEFILE_MAX_QUERY_COMPLEXITY", default_value_t = 250_000)]
+    #[arg(long, env = "CASEFILE_MAX_QUERY_COMPLEXITY", default_value_t = DEFAULT_MAX_QUERY_COMPLEXITY)]
     pub max_query_complexity: usize,
 
     /// Largest page (`first`) any connection accepts.
-    #[arg(long, env = "CASEFILE_MAX_PAGE_SIZE", default_value_t = 100)]
+    #[arg(long, env = "CASEFILE_MAX_PAGE_SIZE", default_value_t = DEFAULT_MAX_PAGE_SIZE)]
     pub max_page_size: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Self {
-            max_body_bytes: 1024 * 1024,
-            max_query_depth: 16,
-            max_query_complexity: 250_000,
-            max_page_size: 100,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            max_query_depth: DEFAULT_MAX_QUERY_DEPTH,
+            max_query_complexity: DEFAULT_MAX_QUERY_COMPLEXITY,
+            max_page_size: DEFAULT_MAX_PAGE_SIZE,
         }
     }
 }

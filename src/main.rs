@@ -72,7 +72,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             }
         }
     }
-    let server = match Server::start(store, args.limits, args.listen).await {
+    let server = match Server::start(store, &args.http, args.listen).await {
         Ok(server) => server,
         Err(err) => {
             db.shutdown().await;

@@ -8,7 +8,7 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::config::Limits;
+use crate::config::HttpOptions;
 use crate::http::router;
 use crate::store::Store;
 
@@ -24,12 +24,16 @@ pub struct Server {
 
 impl Server {
     /// Binds `addr` (port 0 picks a free port) and starts serving.
-    pub async fn start(store: Store, limits: Limits, addr: SocketAddr) -> anyhow::Result<Self> {
+    pub async fn start(
+        store: Store,
+        options: &HttpOptions,
+        addr: SocketAddr,
+    ) -> anyhow::Result<Self> {
         let listener = TcpListener::bind(addr)
             .await
             .with_context(|| format!("cannot listen on {addr}"))?;
         let addr = listener.local_addr()?;
-        let app = router(store, limits);
+        let app = router(store, options)?;
         let (shutdown, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             axum::serve(listener, app)

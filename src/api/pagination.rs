@@ -1,6 +1,7 @@
 //! Page sizes and opaque cursors. Cursors are base64 JSON that name the list they belong to,
 //! so a cursor from another list, ordering or session is refused rather than misread.
 
+use async_graphql::connection::PageInfo;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
@@ -14,9 +15,11 @@ use crate::store::sessions::{SessionKey, SessionSort, SortValue};
 pub const DEFAULT_PAGE_SIZE: usize = 20;
 
 /// The complexity a page of `first` rows adds: its selection, once per row. The page size is
-/// capped here because an out-of-range `first` is refused by the resolver with a clearer error.
+/// capped (at the default maximum: complexity is computed before the configuration is at hand)
+/// because an out-of-range `first` is refused by the resolver with a clearer error.
 pub fn complexity_of_page(first: Option<i32>, child_complexity: usize) -> usize {
-    let rows = first.unwrap_or(DEFAULT_PAGE_SIZE as i32).clamp(0, 100) as usize;
+    let cap = crate::config::DEFAULT_MAX_PAGE_SIZE as i32;
+    let rows = first.unwrap_or(DEFAULT_PAGE_SIZE as i32).clamp(0, cap) as usize;
     rows * child_complexity + 1
 }
 
@@ -29,6 +32,17 @@ pub fn page_size(first: Option<i32>, limits: &Limits) -> Result<i64> {
         Some(n) => Err(Error::bad_input(format!(
             "`first` must be between 0 and {max}, got {n}"
         ))),
+    }
+}
+
+/// Page info of a forward page. `hasPreviousPage` is false, as the Relay spec allows when
+/// paginating forwards.
+pub fn page_info(start: Option<&String>, end: Option<&String>, has_next_page: bool) -> PageInfo {
+    PageInfo {
+        has_previous_page: false,
+        has_next_page,
+        start_cursor: start.cloned(),
+        end_cursor: end.cloned(),
     }
 }
 

@@ -1,12 +1,11 @@
 //! The query root.
 
-use async_graphql::connection::{Connection, Edge};
 use async_graphql::{Context, Enum, ID, InputObject, Object};
 use chrono::{DateTime, Utc};
 
 use super::ids::{self, NodeType};
-use super::pagination::{decode_session_cursor, page_size, session_cursor};
-use super::types::{Node, Session, SessionConnection, SessionConnectionTotals, loaders};
+use super::pagination::{decode_session_cursor, page_info, page_size, session_cursor};
+use super::types::{Node, Session, SessionConnection, SessionEdge, loaders};
 use crate::config::Limits;
 use crate::error::Error;
 use crate::model::SessionStatus;
@@ -116,18 +115,28 @@ impl From<SessionOrderField> for SessionSort {
     }
 }
 
+/// The entry points for reading investigation sessions.
 pub struct Query;
 
+/// The entry points for reading investigation sessions.
 #[Object]
 impl Query {
     /// Any object by its global ID (null when it does not exist).
-    async fn node(&self, ctx: &Context<'_>, id: ID) -> Result<Option<Node>> {
+    async fn node(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "A global ID, as returned in any object's `id`.")] id: ID,
+    ) -> Result<Option<Node>> {
         Node::load(ctx, &id).await
     }
 
     /// Several objects by their global IDs, in the same order (null where one does not exist).
     #[graphql(complexity = "ids.len() * child_complexity + 1")]
-    async fn nodes(&self, ctx: &Context<'_>, ids: Vec<ID>) -> Result<Vec<Option<Node>>> {
+    async fn nodes(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "Global IDs (at most the server's maximum page size).")] ids: Vec<ID>,
+    ) -> Result<Vec<Option<Node>>> {
         let max = ctx.data_unchecked::<Limits>().max_page_size;
         if ids.len() > max {
             return Err(Error::bad_input(format!(
@@ -141,7 +150,11 @@ impl Query {
 
     /// A session by its global ID or UUID (null when it does not exist; soft-deleted sessions
     /// are returned, with `deletedAt` set).
-    async fn session(&self, ctx: &Context<'_>, id: ID) -> Result<Option<Session>> {
+    async fn session(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The session's global ID or its UUID.")] id: ID,
+    ) -> Result<Option<Session>> {
         let uuid = ids::decode_as(NodeType::Session, &id)?;
         Ok(loaders(ctx).sessions.load_one(uuid).await?.map(Session))
     }
@@ -175,12 +188,22 @@ impl Query {
             .await?;
         let has_next = rows.len() as i64 > limit;
         rows.truncate(limit as usize);
-        let mut connection =
-            Connection::with_additional_fields(false, has_next, SessionConnectionTotals { filter });
-        connection.edges.extend(
-            rows.into_iter()
-                .map(|row| Edge::new(session_cursor(sort, sort.key_of(&row)), Session(row))),
+        let edges: Vec<SessionEdge> = rows
+            .into_iter()
+            .map(|row| SessionEdge {
+                cursor: session_cursor(sort, sort.key_of(&row)),
+                node: Session(row),
+            })
+            .collect();
+        let page_info = page_info(
+            edges.first().map(|e| &e.cursor),
+            edges.last().map(|e| &e.cursor),
+            has_next,
         );
-        Ok(connection)
+        Ok(SessionConnection {
+            edges,
+            page_info,
+            filter,
+        })
     }
 }

@@ -5,17 +5,19 @@ mod graphql;
 
 use std::time::Duration;
 
+use anyhow::Context as _;
 use axum::Router;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::api::{CasefileSchema, build_schema};
-use crate::config::Limits;
+use crate::config::HttpOptions;
 use crate::store::Store;
 pub use graphiql::EXAMPLE_QUERY;
 
@@ -27,12 +29,13 @@ pub struct AppState {
 }
 
 /// The whole HTTP application.
-pub fn router(store: Store, limits: Limits) -> Router {
+pub fn router(store: Store, options: &HttpOptions) -> anyhow::Result<Router> {
+    let limits = options.limits;
     let state = AppState {
         schema: build_schema(store.clone(), limits),
         store,
     };
-    Router::new()
+    let router = Router::new()
         .route("/", get(graphiql))
         .route("/graphql", get(graphql::get).post(graphql::post))
         .route("/healthz", get(healthz))
@@ -40,7 +43,38 @@ pub fn router(store: Store, limits: Limits) -> Router {
         .layer(RequestBodyLimitLayer::new(limits.max_body_bytes))
         .layer(CatchPanicLayer::new())
         .layer(TraceLayer::new_for_http())
-        .with_state(state)
+        .with_state(state);
+    Ok(match cors(&options.cors_allow_origins)? {
+        Some(cors) => router.layer(cors),
+        None => router,
+    })
+}
+
+/// Cross-origin access for browser apps served from other origins (none unless configured).
+fn cors(origins: &[String]) -> anyhow::Result<Option<CorsLayer>> {
+    let origins: Vec<&str> = origins
+        .iter()
+        .map(|o| o.trim())
+        .filter(|o| !o.is_empty())
+        .collect();
+    if origins.is_empty() {
+        return Ok(None);
+    }
+    let allow_origin = if origins.contains(&"*") {
+        AllowOrigin::any()
+    } else {
+        let values = origins
+            .iter()
+            .map(|o| HeaderValue::from_str(o).with_context(|| format!("invalid CORS origin {o:?}")))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        AllowOrigin::list(values)
+    };
+    Ok(Some(
+        CorsLayer::new()
+            .allow_origin(allow_origin)
+            .allow_methods([Method::GET, Method::POST])
+            .allow_headers([header::CONTENT_TYPE, header::ACCEPT, header::AUTHORIZATION]),
+    ))
 }
 
 async fn graphiql() -> Html<&'static str> {

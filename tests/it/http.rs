@@ -5,7 +5,7 @@ use reqwest::StatusCode;
 use reqwest::header::{ACCEPT, CONTENT_TYPE};
 use serde_json::{Value, json};
 
-use casefile::config::Limits;
+use casefile::config::{HttpOptions, Limits};
 
 use crate::common::TestApp;
 use crate::common::fixtures;
@@ -180,7 +180,11 @@ async fn limits_refuse_oversized_deep_and_complex_requests_but_not_introspection
         max_body_bytes: 64 * 1024,
         ..Limits::default()
     };
-    let app = TestApp::start_with(limits).await;
+    let app = TestApp::start_with(HttpOptions {
+        limits,
+        ..HttpOptions::default()
+    })
+    .await;
 
     let padding = "x".repeat(100 * 1024);
     let r = app
@@ -240,3 +244,36 @@ fragment TypeRef on __Type {
   ofType { kind name ofType { kind name ofType { kind name ofType { kind name ofType { kind name
     ofType { kind name ofType { kind name ofType { kind name } } } } } } } }
 }"#;
+
+#[tokio::test]
+async fn cross_origin_access_only_for_configured_origins() {
+    let preflight = |app: &TestApp, origin: &str| {
+        app.client
+            .request(reqwest::Method::OPTIONS, app.url("/graphql"))
+            .header("origin", origin)
+            .header("access-control-request-method", "POST")
+            .header("access-control-request-headers", "content-type")
+            .send()
+    };
+    let app = TestApp::start_with(HttpOptions {
+        cors_allow_origins: vec!["http://localhost:3000".into()],
+        ..HttpOptions::default()
+    })
+    .await;
+    let r = preflight(&app, "http://localhost:3000").await.unwrap();
+    assert_eq!(
+        r.headers()["access-control-allow-origin"],
+        "http://localhost:3000"
+    );
+    let r = preflight(&app, "https://evil.example").await.unwrap();
+    assert!(r.headers().get("access-control-allow-origin").is_none());
+    app.stop().await;
+
+    let app = TestApp::start().await;
+    let r = preflight(&app, "http://localhost:3000").await.unwrap();
+    assert!(
+        r.headers().get("access-control-allow-origin").is_none(),
+        "same origin only by default"
+    );
+    app.stop().await;
+}

@@ -29,3 +29,61 @@ fn the_cli_prints_the_same_schema() {
         casefile::api::sdl()
     );
 }
+
+/// Every type, field, argument, input field and enum value of casefile's own schema says what
+/// it is (GraphiQL's docs panel shows these).
+#[tokio::test]
+async fn everything_in_the_schema_is_described() {
+    let app = crate::common::TestApp::start().await;
+    let data = app
+        .data(
+            "{ __schema { types { name description
+                 fields { name description args { name description } }
+                 inputFields { name description }
+                 enumValues { name description } } } }",
+            serde_json::json!({}),
+        )
+        .await;
+    let described = |v: &serde_json::Value| {
+        v["description"]
+            .as_str()
+            .is_some_and(|d| !d.trim().is_empty())
+    };
+    let mut missing = Vec::new();
+    for t in data["__schema"]["types"].as_array().unwrap() {
+        let name = t["name"].as_str().unwrap();
+        // Introspection types and the standard scalars are described by the spec, not by us.
+        if name.starts_with("__") || ["String", "Int", "Float", "Boolean", "ID"].contains(&name) {
+            continue;
+        }
+        if !described(t) {
+            missing.push(name.to_owned());
+        }
+        for f in t["fields"].as_array().into_iter().flatten() {
+            if !described(f) {
+                missing.push(format!("{name}.{}", f["name"].as_str().unwrap()));
+            }
+            for a in f["args"].as_array().unwrap() {
+                if !described(a) {
+                    missing.push(format!(
+                        "{name}.{}({})",
+                        f["name"].as_str().unwrap(),
+                        a["name"].as_str().unwrap()
+                    ));
+                }
+            }
+        }
+        for f in t["inputFields"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .chain(t["enumValues"].as_array().into_iter().flatten())
+        {
+            if !described(f) {
+                missing.push(format!("{name}.{}", f["name"].as_str().unwrap()));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "undescribed: {missing:#?}");
+    app.stop().await;
+}

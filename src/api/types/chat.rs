@@ -7,9 +7,9 @@ use crate::api::ids::{self, NodeType};
 use crate::store::{ChatRow, ChatUserMessageRow};
 use async_graphql::Result;
 
-/// A follow-up conversation on a finished session; each question is answered by a new stage.
 pub struct Chat(pub ChatRow);
 
+/// A follow-up conversation on a finished session; each question is answered by a new stage.
 #[Object]
 impl Chat {
     /// Global ID.
@@ -51,9 +51,9 @@ impl Chat {
     }
 }
 
-/// A question a person asked in a chat (1 to 5,000 characters, not only whitespace).
 pub struct ChatUserMessage(pub ChatUserMessageRow);
 
+/// A question a person asked in a chat (1 to 5,000 characters, not only whitespace).
 #[Object]
 impl ChatUserMessage {
     /// Global ID.

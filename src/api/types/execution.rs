@@ -11,9 +11,9 @@ use crate::model::ExecutionStatus;
 use crate::store::{ExecutionRow, Scope};
 use async_graphql::Result;
 
-/// The work of one agent in a stage, or of a sub-agent an orchestrator agent spawned.
 pub struct AgentExecution(pub ExecutionRow);
 
+/// The work of one agent in a stage, or of a sub-agent an orchestrator agent spawned.
 #[Object]
 impl AgentExecution {
     /// Global ID.

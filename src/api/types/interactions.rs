@@ -8,9 +8,9 @@ use crate::model::{LlmInteractionType, McpInteractionType};
 use crate::store::{LlmInteractionRow, McpInteractionRow};
 use async_graphql::Result;
 
-/// The full technical record of one LLM call (debug view). Immutable.
 pub struct LlmInteraction(pub LlmInteractionRow);
 
+/// The full technical record of one LLM call (debug view). Immutable.
 #[Object(name = "LLMInteraction")]
 impl LlmInteraction {
     /// Global ID.
@@ -117,9 +117,9 @@ impl LlmInteraction {
     }
 }
 
-/// The full technical record of one MCP tool call or tool listing (debug view). Immutable.
 pub struct McpInteraction(pub McpInteractionRow);
 
+/// The full technical record of one MCP tool call or tool listing (debug view). Immutable.
 #[Object(name = "MCPInteraction")]
 impl McpInteraction {
     /// Global ID.

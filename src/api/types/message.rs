@@ -8,9 +8,9 @@ use crate::model::MessageRole;
 use crate::store::MessageRow;
 use async_graphql::Result;
 
-/// One message of an agent's LLM conversation. Stored once and never changed.
 pub struct Message(pub MessageRow);
 
+/// One message of an agent's LLM conversation. Stored once and never changed.
 #[Object]
 impl Message {
     /// Global ID.

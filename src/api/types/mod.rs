@@ -22,9 +22,9 @@ pub use interactions::{LlmInteraction, McpInteraction};
 pub use message::Message;
 pub use node::Node;
 pub use rollups::{SessionCounts, TokenUsage};
-pub use session::{Session, SessionConnection, SessionConnectionTotals};
+pub use session::{Session, SessionConnection, SessionEdge};
 pub use stage::Stage;
-pub use timeline::{TimelineConnection, TimelineEvent};
+pub use timeline::{TimelineConnection, TimelineEvent, TimelineEventEdge};
 
 pub(crate) fn loaders<'a>(ctx: &Context<'a>) -> &'a Loaders {
     ctx.data_unchecked::<Loaders>()

@@ -1,5 +1,5 @@
-use async_graphql::connection::Connection;
-use async_graphql::{Context, ID, Json, Object};
+use async_graphql::connection::PageInfo;
+use async_graphql::{ComplexObject, Context, ID, Json, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -12,15 +12,28 @@ use crate::store::{Scope, SessionRow, Store};
 use async_graphql::Result;
 
 /// A page of sessions.
-pub type SessionConnection = Connection<String, Session, SessionConnectionTotals>;
-
-/// Totals of a sessions list (computed only when asked for).
-pub struct SessionConnectionTotals {
+#[derive(SimpleObject)]
+#[graphql(complex)]
+pub struct SessionConnection {
+    /// The sessions of this page, each with its cursor.
+    pub edges: Vec<SessionEdge>,
+    /// Where this page is: whether more follow, and the cursor to continue after.
+    pub page_info: PageInfo,
+    #[graphql(skip)]
     pub filter: SessionFilter,
 }
 
-#[Object]
-impl SessionConnectionTotals {
+/// A session and the cursor to continue after it.
+#[derive(SimpleObject)]
+pub struct SessionEdge {
+    /// Pass as `after` (with the same `orderBy`) to continue after this session.
+    pub cursor: String,
+    /// The session.
+    pub node: Session,
+}
+
+#[ComplexObject]
+impl SessionConnection {
     /// How many sessions match the filter, across all pages.
     async fn total_count(&self, ctx: &Context<'_>) -> Result<i64> {
         Ok(ctx
@@ -30,12 +43,12 @@ impl SessionConnectionTotals {
     }
 }
 
+pub struct Session(pub SessionRow);
+
 /// One investigation of one alert: a chain of stages run by agents.
 ///
 /// Status: created `PENDING`; `IN_PROGRESS` once started; it ends `COMPLETED`, `FAILED` or
 /// `TIMED_OUT`, or — after a cancellation request (`CANCELLING`) — `CANCELLED`.
-pub struct Session(pub SessionRow);
-
 #[Object]
 impl Session {
     /// Global ID.

@@ -12,9 +12,9 @@ use crate::model::{ParallelType, StageStatus, SuccessPolicy};
 use crate::store::{Scope, StageRow};
 use async_graphql::Result;
 
-/// A stage of the chain: runs one agent, or several in parallel, and aggregates their status.
 pub struct Stage(pub StageRow);
 
+/// A stage of the chain: runs one agent, or several in parallel, and aggregates their status.
 #[Object]
 impl Stage {
     /// Global ID.

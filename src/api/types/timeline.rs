@@ -1,18 +1,34 @@
-use async_graphql::connection::{Connection, Edge};
-use async_graphql::{Context, ID, Json, Object};
+use async_graphql::connection::PageInfo;
+use async_graphql::{Context, ID, Json, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::{AgentExecution, LlmInteraction, McpInteraction, Session, Stage, loaders, required};
 use crate::api::ids::{self, NodeType};
-use crate::api::pagination::{decode_timeline_cursor, page_size, timeline_cursor};
+use crate::api::pagination::{decode_timeline_cursor, page_info, page_size, timeline_cursor};
 use crate::config::Limits;
 use crate::model::{TimelineEventStatus, TimelineEventType};
 use crate::store::{Scope, TimelineEventRow, TimelinePageKey};
 use async_graphql::Result;
 
 /// A page of timeline events, in sequence order.
-pub type TimelineConnection = Connection<String, TimelineEvent>;
+#[derive(SimpleObject)]
+#[graphql(name = "TimelineEventConnection")]
+pub struct TimelineConnection {
+    /// The events of this page, each with its cursor.
+    edges: Vec<TimelineEventEdge>,
+    /// Where this page is: whether more follow, and the cursor to continue after.
+    page_info: PageInfo,
+}
+
+/// A timeline event and the cursor to continue after it.
+#[derive(SimpleObject)]
+pub struct TimelineEventEdge {
+    /// Pass as `after` to continue after this event (also accepted by timeline subscriptions).
+    cursor: String,
+    /// The event.
+    node: TimelineEvent,
+}
 
 /// One page of the timeline under `parent` (a session, stage or execution of `session`).
 pub(crate) async fn timeline_page(
@@ -42,20 +58,25 @@ pub(crate) async fn timeline_page(
         .unwrap_or_default();
     let has_next = rows.len() as i64 > limit;
     rows.truncate(limit as usize);
-    let mut connection = Connection::new(false, has_next);
-    connection.edges.extend(rows.into_iter().map(|row| {
-        Edge::new(
-            timeline_cursor(session, row.sequence_number),
-            TimelineEvent(row),
-        )
-    }));
-    Ok(connection)
+    let edges: Vec<TimelineEventEdge> = rows
+        .into_iter()
+        .map(|row| TimelineEventEdge {
+            cursor: timeline_cursor(session, row.sequence_number),
+            node: TimelineEvent(row),
+        })
+        .collect();
+    let page_info = page_info(
+        edges.first().map(|e| &e.cursor),
+        edges.last().map(|e| &e.cursor),
+        has_next,
+    );
+    Ok(TimelineConnection { edges, page_info })
 }
+
+pub struct TimelineEvent(pub TimelineEventRow);
 
 /// One entry of the reasoning timeline: created when streaming starts, updated while it streams,
 /// immutable once finished.
-pub struct TimelineEvent(pub TimelineEventRow);
-
 #[Object]
 impl TimelineEvent {
     /// Global ID.

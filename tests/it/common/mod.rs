@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{ConnectOptions as _, Connection as _};
 
-use casefile::config::Limits;
+use casefile::config::HttpOptions;
 use casefile::db::{Database, EmbeddedPostgres};
 use casefile::server::Server;
 use casefile::store::Store;
@@ -82,13 +82,13 @@ pub struct TestApp {
 
 impl TestApp {
     pub async fn start() -> TestApp {
-        Self::start_with(Limits::default()).await
+        Self::start_with(HttpOptions::default()).await
     }
 
-    pub async fn start_with(limits: Limits) -> TestApp {
+    pub async fn start_with(options: HttpOptions) -> TestApp {
         let db = TestDb::start().await;
         let store = db.store();
-        let server = Server::start(store.clone(), limits, "127.0.0.1:0".parse().unwrap())
+        let server = Server::start(store.clone(), &options, "127.0.0.1:0".parse().unwrap())
             .await
             .unwrap();
         TestApp {

@@ -1,0 +1,21 @@
+# Production image: a release build of casefile on a slim Debian.
+FROM rust:1.95-bookworm AS build
+WORKDIR /src
+COPY Cargo.toml Cargo.lock ./
+COPY src ./src
+COPY migrations ./migrations
+RUN cargo build --release --locked
+
+FROM debian:bookworm-slim
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends ca-certificates \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --system --home /var/lib/casefile --create-home casefile
+COPY --from=build /src/target/release/casefile /usr/local/bin/casefile
+USER casefile
+WORKDIR /var/lib/casefile
+ENV CASEFILE_LISTEN=0.0.0.0:8080 \
+    CASEFILE_DATA_DIR=/var/lib/casefile/data
+EXPOSE 8080
+ENTRYPOINT ["casefile"]
+CMD ["serve"]
