@@ -4,8 +4,9 @@
 use async_graphql::Enum;
 
 /// Lifecycle of an investigation session.
-#[derive(Enum, sqlx::Type, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Enum, sqlx::Type, serde::Serialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[sqlx(type_name = "text", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum SessionStatus {
     /// Created from an alert, not yet started.
     Pending,
@@ -24,8 +25,9 @@ pub enum SessionStatus {
 }
 
 /// Lifecycle of a stage; aggregated from its agent executions.
-#[derive(Enum, sqlx::Type, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Enum, sqlx::Type, serde::Serialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[sqlx(type_name = "text", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum StageStatus {
     /// No agent has started yet.
     Pending,
@@ -42,8 +44,9 @@ pub enum StageStatus {
 }
 
 /// Lifecycle of one agent execution.
-#[derive(Enum, sqlx::Type, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Enum, sqlx::Type, serde::Serialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[sqlx(type_name = "text", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum ExecutionStatus {
     /// Not yet started.
     Pending,
@@ -60,8 +63,9 @@ pub enum ExecutionStatus {
 }
 
 /// How the agents of a multi-agent stage relate.
-#[derive(Enum, sqlx::Type, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Enum, sqlx::Type, serde::Serialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[sqlx(type_name = "text", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum ParallelType {
     /// Different agents investigate different aspects in parallel.
     MultiAgent,
@@ -70,8 +74,9 @@ pub enum ParallelType {
 }
 
 /// When a multi-agent stage counts as completed.
-#[derive(Enum, sqlx::Type, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Enum, sqlx::Type, serde::Serialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[sqlx(type_name = "text", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum SuccessPolicy {
     /// Every agent must complete.
     All,
@@ -80,8 +85,9 @@ pub enum SuccessPolicy {
 }
 
 /// What a timeline event shows.
-#[derive(Enum, sqlx::Type, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Enum, sqlx::Type, serde::Serialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[sqlx(type_name = "text", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum TimelineEventType {
     /// The model's reasoning ("thinking").
     LlmThinking,
@@ -102,8 +108,9 @@ pub enum TimelineEventType {
 }
 
 /// Lifecycle of a timeline event: created streaming, immutable once finished.
-#[derive(Enum, sqlx::Type, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Enum, sqlx::Type, serde::Serialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[sqlx(type_name = "text", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum TimelineEventStatus {
     /// Content is still being appended.
     Streaming,
@@ -118,8 +125,9 @@ pub enum TimelineEventStatus {
 }
 
 /// Who speaks in an LLM conversation message.
-#[derive(Enum, sqlx::Type, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Enum, sqlx::Type, serde::Serialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[sqlx(type_name = "text", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum MessageRole {
     /// Instructions that frame the conversation.
     System,
@@ -132,8 +140,9 @@ pub enum MessageRole {
 }
 
 /// Why an LLM was called.
-#[derive(Enum, sqlx::Type, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Enum, sqlx::Type, serde::Serialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[sqlx(type_name = "text", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 #[graphql(name = "LLMInteractionType")]
 pub enum LlmInteractionType {
     /// One iteration of an agent's reasoning loop.
@@ -147,8 +156,9 @@ pub enum LlmInteractionType {
 }
 
 /// What an MCP interaction did.
-#[derive(Enum, sqlx::Type, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Enum, sqlx::Type, serde::Serialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[sqlx(type_name = "text", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 #[graphql(name = "MCPInteractionType")]
 pub enum McpInteractionType {
     /// A tool was called.

@@ -2,22 +2,24 @@
 
 pub mod ids;
 pub mod loaders;
+mod mutation;
 pub mod pagination;
 mod query;
 pub mod types;
 
-use async_graphql::{EmptyMutation, EmptySubscription, Schema, SchemaBuilder};
+use async_graphql::{EmptySubscription, Schema, SchemaBuilder};
 
 use crate::config::Limits;
 use crate::extensions::ErrorCodes;
 use crate::store::Store;
 pub use loaders::Loaders;
+pub use mutation::Mutation;
 pub use query::Query;
 
-pub type CasefileSchema = Schema<Query, EmptyMutation, EmptySubscription>;
+pub type CasefileSchema = Schema<Query, Mutation, EmptySubscription>;
 
-fn builder() -> SchemaBuilder<Query, EmptyMutation, EmptySubscription> {
-    Schema::build(Query, EmptyMutation, EmptySubscription).extension(ErrorCodes)
+fn builder() -> SchemaBuilder<Query, Mutation, EmptySubscription> {
+    Schema::build(Query, Mutation, EmptySubscription).extension(ErrorCodes)
 }
 
 /// The schema served, with its limits. Each request must also get fresh [`Loaders`].

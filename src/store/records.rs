@@ -105,7 +105,8 @@ pub struct TimelineEventRow {
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
-record!(TimelineEventRow, "timeline_events");
+// Read through the view, so a streaming event shows everything appended so far.
+record!(TimelineEventRow, "timeline_events_live");
 
 #[derive(Debug, Clone, FromRow)]
 pub struct MessageRow {

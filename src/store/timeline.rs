@@ -38,7 +38,7 @@ impl Store {
             "SELECT k.ord, e.* \
              FROM unnest($1::uuid[], $2::bigint[], $3::bigint[]) WITH ORDINALITY AS k(parent, after_seq, lim, ord) \
              CROSS JOIN LATERAL ( \
-                 SELECT * FROM timeline_events t \
+                 SELECT * FROM timeline_events_live t \
                  WHERE t.{column} = k.parent AND t.sequence_number > k.after_seq \
                  ORDER BY t.sequence_number LIMIT k.lim) e \
              ORDER BY k.ord, e.sequence_number"

@@ -8,3 +8,4 @@ mod integrity;
 mod lifecycle;
 mod query_api;
 mod schema_file;
+mod write_api;

@@ -1,0 +1,189 @@
+//! Batched ingest: a busy agent sends many appends and records in one request, applied in one
+//! transaction.
+
+use async_graphql::{Context, OneofObject, Result, Union};
+
+use super::inputs::*;
+use super::{TimelineAppend, transaction};
+use crate::api::ids::{self, NodeType, decode_as};
+use crate::api::types::{
+    AgentExecution, LlmInteraction, McpInteraction, Message, Stage, TimelineEvent,
+};
+use crate::error::Error;
+use crate::store::write::{executions, interactions, limits, messages, stages, timeline};
+
+/// One operation of a batch: exactly one field is set.
+#[derive(OneofObject)]
+pub enum IngestOperation {
+    /// As `createStage`.
+    CreateStage(CreateStageInput),
+    /// As `createAgentExecution`.
+    CreateAgentExecution(CreateAgentExecutionInput),
+    /// As `startAgentExecution`.
+    StartAgentExecution(StartAgentExecutionInput),
+    /// As `finishAgentExecution`.
+    FinishAgentExecution(FinishAgentExecutionInput),
+    /// As `createTimelineEvent`.
+    CreateTimelineEvent(CreateTimelineEventInput),
+    /// As `appendTimelineContent`.
+    AppendTimelineContent(AppendTimelineContentInput),
+    /// As `finishTimelineEvent`.
+    FinishTimelineEvent(FinishTimelineEventInput),
+    /// As `appendMessage`.
+    AppendMessage(AppendMessageInput),
+    /// As `recordLLMInteraction`.
+    #[graphql(name = "recordLLMInteraction")]
+    RecordLlmInteraction(RecordLlmInteractionInput),
+    /// As `recordMCPInteraction`.
+    #[graphql(name = "recordMCPInteraction")]
+    RecordMcpInteraction(RecordMcpInteractionInput),
+}
+
+/// The result of one operation of a batch.
+#[derive(Union)]
+pub enum IngestItem {
+    Stage(Stage),
+    AgentExecution(AgentExecution),
+    TimelineEvent(TimelineEvent),
+    TimelineAppend(TimelineAppend),
+    Message(Message),
+    LlmInteraction(LlmInteraction),
+    McpInteraction(McpInteraction),
+}
+
+/// An operation with its ids resolved, ready to run.
+enum Command {
+    CreateStage(stages::NewStage),
+    CreateExecution(executions::NewExecution),
+    StartExecution(uuid::Uuid),
+    FinishExecution(uuid::Uuid, crate::model::ExecutionStatus, Option<String>),
+    CreateEvent(timeline::NewEvent),
+    Append(timeline::Append),
+    FinishEvent(timeline::Finish),
+    AppendMessage(messages::NewMessage),
+    RecordLlm(interactions::NewLlmInteraction),
+    RecordMcp(interactions::NewMcpInteraction),
+}
+
+impl Command {
+    fn from_input(op: IngestOperation) -> crate::error::Result<Command> {
+        Ok(match op {
+            IngestOperation::CreateStage(i) => Command::CreateStage(i.into_command()?),
+            IngestOperation::CreateAgentExecution(i) => Command::CreateExecution(i.into_command()?),
+            IngestOperation::StartAgentExecution(i) => {
+                Command::StartExecution(decode_as(NodeType::AgentExecution, &i.id)?)
+            }
+            IngestOperation::FinishAgentExecution(i) => Command::FinishExecution(
+                decode_as(NodeType::AgentExecution, &i.id)?,
+                i.status.into(),
+                i.error_message,
+            ),
+            IngestOperation::CreateTimelineEvent(i) => Command::CreateEvent(i.into_command()?),
+            IngestOperation::AppendTimelineContent(i) => Command::Append(i.into_command()?),
+            IngestOperation::FinishTimelineEvent(i) => Command::FinishEvent(i.into_command()?),
+            IngestOperation::AppendMessage(i) => Command::AppendMessage(i.into_command()?),
+            IngestOperation::RecordLlmInteraction(i) => Command::RecordLlm(i.into_command()?),
+            IngestOperation::RecordMcpInteraction(i) => Command::RecordMcp(i.into_command()?),
+        })
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            Command::CreateStage(_) => "createStage",
+            Command::CreateExecution(_) => "createAgentExecution",
+            Command::StartExecution(_) => "startAgentExecution",
+            Command::FinishExecution(..) => "finishAgentExecution",
+            Command::CreateEvent(_) => "createTimelineEvent",
+            Command::Append(_) => "appendTimelineContent",
+            Command::FinishEvent(_) => "finishTimelineEvent",
+            Command::AppendMessage(_) => "appendMessage",
+            Command::RecordLlm(_) => "recordLLMInteraction",
+            Command::RecordMcp(_) => "recordMCPInteraction",
+        }
+    }
+
+    async fn run(&self, conn: &mut sqlx::PgConnection) -> crate::error::Result<IngestItem> {
+        Ok(match self {
+            Command::CreateStage(new) => IngestItem::Stage(Stage(stages::create(conn, new).await?)),
+            Command::CreateExecution(new) => {
+                IngestItem::AgentExecution(AgentExecution(executions::create(conn, new).await?))
+            }
+            Command::StartExecution(id) => {
+                IngestItem::AgentExecution(AgentExecution(executions::start(conn, *id).await?))
+            }
+            Command::FinishExecution(id, status, error) => IngestItem::AgentExecution(
+                AgentExecution(executions::finish(conn, *id, *status, error.as_deref()).await?),
+            ),
+            Command::CreateEvent(new) => {
+                IngestItem::TimelineEvent(TimelineEvent(timeline::create(conn, new).await?))
+            }
+            Command::Append(append) => {
+                let done = timeline::append(conn, append).await?;
+                IngestItem::TimelineAppend(TimelineAppend {
+                    event_id: ids::encode(NodeType::TimelineEvent, append.event_id),
+                    offset: append.offset,
+                    end: done.end,
+                    applied: done.stored,
+                })
+            }
+            Command::FinishEvent(finish) => {
+                IngestItem::TimelineEvent(TimelineEvent(timeline::finish(conn, finish).await?))
+            }
+            Command::AppendMessage(new) => {
+                IngestItem::Message(Message(messages::append(conn, new).await?))
+            }
+            Command::RecordLlm(new) => IngestItem::LlmInteraction(LlmInteraction(
+                interactions::record_llm(conn, new).await?,
+            )),
+            Command::RecordMcp(new) => IngestItem::McpInteraction(McpInteraction(
+                interactions::record_mcp(conn, new).await?,
+            )),
+        })
+    }
+}
+
+/// Says which operation of the batch failed, keeping the error's kind (and so its code).
+fn in_operation(index: usize, name: &str, err: Error) -> Error {
+    let at = |m: String| format!("operation {index} ({name}): {m}");
+    match err {
+        Error::NotFound(m) => Error::NotFound(at(m)),
+        Error::BadUserInput(m) => Error::BadUserInput(at(m)),
+        Error::Conflict(m) => Error::Conflict(at(m)),
+        internal => internal,
+    }
+}
+
+pub(super) async fn run(
+    ctx: &Context<'_>,
+    operations: Vec<IngestOperation>,
+) -> Result<Vec<IngestItem>> {
+    if operations.len() > limits::BATCH {
+        return Err(Error::bad_input(format!(
+            "a batch holds at most {} operations, got {}",
+            limits::BATCH,
+            operations.len()
+        ))
+        .into());
+    }
+    let commands = operations
+        .into_iter()
+        .enumerate()
+        .map(|(i, op)| Command::from_input(op).map_err(|e| in_operation(i, "input", e)))
+        .collect::<crate::error::Result<Vec<_>>>()?;
+    let items = transaction(ctx, move |conn| {
+        Box::pin(async move {
+            let mut items = Vec::with_capacity(commands.len());
+            for (i, command) in commands.iter().enumerate() {
+                items.push(
+                    command
+                        .run(conn)
+                        .await
+                        .map_err(|e| in_operation(i, command.name(), e))?,
+                );
+            }
+            Ok(items)
+        })
+    })
+    .await?;
+    Ok(items)
+}

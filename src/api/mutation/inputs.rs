@@ -1,0 +1,501 @@
+//! Mutation inputs. Each converts into the store's command, resolving IDs (a global ID or a
+//! bare UUID) on the way.
+
+use async_graphql::{ID, InputObject, Json};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::api::ids::{NodeType, decode_as};
+use crate::error::Result;
+use crate::model::*;
+use crate::store::write::{
+    chats::{NewChat, NewChatMessage},
+    executions::NewExecution,
+    interactions::{NewLlmInteraction, NewMcpInteraction},
+    messages::NewMessage,
+    sessions::NewSession,
+    stages::NewStage,
+    timeline::{Append, Finish, NewEvent},
+};
+
+fn uuid(node_type: NodeType, id: &ID) -> Result<Uuid> {
+    decode_as(node_type, id)
+}
+
+fn optional_uuid(node_type: NodeType, id: Option<&ID>) -> Result<Option<Uuid>> {
+    id.map(|id| uuid(node_type, id)).transpose()
+}
+
+fn json_or(value: Option<Json<Value>>, default: Value) -> Value {
+    value.map_or(default, |j| j.0)
+}
+
+/// A new session, created from an alert.
+#[derive(InputObject)]
+pub struct CreateSessionInput {
+    /// Client-chosen UUID (UUIDv7 recommended) that makes retries safe: the same request under
+    /// the same id returns the same session; a different one is a CONFLICT.
+    pub id: Option<Uuid>,
+    /// Kind of alert (1–200 characters).
+    pub alert_type: String,
+    /// The alert as received (JSON, at most 256 KiB).
+    pub alert_data: Option<Json<Value>>,
+    /// The chain that will process it (1–200 characters).
+    pub chain_id: String,
+    /// Who or what submitted the alert (at most 200 characters).
+    pub author: Option<String>,
+    /// Runbook the agents follow (at most 2,000 characters).
+    pub runbook_url: Option<String>,
+}
+
+impl CreateSessionInput {
+    pub fn into_command(self) -> NewSession {
+        NewSession {
+            id: self.id,
+            alert_type: self.alert_type,
+            alert_data: json_or(self.alert_data, serde_json::json!({})),
+            chain_id: self.chain_id,
+            author: self.author,
+            runbook_url: self.runbook_url,
+        }
+    }
+}
+
+/// A new stage of a session's chain, or a chat's answering stage.
+#[derive(InputObject)]
+pub struct CreateStageInput {
+    /// Client-chosen UUID that makes retries safe.
+    pub id: Option<Uuid>,
+    /// The session (global ID or UUID).
+    pub session_id: ID,
+    /// Position in the chain (0, 1, 2, …; unique in the session).
+    pub stage_index: i32,
+    /// Stage name (1–200 characters).
+    pub name: String,
+    /// How many agents run in it (default 1).
+    #[graphql(default = 1)]
+    pub expected_agent_count: i32,
+    /// Required with several agents, absent with one.
+    pub parallel_type: Option<ParallelType>,
+    /// Required with several agents, absent with one.
+    pub success_policy: Option<SuccessPolicy>,
+    /// The chat this stage answers in (only on a finished session).
+    pub chat_id: Option<ID>,
+    /// The chat question this stage answers.
+    pub chat_user_message_id: Option<ID>,
+}
+
+impl CreateStageInput {
+    pub fn into_command(self) -> Result<NewStage> {
+        Ok(NewStage {
+            id: self.id,
+            session_id: uuid(NodeType::Session, &self.session_id)?,
+            stage_index: self.stage_index,
+            name: self.name,
+            expected_agent_count: self.expected_agent_count,
+            parallel_type: self.parallel_type,
+            success_policy: self.success_policy,
+            chat_id: optional_uuid(NodeType::Chat, self.chat_id.as_ref())?,
+            chat_user_message_id: optional_uuid(
+                NodeType::ChatUserMessage,
+                self.chat_user_message_id.as_ref(),
+            )?,
+        })
+    }
+}
+
+/// A new agent execution in a stage (or a sub-agent of an orchestrator execution).
+#[derive(InputObject)]
+pub struct CreateAgentExecutionInput {
+    /// Client-chosen UUID that makes retries safe.
+    pub id: Option<Uuid>,
+    /// The stage it runs in.
+    pub stage_id: ID,
+    /// Agent name (1–200 characters).
+    pub agent_name: String,
+    /// Position among the stage's agents (1…N, unique in the stage).
+    pub agent_index: i32,
+    /// How the agent iterates, e.g. "react" (1–200 characters).
+    pub iteration_strategy: String,
+    /// LLM provider (at most 200 characters).
+    pub llm_provider: Option<String>,
+    /// LLM model (at most 200 characters).
+    pub llm_model: Option<String>,
+    /// For a sub-agent: the orchestrator execution that spawns it (same stage).
+    pub parent_execution_id: Option<ID>,
+}
+
+impl CreateAgentExecutionInput {
+    pub fn into_command(self) -> Result<NewExecution> {
+        Ok(NewExecution {
+            id: self.id,
+            stage_id: uuid(NodeType::Stage, &self.stage_id)?,
+            agent_name: self.agent_name,
+            agent_index: self.agent_index,
+            iteration_strategy: self.iteration_strategy,
+            llm_provider: self.llm_provider,
+            llm_model: self.llm_model,
+            parent_execution_id: optional_uuid(
+                NodeType::AgentExecution,
+                self.parent_execution_id.as_ref(),
+            )?,
+        })
+    }
+}
+
+/// The final status of an agent execution.
+#[derive(async_graphql::Enum, Clone, Copy, PartialEq, Eq)]
+pub enum ExecutionOutcome {
+    /// Finished successfully.
+    Completed,
+    /// Failed.
+    Failed,
+    /// Exceeded its time limit.
+    TimedOut,
+    /// Cancelled.
+    Cancelled,
+}
+
+impl From<ExecutionOutcome> for ExecutionStatus {
+    fn from(o: ExecutionOutcome) -> Self {
+        match o {
+            ExecutionOutcome::Completed => Self::Completed,
+            ExecutionOutcome::Failed => Self::Failed,
+            ExecutionOutcome::TimedOut => Self::TimedOut,
+            ExecutionOutcome::Cancelled => Self::Cancelled,
+        }
+    }
+}
+
+/// Ends an agent execution.
+#[derive(InputObject)]
+pub struct FinishAgentExecutionInput {
+    /// The execution.
+    pub id: ID,
+    /// How it ended.
+    pub status: ExecutionOutcome,
+    /// Why it failed, timed out or was cancelled (not for COMPLETED; at most 1,000,000 characters).
+    pub error_message: Option<String>,
+}
+
+/// Starts a pending agent execution.
+#[derive(InputObject)]
+pub struct StartAgentExecutionInput {
+    /// The execution.
+    pub id: ID,
+}
+
+/// A new timeline event, created when streaming starts (or complete, for an instant event).
+#[derive(InputObject)]
+pub struct CreateTimelineEventInput {
+    /// Client-chosen UUID that makes retries safe.
+    pub id: Option<Uuid>,
+    /// The agent execution that produces it.
+    pub execution_id: ID,
+    /// What it shows.
+    pub event_type: TimelineEventType,
+    /// `STREAMING` (default) to append content next, or `COMPLETED` for an instant event.
+    #[graphql(default_with = "TimelineEventStatus::Streaming")]
+    pub status: TimelineEventStatus,
+    /// Initial content (at most 1,000,000 characters).
+    #[graphql(default)]
+    pub content: String,
+    /// Type-specific details (JSON, at most 256 KiB).
+    pub metadata: Option<Json<Value>>,
+}
+
+impl CreateTimelineEventInput {
+    pub fn into_command(self) -> Result<NewEvent> {
+        Ok(NewEvent {
+            id: self.id,
+            execution_id: uuid(NodeType::AgentExecution, &self.execution_id)?,
+            event_type: self.event_type,
+            status: self.status,
+            content: self.content,
+            metadata: json_or(self.metadata, serde_json::json!({})),
+        })
+    }
+}
+
+/// A piece of a streaming event's content.
+#[derive(InputObject)]
+pub struct AppendTimelineContentInput {
+    /// The streaming event.
+    pub event_id: ID,
+    /// Where `delta` starts, in characters (Unicode code points) from the start of the content:
+    /// the length of everything appended before. Resending an applied chunk is harmless; a
+    /// gap is refused.
+    pub offset: i32,
+    /// The text to append (1–65,536 characters).
+    pub delta: String,
+}
+
+impl AppendTimelineContentInput {
+    pub fn into_command(self) -> Result<Append> {
+        Ok(Append {
+            event_id: uuid(NodeType::TimelineEvent, &self.event_id)?,
+            offset: i64::from(self.offset),
+            delta: self.delta,
+        })
+    }
+}
+
+/// Ends a streaming timeline event.
+#[derive(InputObject)]
+pub struct FinishTimelineEventInput {
+    /// The event.
+    pub event_id: ID,
+    /// How it ended (not `STREAMING`).
+    pub status: TimelineEventStatus,
+    /// The final content (at most 1,000,000 characters); when absent, what was streamed.
+    pub content: Option<String>,
+    /// Replaces the metadata when given (JSON, at most 256 KiB).
+    pub metadata: Option<Json<Value>>,
+    /// The LLM call behind it (same session).
+    pub llm_interaction_id: Option<ID>,
+    /// The MCP call behind it (same session).
+    pub mcp_interaction_id: Option<ID>,
+}
+
+impl FinishTimelineEventInput {
+    pub fn into_command(self) -> Result<Finish> {
+        Ok(Finish {
+            event_id: uuid(NodeType::TimelineEvent, &self.event_id)?,
+            status: self.status,
+            content: self.content,
+            metadata: self.metadata.map(|j| j.0),
+            llm_interaction_id: optional_uuid(
+                NodeType::LlmInteraction,
+                self.llm_interaction_id.as_ref(),
+            )?,
+            mcp_interaction_id: optional_uuid(
+                NodeType::McpInteraction,
+                self.mcp_interaction_id.as_ref(),
+            )?,
+        })
+    }
+}
+
+/// The next message of an agent's LLM conversation (numbered by the server).
+#[derive(InputObject)]
+pub struct AppendMessageInput {
+    /// Client-chosen UUID that makes retries safe.
+    pub id: Option<Uuid>,
+    /// The agent execution whose conversation it extends.
+    pub execution_id: ID,
+    /// Who speaks.
+    pub role: MessageRole,
+    /// Message text (at most 1,000,000 characters).
+    pub content: String,
+    /// For `TOOL` (required): the tool call it answers.
+    pub tool_call_id: Option<String>,
+    /// For `TOOL`: the tool that produced it.
+    pub tool_name: Option<String>,
+    /// For `ASSISTANT`: the tool calls it requests (JSON, at most 4 MiB).
+    pub tool_calls: Option<Json<Value>>,
+}
+
+impl AppendMessageInput {
+    pub fn into_command(self) -> Result<NewMessage> {
+        Ok(NewMessage {
+            id: self.id,
+            execution_id: uuid(NodeType::AgentExecution, &self.execution_id)?,
+            role: self.role,
+            content: self.content,
+            tool_call_id: self.tool_call_id,
+            tool_name: self.tool_name,
+            tool_calls: self.tool_calls.map(|j| j.0),
+        })
+    }
+}
+
+/// The record of one completed LLM call.
+#[derive(InputObject)]
+#[graphql(name = "RecordLLMInteractionInput")]
+pub struct RecordLlmInteractionInput {
+    /// Client-chosen UUID that makes retries safe.
+    pub id: Option<Uuid>,
+    /// The agent execution that made the call.
+    pub execution_id: ID,
+    /// Why the model was called.
+    pub interaction_type: LlmInteractionType,
+    /// Model name (1–200 characters).
+    pub model_name: String,
+    /// The last message sent (a message of the same execution): the conversation sent is every
+    /// message up to it.
+    pub last_message_id: Option<ID>,
+    /// The request sent (JSON, at most 4 MiB).
+    pub llm_request: Option<Json<Value>>,
+    /// The response received (JSON, at most 4 MiB).
+    pub llm_response: Option<Json<Value>>,
+    /// Native thinking (at most 1,000,000 characters).
+    pub thinking_content: Option<String>,
+    /// Grounding, tool usage and other provider metadata (JSON, at most 256 KiB).
+    pub response_metadata: Option<Json<Value>>,
+    /// Tokens sent (0 or more).
+    pub input_tokens: Option<i32>,
+    /// Tokens produced (0 or more).
+    pub output_tokens: Option<i32>,
+    /// Total tokens (default: input + output).
+    pub total_tokens: Option<i32>,
+    /// Thinking tokens (0 or more).
+    pub thinking_tokens: Option<i32>,
+    /// Estimated cost in US dollars (0 or more).
+    pub estimated_cost_usd: Option<f64>,
+    /// How long the call took, in milliseconds.
+    pub duration_ms: Option<i64>,
+    /// Why the call failed (absent when it succeeded).
+    pub error_message: Option<String>,
+}
+
+impl RecordLlmInteractionInput {
+    pub fn into_command(self) -> Result<NewLlmInteraction> {
+        Ok(NewLlmInteraction {
+            id: self.id,
+            execution_id: uuid(NodeType::AgentExecution, &self.execution_id)?,
+            interaction_type: self.interaction_type,
+            model_name: self.model_name,
+            last_message_id: optional_uuid(NodeType::Message, self.last_message_id.as_ref())?,
+            llm_request: json_or(self.llm_request, serde_json::json!({})),
+            llm_response: json_or(self.llm_response, serde_json::json!({})),
+            thinking_content: self.thinking_content,
+            response_metadata: json_or(self.response_metadata, serde_json::json!({})),
+            input_tokens: self.input_tokens,
+            output_tokens: self.output_tokens,
+            total_tokens: self.total_tokens,
+            thinking_tokens: self.thinking_tokens,
+            estimated_cost_usd: self.estimated_cost_usd,
+            duration_ms: self.duration_ms,
+            error_message: self.error_message,
+        })
+    }
+}
+
+/// The record of one completed MCP call.
+#[derive(InputObject)]
+#[graphql(name = "RecordMCPInteractionInput")]
+pub struct RecordMcpInteractionInput {
+    /// Client-chosen UUID that makes retries safe.
+    pub id: Option<Uuid>,
+    /// The agent execution that made the call.
+    pub execution_id: ID,
+    /// A tool call or a tool listing.
+    pub interaction_type: McpInteractionType,
+    /// MCP server (1–200 characters).
+    pub server_name: String,
+    /// Tool called (required for `TOOL_CALL`).
+    pub tool_name: Option<String>,
+    /// Arguments passed (JSON, at most 4 MiB).
+    pub tool_arguments: Option<Json<Value>>,
+    /// What the tool returned (JSON, at most 4 MiB).
+    pub tool_result: Option<Json<Value>>,
+    /// For a listing: the tools offered (JSON, at most 4 MiB).
+    pub available_tools: Option<Json<Value>>,
+    /// How long the call took, in milliseconds.
+    pub duration_ms: Option<i64>,
+    /// Why the call failed (absent when it succeeded).
+    pub error_message: Option<String>,
+}
+
+impl RecordMcpInteractionInput {
+    pub fn into_command(self) -> Result<NewMcpInteraction> {
+        Ok(NewMcpInteraction {
+            id: self.id,
+            execution_id: uuid(NodeType::AgentExecution, &self.execution_id)?,
+            interaction_type: self.interaction_type,
+            server_name: self.server_name,
+            tool_name: self.tool_name,
+            tool_arguments: json_or(self.tool_arguments, serde_json::json!({})),
+            tool_result: json_or(self.tool_result, serde_json::json!({})),
+            available_tools: json_or(self.available_tools, serde_json::json!([])),
+            duration_ms: self.duration_ms,
+            error_message: self.error_message,
+        })
+    }
+}
+
+/// A follow-up chat on a finished session.
+#[derive(InputObject)]
+pub struct OpenChatInput {
+    /// Client-chosen UUID that makes retries safe.
+    pub id: Option<Uuid>,
+    /// The finished session.
+    pub session_id: ID,
+    /// Who opens it (at most 200 characters).
+    pub created_by: Option<String>,
+}
+
+impl OpenChatInput {
+    pub fn into_command(self) -> Result<NewChat> {
+        Ok(NewChat {
+            id: self.id,
+            session_id: uuid(NodeType::Session, &self.session_id)?,
+            created_by: self.created_by,
+        })
+    }
+}
+
+/// A question in a chat. Creates the question, its answering stage (next stage index) with one
+/// pending agent execution, and the `USER_QUESTION` timeline event.
+#[derive(InputObject)]
+pub struct PostChatMessageInput {
+    /// Client-chosen UUID that makes retries safe.
+    pub id: Option<Uuid>,
+    /// The chat.
+    pub chat_id: ID,
+    /// The question: not empty, not only whitespace, at most 5,000 characters.
+    pub content: String,
+    /// Who asks (at most 200 characters).
+    pub author: Option<String>,
+    /// UUID for the answering stage (generated when absent).
+    pub stage_id: Option<Uuid>,
+    /// UUID for the answering agent execution (generated when absent).
+    pub execution_id: Option<Uuid>,
+    /// The answering agent (default "ChatAgent").
+    #[graphql(default_with = "String::from(\"ChatAgent\")")]
+    pub agent_name: String,
+    /// Its iteration strategy (default "react").
+    #[graphql(default_with = "String::from(\"react\")")]
+    pub iteration_strategy: String,
+    /// Its LLM provider.
+    pub llm_provider: Option<String>,
+    /// Its LLM model.
+    pub llm_model: Option<String>,
+}
+
+impl PostChatMessageInput {
+    pub fn into_command(self) -> Result<NewChatMessage> {
+        Ok(NewChatMessage {
+            id: self.id,
+            chat_id: uuid(NodeType::Chat, &self.chat_id)?,
+            content: self.content,
+            author: self.author,
+            stage_id: self.stage_id,
+            execution_id: self.execution_id,
+            agent_name: self.agent_name,
+            iteration_strategy: self.iteration_strategy,
+            llm_provider: self.llm_provider,
+            llm_model: self.llm_model,
+        })
+    }
+}
+
+/// Completes a session.
+#[derive(InputObject)]
+pub struct CompleteSessionInput {
+    /// The session.
+    pub id: ID,
+    /// The investigation's conclusion (at most 1,000,000 characters).
+    pub final_analysis: Option<String>,
+    /// A short summary of it (at most 1,000,000 characters).
+    pub executive_summary: Option<String>,
+}
+
+/// Fails a session, or times it out.
+#[derive(InputObject)]
+pub struct FailSessionInput {
+    /// The session.
+    pub id: ID,
+    /// Why (1–1,000,000 characters).
+    pub error_message: String,
+}

@@ -1,0 +1,368 @@
+//! The mutation root: what an orchestrator and its agents record while they work. Every
+//! mutation is one transaction: on any error nothing of it is stored.
+
+mod ingest;
+mod inputs;
+
+use async_graphql::{Context, ID, Object, SimpleObject};
+use futures::future::BoxFuture;
+use sqlx::PgConnection;
+
+use super::ids::{self, NodeType, decode_as};
+use super::types::{
+    AgentExecution, Chat, ChatUserMessage, LlmInteraction, McpInteraction, Message, Session, Stage,
+    TimelineEvent,
+};
+use crate::error::Error;
+use crate::store::Store;
+use crate::store::write::{chats, executions, interactions, messages, sessions, stages, timeline};
+use async_graphql::Result;
+pub use ingest::{IngestItem, IngestOperation};
+pub use inputs::*;
+
+/// Runs `op` in one transaction: committed when it succeeds, rolled back otherwise.
+pub(crate) async fn transaction<T, F>(ctx: &Context<'_>, op: F) -> Result<T>
+where
+    T: Send,
+    F: for<'c> FnOnce(&'c mut PgConnection) -> BoxFuture<'c, crate::error::Result<T>>,
+{
+    let store = ctx.data_unchecked::<Store>();
+    let mut tx = store.pool().begin().await.map_err(Error::from)?;
+    let value = op(&mut tx).await?;
+    tx.commit().await.map_err(Error::from)?;
+    Ok(value)
+}
+
+/// What an append did.
+#[derive(SimpleObject)]
+pub struct TimelineAppend {
+    /// The streaming event.
+    pub event_id: ID,
+    /// Where the append started (as sent).
+    pub offset: i64,
+    /// The offset just past this chunk, in characters: the `offset` of the next append.
+    pub end: i64,
+    /// Characters newly stored (0 when this was a retry of an applied chunk).
+    pub applied: i64,
+}
+
+/// Records an investigation as it happens. Session status rule: created `PENDING`;
+/// `IN_PROGRESS` when started (or when its first agent execution starts); `COMPLETED` on
+/// `completeSession` once no execution runs; `FAILED`/`TIMED_OUT` on `failSession`/
+/// `timeOutSession` (running executions end with it); `requestSessionCancellation` cancels
+/// pending executions and leaves it `CANCELLING` until no execution is active, then
+/// `CANCELLED`. Stage status is aggregated from its executions. Repeating a move to the state a
+/// record is already in (same values) is a harmless retry; any other move out of a final state
+/// is a `CONFLICT` naming the current state.
+pub struct Mutation;
+
+/// Records an investigation as it happens. Session status rule: created `PENDING`;
+/// `IN_PROGRESS` when started (or when its first agent execution starts); `COMPLETED` on
+/// `completeSession` once no execution runs; `FAILED`/`TIMED_OUT` on `failSession`/
+/// `timeOutSession` (running executions end with it); `requestSessionCancellation` cancels
+/// pending executions and leaves it `CANCELLING` until no execution is active, then
+/// `CANCELLED`. Stage status is aggregated from its executions. Repeating a move to the state a
+/// record is already in (same values) is a harmless retry; any other move out of a final state
+/// is a `CONFLICT` naming the current state.
+#[Object]
+impl Mutation {
+    /// Creates a session from an alert (`PENDING`).
+    async fn create_session(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "What to record.")] input: CreateSessionInput,
+    ) -> Result<Session> {
+        let new = input.into_command();
+        let row = transaction(ctx, move |c| {
+            Box::pin(async move { sessions::create(c, &new).await })
+        })
+        .await?;
+        Ok(Session(row))
+    }
+
+    /// `PENDING` → `IN_PROGRESS`.
+    async fn start_session(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The session.")] id: ID,
+    ) -> Result<Session> {
+        let id = decode_as(NodeType::Session, &id)?;
+        Ok(Session(
+            transaction(ctx, move |c| Box::pin(sessions::start(c, id))).await?,
+        ))
+    }
+
+    /// `IN_PROGRESS` → `COMPLETED`, with the conclusion; refused while an execution still runs.
+    async fn complete_session(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "What to record.")] input: CompleteSessionInput,
+    ) -> Result<Session> {
+        let id = decode_as(NodeType::Session, &input.id)?;
+        let completion = sessions::Completion {
+            final_analysis: input.final_analysis,
+            executive_summary: input.executive_summary,
+        };
+        let row = transaction(ctx, move |c| {
+            Box::pin(async move { sessions::complete(c, id, &completion).await })
+        })
+        .await?;
+        Ok(Session(row))
+    }
+
+    /// → `FAILED`, with the error; executions still running fail with it.
+    async fn fail_session(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "What to record.")] input: FailSessionInput,
+    ) -> Result<Session> {
+        fail(ctx, input, false).await
+    }
+
+    /// → `TIMED_OUT`, with the error; executions still running time out with it.
+    async fn time_out_session(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "What to record.")] input: FailSessionInput,
+    ) -> Result<Session> {
+        fail(ctx, input, true).await
+    }
+
+    /// Requests cancellation: `CANCELLING` while executions are still active, `CANCELLED` once
+    /// none is (pending executions are cancelled at once).
+    async fn request_session_cancellation(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The session.")] id: ID,
+    ) -> Result<Session> {
+        let id = decode_as(NodeType::Session, &id)?;
+        Ok(Session(
+            transaction(ctx, move |c| {
+                Box::pin(sessions::request_cancellation(c, id))
+            })
+            .await?,
+        ))
+    }
+
+    /// Soft-deletes a finished session (hidden from `sessions` unless `includeDeleted`).
+    async fn delete_session(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The session.")] id: ID,
+    ) -> Result<Session> {
+        let id = decode_as(NodeType::Session, &id)?;
+        Ok(Session(
+            transaction(ctx, move |c| Box::pin(sessions::delete(c, id))).await?,
+        ))
+    }
+
+    /// Undoes `deleteSession`.
+    async fn restore_session(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The session.")] id: ID,
+    ) -> Result<Session> {
+        let id = decode_as(NodeType::Session, &id)?;
+        Ok(Session(
+            transaction(ctx, move |c| Box::pin(sessions::restore(c, id))).await?,
+        ))
+    }
+
+    /// Creates a stage (`PENDING`) in a running session, or a chat stage in a finished one.
+    async fn create_stage(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "What to record.")] input: CreateStageInput,
+    ) -> Result<Stage> {
+        let new = input.into_command()?;
+        let row = transaction(ctx, move |c| {
+            Box::pin(async move { stages::create(c, &new).await })
+        })
+        .await?;
+        Ok(Stage(row))
+    }
+
+    /// Creates an agent execution (`PENDING`) in a stage that has not finished.
+    async fn create_agent_execution(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "What to record.")] input: CreateAgentExecutionInput,
+    ) -> Result<AgentExecution> {
+        let new = input.into_command()?;
+        let row = transaction(ctx, move |c| {
+            Box::pin(async move { executions::create(c, &new).await })
+        })
+        .await?;
+        Ok(AgentExecution(row))
+    }
+
+    /// `PENDING` → `ACTIVE` (recording anything under a pending execution also starts it).
+    async fn start_agent_execution(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "What to record.")] input: StartAgentExecutionInput,
+    ) -> Result<AgentExecution> {
+        let id = decode_as(NodeType::AgentExecution, &input.id)?;
+        Ok(AgentExecution(
+            transaction(ctx, move |c| Box::pin(executions::start(c, id))).await?,
+        ))
+    }
+
+    /// → a final status; its streaming events end with it and its stage is re-aggregated.
+    async fn finish_agent_execution(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "What to record.")] input: FinishAgentExecutionInput,
+    ) -> Result<AgentExecution> {
+        let id = decode_as(NodeType::AgentExecution, &input.id)?;
+        let status = input.status.into();
+        let error = input.error_message;
+        let row = transaction(ctx, move |c| {
+            Box::pin(async move { executions::finish(c, id, status, error.as_deref()).await })
+        })
+        .await?;
+        Ok(AgentExecution(row))
+    }
+
+    /// Creates a timeline event with the session's next sequence number.
+    async fn create_timeline_event(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "What to record.")] input: CreateTimelineEventInput,
+    ) -> Result<TimelineEvent> {
+        let new = input.into_command()?;
+        let row = transaction(ctx, move |c| {
+            Box::pin(async move { timeline::create(c, &new).await })
+        })
+        .await?;
+        Ok(TimelineEvent(row))
+    }
+
+    /// Appends to a streaming event's content, exactly once per offset.
+    async fn append_timeline_content(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "What to record.")] input: AppendTimelineContentInput,
+    ) -> Result<TimelineAppend> {
+        let append = input.into_command()?;
+        let (event_id, offset) = (append.event_id, append.offset);
+        let done = transaction(ctx, move |c| {
+            Box::pin(async move { timeline::append(c, &append).await })
+        })
+        .await?;
+        Ok(TimelineAppend {
+            event_id: ids::encode(NodeType::TimelineEvent, event_id),
+            offset,
+            end: done.end,
+            applied: done.stored,
+        })
+    }
+
+    /// Finishes a streaming event with its final content, metadata and debug links; after this
+    /// it never changes.
+    async fn finish_timeline_event(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "What to record.")] input: FinishTimelineEventInput,
+    ) -> Result<TimelineEvent> {
+        let finish = input.into_command()?;
+        let row = transaction(ctx, move |c| {
+            Box::pin(async move { timeline::finish(c, &finish).await })
+        })
+        .await?;
+        Ok(TimelineEvent(row))
+    }
+
+    /// Appends the next message of an agent's conversation.
+    async fn append_message(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "What to record.")] input: AppendMessageInput,
+    ) -> Result<Message> {
+        let new = input.into_command()?;
+        let row = transaction(ctx, move |c| {
+            Box::pin(async move { messages::append(c, &new).await })
+        })
+        .await?;
+        Ok(Message(row))
+    }
+
+    /// Records a completed LLM call.
+    #[graphql(name = "recordLLMInteraction")]
+    async fn record_llm_interaction(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "What to record.")] input: RecordLlmInteractionInput,
+    ) -> Result<LlmInteraction> {
+        let new = input.into_command()?;
+        let row = transaction(ctx, move |c| {
+            Box::pin(async move { interactions::record_llm(c, &new).await })
+        })
+        .await?;
+        Ok(LlmInteraction(row))
+    }
+
+    /// Records a completed MCP call.
+    #[graphql(name = "recordMCPInteraction")]
+    async fn record_mcp_interaction(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "What to record.")] input: RecordMcpInteractionInput,
+    ) -> Result<McpInteraction> {
+        let new = input.into_command()?;
+        let row = transaction(ctx, move |c| {
+            Box::pin(async move { interactions::record_mcp(c, &new).await })
+        })
+        .await?;
+        Ok(McpInteraction(row))
+    }
+
+    /// Opens a follow-up chat on a finished session.
+    async fn open_chat(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "What to record.")] input: OpenChatInput,
+    ) -> Result<Chat> {
+        let new = input.into_command()?;
+        let row = transaction(ctx, move |c| {
+            Box::pin(async move { chats::open(c, &new).await })
+        })
+        .await?;
+        Ok(Chat(row))
+    }
+
+    /// Posts a question in a chat: stores it, creates its answering stage and execution, and
+    /// records the `USER_QUESTION` timeline event.
+    async fn post_chat_message(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "What to record.")] input: PostChatMessageInput,
+    ) -> Result<ChatUserMessage> {
+        let new = input.into_command()?;
+        let row = transaction(ctx, move |c| {
+            Box::pin(async move { chats::post(c, &new).await })
+        })
+        .await?;
+        Ok(ChatUserMessage(row))
+    }
+
+    /// Applies many operations in one transaction, in order (at most 1,000): all of them or
+    /// none. Each is as idempotent as its own mutation, so a failed batch can be resent whole.
+    async fn ingest(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The operations, applied in order.")] operations: Vec<IngestOperation>,
+    ) -> Result<Vec<IngestItem>> {
+        ingest::run(ctx, operations).await
+    }
+}
+
+async fn fail(ctx: &Context<'_>, input: FailSessionInput, timed_out: bool) -> Result<Session> {
+    let id = decode_as(NodeType::Session, &input.id)?;
+    let error = input.error_message;
+    let row = transaction(ctx, move |c| {
+        Box::pin(async move { sessions::fail(c, id, timed_out, &error).await })
+    })
+    .await?;
+    Ok(Session(row))
+}

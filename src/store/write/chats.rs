@@ -1,0 +1,184 @@
+//! Follow-up chats on a finished session. Each question is answered by a stage of its own.
+
+use serde::Serialize;
+use serde_json::json;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::stages::{NewStage, ensure_accepts_work};
+use super::timeline::NewEvent;
+use super::{check_name, check_optional, id_taken, is_retry, limits, lock_session};
+use crate::error::{Error, Result};
+use crate::model::{TimelineEventStatus, TimelineEventType};
+use crate::store::{ChatRow, ChatUserMessageRow, ExecutionRow};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct NewChat {
+    pub id: Option<Uuid>,
+    pub session_id: Uuid,
+    pub created_by: Option<String>,
+}
+
+pub async fn open(conn: &mut PgConnection, new: &NewChat) -> Result<ChatRow> {
+    check_optional("createdBy", new.created_by.as_deref(), limits::NAME)?;
+    let session = lock_session(conn, new.session_id).await?;
+    let id = new.id.unwrap_or_else(Uuid::now_v7);
+    if is_retry(conn, new.id, session.id, "openChat", new).await? {
+        return sqlx::query_as("SELECT * FROM chats WHERE id = $1")
+            .bind(id)
+            .fetch_one(conn)
+            .await
+            .map_err(Into::into);
+    }
+    ensure_accepts_work(&session, true, "open a chat")?;
+    sqlx::query_as("INSERT INTO chats (id, session_id, created_by) VALUES ($1, $2, $3) RETURNING *")
+        .bind(id)
+        .bind(session.id)
+        .bind(&new.created_by)
+        .fetch_one(conn)
+        .await
+        .map_err(|e| id_taken(e, id))
+}
+
+/// A question, and who answers it.
+#[derive(Debug, Clone, Serialize)]
+pub struct NewChatMessage {
+    pub id: Option<Uuid>,
+    pub chat_id: Uuid,
+    pub content: String,
+    pub author: Option<String>,
+    /// Ids for the answering stage and its execution (generated when absent).
+    pub stage_id: Option<Uuid>,
+    pub execution_id: Option<Uuid>,
+    pub agent_name: String,
+    pub iteration_strategy: String,
+    pub llm_provider: Option<String>,
+    pub llm_model: Option<String>,
+}
+
+/// Validates a chat question as the chat design does: not empty, not only whitespace, at most
+/// 5,000 characters.
+pub fn validate_question(content: &str) -> Result<()> {
+    if content.is_empty() {
+        return Err(Error::bad_input("message cannot be empty"));
+    }
+    if content.trim().is_empty() {
+        return Err(Error::bad_input("message cannot be only whitespace"));
+    }
+    let len = content.chars().count();
+    if len > limits::CHAT_MESSAGE {
+        return Err(Error::bad_input(format!(
+            "message exceeds {} character limit ({len} characters)",
+            limits::CHAT_MESSAGE
+        )));
+    }
+    Ok(())
+}
+
+/// Posts a question: stores it, creates its answering stage (the session's next stage index)
+/// with one pending execution, and records the `user_question` timeline event.
+pub async fn post(conn: &mut PgConnection, new: &NewChatMessage) -> Result<ChatUserMessageRow> {
+    validate_question(&new.content)?;
+    check_optional("author", new.author.as_deref(), limits::NAME)?;
+    check_name("agentName", &new.agent_name)?;
+    check_name("iterationStrategy", &new.iteration_strategy)?;
+    check_optional("llmProvider", new.llm_provider.as_deref(), limits::NAME)?;
+    check_optional("llmModel", new.llm_model.as_deref(), limits::NAME)?;
+    let session_id: Uuid = sqlx::query_scalar("SELECT session_id FROM chats WHERE id = $1")
+        .bind(new.chat_id)
+        .fetch_optional(&mut *conn)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("chat {} does not exist", new.chat_id)))?;
+    let session = lock_session(conn, session_id).await?;
+    let id = new.id.unwrap_or_else(Uuid::now_v7);
+    if is_retry(conn, new.id, session_id, "postChatMessage", new).await? {
+        return sqlx::query_as("SELECT * FROM chat_user_messages WHERE id = $1")
+            .bind(id)
+            .fetch_one(conn)
+            .await
+            .map_err(Into::into);
+    }
+    ensure_accepts_work(&session, true, "post a chat message")?;
+    let unanswered: Option<String> = sqlx::query_scalar(
+        "SELECT s.stage_name FROM stages s WHERE s.chat_id = $1 AND s.status IN ('pending', 'active') LIMIT 1",
+    )
+    .bind(new.chat_id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    if unanswered.is_some() {
+        return Err(Error::Conflict(format!(
+            "chat {} is still answering its previous question",
+            new.chat_id
+        )));
+    }
+    let message: ChatUserMessageRow = sqlx::query_as(
+        "INSERT INTO chat_user_messages (id, chat_id, session_id, content, author) \
+         VALUES ($1, $2, $3, $4, $5) RETURNING *",
+    )
+    .bind(id)
+    .bind(new.chat_id)
+    .bind(session_id)
+    .bind(&new.content)
+    .bind(&new.author)
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(|e| id_taken(e, id))?;
+    sqlx::query("UPDATE chats SET updated_at = now() WHERE id = $1")
+        .bind(new.chat_id)
+        .execute(&mut *conn)
+        .await?;
+
+    let next_index: i32 = sqlx::query_scalar(
+        "SELECT coalesce(max(stage_index) + 1, 0) FROM stages WHERE session_id = $1",
+    )
+    .bind(session_id)
+    .fetch_one(&mut *conn)
+    .await?;
+    let stage_id = new.stage_id.unwrap_or_else(Uuid::now_v7);
+    let stage = NewStage {
+        id: Some(stage_id),
+        session_id,
+        stage_index: next_index,
+        name: "Chat".to_owned(),
+        expected_agent_count: 1,
+        parallel_type: None,
+        success_policy: None,
+        chat_id: Some(new.chat_id),
+        chat_user_message_id: Some(id),
+    };
+    super::stages::insert(conn, stage_id, &stage).await?;
+    let execution_id = new.execution_id.unwrap_or_else(Uuid::now_v7);
+    let execution: ExecutionRow = sqlx::query_as(
+        "INSERT INTO agent_executions (id, stage_id, session_id, agent_name, agent_index, \
+            iteration_strategy, llm_provider, llm_model) \
+         VALUES ($1, $2, $3, $4, 1, $5, $6, $7) RETURNING *",
+    )
+    .bind(execution_id)
+    .bind(stage_id)
+    .bind(session_id)
+    .bind(&new.agent_name)
+    .bind(&new.iteration_strategy)
+    .bind(&new.llm_provider)
+    .bind(&new.llm_model)
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(|e| id_taken(e, execution_id))?;
+    let question = NewEvent {
+        id: None,
+        execution_id,
+        event_type: TimelineEventType::UserQuestion,
+        status: TimelineEventStatus::Completed,
+        content: new.content.clone(),
+        metadata: json!({ "author": new.author, "chat_id": new.chat_id, "chat_user_message_id": id }),
+    };
+    super::timeline::insert(
+        conn,
+        Uuid::now_v7(),
+        session_id,
+        stage_id,
+        execution.id,
+        &question,
+    )
+    .await?;
+    Ok(message)
+}

@@ -1,0 +1,247 @@
+//! Agent executions: pending → active → completed / failed / timed_out / cancelled.
+
+use serde::Serialize;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::stages::{ensure_accepts_work, refresh};
+use super::{
+    check_name, check_optional, id_taken, is_finished_execution, is_finished_stage, is_retry,
+    limits, lock_execution, lock_session, lock_stage, session_of_execution, sessions, snake,
+    timeline,
+};
+use crate::error::{Error, Result};
+use crate::model::ExecutionStatus;
+use crate::store::{ExecutionRow, SessionRow};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct NewExecution {
+    pub id: Option<Uuid>,
+    pub stage_id: Uuid,
+    pub agent_name: String,
+    pub agent_index: i32,
+    pub iteration_strategy: String,
+    pub llm_provider: Option<String>,
+    pub llm_model: Option<String>,
+    pub parent_execution_id: Option<Uuid>,
+}
+
+pub async fn create(conn: &mut PgConnection, new: &NewExecution) -> Result<ExecutionRow> {
+    check_name("agentName", &new.agent_name)?;
+    check_name("iterationStrategy", &new.iteration_strategy)?;
+    check_optional("llmProvider", new.llm_provider.as_deref(), limits::NAME)?;
+    check_optional("llmModel", new.llm_model.as_deref(), limits::NAME)?;
+    if new.agent_index < 1 {
+        return Err(Error::bad_input(format!(
+            "`agentIndex` must be at least 1, got {}",
+            new.agent_index
+        )));
+    }
+    let session_id: Uuid = sqlx::query_scalar("SELECT session_id FROM stages WHERE id = $1")
+        .bind(new.stage_id)
+        .fetch_optional(&mut *conn)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("stage {} does not exist", new.stage_id)))?;
+    let session = lock_session(conn, session_id).await?;
+    let id = new.id.unwrap_or_else(Uuid::now_v7);
+    if is_retry(conn, new.id, session_id, "createAgentExecution", new).await? {
+        return fetch(conn, id).await;
+    }
+    let stage = lock_stage(conn, new.stage_id).await?;
+    ensure_accepts_work(
+        &session,
+        stage.chat_id.is_some(),
+        "create an agent execution",
+    )?;
+    if is_finished_stage(stage.status) {
+        return Err(Error::Conflict(format!(
+            "cannot add an agent execution: stage {} is already {}",
+            stage.id,
+            snake(stage.status)
+        )));
+    }
+    let (same_index, top_level): (Option<String>, i64) = sqlx::query_as(
+        "SELECT (SELECT agent_name FROM agent_executions WHERE stage_id = $1 AND agent_index = $2), \
+                (SELECT count(*) FROM agent_executions WHERE stage_id = $1 AND parent_execution_id IS NULL)",
+    )
+    .bind(stage.id)
+    .bind(new.agent_index)
+    .fetch_one(&mut *conn)
+    .await?;
+    if let Some(name) = same_index {
+        return Err(Error::Conflict(format!(
+            "stage {} already has agent {} ({name})",
+            stage.id, new.agent_index
+        )));
+    }
+    match new.parent_execution_id {
+        None if top_level >= i64::from(stage.expected_agent_count) => {
+            return Err(Error::Conflict(format!(
+                "stage {} expects {} agent(s) and already has them",
+                stage.id, stage.expected_agent_count
+            )));
+        }
+        None => {}
+        Some(parent_id) => {
+            let parent = lock_execution(conn, parent_id).await?;
+            if parent.stage_id != stage.id {
+                return Err(Error::bad_input(format!(
+                    "parent execution {parent_id} runs in another stage; a sub-agent runs in its parent's stage"
+                )));
+            }
+            if is_finished_execution(parent.status) {
+                return Err(Error::Conflict(format!(
+                    "cannot spawn a sub-agent: parent execution {parent_id} is already {}",
+                    snake(parent.status)
+                )));
+            }
+        }
+    }
+    let execution: ExecutionRow = sqlx::query_as(
+        "INSERT INTO agent_executions (id, stage_id, session_id, parent_execution_id, agent_name, \
+            agent_index, iteration_strategy, llm_provider, llm_model) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING *",
+    )
+    .bind(id)
+    .bind(stage.id)
+    .bind(session_id)
+    .bind(new.parent_execution_id)
+    .bind(&new.agent_name)
+    .bind(new.agent_index)
+    .bind(&new.iteration_strategy)
+    .bind(&new.llm_provider)
+    .bind(&new.llm_model)
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(|e| id_taken(e, id))?;
+    refresh(conn, stage.id).await?;
+    Ok(execution)
+}
+
+pub(crate) async fn fetch(conn: &mut PgConnection, id: Uuid) -> Result<ExecutionRow> {
+    sqlx::query_as("SELECT * FROM agent_executions WHERE id = $1")
+        .bind(id)
+        .fetch_optional(conn)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("agent execution {id} does not exist")))
+}
+
+/// Executions of a session that are still pending or active.
+pub(crate) async fn running_executions(
+    conn: &mut PgConnection,
+    session_id: Uuid,
+) -> Result<Vec<ExecutionRow>> {
+    Ok(sqlx::query_as(
+        "SELECT * FROM agent_executions WHERE session_id = $1 AND status IN ('pending', 'active') \
+         ORDER BY created_at, id FOR NO KEY UPDATE",
+    )
+    .bind(session_id)
+    .fetch_all(conn)
+    .await?)
+}
+
+/// pending → active.
+pub async fn start(conn: &mut PgConnection, id: Uuid) -> Result<ExecutionRow> {
+    let session_id = session_of_execution(conn, id).await?;
+    let session = lock_session(conn, session_id).await?;
+    let execution = lock_execution(conn, id).await?;
+    match execution.status {
+        ExecutionStatus::Pending => start_locked(conn, &session, execution).await,
+        ExecutionStatus::Active => Ok(execution),
+        status => Err(Error::Conflict(format!(
+            "cannot start agent execution {id}: it is already {}",
+            snake(status)
+        ))),
+    }
+}
+
+/// Starts a pending execution whose session is locked: sets started_at, re-aggregates its
+/// stage, and moves a pending session to in_progress.
+pub(crate) async fn start_locked(
+    conn: &mut PgConnection,
+    session: &SessionRow,
+    execution: ExecutionRow,
+) -> Result<ExecutionRow> {
+    let stage = lock_stage(conn, execution.stage_id).await?;
+    ensure_accepts_work(session, stage.chat_id.is_some(), "start an agent execution")?;
+    let started: ExecutionRow = sqlx::query_as(
+        "UPDATE agent_executions SET status = 'active', started_at = now(), updated_at = now() \
+         WHERE id = $1 RETURNING *",
+    )
+    .bind(execution.id)
+    .fetch_one(&mut *conn)
+    .await?;
+    refresh(conn, stage.id).await?;
+    if stage.chat_id.is_none() {
+        sessions::note_execution_started(conn, session).await?;
+    }
+    Ok(started)
+}
+
+/// pending / active → a final status. Finishing again with the same status and error is a
+/// harmless retry; any other change to a finished execution is a conflict.
+pub async fn finish(
+    conn: &mut PgConnection,
+    id: Uuid,
+    status: ExecutionStatus,
+    error_message: Option<&str>,
+) -> Result<ExecutionRow> {
+    if !is_finished_execution(status) {
+        return Err(Error::bad_input(format!(
+            "`{}` is not a final status",
+            snake(status)
+        )));
+    }
+    if status == ExecutionStatus::Completed && error_message.is_some() {
+        return Err(Error::bad_input(
+            "a completed execution takes no `errorMessage`",
+        ));
+    }
+    check_optional("errorMessage", error_message, limits::TEXT)?;
+    let session_id = session_of_execution(conn, id).await?;
+    let session = lock_session(conn, session_id).await?;
+    let mut execution = lock_execution(conn, id).await?;
+    if execution.status == ExecutionStatus::Pending && status == ExecutionStatus::Completed {
+        // Completing work means it ran: start it first, so its stage and session do too.
+        execution = start_locked(conn, &session, execution).await?;
+    }
+    if is_finished_execution(execution.status) {
+        if execution.status == status && execution.error_message.as_deref() == error_message {
+            return Ok(execution);
+        }
+        return Err(Error::Conflict(format!(
+            "cannot finish agent execution {id} as {}: it is already {}",
+            snake(status),
+            snake(execution.status)
+        )));
+    }
+    let finished = finish_locked(conn, id, status, error_message).await?;
+    sessions::note_execution_finished(conn, session_id).await?;
+    Ok(finished)
+}
+
+/// Finishes an execution whose session is locked: closes its streaming timeline events with
+/// the same outcome, then re-aggregates its stage.
+pub(crate) async fn finish_locked(
+    conn: &mut PgConnection,
+    id: Uuid,
+    status: ExecutionStatus,
+    error_message: Option<&str>,
+) -> Result<ExecutionRow> {
+    lock_execution(conn, id).await?;
+    timeline::close_streaming_events(conn, id, status).await?;
+    let finished: ExecutionRow = sqlx::query_as(
+        "UPDATE agent_executions SET status = $2, error_message = $3, completed_at = now(), \
+            duration_ms = CASE WHEN started_at IS NULL THEN NULL \
+                ELSE (EXTRACT(EPOCH FROM (now() - started_at)) * 1000)::bigint END, \
+            updated_at = now() \
+         WHERE id = $1 RETURNING *",
+    )
+    .bind(id)
+    .bind(status)
+    .bind(error_message)
+    .fetch_one(&mut *conn)
+    .await?;
+    refresh(conn, finished.stage_id).await?;
+    Ok(finished)
+}

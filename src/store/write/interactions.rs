@@ -1,0 +1,210 @@
+//! LLM and MCP interactions: the debug record of each call, written once when it completes.
+
+use serde::Serialize;
+use serde_json::Value as Json;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::{
+    check_json, check_name, check_optional, id_taken, is_retry, limits, lock_running_execution,
+    lock_session,
+};
+use crate::error::{Error, Result};
+use crate::model::{LlmInteractionType, McpInteractionType};
+use crate::store::{LlmInteractionRow, McpInteractionRow};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct NewLlmInteraction {
+    pub id: Option<Uuid>,
+    pub execution_id: Uuid,
+    pub interaction_type: LlmInteractionType,
+    pub model_name: String,
+    pub last_message_id: Option<Uuid>,
+    pub llm_request: Json,
+    pub llm_response: Json,
+    pub thinking_content: Option<String>,
+    pub response_metadata: Json,
+    pub input_tokens: Option<i32>,
+    pub output_tokens: Option<i32>,
+    pub total_tokens: Option<i32>,
+    pub thinking_tokens: Option<i32>,
+    pub estimated_cost_usd: Option<f64>,
+    pub duration_ms: Option<i64>,
+    pub error_message: Option<String>,
+}
+
+fn check_count(field: &str, value: Option<i64>) -> Result<()> {
+    match value {
+        Some(v) if v < 0 => Err(Error::bad_input(format!(
+            "`{field}` must be 0 or more, got {v}"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+pub async fn record_llm(
+    conn: &mut PgConnection,
+    new: &NewLlmInteraction,
+) -> Result<LlmInteractionRow> {
+    check_name("modelName", &new.model_name)?;
+    check_json("llmRequest", &new.llm_request, limits::JSON)?;
+    check_json("llmResponse", &new.llm_response, limits::JSON)?;
+    check_json(
+        "responseMetadata",
+        &new.response_metadata,
+        limits::SMALL_JSON,
+    )?;
+    check_optional(
+        "thinkingContent",
+        new.thinking_content.as_deref(),
+        limits::TEXT,
+    )?;
+    check_optional("errorMessage", new.error_message.as_deref(), limits::TEXT)?;
+    for (field, value) in [
+        ("inputTokens", new.input_tokens.map(i64::from)),
+        ("outputTokens", new.output_tokens.map(i64::from)),
+        ("totalTokens", new.total_tokens.map(i64::from)),
+        ("thinkingTokens", new.thinking_tokens.map(i64::from)),
+        ("durationMs", new.duration_ms),
+    ] {
+        check_count(field, value)?;
+    }
+    if let Some(cost) = new.estimated_cost_usd
+        && !(cost.is_finite() && cost >= 0.0)
+    {
+        return Err(Error::bad_input(format!(
+            "`estimatedCostUsd` must be 0 or more, got {cost}"
+        )));
+    }
+    let session_id = super::session_of_execution(conn, new.execution_id).await?;
+    let id = new.id.unwrap_or_else(Uuid::now_v7);
+    lock_session(conn, session_id).await?;
+    if is_retry(conn, new.id, session_id, "recordLlmInteraction", new).await? {
+        return fetch(conn, "llm_interactions", id).await;
+    }
+    let (_, execution) =
+        lock_running_execution(conn, new.execution_id, "an LLM interaction").await?;
+    if let Some(message_id) = new.last_message_id {
+        let owner: Option<Uuid> =
+            sqlx::query_scalar("SELECT execution_id FROM messages WHERE id = $1")
+                .bind(message_id)
+                .fetch_optional(&mut *conn)
+                .await?;
+        if owner != Some(execution.id) {
+            return Err(Error::bad_input(format!(
+                "`lastMessageId` {message_id} is not a message of agent execution {}",
+                execution.id
+            )));
+        }
+    }
+    // Providers do not always report a total; it is the sum when both parts are known.
+    let total = new.total_tokens.or_else(|| {
+        new.input_tokens
+            .zip(new.output_tokens)
+            .map(|(i, o)| i.saturating_add(o))
+    });
+    sqlx::query_as(
+        "INSERT INTO llm_interactions (id, session_id, stage_id, execution_id, interaction_type, \
+            model_name, last_message_id, llm_request, llm_response, thinking_content, \
+            response_metadata, input_tokens, output_tokens, total_tokens, thinking_tokens, \
+            estimated_cost_usd, duration_ms, error_message) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) \
+         RETURNING *",
+    )
+    .bind(id)
+    .bind(execution.session_id)
+    .bind(execution.stage_id)
+    .bind(execution.id)
+    .bind(new.interaction_type)
+    .bind(&new.model_name)
+    .bind(new.last_message_id)
+    .bind(&new.llm_request)
+    .bind(&new.llm_response)
+    .bind(&new.thinking_content)
+    .bind(&new.response_metadata)
+    .bind(new.input_tokens)
+    .bind(new.output_tokens)
+    .bind(total)
+    .bind(new.thinking_tokens)
+    .bind(new.estimated_cost_usd)
+    .bind(new.duration_ms)
+    .bind(&new.error_message)
+    .fetch_one(conn)
+    .await
+    .map_err(|e| id_taken(e, id))
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct NewMcpInteraction {
+    pub id: Option<Uuid>,
+    pub execution_id: Uuid,
+    pub interaction_type: McpInteractionType,
+    pub server_name: String,
+    pub tool_name: Option<String>,
+    pub tool_arguments: Json,
+    pub tool_result: Json,
+    pub available_tools: Json,
+    pub duration_ms: Option<i64>,
+    pub error_message: Option<String>,
+}
+
+pub async fn record_mcp(
+    conn: &mut PgConnection,
+    new: &NewMcpInteraction,
+) -> Result<McpInteractionRow> {
+    check_name("serverName", &new.server_name)?;
+    match (&new.interaction_type, &new.tool_name) {
+        (McpInteractionType::ToolCall, None) => {
+            return Err(Error::bad_input(
+                "a `TOOL_CALL` interaction needs `toolName`",
+            ));
+        }
+        (_, Some(tool)) => check_name("toolName", tool)?,
+        _ => {}
+    }
+    check_json("toolArguments", &new.tool_arguments, limits::JSON)?;
+    check_json("toolResult", &new.tool_result, limits::JSON)?;
+    check_json("availableTools", &new.available_tools, limits::JSON)?;
+    check_optional("errorMessage", new.error_message.as_deref(), limits::TEXT)?;
+    check_count("durationMs", new.duration_ms)?;
+    let session_id = super::session_of_execution(conn, new.execution_id).await?;
+    let id = new.id.unwrap_or_else(Uuid::now_v7);
+    lock_session(conn, session_id).await?;
+    if is_retry(conn, new.id, session_id, "recordMcpInteraction", new).await? {
+        return fetch(conn, "mcp_interactions", id).await;
+    }
+    let (_, execution) =
+        lock_running_execution(conn, new.execution_id, "an MCP interaction").await?;
+    sqlx::query_as(
+        "INSERT INTO mcp_interactions (id, session_id, stage_id, execution_id, interaction_type, \
+            server_name, tool_name, tool_arguments, tool_result, available_tools, duration_ms, \
+            error_message) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING *",
+    )
+    .bind(id)
+    .bind(execution.session_id)
+    .bind(execution.stage_id)
+    .bind(execution.id)
+    .bind(new.interaction_type)
+    .bind(&new.server_name)
+    .bind(&new.tool_name)
+    .bind(&new.tool_arguments)
+    .bind(&new.tool_result)
+    .bind(&new.available_tools)
+    .bind(new.duration_ms)
+    .bind(&new.error_message)
+    .fetch_one(conn)
+    .await
+    .map_err(|e| id_taken(e, id))
+}
+
+async fn fetch<R>(conn: &mut PgConnection, table: &str, id: Uuid) -> Result<R>
+where
+    R: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> + Send + Unpin,
+{
+    sqlx::query_as(&format!("SELECT * FROM {table} WHERE id = $1"))
+        .bind(id)
+        .fetch_optional(conn)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("interaction {id} does not exist")))
+}

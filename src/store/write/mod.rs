@@ -1,0 +1,194 @@
+//! The write side: every change an orchestrator and its agents record.
+//!
+//! Each function takes the connection of an open transaction, so a mutation (or a whole batch
+//! of them) commits or rolls back as one. Rows are locked in one order — session, stage,
+//! execution, event — so concurrent writers queue instead of deadlocking; appends to a
+//! streaming event lock only that event.
+
+pub mod chats;
+pub mod executions;
+pub mod interactions;
+pub mod messages;
+mod receipts;
+pub mod sessions;
+pub mod stages;
+pub mod timeline;
+
+use serde_json::Value as Json;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::{ExecutionRow, SessionRow, StageRow};
+use crate::error::{Error, Result};
+use crate::model::{ExecutionStatus, SessionStatus, StageStatus};
+
+/// Size limits, stated in the schema's descriptions too.
+pub mod limits {
+    /// Names, types, models, servers, tools, authors: characters.
+    pub const NAME: usize = 200;
+    /// URLs: characters.
+    pub const URL: usize = 2_000;
+    /// Any text field (content, analyses, error messages, thinking): characters.
+    pub const TEXT: usize = 1_000_000;
+    /// One appended chunk of streaming content: characters.
+    pub const DELTA: usize = 65_536;
+    /// Alert data and event metadata: bytes of JSON.
+    pub const SMALL_JSON: usize = 262_144;
+    /// LLM requests and responses, tool arguments and results: bytes of JSON.
+    pub const JSON: usize = 4_194_304;
+    /// A chat question: characters.
+    pub const CHAT_MESSAGE: usize = 5_000;
+    /// Operations in one batched ingest.
+    pub const BATCH: usize = 1_000;
+}
+
+pub(crate) fn check_text(field: &str, value: &str, max: usize) -> Result<()> {
+    let len = value.chars().count();
+    if len > max {
+        return Err(Error::bad_input(format!(
+            "`{field}` is {len} characters long; at most {max} are allowed"
+        )));
+    }
+    Ok(())
+}
+
+pub(crate) fn check_name(field: &str, value: &str) -> Result<()> {
+    if value.trim().is_empty() {
+        return Err(Error::bad_input(format!("`{field}` must not be empty")));
+    }
+    check_text(field, value, limits::NAME)
+}
+
+pub(crate) fn check_optional(field: &str, value: Option<&str>, max: usize) -> Result<()> {
+    value.map_or(Ok(()), |v| check_text(field, v, max))
+}
+
+pub(crate) fn check_json(field: &str, value: &Json, max: usize) -> Result<()> {
+    let len = serde_json::to_vec(value).map_or(usize::MAX, |v| v.len());
+    if len > max {
+        return Err(Error::bad_input(format!(
+            "`{field}` is {len} bytes of JSON; at most {max} are allowed"
+        )));
+    }
+    Ok(())
+}
+
+/// How the database (and error messages) spell a model enum value: snake_case.
+pub(crate) fn snake(value: impl serde::Serialize) -> String {
+    match serde_json::to_value(value) {
+        Ok(Json::String(s)) => s,
+        _ => String::from("?"),
+    }
+}
+
+/// Locks a session for a change to it or beneath it.
+pub(crate) async fn lock_session(conn: &mut PgConnection, id: Uuid) -> Result<SessionRow> {
+    sqlx::query_as("SELECT * FROM sessions WHERE id = $1 FOR NO KEY UPDATE")
+        .bind(id)
+        .fetch_optional(conn)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("session {id} does not exist")))
+}
+
+pub(crate) async fn lock_stage(conn: &mut PgConnection, id: Uuid) -> Result<StageRow> {
+    sqlx::query_as("SELECT * FROM stages WHERE id = $1 FOR NO KEY UPDATE")
+        .bind(id)
+        .fetch_optional(conn)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("stage {id} does not exist")))
+}
+
+pub(crate) async fn lock_execution(conn: &mut PgConnection, id: Uuid) -> Result<ExecutionRow> {
+    sqlx::query_as("SELECT * FROM agent_executions WHERE id = $1 FOR NO KEY UPDATE")
+        .bind(id)
+        .fetch_optional(conn)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("agent execution {id} does not exist")))
+}
+
+/// The session an execution belongs to (read without a lock, to learn what to lock first).
+pub(crate) async fn session_of_execution(conn: &mut PgConnection, id: Uuid) -> Result<Uuid> {
+    sqlx::query_scalar("SELECT session_id FROM agent_executions WHERE id = $1")
+        .bind(id)
+        .fetch_optional(conn)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("agent execution {id} does not exist")))
+}
+
+/// Locks an execution and what is above it, in lock order, for recording work under it.
+/// Refuses finished executions and sessions that no longer accept work; a pending execution
+/// is started (its first record means it is running).
+pub(crate) async fn lock_running_execution(
+    conn: &mut PgConnection,
+    id: Uuid,
+    what: &str,
+) -> Result<(SessionRow, ExecutionRow)> {
+    let session_id = session_of_execution(conn, id).await?;
+    let session = lock_session(conn, session_id).await?;
+    let execution = lock_execution(conn, id).await?;
+    if is_finished_execution(execution.status) {
+        return Err(Error::Conflict(format!(
+            "cannot add {what}: agent execution {id} is already {}",
+            snake(execution.status)
+        )));
+    }
+    if execution.status == ExecutionStatus::Pending {
+        let execution = executions::start_locked(conn, &session, execution).await?;
+        return Ok((lock_session(conn, session_id).await?, execution));
+    }
+    Ok((session, execution))
+}
+
+pub(crate) fn is_finished_session(status: SessionStatus) -> bool {
+    matches!(
+        status,
+        SessionStatus::Completed
+            | SessionStatus::Failed
+            | SessionStatus::Cancelled
+            | SessionStatus::TimedOut
+    )
+}
+
+pub(crate) fn is_finished_stage(status: StageStatus) -> bool {
+    !matches!(status, StageStatus::Pending | StageStatus::Active)
+}
+
+pub(crate) fn is_finished_execution(status: ExecutionStatus) -> bool {
+    !matches!(status, ExecutionStatus::Pending | ExecutionStatus::Active)
+}
+
+/// Refuses writes to a soft-deleted session.
+pub(crate) fn ensure_not_deleted(session: &SessionRow) -> Result<()> {
+    if session.deleted_at.is_some() {
+        return Err(Error::Conflict(format!(
+            "session {} is deleted; restore it first",
+            session.id
+        )));
+    }
+    Ok(())
+}
+
+/// Maps a violated uniqueness on a client-supplied id to a conflict.
+pub(crate) fn id_taken(err: sqlx::Error, id: Uuid) -> Error {
+    match &err {
+        sqlx::Error::Database(db) if db.is_unique_violation() => {
+            Error::Conflict(format!("id {id} is already used by another record"))
+        }
+        _ => Error::Database(err),
+    }
+}
+
+pub(crate) use receipts::is_retry;
+
+#[cfg(test)]
+mod tests {
+    use super::snake;
+    use crate::model::{ExecutionStatus, SessionStatus};
+
+    #[test]
+    fn enum_names_in_database_spelling() {
+        assert_eq!(snake(SessionStatus::InProgress), "in_progress");
+        assert_eq!(snake(ExecutionStatus::TimedOut), "timed_out");
+        assert_eq!(snake(SessionStatus::Pending), "pending");
+    }
+}

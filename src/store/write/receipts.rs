@@ -1,0 +1,74 @@
+//! Idempotent creates: a client-supplied id is claimed together with a hash of the request.
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use crate::error::{Error, Result};
+
+/// Whether a create should happen.
+enum Claim {
+    /// First time this id is seen: create the record.
+    New,
+    /// The same request was made before: return the record it made.
+    Retry,
+}
+
+/// Whether a create is a retry of one already made: with a client-supplied id, claims it for
+/// `operation` with this exact `request` (a different request under it is a conflict). Without
+/// one, a create is always new.
+pub async fn is_retry(
+    conn: &mut PgConnection,
+    client_id: Option<Uuid>,
+    session_id: Uuid,
+    operation: &str,
+    request: &impl Serialize,
+) -> Result<bool> {
+    match client_id {
+        None => Ok(false),
+        Some(id) => Ok(matches!(
+            claim(conn, id, session_id, operation, request).await?,
+            Claim::Retry
+        )),
+    }
+}
+
+/// Claims `id` for `operation` with this exact `request`. A concurrent retry waits on the
+/// receipt's key until the first commits, then sees it.
+async fn claim(
+    conn: &mut PgConnection,
+    id: Uuid,
+    session_id: Uuid,
+    operation: &str,
+    request: &impl Serialize,
+) -> Result<Claim> {
+    let hash =
+        Sha256::digest(serde_json::to_vec(request).map_err(|e| Error::Internal(e.to_string()))?);
+    let inserted = sqlx::query(
+        "INSERT INTO create_receipts (id, session_id, operation, request_hash) VALUES ($1, $2, $3, $4) \
+         ON CONFLICT (id) DO NOTHING",
+    )
+    .bind(id)
+    .bind(session_id)
+    .bind(operation)
+    .bind(hash.as_slice())
+    .execute(&mut *conn)
+    .await?
+    .rows_affected();
+    if inserted == 1 {
+        return Ok(Claim::New);
+    }
+    let (previous_operation, previous_hash): (String, Vec<u8>) =
+        sqlx::query_as("SELECT operation, request_hash FROM create_receipts WHERE id = $1")
+            .bind(id)
+            .fetch_one(conn)
+            .await?;
+    if previous_operation == operation && previous_hash == hash.as_slice() {
+        Ok(Claim::Retry)
+    } else {
+        Err(Error::Conflict(format!(
+            "id {id} was already used by a different request ({previous_operation})"
+        )))
+    }
+}

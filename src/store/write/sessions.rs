@@ -1,0 +1,289 @@
+//! Sessions: created from an alert, then moved through their lifecycle.
+//!
+//! The session rule (also in the schema's descriptions): a session is created `pending`; it
+//! becomes `in_progress` when started, or implicitly when its first agent execution starts; it
+//! ends `completed` (explicitly, once no execution is running), `failed` or `timed_out`
+//! (explicitly; executions still running end with it). A cancellation request cancels pending
+//! executions at once and makes the session `cancelling` while any execution is still active,
+//! `cancelled` as soon as none is. Repeating a move to the state a session is already in is a
+//! harmless retry; every other move out of a final state is a conflict.
+
+use chrono::Utc;
+use serde::Serialize;
+use serde_json::Value as Json;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::executions::{finish_locked, running_executions};
+use super::{
+    check_json, check_name, check_optional, ensure_not_deleted, id_taken, is_finished_session,
+    is_retry, limits, lock_session, snake,
+};
+use crate::error::{Error, Result};
+use crate::model::{ExecutionStatus, SessionStatus};
+use crate::store::SessionRow;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct NewSession {
+    pub id: Option<Uuid>,
+    pub alert_type: String,
+    pub alert_data: Json,
+    pub chain_id: String,
+    pub author: Option<String>,
+    pub runbook_url: Option<String>,
+}
+
+pub async fn create(conn: &mut PgConnection, new: &NewSession) -> Result<SessionRow> {
+    check_name("alertType", &new.alert_type)?;
+    check_name("chainId", &new.chain_id)?;
+    check_optional("author", new.author.as_deref(), limits::NAME)?;
+    check_optional("runbookUrl", new.runbook_url.as_deref(), limits::URL)?;
+    check_json("alertData", &new.alert_data, limits::SMALL_JSON)?;
+    let id = new.id.unwrap_or_else(Uuid::now_v7);
+    if is_retry(conn, new.id, id, "createSession", new).await? {
+        return fetch(conn, id).await;
+    }
+    sqlx::query_as(
+        "INSERT INTO sessions (id, alert_type, alert_data, chain_id, author, runbook_url) \
+         VALUES ($1, $2, $3, $4, $5, $6) RETURNING *",
+    )
+    .bind(id)
+    .bind(&new.alert_type)
+    .bind(&new.alert_data)
+    .bind(&new.chain_id)
+    .bind(&new.author)
+    .bind(&new.runbook_url)
+    .fetch_one(conn)
+    .await
+    .map_err(|e| id_taken(e, id))
+}
+
+async fn fetch(conn: &mut PgConnection, id: Uuid) -> Result<SessionRow> {
+    sqlx::query_as("SELECT * FROM sessions WHERE id = $1")
+        .bind(id)
+        .fetch_optional(conn)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("session {id} does not exist")))
+}
+
+fn refuse(session: &SessionRow, action: &str) -> Error {
+    Error::Conflict(format!(
+        "cannot {action} session {}: it is {}",
+        session.id,
+        snake(session.status)
+    ))
+}
+
+async fn set_status(
+    conn: &mut PgConnection,
+    id: Uuid,
+    status: SessionStatus,
+    error_message: Option<&str>,
+) -> Result<SessionRow> {
+    let finished = is_finished_session(status);
+    Ok(sqlx::query_as(
+        "UPDATE sessions SET status = $2, \
+            started_at = CASE WHEN $2 = 'in_progress' THEN coalesce(started_at, now()) ELSE started_at END, \
+            completed_at = CASE WHEN $3 THEN now() ELSE completed_at END, \
+            error_message = coalesce($4, error_message), updated_at = now() \
+         WHERE id = $1 RETURNING *",
+    )
+    .bind(id)
+    .bind(status)
+    .bind(finished)
+    .bind(error_message)
+    .fetch_one(conn)
+    .await?)
+}
+
+/// pending → in_progress.
+pub async fn start(conn: &mut PgConnection, id: Uuid) -> Result<SessionRow> {
+    let session = lock_session(conn, id).await?;
+    ensure_not_deleted(&session)?;
+    match session.status {
+        SessionStatus::Pending => set_status(conn, id, SessionStatus::InProgress, None).await,
+        SessionStatus::InProgress => Ok(session),
+        _ => Err(refuse(&session, "start")),
+    }
+}
+
+/// Called when an execution starts: a pending session is now in progress.
+pub(crate) async fn note_execution_started(
+    conn: &mut PgConnection,
+    session: &SessionRow,
+) -> Result<()> {
+    if session.status == SessionStatus::Pending {
+        set_status(conn, session.id, SessionStatus::InProgress, None).await?;
+    }
+    Ok(())
+}
+
+/// Called when an execution finishes: a cancelling session with nothing left running is now
+/// cancelled.
+pub(crate) async fn note_execution_finished(
+    conn: &mut PgConnection,
+    session_id: Uuid,
+) -> Result<()> {
+    let session = lock_session(conn, session_id).await?;
+    if session.status == SessionStatus::Cancelling
+        && running_executions(conn, session_id).await?.is_empty()
+    {
+        set_status(conn, session_id, SessionStatus::Cancelled, None).await?;
+    }
+    Ok(())
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Completion {
+    pub final_analysis: Option<String>,
+    pub executive_summary: Option<String>,
+}
+
+/// in_progress → completed, once no execution is running.
+pub async fn complete(
+    conn: &mut PgConnection,
+    id: Uuid,
+    completion: &Completion,
+) -> Result<SessionRow> {
+    check_optional(
+        "finalAnalysis",
+        completion.final_analysis.as_deref(),
+        limits::TEXT,
+    )?;
+    check_optional(
+        "executiveSummary",
+        completion.executive_summary.as_deref(),
+        limits::TEXT,
+    )?;
+    let session = lock_session(conn, id).await?;
+    ensure_not_deleted(&session)?;
+    match session.status {
+        SessionStatus::InProgress => {}
+        SessionStatus::Completed
+            if session.final_analysis == completion.final_analysis
+                && session.executive_summary == completion.executive_summary =>
+        {
+            return Ok(session);
+        }
+        _ => return Err(refuse(&session, "complete")),
+    }
+    let running = running_executions(conn, id).await?;
+    if !running.is_empty() {
+        let names: Vec<String> = running
+            .iter()
+            .map(|e| format!("{} ({})", e.agent_name, snake(e.status)))
+            .collect();
+        return Err(Error::Conflict(format!(
+            "cannot complete session {id}: executions still running: {}",
+            names.join(", ")
+        )));
+    }
+    Ok(sqlx::query_as(
+        "UPDATE sessions SET status = 'completed', completed_at = now(), updated_at = now(), \
+            final_analysis = $2, executive_summary = $3 WHERE id = $1 RETURNING *",
+    )
+    .bind(id)
+    .bind(&completion.final_analysis)
+    .bind(&completion.executive_summary)
+    .fetch_one(conn)
+    .await?)
+}
+
+/// pending / in_progress / cancelling → failed or timed_out; running executions end with it.
+pub async fn fail(
+    conn: &mut PgConnection,
+    id: Uuid,
+    timed_out: bool,
+    error_message: &str,
+) -> Result<SessionRow> {
+    check_name("errorMessage", error_message)?;
+    super::check_text("errorMessage", error_message, limits::TEXT)?;
+    let (status, execution_status) = if timed_out {
+        (SessionStatus::TimedOut, ExecutionStatus::TimedOut)
+    } else {
+        (SessionStatus::Failed, ExecutionStatus::Failed)
+    };
+    let session = lock_session(conn, id).await?;
+    ensure_not_deleted(&session)?;
+    match session.status {
+        SessionStatus::Pending | SessionStatus::InProgress | SessionStatus::Cancelling => {}
+        s if s == status && session.error_message.as_deref() == Some(error_message) => {
+            return Ok(session);
+        }
+        _ => {
+            return Err(refuse(
+                &session,
+                if timed_out { "time out" } else { "fail" },
+            ));
+        }
+    }
+    let reason = format!("session {}: {error_message}", snake(status));
+    for execution in running_executions(conn, id).await? {
+        finish_locked(conn, execution.id, execution_status, Some(&reason)).await?;
+    }
+    set_status(conn, id, status, Some(error_message)).await
+}
+
+/// Requests cancellation: pending executions are cancelled at once; the session is cancelled
+/// when no execution is active any more, cancelling until then.
+pub async fn request_cancellation(conn: &mut PgConnection, id: Uuid) -> Result<SessionRow> {
+    let session = lock_session(conn, id).await?;
+    ensure_not_deleted(&session)?;
+    match session.status {
+        SessionStatus::Pending | SessionStatus::InProgress => {}
+        SessionStatus::Cancelling | SessionStatus::Cancelled => return Ok(session),
+        _ => return Err(refuse(&session, "cancel")),
+    }
+    let mut active = false;
+    for execution in running_executions(conn, id).await? {
+        if execution.status == ExecutionStatus::Pending {
+            finish_locked(
+                conn,
+                execution.id,
+                ExecutionStatus::Cancelled,
+                Some("session cancelled"),
+            )
+            .await?;
+        } else {
+            active = true;
+        }
+    }
+    let status = if active {
+        SessionStatus::Cancelling
+    } else {
+        SessionStatus::Cancelled
+    };
+    set_status(conn, id, status, None).await
+}
+
+/// Soft delete: hidden from lists, kept for restore. Only a finished session can be deleted.
+pub async fn delete(conn: &mut PgConnection, id: Uuid) -> Result<SessionRow> {
+    let session = lock_session(conn, id).await?;
+    if session.deleted_at.is_some() {
+        return Ok(session);
+    }
+    if !is_finished_session(session.status) {
+        return Err(refuse(&session, "delete (cancel it first)"));
+    }
+    Ok(sqlx::query_as(
+        "UPDATE sessions SET deleted_at = $2, updated_at = now() WHERE id = $1 RETURNING *",
+    )
+    .bind(id)
+    .bind(Utc::now())
+    .fetch_one(conn)
+    .await?)
+}
+
+/// Undoes a soft delete.
+pub async fn restore(conn: &mut PgConnection, id: Uuid) -> Result<SessionRow> {
+    let session = lock_session(conn, id).await?;
+    if session.deleted_at.is_none() {
+        return Ok(session);
+    }
+    Ok(sqlx::query_as(
+        "UPDATE sessions SET deleted_at = NULL, updated_at = now() WHERE id = $1 RETURNING *",
+    )
+    .bind(id)
+    .fetch_one(conn)
+    .await?)
+}

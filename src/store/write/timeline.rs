@@ -1,0 +1,388 @@
+//! Timeline events: created when streaming starts, appended to while they stream, finished once.
+//!
+//! Streaming content is stored without write amplification: each append inserts one immutable
+//! chunk row `(event_id, start_offset, content)` instead of rewriting the event row, whose
+//! growing text PostgreSQL would copy whole on every UPDATE (quadratic I/O over a long stream).
+//! Readers see the event through the `timeline_events_live` view, which concatenates the chunks
+//! so far. Finishing folds the chunks into the event row once and deletes them, so the write
+//! cost of an event stays linear in its length.
+//!
+//! Appends carry their offset (in characters) and are exactly-once: a chunk already applied
+//! (a retry) is acknowledged without writing, an overlapping one applies only its new part
+//! after checking the overlap matches, and a gap is refused.
+
+use serde::Serialize;
+use serde_json::Value as Json;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::{
+    check_json, check_text, id_taken, is_retry, limits, lock_running_execution, lock_session, snake,
+};
+use crate::error::{Error, Result};
+use crate::model::{ExecutionStatus, TimelineEventStatus, TimelineEventType};
+use crate::store::TimelineEventRow;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct NewEvent {
+    pub id: Option<Uuid>,
+    pub execution_id: Uuid,
+    pub event_type: TimelineEventType,
+    /// `Streaming`, or `Completed` for an instant event.
+    pub status: TimelineEventStatus,
+    pub content: String,
+    pub metadata: Json,
+}
+
+pub async fn create(conn: &mut PgConnection, new: &NewEvent) -> Result<TimelineEventRow> {
+    if !matches!(
+        new.status,
+        TimelineEventStatus::Streaming | TimelineEventStatus::Completed
+    ) {
+        return Err(Error::bad_input(
+            "a timeline event is created `STREAMING`, or `COMPLETED` when it is instant",
+        ));
+    }
+    check_text("content", &new.content, limits::TEXT)?;
+    check_json("metadata", &new.metadata, limits::SMALL_JSON)?;
+    let session_id = super::session_of_execution(conn, new.execution_id).await?;
+    let id = new.id.unwrap_or_else(Uuid::now_v7);
+    // Session first, as everywhere: the receipt is claimed under the session lock.
+    lock_session(conn, session_id).await?;
+    if is_retry(conn, new.id, session_id, "createTimelineEvent", new).await? {
+        return fetch(conn, id).await;
+    }
+    let (session, execution) =
+        lock_running_execution(conn, new.execution_id, "a timeline event").await?;
+    insert(conn, id, session.id, execution.stage_id, execution.id, new).await
+}
+
+/// Inserts an event with the session's next sequence number. The session row is locked by the
+/// caller, so concurrent writers to one session take numbers one at a time: 1, 2, 3, … with no
+/// gap (a rolled-back transaction gives its number back).
+pub(crate) async fn insert(
+    conn: &mut PgConnection,
+    id: Uuid,
+    session_id: Uuid,
+    stage_id: Uuid,
+    execution_id: Uuid,
+    new: &NewEvent,
+) -> Result<TimelineEventRow> {
+    let event: TimelineEventRow = sqlx::query_as(
+        "INSERT INTO timeline_events (id, session_id, stage_id, execution_id, sequence_number, \
+            event_type, status, content, metadata) \
+         VALUES ($1, $2, $3, $4, \
+            (SELECT coalesce(max(sequence_number), 0) + 1 FROM timeline_events WHERE session_id = $2), \
+            $5, $6, $7, $8) RETURNING *",
+    )
+    .bind(id)
+    .bind(session_id)
+    .bind(stage_id)
+    .bind(execution_id)
+    .bind(new.event_type)
+    .bind(new.status)
+    .bind(&new.content)
+    .bind(&new.metadata)
+    .fetch_one(conn)
+    .await
+    .map_err(|e| id_taken(e, id))?;
+    Ok(event)
+}
+
+pub(crate) async fn fetch(conn: &mut PgConnection, id: Uuid) -> Result<TimelineEventRow> {
+    sqlx::query_as("SELECT * FROM timeline_events_live WHERE id = $1")
+        .bind(id)
+        .fetch_optional(conn)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("timeline event {id} does not exist")))
+}
+
+/// One piece of streamed content.
+#[derive(Debug, Clone, Serialize)]
+pub struct Append {
+    pub event_id: Uuid,
+    /// Where `delta` starts, in characters from the start of the event's content.
+    pub offset: i64,
+    pub delta: String,
+}
+
+/// What an append did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    pub session_id: Uuid,
+    /// The offset just past this chunk (characters): where the next append starts.
+    pub end: i64,
+    /// Characters newly stored by this append (0 for a retry).
+    pub stored: i64,
+}
+
+pub async fn append(conn: &mut PgConnection, append: &Append) -> Result<Appended> {
+    let delta_len = append.delta.chars().count() as i64;
+    if delta_len == 0 {
+        return Err(Error::bad_input("`delta` must not be empty"));
+    }
+    check_text("delta", &append.delta, limits::DELTA)?;
+    if append.offset < 0 {
+        return Err(Error::bad_input(format!(
+            "`offset` must be 0 or more, got {}",
+            append.offset
+        )));
+    }
+    // Only the event is locked: appends to different events never wait for each other.
+    let (session_id, status, folded_len): (Uuid, TimelineEventStatus, i64) = sqlx::query_as(
+        "SELECT session_id, status, char_length(content)::bigint FROM timeline_events \
+         WHERE id = $1 FOR NO KEY UPDATE",
+    )
+    .bind(append.event_id)
+    .fetch_optional(&mut *conn)
+    .await?
+    .ok_or_else(|| {
+        Error::not_found(format!("timeline event {} does not exist", append.event_id))
+    })?;
+    if status != TimelineEventStatus::Streaming {
+        return Err(Error::Conflict(format!(
+            "cannot append to timeline event {}: it is {} (a finished event never changes)",
+            append.event_id,
+            snake(status)
+        )));
+    }
+    let length: i64 = sqlx::query_scalar(
+        "SELECT coalesce((SELECT start_offset + char_length(content) FROM timeline_event_chunks \
+                          WHERE event_id = $1 ORDER BY start_offset DESC LIMIT 1), $2)::bigint",
+    )
+    .bind(append.event_id)
+    .bind(folded_len)
+    .fetch_one(&mut *conn)
+    .await?;
+    if append.offset > length {
+        return Err(Error::Conflict(format!(
+            "gap in timeline event {}: it has {length} characters, the append starts at {}",
+            append.event_id, append.offset
+        )));
+    }
+    let overlap = (length - append.offset).min(delta_len);
+    if overlap > 0 {
+        // A retry (or a partly applied chunk): what is stored must be what is sent again.
+        let stored: String = sqlx::query_scalar(
+            "SELECT substr(content, $2::int + 1, $3::int) FROM timeline_events_live WHERE id = $1",
+        )
+        .bind(append.event_id)
+        .bind(append.offset)
+        .bind(overlap)
+        .fetch_one(&mut *conn)
+        .await?;
+        let sent: String = append.delta.chars().take(overlap as usize).collect();
+        if stored != sent {
+            return Err(Error::Conflict(format!(
+                "timeline event {} already holds different content at offset {}",
+                append.event_id, append.offset
+            )));
+        }
+    }
+    let new_part: String = append.delta.chars().skip(overlap as usize).collect();
+    if new_part.is_empty() {
+        return Ok(Appended {
+            session_id,
+            end: append.offset + delta_len,
+            stored: 0,
+        });
+    }
+    let stored = delta_len - overlap;
+    if length + stored > limits::TEXT as i64 {
+        return Err(Error::bad_input(format!(
+            "timeline event {} would exceed {} characters",
+            append.event_id,
+            limits::TEXT
+        )));
+    }
+    sqlx::query(
+        "INSERT INTO timeline_event_chunks (event_id, start_offset, content) VALUES ($1, $2, $3)",
+    )
+    .bind(append.event_id)
+    .bind(length as i32)
+    .bind(&new_part)
+    .execute(conn)
+    .await?;
+    Ok(Appended {
+        session_id,
+        end: append.offset + delta_len,
+        stored,
+    })
+}
+
+/// How a streaming event ends.
+#[derive(Debug, Clone, Serialize)]
+pub struct Finish {
+    pub event_id: Uuid,
+    pub status: TimelineEventStatus,
+    /// The final content; when absent, the content streamed so far.
+    pub content: Option<String>,
+    /// Replaces the metadata when given.
+    pub metadata: Option<Json>,
+    pub llm_interaction_id: Option<Uuid>,
+    pub mcp_interaction_id: Option<Uuid>,
+}
+
+pub async fn finish(conn: &mut PgConnection, finish: &Finish) -> Result<TimelineEventRow> {
+    if finish.status == TimelineEventStatus::Streaming {
+        return Err(Error::bad_input("`STREAMING` is not a final status"));
+    }
+    if let Some(content) = &finish.content {
+        check_text("content", content, limits::TEXT)?;
+    }
+    if let Some(metadata) = &finish.metadata {
+        check_json("metadata", metadata, limits::SMALL_JSON)?;
+    }
+    let session_id: Uuid =
+        sqlx::query_scalar("SELECT session_id FROM timeline_events WHERE id = $1")
+            .bind(finish.event_id)
+            .fetch_optional(&mut *conn)
+            .await?
+            .ok_or_else(|| {
+                Error::not_found(format!("timeline event {} does not exist", finish.event_id))
+            })?;
+    lock_session(conn, session_id).await?;
+    // Lock before reading, so no append lands between what we read and what we fold.
+    sqlx::query("SELECT 1 FROM timeline_events WHERE id = $1 FOR NO KEY UPDATE")
+        .bind(finish.event_id)
+        .execute(&mut *conn)
+        .await?;
+    let current = fetch(conn, finish.event_id).await?;
+    if current.status != TimelineEventStatus::Streaming {
+        let same = current.status == finish.status
+            && finish
+                .content
+                .as_ref()
+                .is_none_or(|c| *c == current.content)
+            && finish
+                .metadata
+                .as_ref()
+                .is_none_or(|m| *m == current.metadata)
+            && finish
+                .llm_interaction_id
+                .is_none_or(|l| Some(l) == current.llm_interaction_id)
+            && finish
+                .mcp_interaction_id
+                .is_none_or(|m| Some(m) == current.mcp_interaction_id);
+        if same {
+            return Ok(current);
+        }
+        return Err(Error::Conflict(format!(
+            "cannot finish timeline event {}: it is already {} (a finished event never changes)",
+            finish.event_id,
+            snake(current.status)
+        )));
+    }
+    check_link(
+        conn,
+        "llm_interactions",
+        "LLM interaction",
+        finish.llm_interaction_id,
+        session_id,
+    )
+    .await?;
+    check_link(
+        conn,
+        "mcp_interactions",
+        "MCP interaction",
+        finish.mcp_interaction_id,
+        session_id,
+    )
+    .await?;
+    let content = finish.content.clone().unwrap_or(current.content);
+    fold(conn, finish.event_id, finish.status, &content, finish).await
+}
+
+async fn check_link(
+    conn: &mut PgConnection,
+    table: &str,
+    what: &str,
+    id: Option<Uuid>,
+    session_id: Uuid,
+) -> Result<()> {
+    let Some(id) = id else { return Ok(()) };
+    let owner: Option<Uuid> =
+        sqlx::query_scalar(&format!("SELECT session_id FROM {table} WHERE id = $1"))
+            .bind(id)
+            .fetch_optional(conn)
+            .await?;
+    match owner {
+        None => Err(Error::bad_input(format!("{what} {id} does not exist"))),
+        Some(owner) if owner != session_id => Err(Error::bad_input(format!(
+            "{what} {id} belongs to another session"
+        ))),
+        Some(_) => Ok(()),
+    }
+}
+
+/// Writes the final content into the event row (one row write for the whole stream) and drops
+/// its chunks.
+async fn fold(
+    conn: &mut PgConnection,
+    event_id: Uuid,
+    status: TimelineEventStatus,
+    content: &str,
+    finish: &Finish,
+) -> Result<TimelineEventRow> {
+    sqlx::query("DELETE FROM timeline_event_chunks WHERE event_id = $1")
+        .bind(event_id)
+        .execute(&mut *conn)
+        .await?;
+    Ok(sqlx::query_as(
+        "UPDATE timeline_events SET status = $2, content = $3, metadata = coalesce($4, metadata), \
+            llm_interaction_id = coalesce($5, llm_interaction_id), \
+            mcp_interaction_id = coalesce($6, mcp_interaction_id), updated_at = now() \
+         WHERE id = $1 RETURNING *",
+    )
+    .bind(event_id)
+    .bind(status)
+    .bind(content)
+    .bind(&finish.metadata)
+    .bind(finish.llm_interaction_id)
+    .bind(finish.mcp_interaction_id)
+    .fetch_one(conn)
+    .await?)
+}
+
+/// Closes the still-streaming events of a finishing execution with the same outcome, keeping
+/// the content streamed so far.
+pub(crate) async fn close_streaming_events(
+    conn: &mut PgConnection,
+    execution_id: Uuid,
+    outcome: ExecutionStatus,
+) -> Result<()> {
+    let status = match outcome {
+        ExecutionStatus::Failed => TimelineEventStatus::Failed,
+        ExecutionStatus::TimedOut => TimelineEventStatus::TimedOut,
+        ExecutionStatus::Cancelled => TimelineEventStatus::Cancelled,
+        _ => TimelineEventStatus::Completed,
+    };
+    let streaming: Vec<TimelineEventRow> = sqlx::query_as(
+        "SELECT * FROM timeline_events_live WHERE execution_id = $1 AND status = 'streaming'",
+    )
+    .bind(execution_id)
+    .fetch_all(&mut *conn)
+    .await?;
+    for event in streaming {
+        let finish = Finish {
+            event_id: event.id,
+            status,
+            content: None,
+            metadata: None,
+            llm_interaction_id: None,
+            mcp_interaction_id: None,
+        };
+        sqlx::query("SELECT 1 FROM timeline_events WHERE id = $1 FOR NO KEY UPDATE")
+            .bind(event.id)
+            .execute(&mut *conn)
+            .await?;
+        // Re-read under the lock: an append may have landed since.
+        let content: String =
+            sqlx::query_scalar("SELECT content FROM timeline_events_live WHERE id = $1")
+                .bind(event.id)
+                .fetch_one(&mut *conn)
+                .await?;
+        fold(conn, event.id, status, &content, &finish).await?;
+    }
+    Ok(())
+}
