@@ -75,7 +75,8 @@ pub struct HttpOptions {
     pub cors_allow_origins: Vec<String>,
 }
 
-const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
+/// Room for an LLM interaction's request and response JSON (4 MiB each at most).
+const DEFAULT_MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 const DEFAULT_MAX_QUERY_DEPTH: usize = 16;
 const DEFAULT_MAX_QUERY_COMPLEXITY: usize = 250_000;
 pub const DEFAULT_MAX_PAGE_SIZE: usize = 100;

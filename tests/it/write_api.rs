@@ -591,13 +591,43 @@ async fn appends_apply_exactly_once_and_refuse_gaps() {
         code(&a.append(&event, 11, &"x".repeat(65_537)).await),
         "BAD_USER_INPUT"
     );
+    // Contiguous appends in one batch are stored as one chunk, each still exactly-once.
+    let (batched, _) = a.event(&exec, "STREAMING").await;
+    a.append(&batched, 0, "abc").await;
+    let chunks_before = count(&app, "timeline_event_chunks").await;
+    let d = a
+        .ok(
+            "mutation ($ops: [IngestOperation!]!) { ingest(operations: $ops) { ... on TimelineAppend { offset end applied } } }",
+            json!({ "ops": [
+                { "appendTimelineContent": { "eventId": batched, "offset": 0, "delta": "ab" } },
+                { "appendTimelineContent": { "eventId": batched, "offset": 2, "delta": "cde" } },
+                { "appendTimelineContent": { "eventId": batched, "offset": 5, "delta": "f" } },
+            ] }),
+        )
+        .await;
+    assert_eq!(
+        d["ingest"],
+        json!([{ "offset": 0, "end": 2, "applied": 0 }, { "offset": 2, "end": 5, "applied": 2 }, { "offset": 5, "end": 6, "applied": 1 }])
+    );
+    assert_eq!(
+        count(&app, "timeline_event_chunks").await,
+        chunks_before + 1
+    );
+    assert_eq!(a.content(&batched).await.0, "abcdef");
+
     // Finishing folds the chunks into the event; nothing is left behind.
     a.ok("mutation ($id: ID!) { finishTimelineEvent(input: { eventId: $id, status: COMPLETED }) { status } }", json!({ "id": event })).await;
     assert_eq!(
         a.content(&event).await,
         ("héllo wörld".to_owned(), "COMPLETED".to_owned())
     );
-    assert_eq!(count(&app, "timeline_event_chunks").await, 0);
+    let left: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM timeline_event_chunks WHERE event_id = $1::uuid")
+            .bind(&event)
+            .fetch_one(app.store.pool())
+            .await
+            .unwrap();
+    assert_eq!(left, 0);
     app.stop().await;
 }
 

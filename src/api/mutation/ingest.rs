@@ -173,17 +173,83 @@ pub(super) async fn run(
     let items = transaction(ctx, move |conn| {
         Box::pin(async move {
             let mut items = Vec::with_capacity(commands.len());
-            for (i, command) in commands.iter().enumerate() {
+            let mut i = 0;
+            while i < commands.len() {
+                let run = contiguous_appends(&commands[i..]);
+                if run.len() > 1 {
+                    let applied = append_run(conn, &run)
+                        .await
+                        .map_err(|e| in_operation(i, "appendTimelineContent", e))?;
+                    items.extend(applied);
+                    i += run.len();
+                    continue;
+                }
+                let command = &commands[i];
                 items.push(
                     command
                         .run(conn)
                         .await
                         .map_err(|e| in_operation(i, command.name(), e))?,
                 );
+                i += 1;
             }
             Ok(items)
         })
     })
     .await?;
     Ok(items)
+}
+
+/// The appends at the start of `commands` that continue one another in the same event (each
+/// starting where the previous ended): stored as one chunk, so a batch of token-sized deltas
+/// costs one row instead of one per token.
+fn contiguous_appends(commands: &[Command]) -> Vec<&timeline::Append> {
+    let mut run: Vec<&timeline::Append> = Vec::new();
+    let mut merged_len = 0;
+    for command in commands {
+        let Command::Append(append) = command else {
+            break;
+        };
+        let len = append.delta.chars().count();
+        // An append that is invalid on its own runs alone, to be refused with its own message.
+        if len == 0 || merged_len + len > limits::DELTA {
+            break;
+        }
+        if let Some(last) = run.last()
+            && (last.event_id != append.event_id
+                || last.offset + last.delta.chars().count() as i64 != append.offset)
+        {
+            break;
+        }
+        merged_len += len;
+        run.push(append);
+    }
+    run
+}
+
+/// Applies a run of contiguous appends as one, then reports each as if applied alone: the
+/// characters it newly stored are those past what the event already held.
+async fn append_run(
+    conn: &mut sqlx::PgConnection,
+    run: &[&timeline::Append],
+) -> crate::error::Result<Vec<IngestItem>> {
+    let merged = timeline::Append {
+        event_id: run[0].event_id,
+        offset: run[0].offset,
+        delta: run.iter().map(|a| a.delta.as_str()).collect(),
+    };
+    let done = timeline::append(conn, &merged).await?;
+    let held_before = done.end - done.stored;
+    Ok(run
+        .iter()
+        .map(|a| {
+            let end = a.offset + a.delta.chars().count() as i64;
+            IngestItem::TimelineAppend(TimelineAppend {
+                event_id: ids::encode(NodeType::TimelineEvent, a.event_id),
+                offset: a.offset,
+                end,
+                applied: (end - held_before.max(a.offset)).max(0),
+            })
+        })
+        .collect())
 }

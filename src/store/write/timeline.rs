@@ -109,7 +109,6 @@ pub struct Append {
 /// What an append did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Appended {
-    pub session_id: Uuid,
     /// The offset just past this chunk (characters): where the next append starts.
     pub end: i64,
     /// Characters newly stored by this append (0 for a retry).
@@ -128,10 +127,10 @@ pub async fn append(conn: &mut PgConnection, append: &Append) -> Result<Appended
             append.offset
         )));
     }
-    // Only the event is locked: appends to different events never wait for each other.
-    let (session_id, status, folded_len): (Uuid, TimelineEventStatus, i64) = sqlx::query_as(
-        "SELECT session_id, status, char_length(content)::bigint FROM timeline_events \
-         WHERE id = $1 FOR NO KEY UPDATE",
+    // Only this event's stream is locked: appends to different events never wait for each other.
+    lock_stream(conn, append.event_id).await?;
+    let (status, folded_len): (TimelineEventStatus, i64) = sqlx::query_as(
+        "SELECT status, char_length(content)::bigint FROM timeline_events WHERE id = $1",
     )
     .bind(append.event_id)
     .fetch_optional(&mut *conn)
@@ -182,7 +181,6 @@ pub async fn append(conn: &mut PgConnection, append: &Append) -> Result<Appended
     let new_part: String = append.delta.chars().skip(overlap as usize).collect();
     if new_part.is_empty() {
         return Ok(Appended {
-            session_id,
             end: append.offset + delta_len,
             stored: 0,
         });
@@ -204,10 +202,23 @@ pub async fn append(conn: &mut PgConnection, append: &Append) -> Result<Appended
     .execute(conn)
     .await?;
     Ok(Appended {
-        session_id,
         end: append.offset + delta_len,
         stored,
     })
+}
+
+/// Serializes the appends to one event and its finishing, until the transaction ends. An
+/// advisory lock rather than a row lock: locking the row would write to it (and to the WAL) on
+/// every append, the cost this design avoids.
+async fn lock_stream(conn: &mut PgConnection, event_id: Uuid) -> Result<()> {
+    // The low 64 bits of a UUIDv7 are random: a fine lock key (a rare collision only makes two
+    // streams take turns).
+    let key = event_id.as_u128() as i64;
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(key)
+        .execute(conn)
+        .await?;
+    Ok(())
 }
 
 /// How a streaming event ends.
@@ -243,10 +254,7 @@ pub async fn finish(conn: &mut PgConnection, finish: &Finish) -> Result<Timeline
             })?;
     lock_session(conn, session_id).await?;
     // Lock before reading, so no append lands between what we read and what we fold.
-    sqlx::query("SELECT 1 FROM timeline_events WHERE id = $1 FOR NO KEY UPDATE")
-        .bind(finish.event_id)
-        .execute(&mut *conn)
-        .await?;
+    lock_stream(conn, finish.event_id).await?;
     let current = fetch(conn, finish.event_id).await?;
     if current.status != TimelineEventStatus::Streaming {
         let same = current.status == finish.status
@@ -372,10 +380,7 @@ pub(crate) async fn close_streaming_events(
             llm_interaction_id: None,
             mcp_interaction_id: None,
         };
-        sqlx::query("SELECT 1 FROM timeline_events WHERE id = $1 FOR NO KEY UPDATE")
-            .bind(event.id)
-            .execute(&mut *conn)
-            .await?;
+        lock_stream(conn, event.id).await?;
         // Re-read under the lock: an append may have landed since.
         let content: String =
             sqlx::query_scalar("SELECT content FROM timeline_events_live WHERE id = $1")

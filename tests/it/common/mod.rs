@@ -28,8 +28,13 @@ pub struct TestDb {
 
 impl TestDb {
     pub async fn start() -> TestDb {
-        let (db, external) = match std::env::var("DATABASE_URL") {
-            Ok(url) if !url.is_empty() => {
+        Self::start_on(std::env::var("DATABASE_URL").ok()).await
+    }
+
+    /// A fresh database on the PostgreSQL at `url`, or embedded when `None` (or empty).
+    pub async fn start_on(url: Option<String>) -> TestDb {
+        let (db, external) = match url {
+            Some(url) if !url.is_empty() => {
                 let admin: PgConnectOptions = url.parse().expect("DATABASE_URL parses");
                 let name = format!("casefile_test_{}", uuid::Uuid::new_v4().simple());
                 let mut conn = admin.connect().await.expect("connect to DATABASE_URL");
@@ -86,7 +91,11 @@ impl TestApp {
     }
 
     pub async fn start_with(options: HttpOptions) -> TestApp {
-        let db = TestDb::start().await;
+        Self::start_on(TestDb::start().await, options).await
+    }
+
+    /// The server on a database the caller started.
+    pub async fn start_on(db: TestDb, options: HttpOptions) -> TestApp {
         let store = db.store();
         let server = Server::start(store.clone(), &options, "127.0.0.1:0".parse().unwrap())
             .await
