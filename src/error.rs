@@ -16,6 +16,9 @@ pub enum Error {
     /// The request is valid but conflicts with the current state.
     #[error("{0}")]
     Conflict(String),
+    /// A subscriber fell too far behind the live stream; it resumes from its cursor.
+    #[error("{0}")]
+    SubscriberTooSlow(String),
     /// The database failed; details are logged, not shown.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
@@ -41,6 +44,7 @@ impl Error {
             Self::NotFound(_) => "NOT_FOUND",
             Self::BadUserInput(_) => "BAD_USER_INPUT",
             Self::Conflict(_) => "CONFLICT",
+            Self::SubscriberTooSlow(_) => "SUBSCRIBER_TOO_SLOW",
             Self::Database(_) | Self::Internal(_) => "INTERNAL_SERVER_ERROR",
         }
     }

@@ -12,6 +12,7 @@ pub mod demo;
 pub mod error;
 pub mod extensions;
 pub mod http;
+pub mod live;
 pub mod model;
 pub mod server;
 pub mod store;

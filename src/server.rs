@@ -1,6 +1,7 @@
 //! Running the HTTP server: bind, serve, and stop gracefully.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -10,6 +11,7 @@ use tokio::task::JoinHandle;
 
 use crate::config::HttpOptions;
 use crate::http::router;
+use crate::live::Hub;
 use crate::store::Store;
 
 /// How long in-flight requests may take to finish once shutdown starts.
@@ -18,6 +20,7 @@ const DRAIN_GRACE: Duration = Duration::from_secs(10);
 /// A running server. Stop it with [`Server::stop`]; the database outlives it.
 pub struct Server {
     addr: SocketAddr,
+    hub: Arc<Hub>,
     shutdown: oneshot::Sender<()>,
     task: JoinHandle<std::io::Result<()>>,
 }
@@ -33,7 +36,8 @@ impl Server {
             .await
             .with_context(|| format!("cannot listen on {addr}"))?;
         let addr = listener.local_addr()?;
-        let app = router(store, options)?;
+        let hub = Hub::start(store.clone()).await?;
+        let app = router(store, hub.clone(), options)?;
         let (shutdown, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             axum::serve(listener, app)
@@ -44,6 +48,7 @@ impl Server {
         });
         Ok(Self {
             addr,
+            hub,
             shutdown,
             task,
         })
@@ -56,6 +61,7 @@ impl Server {
     /// Stops accepting connections and lets in-flight requests finish (for a while). When this
     /// returns, the server holds no database connection any more.
     pub async fn stop(self) {
+        self.hub.shutdown();
         let _ = self.shutdown.send(());
         let mut task = self.task;
         match tokio::time::timeout(DRAIN_GRACE, &mut task).await {

@@ -141,6 +141,12 @@ pub struct PerScope<L> {
 }
 
 impl<L> PerScope<L> {
+    fn disable_cache(&self) {
+        for loader in [&self.session, &self.stage, &self.execution] {
+            loader.enable_all_cache(false);
+        }
+    }
+
     pub fn get(&self, scope: Scope) -> &Batched<L> {
         match scope {
             Scope::Session => &self.session,
@@ -184,6 +190,37 @@ where
 }
 
 impl Loaders {
+    /// Loaders for a long-lived connection (a subscription): they batch but keep nothing, so
+    /// every update is resolved against the database as it is then.
+    pub fn uncached(store: &Store) -> Self {
+        let loaders = Self::new(store);
+        loaders.sessions.enable_all_cache(false);
+        loaders.stages.enable_all_cache(false);
+        loaders.executions.enable_all_cache(false);
+        loaders.timeline_events.enable_all_cache(false);
+        loaders.messages.enable_all_cache(false);
+        loaders.llm_interactions.enable_all_cache(false);
+        loaders.mcp_interactions.enable_all_cache(false);
+        loaders.chats.enable_all_cache(false);
+        loaders.chat_user_messages.enable_all_cache(false);
+        loaders.stages_by_session.enable_all_cache(false);
+        loaders.executions_by_stage.enable_all_cache(false);
+        loaders.sub_agents_by_parent.enable_all_cache(false);
+        loaders.messages_by_execution.enable_all_cache(false);
+        loaders
+            .conversation_by_llm_interaction
+            .enable_all_cache(false);
+        loaders.chats_by_session.enable_all_cache(false);
+        loaders.user_messages_by_chat.enable_all_cache(false);
+        loaders.stage_by_chat_user_message.enable_all_cache(false);
+        loaders.counts_by_session.enable_all_cache(false);
+        loaders.timeline.disable_cache();
+        loaders.llm_interactions_by.disable_cache();
+        loaders.mcp_interactions_by.disable_cache();
+        loaders.token_usage_by.disable_cache();
+        loaders
+    }
+
     pub fn new(store: &Store) -> Self {
         let plain = || store.clone();
         macro_rules! per_scope {

@@ -5,9 +5,12 @@ pub mod loaders;
 mod mutation;
 pub mod pagination;
 mod query;
+mod subscription;
 pub mod types;
 
-use async_graphql::{EmptySubscription, Schema, SchemaBuilder};
+use std::sync::Arc;
+
+use async_graphql::{Schema, SchemaBuilder};
 
 use crate::config::Limits;
 use crate::extensions::ErrorCodes;
@@ -15,17 +18,21 @@ use crate::store::Store;
 pub use loaders::Loaders;
 pub use mutation::Mutation;
 pub use query::Query;
+pub use subscription::Subscription;
 
-pub type CasefileSchema = Schema<Query, Mutation, EmptySubscription>;
+use crate::live::Hub;
 
-fn builder() -> SchemaBuilder<Query, Mutation, EmptySubscription> {
-    Schema::build(Query, Mutation, EmptySubscription).extension(ErrorCodes)
+pub type CasefileSchema = Schema<Query, Mutation, Subscription>;
+
+fn builder() -> SchemaBuilder<Query, Mutation, Subscription> {
+    Schema::build(Query, Mutation, Subscription).extension(ErrorCodes)
 }
 
 /// The schema served, with its limits. Each request must also get fresh [`Loaders`].
-pub fn build_schema(store: Store, limits: Limits) -> CasefileSchema {
+pub fn build_schema(store: Store, hub: Arc<Hub>, limits: Limits) -> CasefileSchema {
     builder()
         .data(store)
+        .data(hub)
         .data(limits)
         .limit_depth(limits.max_query_depth)
         .limit_complexity(limits.max_query_complexity)

@@ -46,6 +46,7 @@ static PAGE: LazyLock<String> = LazyLock::new(|| {
     let js_string = |s: &str| serde_json::to_string(s).expect("strings serialize");
     TEMPLATE
         .replace("__ENDPOINT__", &js_string("/graphql"))
+        .replace("__SUBSCRIPTION_ENDPOINT__", &js_string("/graphql/ws"))
         .replace("__DEFAULT_QUERY__", &js_string(EXAMPLE_QUERY))
 });
 

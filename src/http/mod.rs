@@ -2,7 +2,9 @@
 
 mod graphiql;
 mod graphql;
+mod websocket;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -18,6 +20,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::api::{CasefileSchema, build_schema};
 use crate::config::HttpOptions;
+use crate::live::Hub;
 use crate::store::Store;
 pub use graphiql::EXAMPLE_QUERY;
 
@@ -28,16 +31,19 @@ pub struct AppState {
     pub store: Store,
 }
 
+pub use websocket::ConnectionInit;
+
 /// The whole HTTP application.
-pub fn router(store: Store, options: &HttpOptions) -> anyhow::Result<Router> {
+pub fn router(store: Store, hub: Arc<Hub>, options: &HttpOptions) -> anyhow::Result<Router> {
     let limits = options.limits;
     let state = AppState {
-        schema: build_schema(store.clone(), limits),
+        schema: build_schema(store.clone(), hub, limits),
         store,
     };
     let router = Router::new()
         .route("/", get(graphiql))
         .route("/graphql", get(graphql::get).post(graphql::post))
+        .route("/graphql/ws", get(websocket::upgrade))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .layer(RequestBodyLimitLayer::new(limits.max_body_bytes))

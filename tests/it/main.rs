@@ -6,6 +6,7 @@ mod demo;
 mod http;
 mod integrity;
 mod lifecycle;
+mod live;
 mod query_api;
 mod schema_file;
-mod write_api;
+pub mod write_api;

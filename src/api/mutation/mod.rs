@@ -4,6 +4,8 @@
 mod ingest;
 mod inputs;
 
+use std::sync::Arc;
+
 use async_graphql::{Context, ID, Object, SimpleObject};
 use futures::future::BoxFuture;
 use sqlx::PgConnection;
@@ -14,6 +16,7 @@ use super::types::{
     TimelineEvent,
 };
 use crate::error::Error;
+use crate::live::Hub;
 use crate::store::Store;
 use crate::store::write::{chats, executions, interactions, messages, sessions, stages, timeline};
 use async_graphql::Result;
@@ -30,6 +33,8 @@ where
     let mut tx = store.pool().begin().await.map_err(Error::from)?;
     let value = op(&mut tx).await?;
     tx.commit().await.map_err(Error::from)?;
+    // Deliver to this process's subscribers now rather than at the hub's next tick.
+    ctx.data_unchecked::<Arc<Hub>>().poke();
     Ok(value)
 }
 

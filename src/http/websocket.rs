@@ -1,0 +1,44 @@
+//! GraphQL over WebSocket: `graphql-transport-ws` and the legacy `graphql-ws` protocol on one
+//! path, with keepalive. The `connection_init` payload reaches the schema as [`ConnectionInit`].
+
+use std::time::Duration;
+
+use async_graphql::Data;
+use async_graphql::http::ALL_WEBSOCKET_PROTOCOLS;
+use async_graphql_axum::{GraphQLProtocol, GraphQLWebSocket};
+use axum::extract::State;
+use axum::extract::ws::WebSocketUpgrade;
+use axum::response::Response;
+
+use super::AppState;
+use crate::api::Loaders;
+
+/// How often the server pings an idle connection.
+const KEEPALIVE: Duration = Duration::from_secs(15);
+
+/// The payload a client sent with `connection_init` (authentication will read it).
+#[derive(Debug, Clone)]
+pub struct ConnectionInit(pub serde_json::Value);
+
+pub async fn upgrade(
+    State(state): State<AppState>,
+    protocol: GraphQLProtocol,
+    upgrade: WebSocketUpgrade,
+) -> Response {
+    upgrade
+        .protocols(ALL_WEBSOCKET_PROTOCOLS)
+        .on_upgrade(move |socket| async move {
+            let mut data = Data::default();
+            data.insert(Loaders::uncached(&state.store));
+            GraphQLWebSocket::new(socket, state.schema.clone(), protocol)
+                .with_data(data)
+                .on_connection_init(|payload| async move {
+                    let mut data = Data::default();
+                    data.insert(ConnectionInit(payload));
+                    Ok(data)
+                })
+                .keepalive_timeout(KEEPALIVE)
+                .serve()
+                .await
+        })
+}

@@ -1,0 +1,108 @@
+//! A minimal GraphQL-over-WebSocket client (both protocols), as a browser library would speak it.
+
+use futures::{SinkExt as _, StreamExt as _};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+pub struct Subscription {
+    socket: Socket,
+    legacy: bool,
+}
+
+impl Subscription {
+    /// Connects, initializes with `init`, and subscribes to `query`.
+    pub async fn start(
+        addr: std::net::SocketAddr,
+        legacy: bool,
+        init: Value,
+        query: &str,
+        variables: Value,
+    ) -> Subscription {
+        let mut request = format!("ws://{addr}/graphql/ws")
+            .into_client_request()
+            .unwrap();
+        let protocol = if legacy {
+            "graphql-ws"
+        } else {
+            "graphql-transport-ws"
+        };
+        request
+            .headers_mut()
+            .insert("sec-websocket-protocol", HeaderValue::from_static(protocol));
+        let (mut socket, _) = tokio_tungstenite::connect_async(request)
+            .await
+            .expect("websocket connects");
+        let send = |v: Value| Message::text(v.to_string());
+        socket
+            .send(send(json!({ "type": "connection_init", "payload": init })))
+            .await
+            .unwrap();
+        let mut subscription = Subscription { socket, legacy };
+        let ack = subscription.message().await;
+        assert_eq!(ack["type"], "connection_ack", "{ack}");
+        let start = if legacy { "start" } else { "subscribe" };
+        subscription
+            .socket
+            .send(send(json!({ "id": "1", "type": start, "payload": { "query": query, "variables": variables } })))
+            .await
+            .unwrap();
+        subscription
+    }
+
+    /// The next protocol message (pings answered, keepalives skipped).
+    async fn message(&mut self) -> Value {
+        loop {
+            let frame =
+                tokio::time::timeout(std::time::Duration::from_secs(20), self.socket.next())
+                    .await
+                    .expect("a message within 20 s")
+                    .expect("socket open")
+                    .expect("frame");
+            let text = match frame {
+                Message::Text(text) => text,
+                Message::Ping(data) => {
+                    self.socket.send(Message::Pong(data)).await.unwrap();
+                    continue;
+                }
+                Message::Close(frame) => {
+                    return json!({ "type": "closed", "frame": format!("{frame:?}") });
+                }
+                _ => continue,
+            };
+            let value: Value = serde_json::from_str(&text).unwrap();
+            match value["type"].as_str() {
+                Some("ka") => continue,
+                Some("ping") => {
+                    self.socket
+                        .send(Message::text(json!({ "type": "pong" }).to_string()))
+                        .await
+                        .unwrap();
+                    continue;
+                }
+                _ => return value,
+            }
+        }
+    }
+
+    /// The next result's `data`, or `Err` with the message that ended the subscription.
+    pub async fn next(&mut self) -> Result<Value, Value> {
+        let message = self.message().await;
+        let data_type = if self.legacy { "data" } else { "next" };
+        match message["type"].as_str() {
+            Some(t) if t == data_type && message["payload"].get("errors").is_none() => {
+                Ok(message["payload"]["data"].clone())
+            }
+            _ => Err(message),
+        }
+    }
+
+    /// Drops the connection abruptly.
+    pub async fn disconnect(mut self) {
+        let _ = self.socket.close(None).await;
+    }
+}
