@@ -53,7 +53,7 @@ BEGIN
         RETURNING id INTO change_id;
     ELSIF TG_TABLE_NAME = 'chats' OR TG_TABLE_NAME = 'chat_user_messages' THEN
         INSERT INTO live_changes (session_id, kind, entity_id)
-        VALUES (NEW.session_id, 'chat', NEW.id)
+        VALUES (NEW.session_id, TG_TABLE_NAME, NEW.id)
         RETURNING id INTO change_id;
     ELSE -- messages, llm_interactions, mcp_interactions
         INSERT INTO live_changes (session_id, kind, entity_id, stage_id, execution_id)

@@ -1,5 +1,6 @@
 //! The subscription root: live, resumable views of sessions.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_graphql::{Context, ID, Object, Subscription};
@@ -7,11 +8,17 @@ use futures::{Stream, StreamExt as _};
 
 use super::ids::{self, NodeType, decode_as};
 use super::pagination::decode_timeline_cursor;
-use super::types::TimelineEvent;
+use super::types::{
+    AgentExecution, Chat, ChatUserMessage, LlmInteraction, McpInteraction, Message, Session, Stage,
+    TimelineEvent, loaders,
+};
 use crate::error::Error;
-use crate::live::Hub;
 use crate::live::timeline::{self, Position, Scope, TimelineUpdateKind, Update};
+use crate::live::{Change, Hub};
+use crate::model::SessionStatus;
 use crate::store::Store;
+use tokio::sync::broadcast::error::RecvError;
+use uuid::Uuid;
 
 /// A change to a session's timeline.
 pub struct TimelineUpdate(Update);
@@ -104,4 +111,270 @@ impl Subscription {
         Ok(timeline::stream(store, hub, position, scope)
             .map(|item| item.map(TimelineUpdate).map_err(async_graphql::Error::from)))
     }
+
+    /// Changes in one session as they happen: the session's, its stages' and executions'
+    /// status and timing, new messages and interactions, chat activity. It starts with the
+    /// session as it is now; each change names its record (select the matching field to read it
+    /// as it is when delivered).
+    async fn session(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The session.")] id: ID,
+    ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<SessionChange>> + use<>>
+    {
+        let session = decode_as(NodeType::Session, &id)?;
+        let hub = ctx.data_unchecked::<Arc<Hub>>();
+        let mut live = hub.subscribe(session);
+        // Start with the session as it is now: no window between reading it and following it.
+        let now = Arc::new(Change::of_session(session));
+        Ok(async_stream::stream! {
+            yield Ok(SessionChange { kind: SessionChangeKind::Session, change: now });
+            loop {
+                match live.recv().await {
+                    Ok(change) => {
+                        if let Some(kind) = SessionChangeKind::of(&change.row.kind) {
+                            yield Ok(SessionChange { kind, change });
+                        }
+                    }
+                    Err(RecvError::Lagged(_)) => {
+                        yield Err(too_slow());
+                        break;
+                    }
+                    Err(RecvError::Closed) => break,
+                }
+            }
+        })
+    }
+
+    /// Status changes of every session (and new sessions), for dashboards; optionally only
+    /// those entering one of `status`.
+    async fn sessions(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "Only changes into these statuses.")] status: Option<Vec<SessionStatus>>,
+    ) -> impl Stream<Item = async_graphql::Result<SessionStatusChange>> + use<> {
+        let mut live = ctx.data_unchecked::<Arc<Hub>>().subscribe_feed();
+        let wanted = status.unwrap_or_default();
+        let mut last: HashMap<Uuid, Option<String>> = HashMap::new();
+        async_stream::stream! {
+            loop {
+                match live.recv().await {
+                    Ok(change) => {
+                        let status = change.row.status.clone();
+                        // Sessions change often (timestamps, analyses); only a new status counts.
+                        if last.insert(change.row.session_id, status.clone()) == Some(status.clone()) {
+                            continue;
+                        }
+                        let parsed = status.as_deref().and_then(session_status);
+                        if wanted.is_empty() || parsed.is_some_and(|s| wanted.contains(&s)) {
+                            yield Ok(SessionStatusChange(change));
+                        }
+                    }
+                    Err(RecvError::Lagged(_)) => {
+                        yield Err(too_slow());
+                        break;
+                    }
+                    Err(RecvError::Closed) => break,
+                }
+            }
+        }
+    }
+}
+
+/// What kind of record a session change is about.
+#[derive(async_graphql::Enum, Clone, Copy, PartialEq, Eq)]
+pub enum SessionChangeKind {
+    /// The session itself (status, timing, analysis).
+    Session,
+    /// A stage was created or changed status.
+    Stage,
+    /// An agent execution was created or changed status.
+    Execution,
+    /// A message was added to a conversation.
+    Message,
+    /// An LLM interaction was recorded.
+    LlmInteraction,
+    /// An MCP interaction was recorded.
+    McpInteraction,
+    /// A chat was opened.
+    Chat,
+    /// A question was posted in a chat.
+    ChatUserMessage,
+}
+
+impl SessionChangeKind {
+    fn of(kind: &str) -> Option<Self> {
+        Some(match kind {
+            "session" => Self::Session,
+            "stage" => Self::Stage,
+            "execution" => Self::Execution,
+            "messages" => Self::Message,
+            "llm_interactions" => Self::LlmInteraction,
+            "mcp_interactions" => Self::McpInteraction,
+            "chats" => Self::Chat,
+            "chat_user_messages" => Self::ChatUserMessage,
+            _ => return None,
+        })
+    }
+}
+
+/// A change in a session: which record, and that record as it is now.
+pub struct SessionChange {
+    kind: SessionChangeKind,
+    change: Arc<Change>,
+}
+
+/// A change in a session: which record changed (select the matching field for its state).
+#[Object]
+impl SessionChange {
+    /// What kind of record changed.
+    async fn kind(&self) -> SessionChangeKind {
+        self.kind
+    }
+    /// The global ID of the record that changed.
+    async fn id(&self) -> ID {
+        let node = match self.kind {
+            SessionChangeKind::Session => NodeType::Session,
+            SessionChangeKind::Stage => NodeType::Stage,
+            SessionChangeKind::Execution => NodeType::AgentExecution,
+            SessionChangeKind::Message => NodeType::Message,
+            SessionChangeKind::LlmInteraction => NodeType::LlmInteraction,
+            SessionChangeKind::McpInteraction => NodeType::McpInteraction,
+            SessionChangeKind::Chat => NodeType::Chat,
+            SessionChangeKind::ChatUserMessage => NodeType::ChatUserMessage,
+        };
+        ids::encode(node, self.change.row.entity_id)
+    }
+    /// The session, as it is now.
+    async fn session(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<Session>> {
+        Ok(loaders(ctx)
+            .sessions
+            .load_one(self.change.row.session_id)
+            .await?
+            .map(Session))
+    }
+    /// For `STAGE`: the stage, as it is now.
+    async fn stage(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<Stage>> {
+        if self.kind != SessionChangeKind::Stage {
+            return Ok(None);
+        }
+        Ok(loaders(ctx)
+            .stages
+            .load_one(self.change.row.entity_id)
+            .await?
+            .map(Stage))
+    }
+    /// For `EXECUTION`: the agent execution, as it is now.
+    async fn execution(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<AgentExecution>> {
+        if self.kind != SessionChangeKind::Execution {
+            return Ok(None);
+        }
+        Ok(loaders(ctx)
+            .executions
+            .load_one(self.change.row.entity_id)
+            .await?
+            .map(AgentExecution))
+    }
+    /// For `MESSAGE`: the message.
+    async fn message(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<Message>> {
+        if self.kind != SessionChangeKind::Message {
+            return Ok(None);
+        }
+        Ok(loaders(ctx)
+            .messages
+            .load_one(self.change.row.entity_id)
+            .await?
+            .map(Message))
+    }
+    /// For `LLM_INTERACTION`: the interaction.
+    async fn llm_interaction(
+        &self,
+        ctx: &Context<'_>,
+    ) -> async_graphql::Result<Option<LlmInteraction>> {
+        if self.kind != SessionChangeKind::LlmInteraction {
+            return Ok(None);
+        }
+        Ok(loaders(ctx)
+            .llm_interactions
+            .load_one(self.change.row.entity_id)
+            .await?
+            .map(LlmInteraction))
+    }
+    /// For `MCP_INTERACTION`: the interaction.
+    async fn mcp_interaction(
+        &self,
+        ctx: &Context<'_>,
+    ) -> async_graphql::Result<Option<McpInteraction>> {
+        if self.kind != SessionChangeKind::McpInteraction {
+            return Ok(None);
+        }
+        Ok(loaders(ctx)
+            .mcp_interactions
+            .load_one(self.change.row.entity_id)
+            .await?
+            .map(McpInteraction))
+    }
+    /// For `CHAT`: the chat.
+    async fn chat(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<Chat>> {
+        if self.kind != SessionChangeKind::Chat {
+            return Ok(None);
+        }
+        Ok(loaders(ctx)
+            .chats
+            .load_one(self.change.row.entity_id)
+            .await?
+            .map(Chat))
+    }
+    /// For `CHAT_USER_MESSAGE`: the question.
+    async fn chat_user_message(
+        &self,
+        ctx: &Context<'_>,
+    ) -> async_graphql::Result<Option<ChatUserMessage>> {
+        if self.kind != SessionChangeKind::ChatUserMessage {
+            return Ok(None);
+        }
+        Ok(loaders(ctx)
+            .chat_user_messages
+            .load_one(self.change.row.entity_id)
+            .await?
+            .map(ChatUserMessage))
+    }
+}
+
+/// A session whose status changed (or that was created).
+pub struct SessionStatusChange(Arc<Change>);
+
+/// A session whose status changed (or that was created).
+#[Object]
+impl SessionStatusChange {
+    /// The session, as it is now.
+    async fn session(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<Session>> {
+        Ok(loaders(ctx)
+            .sessions
+            .load_one(self.0.row.session_id)
+            .await?
+            .map(Session))
+    }
+    /// Its new status.
+    async fn status(&self) -> Option<SessionStatus> {
+        self.0.row.status.as_deref().and_then(session_status)
+    }
+}
+
+fn session_status(text: &str) -> Option<SessionStatus> {
+    use SessionStatus::*;
+    [
+        Pending, InProgress, Cancelling, Completed, Failed, Cancelled, TimedOut,
+    ]
+    .into_iter()
+    .find(|s| crate::store::write::snake(*s) == text)
+}
+
+/// Ends a live stream with a resumable error when its subscriber fell behind.
+fn too_slow() -> async_graphql::Error {
+    Error::SubscriberTooSlow(
+        "subscriber fell behind the live stream; subscribe again (and re-read current state)"
+            .into(),
+    )
+    .into()
 }

@@ -11,7 +11,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{Html, IntoResponse, Response};
 
-use super::{AppState, graphiql};
+use super::{AppState, graphiql, streaming};
 use crate::api::Loaders;
 
 const GRAPHQL_RESPONSE_JSON: &str = "application/graphql-response+json";
@@ -22,7 +22,18 @@ pub async fn post(
     headers: HeaderMap,
     request: GraphQLBatchRequest,
 ) -> Response {
-    execute(&state, request.into_inner(), &headers).await
+    let batch = request.into_inner();
+    // A single operation may ask to be streamed (subscriptions, over SSE or multipart).
+    if let BatchRequest::Single(single) = batch {
+        if accepts(&headers, "text/event-stream") {
+            return streaming::sse(&state, single);
+        }
+        if accepts(&headers, "multipart/mixed") {
+            return streaming::multipart(&state, single);
+        }
+        return execute(&state, BatchRequest::Single(single), &headers).await;
+    }
+    execute(&state, batch, &headers).await
 }
 
 pub async fn get(State(state): State<AppState>, headers: HeaderMap, uri: Uri) -> Response {
@@ -57,6 +68,9 @@ pub async fn get(State(state): State<AppState>, headers: HeaderMap, uri: Uri) ->
             .headers_mut()
             .insert(header::ALLOW, HeaderValue::from_static("POST"));
         return response;
+    }
+    if accepts(&headers, "text/event-stream") {
+        return streaming::sse(&state, request);
     }
     execute(&state, BatchRequest::Single(request), &headers).await
 }

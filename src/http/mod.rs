@@ -2,6 +2,7 @@
 
 mod graphiql;
 mod graphql;
+mod streaming;
 mod websocket;
 
 use std::sync::Arc;
@@ -44,6 +45,7 @@ pub fn router(store: Store, hub: Arc<Hub>, options: &HttpOptions) -> anyhow::Res
         .route("/", get(graphiql))
         .route("/graphql", get(graphql::get).post(graphql::post))
         .route("/graphql/ws", get(websocket::upgrade))
+        .route("/graphql/stream", get(graphql::get).post(graphql::post))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .layer(RequestBodyLimitLayer::new(limits.max_body_bytes))

@@ -50,9 +50,33 @@ pub struct Change {
     pub event: Option<Arc<TimelineEventRow>>,
 }
 
+impl Change {
+    /// A change that stands for a session's current state (a subscription's first message).
+    pub fn of_session(session: Uuid) -> Change {
+        Change {
+            row: ChangeRow {
+                id: 0,
+                session_id: session,
+                kind: "session".to_owned(),
+                entity_id: session,
+                stage_id: None,
+                execution_id: None,
+                sequence_number: None,
+                start_offset: None,
+                end_offset: None,
+                status: None,
+            },
+            delta: None,
+            event: None,
+        }
+    }
+}
+
 pub struct Hub {
     store: Store,
     sessions: Mutex<HashMap<Uuid, broadcast::Sender<Arc<Change>>>>,
+    /// Session status changes of every session (the dashboard feed).
+    feed: broadcast::Sender<Arc<Change>>,
     wake: Notify,
     stop: tokio::sync::watch::Sender<bool>,
 }
@@ -67,6 +91,7 @@ impl Hub {
         let hub = Arc::new(Hub {
             store,
             sessions: Mutex::new(HashMap::new()),
+            feed: broadcast::channel(SUBSCRIBER_BUFFER).0,
             wake: Notify::new(),
             stop,
         });
@@ -99,15 +124,30 @@ impl Hub {
             .subscribe()
     }
 
+    /// Session changes of every session from now on.
+    pub fn subscribe_feed(&self) -> broadcast::Receiver<Arc<Change>> {
+        self.feed.subscribe()
+    }
+
     fn publish(&self, change: Change) {
+        let change = Arc::new(change);
+        if change.row.kind == "session" && self.feed.receiver_count() > 0 {
+            let _ = self.feed.send(change.clone());
+        }
         let mut sessions = self.sessions.lock().expect("hub lock");
         if let Some(sender) = sessions.get(&change.row.session_id) {
             if sender.receiver_count() == 0 {
                 sessions.remove(&change.row.session_id);
             } else {
-                let _ = sender.send(Arc::new(change));
+                let _ = sender.send(change);
             }
         }
+    }
+
+    /// Whether anyone here wants this change.
+    fn wants(&self, change: &ChangeRow) -> bool {
+        (change.kind == "session" && self.feed.receiver_count() > 0)
+            || self.is_watched(&change.session_id)
     }
 
     fn is_watched(&self, session: &Uuid) -> bool {
@@ -120,7 +160,7 @@ impl Hub {
     fn is_watched_at_all(&self) -> bool {
         let mut sessions = self.sessions.lock().expect("hub lock");
         sessions.retain(|_, sender| sender.receiver_count() > 0);
-        !sessions.is_empty()
+        !sessions.is_empty() || self.feed.receiver_count() > 0
     }
 }
 
@@ -195,10 +235,7 @@ async fn read_once(hub: &Hub, last: &mut i64, gaps: &mut BTreeMap<i64, Instant>)
         }
     }
     // Only sessions someone watches here are worth reading for.
-    let rows: Vec<ChangeRow> = rows
-        .into_iter()
-        .filter(|r| hub.is_watched(&r.session_id))
-        .collect();
+    let rows: Vec<ChangeRow> = rows.into_iter().filter(|r| hub.wants(r)).collect();
     if rows.is_empty() {
         return Ok(full);
     }

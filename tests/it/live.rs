@@ -3,12 +3,39 @@
 use serde_json::{Value, json};
 
 use crate::common::TestApp;
+use crate::common::sse::SseSubscription;
 use crate::common::ws::Subscription;
 use crate::write_api::Agent;
 
 const TIMELINE: &str =
     "subscription ($s: ID!, $after: String) { timeline(sessionId: $s, after: $after) {
     kind sequenceNumber offset delta cursor event { uuid status content } } }";
+
+/// A subscription over any transport.
+enum Transport {
+    Ws(Box<Subscription>),
+    Sse(SseSubscription),
+}
+
+impl Transport {
+    fn ws(subscription: Subscription) -> Transport {
+        Transport::Ws(Box::new(subscription))
+    }
+
+    async fn next(&mut self) -> Result<Value, Value> {
+        match self {
+            Transport::Ws(s) => s.next().await,
+            Transport::Sse(s) => s.next().await,
+        }
+    }
+
+    async fn disconnect(self) {
+        match self {
+            Transport::Ws(s) => s.disconnect().await,
+            Transport::Sse(s) => drop(s),
+        }
+    }
+}
 
 /// The text the writer streams: token-sized pieces.
 fn pieces(n: usize) -> Vec<String> {
@@ -44,7 +71,7 @@ async fn write_stream(
 }
 
 /// Reads updates until the event finishes; returns (kinds, concatenated deltas).
-async fn read_until_finished(sub: &mut Subscription) -> (Vec<String>, String, Value) {
+async fn read_until_finished(sub: &mut Transport) -> (Vec<String>, String, Value) {
     let mut kinds = Vec::new();
     let mut text = String::new();
     loop {
@@ -65,24 +92,29 @@ async fn read_until_finished(sub: &mut Subscription) -> (Vec<String>, String, Va
 }
 
 #[tokio::test]
-async fn subscribers_on_both_protocols_receive_exactly_the_writers_content() {
+async fn subscribers_on_every_transport_receive_exactly_the_writers_content() {
     let app = TestApp::start().await;
     let a = Agent { app: &app };
     let (session, exec) = running_execution(&a).await;
-    let mut modern = Subscription::start(
-        app.addr,
-        false,
-        json!({ "token": "t" }),
-        TIMELINE,
-        json!({ "s": session }),
-    )
-    .await;
-    let mut legacy =
-        Subscription::start(app.addr, true, json!({}), TIMELINE, json!({ "s": session })).await;
+    let mut modern = Transport::ws(
+        Subscription::start(
+            app.addr,
+            false,
+            json!({ "token": "t" }),
+            TIMELINE,
+            json!({ "s": session }),
+        )
+        .await,
+    );
+    let mut legacy = Transport::ws(
+        Subscription::start(app.addr, true, json!({}), TIMELINE, json!({ "s": session })).await,
+    );
+    let mut sse =
+        Transport::Sse(SseSubscription::start(app.addr, TIMELINE, json!({ "s": session })).await);
     let pieces = pieces(150);
     let expected: String = pieces.concat();
     write_stream(&a, &exec, &pieces, std::time::Duration::ZERO).await;
-    for sub in [&mut modern, &mut legacy] {
+    for sub in [&mut modern, &mut legacy, &mut sse] {
         let (kinds, text, finished) = read_until_finished(sub).await;
         assert_eq!(kinds.first().map(String::as_str), Some("CREATED"));
         assert_eq!(text, expected);
@@ -91,6 +123,7 @@ async fn subscribers_on_both_protocols_receive_exactly_the_writers_content() {
     }
     modern.disconnect().await;
     legacy.disconnect().await;
+    sse.disconnect().await;
     app.stop().await;
 }
 
@@ -145,5 +178,84 @@ async fn reconnecting_with_the_last_cursor_loses_and_repeats_nothing() {
         "the stream was interrupted {reconnects} times"
     );
     assert_eq!(text, expected);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn session_changes_and_the_dashboard_feed_follow_the_work() {
+    let app = TestApp::start().await;
+    let a = Agent { app: &app };
+    let session = a.session().await;
+    let mut feed = Subscription::start(
+        app.addr,
+        true,
+        json!({}),
+        "subscription { sessions(status: [IN_PROGRESS, COMPLETED]) { status session { uuid } } }",
+        json!({}),
+    )
+    .await;
+    let mut changes = Subscription::start(
+        app.addr,
+        false,
+        json!({}),
+        "subscription ($s: ID!) { session(id: $s) { kind id session { status } stage { status }
+           execution { agentName status } message { role } llmInteraction { modelName } } }",
+        json!({ "s": session }),
+    )
+    .await;
+    // The first message is the session as it is: from here on, nothing is missed.
+    let first = changes.next().await.expect("the current session")["session"].clone();
+    assert_eq!(
+        (first["kind"].as_str(), first["session"]["status"].as_str()),
+        (Some("SESSION"), Some("PENDING"))
+    );
+    let stage = a.stage(&session, 0, 1, None).await;
+    let exec = a.execution(&stage, 1, "KubernetesAgent").await;
+    a.ok("mutation ($e: ID!) { appendMessage(input: { executionId: $e, role: USER, content: \"hi\" }) { uuid } }", json!({ "e": exec })).await;
+    a.ok("mutation ($e: ID!) { recordLLMInteraction(input: { executionId: $e, interactionType: ITERATION, modelName: \"gpt-4.1\" }) { uuid } }", json!({ "e": exec })).await;
+    a.finish(&exec, "COMPLETED", None).await;
+    a.ok(
+        "mutation ($id: ID!) { completeSession(input: { id: $id }) { status } }",
+        json!({ "id": session }),
+    )
+    .await;
+
+    let mut seen = Vec::new();
+    loop {
+        let change = changes.next().await.expect("a change")["session"].clone();
+        let kind = change["kind"].as_str().unwrap().to_owned();
+        match kind.as_str() {
+            "MESSAGE" => assert_eq!(change["message"]["role"], "USER"),
+            "LLM_INTERACTION" => assert_eq!(change["llmInteraction"]["modelName"], "gpt-4.1"),
+            "EXECUTION" => assert_eq!(change["execution"]["agentName"], "KubernetesAgent"),
+            "STAGE" => assert!(change["stage"]["status"].is_string()),
+            _ => {}
+        }
+        seen.push(kind);
+        // Each change names its record, resolved as it is when delivered; stop once every kind
+        // of change this work makes has arrived.
+        if [
+            "STAGE",
+            "EXECUTION",
+            "MESSAGE",
+            "LLM_INTERACTION",
+            "SESSION",
+        ]
+        .iter()
+        .all(|kind| seen.iter().any(|k| k == kind))
+        {
+            break;
+        }
+    }
+    // The feed: only status changes into the asked statuses, in order.
+    let first = feed.next().await.expect("feed update")["sessions"].clone();
+    assert_eq!(
+        first,
+        json!({ "status": "IN_PROGRESS", "session": { "uuid": session } })
+    );
+    let second = feed.next().await.expect("feed update")["sessions"].clone();
+    assert_eq!(second["status"], "COMPLETED");
+    changes.disconnect().await;
+    feed.disconnect().await;
     app.stop().await;
 }

@@ -74,7 +74,7 @@ pub(crate) fn check_json(field: &str, value: &Json, max: usize) -> Result<()> {
 }
 
 /// How the database (and error messages) spell a model enum value: snake_case.
-pub(crate) fn snake(value: impl serde::Serialize) -> String {
+pub fn snake(value: impl serde::Serialize) -> String {
     match serde_json::to_value(value) {
         Ok(Json::String(s)) => s,
         _ => String::from("?"),
