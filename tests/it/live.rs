@@ -259,3 +259,91 @@ async fn session_changes_and_the_dashboard_feed_follow_the_work() {
     feed.disconnect().await;
     app.stop().await;
 }
+
+/// A second `casefile serve` process on the same database.
+struct OtherProcess {
+    child: std::process::Child,
+    addr: std::net::SocketAddr,
+}
+
+impl OtherProcess {
+    fn start(database_url: &str) -> OtherProcess {
+        use std::io::BufRead as _;
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_casefile"))
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--database-url",
+                database_url,
+            ])
+            .env("RUST_LOG", "info")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        let addr = loop {
+            let line = lines.next().expect("the other process exited").unwrap();
+            if let Some(rest) = line.split("casefile listening on http://").nth(1) {
+                break rest.trim_end_matches("/graphql").parse().unwrap();
+            }
+        };
+        std::thread::spawn(move || lines.for_each(drop));
+        OtherProcess { child, addr }
+    }
+}
+
+impl Drop for OtherProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn two_processes_on_one_postgresql_deliver_every_update() {
+    let app = TestApp::start().await;
+    let Some(url) = app.db.url() else {
+        eprintln!(
+            "two processes need a shared PostgreSQL (DATABASE_URL); the embedded database serves one process"
+        );
+        app.stop().await;
+        return;
+    };
+    let other = OtherProcess::start(&url);
+    let a = Agent { app: &app };
+    let (session, exec) = running_execution(&a).await;
+    // Subscribed on the other process; written through this one.
+    let mut sub = Transport::ws(
+        Subscription::start(
+            other.addr,
+            false,
+            json!({}),
+            TIMELINE,
+            json!({ "s": session }),
+        )
+        .await,
+    );
+    let first = pieces(100);
+    write_stream(&a, &exec, &first, std::time::Duration::ZERO).await;
+    let (_, text, _) = read_until_finished(&mut sub).await;
+    assert_eq!(text, first.concat());
+
+    // The other process's LISTEN connection drops: it catches up from the last change it read.
+    let killed: i64 = sqlx::query_scalar(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+         WHERE datname = current_database() AND query ILIKE 'LISTEN%'",
+    )
+    .fetch_one(app.store.pool())
+    .await
+    .unwrap();
+    assert!(killed >= 1, "the other process listens");
+    let second = pieces(80);
+    write_stream(&a, &exec, &second, std::time::Duration::ZERO).await;
+    let (_, text, _) = read_until_finished(&mut sub).await;
+    assert_eq!(text, second.concat());
+    sub.disconnect().await;
+    drop(other);
+    app.stop().await;
+}

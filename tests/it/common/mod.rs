@@ -61,6 +61,21 @@ impl TestDb {
         TestDb { db, external }
     }
 
+    /// The URL of this database when it lives on an external server (other processes can
+    /// connect to it); `None` when embedded.
+    pub fn url(&self) -> Option<String> {
+        let (_, name) = self.external.as_ref()?;
+        let url = std::env::var("DATABASE_URL").ok()?;
+        let (base, query) = url
+            .split_once('?')
+            .map_or((url.as_str(), None), |(b, q)| (b, Some(q)));
+        let server = &base[..base.rfind('/')?];
+        Some(match query {
+            Some(q) => format!("{server}/{name}?{q}"),
+            None => format!("{server}/{name}"),
+        })
+    }
+
     pub fn store(&self) -> Store {
         Store::new(self.db.pool().clone())
     }
