@@ -60,7 +60,7 @@ pub struct ServeArgs {
 }
 
 /// How the HTTP edge behaves.
-#[derive(Debug, Clone, Default, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct HttpOptions {
     #[command(flatten)]
     pub limits: Limits,
@@ -73,6 +73,23 @@ pub struct HttpOptions {
         value_delimiter = ','
     )]
     pub cors_allow_origins: Vec<String>,
+
+    /// Live updates a subscriber may have pending before it is closed and told to resume from
+    /// its cursor (bounds the memory a slow client can hold).
+    #[arg(long, env = "CASEFILE_SUBSCRIBER_BUFFER", default_value_t = DEFAULT_SUBSCRIBER_BUFFER)]
+    pub subscriber_buffer: usize,
+}
+
+const DEFAULT_SUBSCRIBER_BUFFER: usize = 4096;
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        Self {
+            limits: Limits::default(),
+            cors_allow_origins: Vec::new(),
+            subscriber_buffer: DEFAULT_SUBSCRIBER_BUFFER,
+        }
+    }
 }
 
 /// Room for an LLM interaction's request and response JSON (4 MiB each at most).

@@ -36,7 +36,7 @@ impl Server {
             .await
             .with_context(|| format!("cannot listen on {addr}"))?;
         let addr = listener.local_addr()?;
-        let hub = Hub::start(store.clone()).await?;
+        let hub = Hub::start(store.clone(), options.subscriber_buffer).await?;
         let app = router(store, hub.clone(), options)?;
         let (shutdown, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {

@@ -13,8 +13,8 @@ use axum::response::Response;
 use super::AppState;
 use crate::api::Loaders;
 
-/// How often the server pings an idle connection.
-const KEEPALIVE: Duration = Duration::from_secs(15);
+/// How long the server waits for a client's pong before it closes the connection.
+const KEEPALIVE: Duration = Duration::from_secs(30);
 
 /// The payload a client sent with `connection_init` (authentication will read it).
 #[derive(Debug, Clone)]

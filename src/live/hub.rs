@@ -17,8 +17,6 @@ use uuid::Uuid;
 use crate::error::Result;
 use crate::store::{Store, TimelineEventRow};
 
-/// How many changes a slow subscriber may fall behind before it is told to resume.
-pub const SUBSCRIBER_BUFFER: usize = 4096;
 /// How long a skipped log id is waited for.
 const GAP_PATIENCE: Duration = Duration::from_secs(10);
 /// The widest run of skipped log ids still waited for.
@@ -74,6 +72,8 @@ impl Change {
 
 pub struct Hub {
     store: Store,
+    /// How many changes a subscriber may fall behind before it is told to resume.
+    buffer: usize,
     sessions: Mutex<HashMap<Uuid, broadcast::Sender<Arc<Change>>>>,
     /// Session status changes of every session (the dashboard feed).
     feed: broadcast::Sender<Arc<Change>>,
@@ -85,13 +85,15 @@ impl Hub {
     /// Starts the hub's pump and, when the pool can spare a connection for it (an external
     /// database; the embedded one serves a single connection and a single process), a LISTEN
     /// connection for changes made by other processes.
-    pub async fn start(store: Store) -> Result<Arc<Hub>> {
+    pub async fn start(store: Store, buffer: usize) -> Result<Arc<Hub>> {
+        let buffer = buffer.max(1);
         let listen = store.pool().options().get_max_connections() > 1;
         let (stop, _) = tokio::sync::watch::channel(false);
         let hub = Arc::new(Hub {
             store,
+            buffer,
             sessions: Mutex::new(HashMap::new()),
-            feed: broadcast::channel(SUBSCRIBER_BUFFER).0,
+            feed: broadcast::channel(buffer).0,
             wake: Notify::new(),
             stop,
         });
@@ -120,7 +122,7 @@ impl Hub {
         let mut sessions = self.sessions.lock().expect("hub lock");
         sessions
             .entry(session)
-            .or_insert_with(|| broadcast::channel(SUBSCRIBER_BUFFER).0)
+            .or_insert_with(|| broadcast::channel(self.buffer).0)
             .subscribe()
     }
 

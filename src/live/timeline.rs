@@ -282,6 +282,34 @@ async fn apply(
     Ok(())
 }
 
+/// How long appends are gathered before they go out.
+const COALESCE: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Merges consecutive appends to the same event into one update (the later cursor covers both).
+fn coalesce(updates: impl Iterator<Item = Update>) -> Vec<Update> {
+    let mut merged: Vec<Update> = Vec::new();
+    for update in updates {
+        if let Some(last) = merged.last_mut()
+            && last.kind == TimelineUpdateKind::Appended
+            && update.kind == TimelineUpdateKind::Appended
+            && last.event_id == update.event_id
+            && let (Some(offset), Some(delta), Some(next_offset), Some(next_delta)) = (
+                last.offset,
+                last.delta.as_mut(),
+                update.offset,
+                update.delta.as_ref(),
+            )
+            && offset + delta.chars().count() as i64 == next_offset
+        {
+            delta.push_str(next_delta);
+            last.cursor = update.cursor;
+            continue;
+        }
+        merged.push(update);
+    }
+    merged
+}
+
 /// The subscription: replay after `position`, then live updates, until the subscriber goes or
 /// falls too far behind (then it is told to resume from its last cursor).
 pub fn stream(
@@ -302,20 +330,38 @@ pub fn stream(
             yield update;
         }
         loop {
-            match live.recv().await {
-                Ok(change) => {
-                    apply(&store, &mut position, scope, &change, &mut out).await?;
-                    for update in out.drain(..) {
-                        yield update;
+            let mut received = vec![live.recv().await];
+            // An append opens a short window: the deltas that arrive in it go out merged, so a
+            // token-rate stream reaches clients as a few larger pieces, in order, none lost.
+            if matches!(&received[0], Ok(change) if change.row.kind == "event_appended") {
+                let deadline = tokio::time::Instant::now() + COALESCE;
+                loop {
+                    tokio::select! {
+                        next = live.recv() => {
+                            let done = next.is_err();
+                            received.push(next);
+                            if done {
+                                break;
+                            }
+                        }
+                        () = tokio::time::sleep_until(deadline) => break,
                     }
                 }
-                Err(RecvError::Lagged(_)) => {
-                    Err(Error::SubscriberTooSlow(format!(
-                        "subscriber fell behind; subscribe again with after: \"{}\"",
-                        position.encode()
-                    )))?;
+            }
+            for item in received {
+                match item {
+                    Ok(change) => apply(&store, &mut position, scope, &change, &mut out).await?,
+                    Err(RecvError::Lagged(_)) => {
+                        Err(Error::SubscriberTooSlow(format!(
+                            "subscriber fell behind; subscribe again with after: \"{}\"",
+                            position.encode()
+                        )))?;
+                    }
+                    Err(RecvError::Closed) => return,
                 }
-                Err(RecvError::Closed) => break,
+            }
+            for update in coalesce(out.drain(..)) {
+                yield update;
             }
         }
     }
