@@ -23,6 +23,24 @@ pub enum Command {
     Schema,
     /// Load the demo investigation sessions (idempotent) and exit.
     Demo(DatabaseArgs),
+    /// Play a live investigation against a running server (through its GraphQL API), to watch.
+    Simulate(SimulateArgs),
+}
+
+/// What `simulate` plays against.
+#[derive(Debug, Clone, Args)]
+pub struct SimulateArgs {
+    /// GraphQL endpoint of the running server.
+    #[arg(
+        long,
+        env = "CASEFILE_URL",
+        default_value = "http://127.0.0.1:8080/graphql"
+    )]
+    pub url: String,
+
+    /// Tokens per second each agent streams.
+    #[arg(long, env = "CASEFILE_TOKEN_RATE", default_value_t = 20.0)]
+    pub token_rate: f64,
 }
 
 /// Where the data lives.

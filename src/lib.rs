@@ -15,4 +15,5 @@ pub mod http;
 pub mod live;
 pub mod model;
 pub mod server;
+pub mod simulate;
 pub mod store;

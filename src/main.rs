@@ -32,6 +32,7 @@ async fn main() -> anyhow::Result<()> {
             .await
         }
         Command::Serve(args) => serve(args).await,
+        Command::Simulate(args) => casefile::simulate::run(&args).await,
     }
 }
 

@@ -115,3 +115,57 @@ async fn the_binary_serves_persists_and_exits_on_sigterm() {
     second.terminate();
     std::fs::remove_dir_all(&data_dir).unwrap();
 }
+
+#[tokio::test]
+async fn simulate_plays_an_investigation_through_the_api() {
+    let app = crate::common::TestApp::start().await;
+    let url = app.url("/graphql");
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_casefile"))
+            .args(["simulate", "--token-rate", "5000", "--url", &url])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.contains("subscription { timeline(sessionId:"),
+        "{stdout}"
+    );
+    let data = app
+        .data(
+            "{ sessions(first: 1) { edges { node { status counts { stages executions } stages { status executions { status } }
+               timeline(first: 100) { edges { node { eventType status } } } } } } }",
+            json!({}),
+        )
+        .await;
+    let s = &data["sessions"]["edges"][0]["node"];
+    assert_eq!(s["status"], "COMPLETED");
+    assert_eq!(s["counts"], json!({ "stages": 3, "executions": 5 }));
+    assert!(
+        s["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|st| st["status"] == "COMPLETED")
+    );
+    let types: std::collections::BTreeSet<&str> = s["timeline"]["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["node"]["eventType"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        types,
+        ["FINAL_ANALYSIS", "LLM_THINKING", "MCP_TOOL_CALL"]
+            .into_iter()
+            .collect()
+    );
+    app.stop().await;
+}
