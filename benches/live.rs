@@ -1,0 +1,354 @@
+//! Live delivery benchmark against a real `casefile serve` process (embedded database, and the
+//! local PostgreSQL when reachable). Prints figures; asserts nothing about speed.
+//!
+//! - latency from a write's commit to a WebSocket subscriber, p50/p99, while N streams run;
+//! - subscribers one process serves during a stream (each must receive the exact text);
+//! - server memory per idle subscription (RSS of the server process).
+//!
+//!     cargo bench --bench live
+
+#[path = "../tests/it/common/ws.rs"]
+#[allow(dead_code)] // the tests' client; this benchmark never disconnects deliberately
+mod ws;
+
+use std::io::BufRead as _;
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+use ws::Subscription;
+
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+    _data: Option<tempdir::TempDir>,
+}
+
+mod tempdir {
+    pub struct TempDir(pub std::path::PathBuf);
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+impl Server {
+    fn start(database_url: Option<&str>) -> Server {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_casefile"));
+        command
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .env_remove("DATABASE_URL")
+            .env("RUST_LOG", "warn,casefile=info");
+        let data = match database_url {
+            Some(url) => {
+                command.args(["--database-url", url]);
+                None
+            }
+            None => {
+                let dir =
+                    std::env::temp_dir().join(format!("casefile-bench-{}", std::process::id()));
+                command.arg("--data-dir").arg(&dir);
+                Some(tempdir::TempDir(dir))
+            }
+        };
+        let mut child = command
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        let addr = loop {
+            let line = lines.next().expect("server exited").unwrap();
+            if let Some(rest) = line.split("casefile listening on http://").nth(1) {
+                break rest.trim_end_matches("/graphql").parse().unwrap();
+            }
+        };
+        std::thread::spawn(move || lines.for_each(drop));
+        Server {
+            child,
+            addr,
+            _data: data,
+        }
+    }
+
+    fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+#[derive(Clone)]
+struct Api {
+    http: reqwest::Client,
+    url: String,
+}
+
+impl Api {
+    async fn call(&self, query: &str, variables: Value) -> Value {
+        let body: Value = self
+            .http
+            .post(&self.url)
+            .json(&json!({ "query": query, "variables": variables }))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert!(body.get("errors").is_none(), "{body}");
+        body["data"].clone()
+    }
+
+    async fn uuid(&self, query: &str, variables: Value, field: &str) -> String {
+        self.call(query, variables).await[field]["uuid"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    /// A new session with one running execution and one streaming event.
+    async fn stream_target(&self) -> (String, String) {
+        let s = self.uuid("mutation { createSession(input: { alertType: \"Bench\", chainId: \"bench\" }) { uuid } }", json!({}), "createSession").await;
+        let st = self.uuid("mutation ($s: ID!) { createStage(input: { sessionId: $s, stageIndex: 0, name: \"Bench\" }) { uuid } }", json!({ "s": s }), "createStage").await;
+        let e = self.uuid("mutation ($s: ID!) { createAgentExecution(input: { stageId: $s, agentIndex: 1, agentName: \"Bench\", iterationStrategy: \"react\" }) { uuid } }", json!({ "s": st }), "createAgentExecution").await;
+        let ev = self.uuid("mutation ($e: ID!) { createTimelineEvent(input: { executionId: $e, eventType: LLM_RESPONSE }) { uuid } }", json!({ "e": e }), "createTimelineEvent").await;
+        (s, ev)
+    }
+
+    async fn append(&self, event: &str, offset: usize, delta: &str) {
+        self.call(
+            "mutation ($e: ID!, $o: Int!, $d: String!) { appendTimelineContent(input: { eventId: $e, offset: $o, delta: $d }) { end } }",
+            json!({ "e": event, "o": offset, "d": delta }),
+        )
+        .await;
+    }
+}
+
+const TIMELINE: &str = "subscription ($s: ID!) { timeline(sessionId: $s) { kind delta } }";
+
+fn micros_now() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros()
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// `streams` writers, each appending `tokens` timestamped tokens at `rate` per second to its own
+/// session, each watched by one subscriber. Returns latencies in ms.
+async fn latency(server: &Server, streams: usize, tokens: usize, rate: f64) -> Vec<f64> {
+    let api = Api {
+        http: reqwest::Client::new(),
+        url: format!("http://{}/graphql", server.addr),
+    };
+    let mut targets = Vec::new();
+    for _ in 0..streams {
+        targets.push(api.stream_target().await);
+    }
+    let mut readers = Vec::new();
+    for (session, _) in &targets {
+        let mut sub = Subscription::start(
+            server.addr,
+            false,
+            json!({}),
+            TIMELINE,
+            json!({ "s": session }),
+        )
+        .await;
+        readers.push(tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            let mut seen = 0;
+            while seen < tokens {
+                let update = sub.next().await.unwrap()["timeline"].clone();
+                let now = micros_now();
+                if let Some(delta) = update["delta"].as_str() {
+                    for token in delta.split_whitespace() {
+                        let sent: u128 = token.trim_start_matches('t').parse().unwrap();
+                        latencies.push((now - sent) as f64 / 1000.0);
+                        seen += 1;
+                    }
+                }
+            }
+            latencies
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let pause = Duration::from_secs_f64(1.0 / rate);
+    let writers = targets.iter().map(|(_, event)| {
+        let api = api.clone();
+        async move {
+            let mut offset = 0;
+            for _ in 0..tokens {
+                let token = format!("t{} ", micros_now());
+                api.append(event, offset, &token).await;
+                offset += token.len();
+                tokio::time::sleep(pause).await;
+            }
+        }
+    });
+    futures::future::join_all(writers).await;
+    let mut all = Vec::new();
+    for reader in readers {
+        all.extend(reader.await.unwrap());
+    }
+    all.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    all
+}
+
+/// `subscribers` on one session while one writer streams `tokens` tokens. Returns (seconds from
+/// the last write until every subscriber had everything, subscribers that got it exactly).
+async fn fan_out(server: &Server, subscribers: usize, tokens: usize) -> (f64, usize) {
+    let api = Api {
+        http: reqwest::Client::new(),
+        url: format!("http://{}/graphql", server.addr),
+    };
+    let (session, event) = api.stream_target().await;
+    let expected: String = (0..tokens).map(|i| format!("w{i} ")).collect();
+    let mut readers = Vec::new();
+    for _ in 0..subscribers {
+        let mut sub = Subscription::start(
+            server.addr,
+            false,
+            json!({}),
+            TIMELINE,
+            json!({ "s": session }),
+        )
+        .await;
+        let length = expected.len();
+        readers.push(tokio::spawn(async move {
+            let mut text = String::new();
+            while text.len() < length {
+                if let Some(delta) = sub.next().await.unwrap()["timeline"]["delta"].as_str() {
+                    text.push_str(delta);
+                }
+            }
+            (text, Instant::now())
+        }));
+    }
+    let mut offset = 0;
+    for i in 0..tokens {
+        let token = format!("w{i} ");
+        api.append(&event, offset, &token).await;
+        offset += token.len();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let written = Instant::now();
+    let mut exact = 0;
+    let mut last = written;
+    for reader in readers {
+        let (text, at) = reader.await.unwrap();
+        exact += usize::from(text == expected);
+        last = last.max(at);
+    }
+    ((last - written).as_secs_f64(), exact)
+}
+
+/// Server RSS growth per idle timeline subscription.
+async fn idle_memory(server: &Server, count: usize) -> f64 {
+    let api = Api {
+        http: reqwest::Client::new(),
+        url: format!("http://{}/graphql", server.addr),
+    };
+    let (session, _) = api.stream_target().await;
+    // Warm up the server's allocator and connection handling first.
+    let warm: Vec<Subscription> = futures::future::join_all((0..50).map(|_| {
+        Subscription::start(
+            server.addr,
+            false,
+            json!({}),
+            TIMELINE,
+            json!({ "s": session }),
+        )
+    }))
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = server.rss_kib();
+    let mut held = Vec::new();
+    for chunk in 0..count / 100 {
+        let _ = chunk;
+        held.extend(
+            futures::future::join_all((0..100).map(|_| {
+                Subscription::start(
+                    server.addr,
+                    false,
+                    json!({}),
+                    TIMELINE,
+                    json!({ "s": session }),
+                )
+            }))
+            .await,
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let after = server.rss_kib();
+    drop(warm);
+    drop(held);
+    (after.saturating_sub(before) as f64 * 1024.0) / count as f64
+}
+
+async fn run(label: &str, url: Option<&str>) {
+    let server = Server::start(url);
+    for streams in [1, 10, 50] {
+        let l = latency(&server, streams, 100, 20.0).await;
+        println!(
+            "{label}: write→subscriber latency with {streams} streams at 20 tokens/s: p50 {:.1} ms, p99 {:.1} ms ({} deltas)",
+            percentile(&l, 0.5),
+            percentile(&l, 0.99),
+            l.len()
+        );
+    }
+    for subscribers in [100, 500, 1000] {
+        let (seconds, exact) = fan_out(&server, subscribers, 200).await;
+        println!(
+            "{label}: {subscribers} subscribers on one stream of 200 tokens: {exact} got the exact text, the last {:.0} ms after the last write",
+            seconds * 1000.0
+        );
+    }
+    let per = idle_memory(&server, 2000).await;
+    println!(
+        "{label}: server memory per idle subscription: {:.1} KiB (2,000 WebSocket subscriptions)",
+        per / 1024.0
+    );
+}
+
+#[tokio::main]
+async fn main() {
+    run("embedded", None).await;
+    let url = std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
+    match sqlx::PgPool::connect(&url).await {
+        Ok(pool) => {
+            let name = format!("casefile_bench_{}", std::process::id());
+            sqlx::query(&format!("CREATE DATABASE {name}"))
+                .execute(&pool)
+                .await
+                .unwrap();
+            let (base, _) = url.rsplit_once('/').unwrap();
+            let bench_url = format!("{base}/{name}");
+            run("postgresql", Some(&bench_url)).await;
+            sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+        Err(err) => println!("postgresql: skipped ({err})"),
+    }
+}
