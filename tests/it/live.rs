@@ -452,3 +452,37 @@ async fn a_subscriber_that_stops_reading_is_closed_with_its_cursor() {
     slow.disconnect().await;
     app.stop().await;
 }
+
+#[tokio::test]
+async fn subscriptions_also_stream_as_multipart_http() {
+    use futures::StreamExt as _;
+    let app = TestApp::start().await;
+    let a = Agent { app: &app };
+    let session = a.session().await;
+    let response = app
+        .client
+        .post(app.url("/graphql"))
+        .header("accept", "multipart/mixed")
+        .json(&json!({ "query": "subscription ($s: ID!) { session(id: $s) { kind session { status } } }", "variables": { "s": session } }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        response.headers()["content-type"],
+        "multipart/mixed; boundary=graphql"
+    );
+    let mut body = response.bytes_stream();
+    let mut text = String::new();
+    while !text.contains("PENDING") {
+        let chunk = tokio::time::timeout(std::time::Duration::from_secs(10), body.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(text.contains("--graphql"), "{text}");
+    assert!(text.contains(r#""kind":"SESSION""#), "{text}");
+    drop(body);
+    app.stop().await;
+}

@@ -1,0 +1,98 @@
+//! An update is read from the database once per process, however many subscribers follow it.
+//! Statements are counted where sqlx runs them (as in `statement_count.rs`); this file is its
+//! own test binary so that no other test's statements are counted.
+
+#[path = "it/common/mod.rs"]
+mod common;
+
+use std::sync::Mutex;
+
+use serde_json::{Value, json};
+use tracing_subscriber::layer::SubscriberExt as _;
+
+use common::TestApp;
+use common::ws::Subscription;
+
+static STATEMENTS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+struct RecordStatements;
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for RecordStatements {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        if event.metadata().target() == "sqlx::query" {
+            let mut text = StatementText(String::new());
+            event.record(&mut text);
+            STATEMENTS.lock().unwrap().push(text.0);
+        }
+    }
+}
+
+struct StatementText(String);
+
+impl tracing::field::Visit for StatementText {
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        if field.name() == "db.statement" || field.name() == "summary" {
+            self.0.push_str(value);
+        }
+    }
+
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "db.statement" || field.name() == "summary" {
+            self.0.push_str(&format!("{value:?}"));
+        }
+    }
+}
+
+async fn gql(app: &TestApp, query: &str, variables: Value) -> Value {
+    app.data(query, variables).await
+}
+
+/// Appends one delta while `subscribers` follow the session; returns how many statements read
+/// appended text (the hub's per-change read).
+async fn delta_reads(app: &TestApp, subscribers: usize) -> usize {
+    let s = gql(
+        app,
+        "mutation { createSession(input: { alertType: \"A\", chainId: \"c\" }) { uuid } }",
+        json!({}),
+    )
+    .await["createSession"]["uuid"]
+        .clone();
+    let st = gql(app, "mutation ($s: ID!) { createStage(input: { sessionId: $s, stageIndex: 0, name: \"S\" }) { uuid } }", json!({ "s": s })).await["createStage"]["uuid"].clone();
+    let e = gql(app, "mutation ($s: ID!) { createAgentExecution(input: { stageId: $s, agentIndex: 1, agentName: \"A\", iterationStrategy: \"react\" }) { uuid } }", json!({ "s": st })).await["createAgentExecution"]["uuid"].clone();
+    let query = "subscription ($s: ID!) { timeline(sessionId: $s) { kind delta } }";
+    let mut subs = Vec::new();
+    for _ in 0..subscribers {
+        subs.push(Subscription::start(app.addr, false, json!({}), query, json!({ "s": s })).await);
+    }
+    let ev = gql(app, "mutation ($e: ID!) { createTimelineEvent(input: { executionId: $e, eventType: LLM_RESPONSE }) { uuid } }", json!({ "e": e })).await["createTimelineEvent"]["uuid"].clone();
+    // Every subscriber is live once it has seen the event created.
+    for sub in &mut subs {
+        assert_eq!(sub.next().await.unwrap()["timeline"]["kind"], "CREATED");
+    }
+    STATEMENTS.lock().unwrap().clear();
+    gql(app, "mutation ($e: ID!) { appendTimelineContent(input: { eventId: $e, offset: 0, delta: \"hello\" }) { end } }", json!({ "e": ev })).await;
+    for sub in &mut subs {
+        assert_eq!(sub.next().await.unwrap()["timeline"]["delta"], "hello");
+    }
+    let statements = STATEMENTS.lock().unwrap().clone();
+    for sub in subs {
+        sub.disconnect().await;
+    }
+    statements
+        .iter()
+        .filter(|s| s.contains("timeline_events_live") && s.contains("unnest"))
+        .count()
+}
+
+#[tokio::test]
+async fn each_update_is_read_once_per_process_not_once_per_subscriber() {
+    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(RecordStatements))
+        .unwrap();
+    let app = TestApp::start().await;
+    let one = delta_reads(&app, 1).await;
+    let many = delta_reads(&app, 25).await;
+    println!("reads of an appended delta: {one} with 1 subscriber, {many} with 25");
+    assert_eq!(one, 1);
+    assert_eq!(many, 1);
+    app.stop().await;
+}
