@@ -26,6 +26,11 @@ pub async fn upgrade(
     upgrade: WebSocketUpgrade,
 ) -> Response {
     upgrade
+        // Small buffers: most connections idle between updates, and thousands of them add up.
+        .read_buffer_size(8 * 1024)
+        .write_buffer_size(8 * 1024)
+        // Clients only send subscribe requests and pings.
+        .max_message_size(1024 * 1024)
         .protocols(ALL_WEBSOCKET_PROTOCOLS)
         .on_upgrade(move |socket| async move {
             let mut data = Data::default();
