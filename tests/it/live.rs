@@ -486,3 +486,47 @@ async fn subscriptions_also_stream_as_multipart_http() {
     drop(body);
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_client_ping_is_answered_with_a_pong() {
+    use futures::{SinkExt as _, StreamExt as _};
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+    let app = TestApp::start().await;
+    let mut request = format!("ws://{}/graphql/ws", app.addr)
+        .into_client_request()
+        .unwrap();
+    request.headers_mut().insert(
+        "sec-websocket-protocol",
+        "graphql-transport-ws".parse().unwrap(),
+    );
+    let (mut socket, response) = tokio_tungstenite::connect_async(request).await.unwrap();
+    assert_eq!(
+        response.headers()["sec-websocket-protocol"],
+        "graphql-transport-ws"
+    );
+    socket
+        .send(Message::text(
+            json!({ "type": "connection_init" }).to_string(),
+        ))
+        .await
+        .unwrap();
+    socket
+        .send(Message::text(json!({ "type": "ping" }).to_string()))
+        .await
+        .unwrap();
+    let mut types = Vec::new();
+    while types.len() < 2 {
+        let frame = tokio::time::timeout(std::time::Duration::from_secs(10), socket.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        if let Message::Text(text) = frame {
+            let value: Value = serde_json::from_str(&text).unwrap();
+            types.push(value["type"].as_str().unwrap().to_owned());
+        }
+    }
+    assert_eq!(types, ["connection_ack", "pong"]);
+    app.stop().await;
+}
