@@ -2,9 +2,26 @@
 //! the database (snake_case values) and an enum in GraphQL (UPPER_CASE values).
 
 use async_graphql::Enum;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// How the database spells a value of one of these enums (snake_case).
+pub fn db_name(value: impl Serialize) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(name)) => name,
+        _ => String::from("?"),
+    }
+}
+
+/// The enum value the database spells `name`, if any.
+pub fn from_db_name<T: DeserializeOwned>(name: &str) -> Option<T> {
+    serde_json::from_value(serde_json::Value::String(name.to_owned())).ok()
+}
 
 /// Lifecycle of an investigation session.
-#[derive(Enum, sqlx::Type, serde::Serialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(
+    Enum, sqlx::Type, serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash,
+)]
 #[sqlx(type_name = "text", rename_all = "snake_case")]
 #[serde(rename_all = "snake_case")]
 pub enum SessionStatus {
@@ -25,7 +42,9 @@ pub enum SessionStatus {
 }
 
 /// Lifecycle of a stage; aggregated from its agent executions.
-#[derive(Enum, sqlx::Type, serde::Serialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(
+    Enum, sqlx::Type, serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash,
+)]
 #[sqlx(type_name = "text", rename_all = "snake_case")]
 #[serde(rename_all = "snake_case")]
 pub enum StageStatus {
@@ -44,7 +63,9 @@ pub enum StageStatus {
 }
 
 /// Lifecycle of one agent execution.
-#[derive(Enum, sqlx::Type, serde::Serialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(
+    Enum, sqlx::Type, serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash,
+)]
 #[sqlx(type_name = "text", rename_all = "snake_case")]
 #[serde(rename_all = "snake_case")]
 pub enum ExecutionStatus {
@@ -63,7 +84,9 @@ pub enum ExecutionStatus {
 }
 
 /// How the agents of a multi-agent stage relate.
-#[derive(Enum, sqlx::Type, serde::Serialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(
+    Enum, sqlx::Type, serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash,
+)]
 #[sqlx(type_name = "text", rename_all = "snake_case")]
 #[serde(rename_all = "snake_case")]
 pub enum ParallelType {
@@ -74,7 +97,9 @@ pub enum ParallelType {
 }
 
 /// When a multi-agent stage counts as completed.
-#[derive(Enum, sqlx::Type, serde::Serialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(
+    Enum, sqlx::Type, serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash,
+)]
 #[sqlx(type_name = "text", rename_all = "snake_case")]
 #[serde(rename_all = "snake_case")]
 pub enum SuccessPolicy {
@@ -85,7 +110,9 @@ pub enum SuccessPolicy {
 }
 
 /// What a timeline event shows.
-#[derive(Enum, sqlx::Type, serde::Serialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(
+    Enum, sqlx::Type, serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash,
+)]
 #[sqlx(type_name = "text", rename_all = "snake_case")]
 #[serde(rename_all = "snake_case")]
 pub enum TimelineEventType {
@@ -108,7 +135,9 @@ pub enum TimelineEventType {
 }
 
 /// Lifecycle of a timeline event: created streaming, immutable once finished.
-#[derive(Enum, sqlx::Type, serde::Serialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(
+    Enum, sqlx::Type, serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash,
+)]
 #[sqlx(type_name = "text", rename_all = "snake_case")]
 #[serde(rename_all = "snake_case")]
 pub enum TimelineEventStatus {
@@ -125,7 +154,9 @@ pub enum TimelineEventStatus {
 }
 
 /// Who speaks in an LLM conversation message.
-#[derive(Enum, sqlx::Type, serde::Serialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(
+    Enum, sqlx::Type, serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash,
+)]
 #[sqlx(type_name = "text", rename_all = "snake_case")]
 #[serde(rename_all = "snake_case")]
 pub enum MessageRole {
@@ -140,7 +171,9 @@ pub enum MessageRole {
 }
 
 /// Why an LLM was called.
-#[derive(Enum, sqlx::Type, serde::Serialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(
+    Enum, sqlx::Type, serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash,
+)]
 #[sqlx(type_name = "text", rename_all = "snake_case")]
 #[serde(rename_all = "snake_case")]
 #[graphql(name = "LLMInteractionType")]
@@ -156,7 +189,9 @@ pub enum LlmInteractionType {
 }
 
 /// What an MCP interaction did.
-#[derive(Enum, sqlx::Type, serde::Serialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(
+    Enum, sqlx::Type, serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash,
+)]
 #[sqlx(type_name = "text", rename_all = "snake_case")]
 #[serde(rename_all = "snake_case")]
 #[graphql(name = "MCPInteractionType")]
@@ -165,4 +200,20 @@ pub enum McpInteractionType {
     ToolCall,
     /// The server's tools were listed.
     ToolList,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn database_names_round_trip() {
+        assert_eq!(db_name(SessionStatus::InProgress), "in_progress");
+        assert_eq!(db_name(ExecutionStatus::TimedOut), "timed_out");
+        assert_eq!(
+            from_db_name::<SessionStatus>("cancelling"),
+            Some(SessionStatus::Cancelling)
+        );
+        assert_eq!(from_db_name::<SessionStatus>("exploded"), None);
+    }
 }

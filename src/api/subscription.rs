@@ -15,7 +15,7 @@ use super::types::{
 use crate::error::Error;
 use crate::live::timeline::{self, Position, Scope, TimelineUpdateKind, Update};
 use crate::live::{Change, Hub};
-use crate::model::SessionStatus;
+use crate::model::{SessionStatus, from_db_name};
 use crate::store::Store;
 use tokio::sync::broadcast::error::RecvError;
 use uuid::Uuid;
@@ -165,7 +165,7 @@ impl Subscription {
                         if last.insert(change.row.session_id, status.clone()) == Some(status.clone()) {
                             continue;
                         }
-                        let parsed = status.as_deref().and_then(session_status);
+                        let parsed: Option<SessionStatus> = status.as_deref().and_then(from_db_name);
                         if wanted.is_empty() || parsed.is_some_and(|s| wanted.contains(&s)) {
                             yield Ok(SessionStatusChange(change));
                         }
@@ -357,17 +357,8 @@ impl SessionStatusChange {
     }
     /// Its new status.
     async fn status(&self) -> Option<SessionStatus> {
-        self.0.row.status.as_deref().and_then(session_status)
+        self.0.row.status.as_deref().and_then(from_db_name)
     }
-}
-
-fn session_status(text: &str) -> Option<SessionStatus> {
-    use SessionStatus::*;
-    [
-        Pending, InProgress, Cancelling, Completed, Failed, Cancelled, TimedOut,
-    ]
-    .into_iter()
-    .find(|s| crate::store::write::snake(*s) == text)
 }
 
 /// Ends a live stream with a resumable error when its subscriber fell behind.

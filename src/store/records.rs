@@ -11,14 +11,18 @@ use crate::model::*;
 pub trait Record:
     for<'r> FromRow<'r, sqlx::postgres::PgRow> + Clone + Send + Sync + Unpin + 'static
 {
+    /// The table (or view) it is read from.
     const TABLE: &'static str;
+    /// What one row is called in messages.
+    const NAME: &'static str;
     fn id(&self) -> Uuid;
 }
 
 macro_rules! record {
-    ($row:ty, $table:literal) => {
+    ($row:ty, $table:literal, $name:literal) => {
         impl Record for $row {
             const TABLE: &'static str = $table;
+            const NAME: &'static str = $name;
             fn id(&self) -> Uuid {
                 self.id
             }
@@ -45,7 +49,7 @@ pub struct SessionRow {
     pub deleted_at: Option<DateTime<Utc>>,
     pub duration_ms: Option<i64>,
 }
-record!(SessionRow, "sessions");
+record!(SessionRow, "sessions", "session");
 
 #[derive(Debug, Clone, FromRow)]
 pub struct StageRow {
@@ -66,7 +70,7 @@ pub struct StageRow {
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
-record!(StageRow, "stages");
+record!(StageRow, "stages", "stage");
 
 #[derive(Debug, Clone, FromRow)]
 pub struct ExecutionRow {
@@ -87,7 +91,7 @@ pub struct ExecutionRow {
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
-record!(ExecutionRow, "agent_executions");
+record!(ExecutionRow, "agent_executions", "agent execution");
 
 #[derive(Debug, Clone, FromRow)]
 pub struct TimelineEventRow {
@@ -106,7 +110,7 @@ pub struct TimelineEventRow {
     pub updated_at: DateTime<Utc>,
 }
 // Read through the view, so a streaming event shows everything appended so far.
-record!(TimelineEventRow, "timeline_events_live");
+record!(TimelineEventRow, "timeline_events_live", "timeline event");
 
 #[derive(Debug, Clone, FromRow)]
 pub struct MessageRow {
@@ -122,7 +126,7 @@ pub struct MessageRow {
     pub tool_calls: Option<Json>,
     pub created_at: DateTime<Utc>,
 }
-record!(MessageRow, "messages");
+record!(MessageRow, "messages", "message");
 
 #[derive(Debug, Clone, FromRow)]
 pub struct LlmInteractionRow {
@@ -146,7 +150,7 @@ pub struct LlmInteractionRow {
     pub error_message: Option<String>,
     pub created_at: DateTime<Utc>,
 }
-record!(LlmInteractionRow, "llm_interactions");
+record!(LlmInteractionRow, "llm_interactions", "LLM interaction");
 
 #[derive(Debug, Clone, FromRow)]
 pub struct McpInteractionRow {
@@ -164,7 +168,7 @@ pub struct McpInteractionRow {
     pub error_message: Option<String>,
     pub created_at: DateTime<Utc>,
 }
-record!(McpInteractionRow, "mcp_interactions");
+record!(McpInteractionRow, "mcp_interactions", "MCP interaction");
 
 #[derive(Debug, Clone, FromRow)]
 pub struct ChatRow {
@@ -174,7 +178,7 @@ pub struct ChatRow {
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
-record!(ChatRow, "chats");
+record!(ChatRow, "chats", "chat");
 
 #[derive(Debug, Clone, FromRow)]
 pub struct ChatUserMessageRow {
@@ -185,7 +189,7 @@ pub struct ChatUserMessageRow {
     pub author: Option<String>,
     pub created_at: DateTime<Utc>,
 }
-record!(ChatUserMessageRow, "chat_user_messages");
+record!(ChatUserMessageRow, "chat_user_messages", "chat message");
 
 /// Token and cost totals of a set of LLM interactions.
 #[derive(Debug, Clone, Default, FromRow)]

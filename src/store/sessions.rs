@@ -6,7 +6,7 @@ use uuid::Uuid;
 
 use super::{SessionRow, Store};
 use crate::error::Result;
-use crate::model::SessionStatus;
+use crate::model::{SessionStatus, db_name};
 
 /// Which sessions to list. Every field narrows the result; `None` means "any".
 #[derive(Debug, Clone, Default)]
@@ -67,7 +67,7 @@ impl SessionSort {
     pub fn key_of(self, row: &SessionRow) -> SessionKey {
         let value = match self {
             Self::CreatedAt => SortValue::Time(row.created_at),
-            Self::Status => SortValue::Text(status_text(row.status).to_owned()),
+            Self::Status => SortValue::Text(db_name(row.status)),
             Self::AlertType => SortValue::Text(row.alert_type.clone()),
             Self::Author => SortValue::Text(row.author.clone().unwrap_or_default()),
             Self::Duration => SortValue::Int(row.duration_ms.unwrap_or(-1)),
@@ -86,18 +86,6 @@ impl SessionSort {
                 )
                 | (Self::Duration, SortValue::Int(_))
         )
-    }
-}
-
-fn status_text(status: SessionStatus) -> &'static str {
-    match status {
-        SessionStatus::Pending => "pending",
-        SessionStatus::InProgress => "in_progress",
-        SessionStatus::Cancelling => "cancelling",
-        SessionStatus::Completed => "completed",
-        SessionStatus::Failed => "failed",
-        SessionStatus::Cancelled => "cancelled",
-        SessionStatus::TimedOut => "timed_out",
     }
 }
 

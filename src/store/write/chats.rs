@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::stages::{NewStage, ensure_accepts_work};
 use super::timeline::NewEvent;
-use super::{check_name, check_optional, id_taken, is_retry, limits, lock_session};
+use super::{check_name, check_optional, fetch, id_taken, is_retry, limits, lock_session};
 use crate::error::{Error, Result};
 use crate::model::{TimelineEventStatus, TimelineEventType};
 use crate::store::{ChatRow, ChatUserMessageRow, ExecutionRow};
@@ -24,11 +24,7 @@ pub async fn open(conn: &mut PgConnection, new: &NewChat) -> Result<ChatRow> {
     let session = lock_session(conn, new.session_id).await?;
     let id = new.id.unwrap_or_else(Uuid::now_v7);
     if is_retry(conn, new.id, session.id, "openChat", new).await? {
-        return sqlx::query_as("SELECT * FROM chats WHERE id = $1")
-            .bind(id)
-            .fetch_one(conn)
-            .await
-            .map_err(Into::into);
+        return fetch::<ChatRow>(conn, id).await;
     }
     ensure_accepts_work(&session, true, "open a chat")?;
     sqlx::query_as("INSERT INTO chats (id, session_id, created_by) VALUES ($1, $2, $3) RETURNING *")
@@ -92,11 +88,7 @@ pub async fn post(conn: &mut PgConnection, new: &NewChatMessage) -> Result<ChatU
     let session = lock_session(conn, session_id).await?;
     let id = new.id.unwrap_or_else(Uuid::now_v7);
     if is_retry(conn, new.id, session_id, "postChatMessage", new).await? {
-        return sqlx::query_as("SELECT * FROM chat_user_messages WHERE id = $1")
-            .bind(id)
-            .fetch_one(conn)
-            .await
-            .map_err(Into::into);
+        return fetch::<ChatUserMessageRow>(conn, id).await;
     }
     ensure_accepts_work(&session, true, "post a chat message")?;
     let unanswered: Option<String> = sqlx::query_scalar(

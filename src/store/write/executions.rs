@@ -6,9 +6,9 @@ use uuid::Uuid;
 
 use super::stages::{ensure_accepts_work, refresh};
 use super::{
-    check_name, check_optional, id_taken, is_finished_execution, is_finished_stage, is_retry,
-    limits, lock_execution, lock_session, lock_stage, session_of_execution, sessions, snake,
-    timeline,
+    check_name, check_optional, fetch, id_taken, is_finished_execution, is_finished_stage,
+    is_retry, limits, lock_execution, lock_session, lock_stage, session_of_execution, sessions,
+    snake, timeline,
 };
 use crate::error::{Error, Result};
 use crate::model::ExecutionStatus;
@@ -45,7 +45,7 @@ pub async fn create(conn: &mut PgConnection, new: &NewExecution) -> Result<Execu
     let session = lock_session(conn, session_id).await?;
     let id = new.id.unwrap_or_else(Uuid::now_v7);
     if is_retry(conn, new.id, session_id, "createAgentExecution", new).await? {
-        return fetch(conn, id).await;
+        return fetch::<ExecutionRow>(conn, id).await;
     }
     let stage = lock_stage(conn, new.stage_id).await?;
     ensure_accepts_work(
@@ -116,14 +116,6 @@ pub async fn create(conn: &mut PgConnection, new: &NewExecution) -> Result<Execu
     .map_err(|e| id_taken(e, id))?;
     refresh(conn, stage.id).await?;
     Ok(execution)
-}
-
-pub(crate) async fn fetch(conn: &mut PgConnection, id: Uuid) -> Result<ExecutionRow> {
-    sqlx::query_as("SELECT * FROM agent_executions WHERE id = $1")
-        .bind(id)
-        .fetch_optional(conn)
-        .await?
-        .ok_or_else(|| Error::not_found(format!("agent execution {id} does not exist")))
 }
 
 /// Executions of a session that are still pending or active.

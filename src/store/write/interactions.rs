@@ -6,8 +6,8 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::{
-    check_json, check_name, check_optional, id_taken, is_retry, limits, lock_running_execution,
-    lock_session,
+    check_json, check_name, check_optional, fetch, id_taken, is_retry, limits,
+    lock_running_execution, lock_session,
 };
 use crate::error::{Error, Result};
 use crate::model::{LlmInteractionType, McpInteractionType};
@@ -80,7 +80,7 @@ pub async fn record_llm(
     let id = new.id.unwrap_or_else(Uuid::now_v7);
     lock_session(conn, session_id).await?;
     if is_retry(conn, new.id, session_id, "recordLlmInteraction", new).await? {
-        return fetch(conn, "llm_interactions", id).await;
+        return fetch::<LlmInteractionRow>(conn, id).await;
     }
     let (_, execution) =
         lock_running_execution(conn, new.execution_id, "an LLM interaction").await?;
@@ -171,7 +171,7 @@ pub async fn record_mcp(
     let id = new.id.unwrap_or_else(Uuid::now_v7);
     lock_session(conn, session_id).await?;
     if is_retry(conn, new.id, session_id, "recordMcpInteraction", new).await? {
-        return fetch(conn, "mcp_interactions", id).await;
+        return fetch::<McpInteractionRow>(conn, id).await;
     }
     let (_, execution) =
         lock_running_execution(conn, new.execution_id, "an MCP interaction").await?;
@@ -196,15 +196,4 @@ pub async fn record_mcp(
     .fetch_one(conn)
     .await
     .map_err(|e| id_taken(e, id))
-}
-
-async fn fetch<R>(conn: &mut PgConnection, table: &str, id: Uuid) -> Result<R>
-where
-    R: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> + Send + Unpin,
-{
-    sqlx::query_as(&format!("SELECT * FROM {table} WHERE id = $1"))
-        .bind(id)
-        .fetch_optional(conn)
-        .await?
-        .ok_or_else(|| Error::not_found(format!("interaction {id} does not exist")))
 }

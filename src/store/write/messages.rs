@@ -6,8 +6,8 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::{
-    check_json, check_optional, check_text, id_taken, is_retry, limits, lock_running_execution,
-    lock_session,
+    check_json, check_optional, check_text, fetch, id_taken, is_retry, limits,
+    lock_running_execution, lock_session,
 };
 use crate::error::{Error, Result};
 use crate::model::MessageRole;
@@ -55,7 +55,7 @@ pub async fn append(conn: &mut PgConnection, new: &NewMessage) -> Result<Message
     let id = new.id.unwrap_or_else(Uuid::now_v7);
     lock_session(conn, session_id).await?;
     if is_retry(conn, new.id, session_id, "appendMessage", new).await? {
-        return fetch(conn, id).await;
+        return fetch::<MessageRow>(conn, id).await;
     }
     let (_, execution) = lock_running_execution(conn, new.execution_id, "a message").await?;
     // The execution row is locked, so its messages are numbered one at a time without gaps.
@@ -78,12 +78,4 @@ pub async fn append(conn: &mut PgConnection, new: &NewMessage) -> Result<Message
     .fetch_one(conn)
     .await
     .map_err(|e| id_taken(e, id))
-}
-
-async fn fetch(conn: &mut PgConnection, id: Uuid) -> Result<MessageRow> {
-    sqlx::query_as("SELECT * FROM messages WHERE id = $1")
-        .bind(id)
-        .fetch_optional(conn)
-        .await?
-        .ok_or_else(|| Error::not_found(format!("message {id} does not exist")))
 }

@@ -18,8 +18,9 @@ use serde_json::Value as Json;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use super::{ExecutionRow, SessionRow, StageRow};
+use super::{ExecutionRow, Record, SessionRow, StageRow};
 use crate::error::{Error, Result};
+pub(crate) use crate::model::db_name as snake;
 use crate::model::{ExecutionStatus, SessionStatus, StageStatus};
 
 /// Size limits, stated in the schema's descriptions too.
@@ -73,37 +74,38 @@ pub(crate) fn check_json(field: &str, value: &Json, max: usize) -> Result<()> {
     Ok(())
 }
 
-/// How the database (and error messages) spell a model enum value: snake_case.
-pub fn snake(value: impl serde::Serialize) -> String {
-    match serde_json::to_value(value) {
-        Ok(Json::String(s)) => s,
-        _ => String::from("?"),
-    }
+/// A row by id, as it is now (the record a retried create returns).
+pub(crate) async fn fetch<R: Record>(conn: &mut PgConnection, id: Uuid) -> Result<R> {
+    sqlx::query_as(&format!("SELECT * FROM {} WHERE id = $1", R::TABLE))
+        .bind(id)
+        .fetch_optional(conn)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("{} {id} does not exist", R::NAME)))
+}
+
+/// A row by id, locked until the transaction ends (tables only, not views).
+async fn lock<R: Record>(conn: &mut PgConnection, id: Uuid) -> Result<R> {
+    sqlx::query_as(&format!(
+        "SELECT * FROM {} WHERE id = $1 FOR NO KEY UPDATE",
+        R::TABLE
+    ))
+    .bind(id)
+    .fetch_optional(conn)
+    .await?
+    .ok_or_else(|| Error::not_found(format!("{} {id} does not exist", R::NAME)))
 }
 
 /// Locks a session for a change to it or beneath it.
 pub(crate) async fn lock_session(conn: &mut PgConnection, id: Uuid) -> Result<SessionRow> {
-    sqlx::query_as("SELECT * FROM sessions WHERE id = $1 FOR NO KEY UPDATE")
-        .bind(id)
-        .fetch_optional(conn)
-        .await?
-        .ok_or_else(|| Error::not_found(format!("session {id} does not exist")))
+    lock(conn, id).await
 }
 
 pub(crate) async fn lock_stage(conn: &mut PgConnection, id: Uuid) -> Result<StageRow> {
-    sqlx::query_as("SELECT * FROM stages WHERE id = $1 FOR NO KEY UPDATE")
-        .bind(id)
-        .fetch_optional(conn)
-        .await?
-        .ok_or_else(|| Error::not_found(format!("stage {id} does not exist")))
+    lock(conn, id).await
 }
 
 pub(crate) async fn lock_execution(conn: &mut PgConnection, id: Uuid) -> Result<ExecutionRow> {
-    sqlx::query_as("SELECT * FROM agent_executions WHERE id = $1 FOR NO KEY UPDATE")
-        .bind(id)
-        .fetch_optional(conn)
-        .await?
-        .ok_or_else(|| Error::not_found(format!("agent execution {id} does not exist")))
+    lock(conn, id).await
 }
 
 /// The session an execution belongs to (read without a lock, to learn what to lock first).
@@ -179,16 +181,3 @@ pub(crate) fn id_taken(err: sqlx::Error, id: Uuid) -> Error {
 }
 
 pub(crate) use receipts::is_retry;
-
-#[cfg(test)]
-mod tests {
-    use super::snake;
-    use crate::model::{ExecutionStatus, SessionStatus};
-
-    #[test]
-    fn enum_names_in_database_spelling() {
-        assert_eq!(snake(SessionStatus::InProgress), "in_progress");
-        assert_eq!(snake(ExecutionStatus::TimedOut), "timed_out");
-        assert_eq!(snake(SessionStatus::Pending), "pending");
-    }
-}

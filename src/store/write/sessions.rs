@@ -16,8 +16,8 @@ use uuid::Uuid;
 
 use super::executions::{finish_locked, running_executions};
 use super::{
-    check_json, check_name, check_optional, ensure_not_deleted, id_taken, is_finished_session,
-    is_retry, limits, lock_session, snake,
+    check_json, check_name, check_optional, ensure_not_deleted, fetch, id_taken,
+    is_finished_session, is_retry, limits, lock_session, snake,
 };
 use crate::error::{Error, Result};
 use crate::model::{ExecutionStatus, SessionStatus};
@@ -41,7 +41,7 @@ pub async fn create(conn: &mut PgConnection, new: &NewSession) -> Result<Session
     check_json("alertData", &new.alert_data, limits::SMALL_JSON)?;
     let id = new.id.unwrap_or_else(Uuid::now_v7);
     if is_retry(conn, new.id, id, "createSession", new).await? {
-        return fetch(conn, id).await;
+        return fetch::<SessionRow>(conn, id).await;
     }
     sqlx::query_as(
         "INSERT INTO sessions (id, alert_type, alert_data, chain_id, author, runbook_url) \
@@ -56,14 +56,6 @@ pub async fn create(conn: &mut PgConnection, new: &NewSession) -> Result<Session
     .fetch_one(conn)
     .await
     .map_err(|e| id_taken(e, id))
-}
-
-async fn fetch(conn: &mut PgConnection, id: Uuid) -> Result<SessionRow> {
-    sqlx::query_as("SELECT * FROM sessions WHERE id = $1")
-        .bind(id)
-        .fetch_optional(conn)
-        .await?
-        .ok_or_else(|| Error::not_found(format!("session {id} does not exist")))
 }
 
 fn refuse(session: &SessionRow, action: &str) -> Error {

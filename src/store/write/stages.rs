@@ -5,7 +5,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::{
-    check_name, ensure_not_deleted, id_taken, is_finished_session, is_retry, lock_session,
+    check_name, ensure_not_deleted, fetch, id_taken, is_finished_session, is_retry, lock_session,
     lock_stage, snake,
 };
 use crate::error::{Error, Result};
@@ -88,7 +88,7 @@ pub async fn create(conn: &mut PgConnection, new: &NewStage) -> Result<StageRow>
     let session = lock_session(conn, new.session_id).await?;
     let id = new.id.unwrap_or_else(Uuid::now_v7);
     if is_retry(conn, new.id, session.id, "createStage", new).await? {
-        return fetch(conn, id).await;
+        return fetch::<StageRow>(conn, id).await;
     }
     ensure_accepts_work(&session, new.chat_id.is_some(), "create a stage")?;
     insert(conn, id, new).await
@@ -159,14 +159,6 @@ pub(crate) async fn insert(conn: &mut PgConnection, id: Uuid, new: &NewStage) ->
     .fetch_one(conn)
     .await
     .map_err(|e| id_taken(e, id))
-}
-
-async fn fetch(conn: &mut PgConnection, id: Uuid) -> Result<StageRow> {
-    sqlx::query_as("SELECT * FROM stages WHERE id = $1")
-        .bind(id)
-        .fetch_optional(conn)
-        .await?
-        .ok_or_else(|| Error::not_found(format!("stage {id} does not exist")))
 }
 
 /// What a stage's status is, given its top-level executions (sub-agents are represented by

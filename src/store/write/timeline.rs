@@ -17,7 +17,8 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::{
-    check_json, check_text, id_taken, is_retry, limits, lock_running_execution, lock_session, snake,
+    check_json, check_text, fetch, id_taken, is_retry, limits, lock_running_execution,
+    lock_session, snake,
 };
 use crate::error::{Error, Result};
 use crate::model::{ExecutionStatus, TimelineEventStatus, TimelineEventType};
@@ -50,7 +51,7 @@ pub async fn create(conn: &mut PgConnection, new: &NewEvent) -> Result<TimelineE
     // Session first, as everywhere: the receipt is claimed under the session lock.
     lock_session(conn, session_id).await?;
     if is_retry(conn, new.id, session_id, "createTimelineEvent", new).await? {
-        return fetch(conn, id).await;
+        return fetch::<TimelineEventRow>(conn, id).await;
     }
     let (session, execution) =
         lock_running_execution(conn, new.execution_id, "a timeline event").await?;
@@ -87,14 +88,6 @@ pub(crate) async fn insert(
     .await
     .map_err(|e| id_taken(e, id))?;
     Ok(event)
-}
-
-pub(crate) async fn fetch(conn: &mut PgConnection, id: Uuid) -> Result<TimelineEventRow> {
-    sqlx::query_as("SELECT * FROM timeline_events_live WHERE id = $1")
-        .bind(id)
-        .fetch_optional(conn)
-        .await?
-        .ok_or_else(|| Error::not_found(format!("timeline event {id} does not exist")))
 }
 
 /// One piece of streamed content.
@@ -255,7 +248,7 @@ pub async fn finish(conn: &mut PgConnection, finish: &Finish) -> Result<Timeline
     lock_session(conn, session_id).await?;
     // Lock before reading, so no append lands between what we read and what we fold.
     lock_stream(conn, finish.event_id).await?;
-    let current = fetch(conn, finish.event_id).await?;
+    let current = fetch::<TimelineEventRow>(conn, finish.event_id).await?;
     if current.status != TimelineEventStatus::Streaming {
         let same = current.status == finish.status
             && finish
