@@ -1,47 +1,14 @@
 //! An update is read from the database once per process, however many subscribers follow it.
-//! Statements are counted where sqlx runs them (as in `statement_count.rs`); this file is its
+//! Statements are recorded where sqlx runs them (see `common::statements`); this file is its
 //! own test binary so that no other test's statements are counted.
 
 #[path = "it/common/mod.rs"]
 mod common;
 
-use std::sync::Mutex;
-
 use serde_json::{Value, json};
-use tracing_subscriber::layer::SubscriberExt as _;
 
-use common::TestApp;
 use common::ws::Subscription;
-
-static STATEMENTS: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
-struct RecordStatements;
-
-impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for RecordStatements {
-    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
-        if event.metadata().target() == "sqlx::query" {
-            let mut text = StatementText(String::new());
-            event.record(&mut text);
-            STATEMENTS.lock().unwrap().push(text.0);
-        }
-    }
-}
-
-struct StatementText(String);
-
-impl tracing::field::Visit for StatementText {
-    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
-        if field.name() == "db.statement" || field.name() == "summary" {
-            self.0.push_str(value);
-        }
-    }
-
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        if field.name() == "db.statement" || field.name() == "summary" {
-            self.0.push_str(&format!("{value:?}"));
-        }
-    }
-}
+use common::{TestApp, statements};
 
 async fn gql(app: &TestApp, query: &str, variables: Value) -> Value {
     app.data(query, variables).await
@@ -69,12 +36,12 @@ async fn delta_reads(app: &TestApp, subscribers: usize) -> usize {
     for sub in &mut subs {
         assert_eq!(sub.next().await.unwrap()["timeline"]["kind"], "CREATED");
     }
-    STATEMENTS.lock().unwrap().clear();
+    statements::clear();
     gql(app, "mutation ($e: ID!) { appendTimelineContent(input: { eventId: $e, offset: 0, delta: \"hello\" }) { end } }", json!({ "e": ev })).await;
     for sub in &mut subs {
         assert_eq!(sub.next().await.unwrap()["timeline"]["delta"], "hello");
     }
-    let statements = STATEMENTS.lock().unwrap().clone();
+    let statements = statements::recorded();
     for sub in subs {
         sub.disconnect().await;
     }
@@ -86,8 +53,7 @@ async fn delta_reads(app: &TestApp, subscribers: usize) -> usize {
 
 #[tokio::test]
 async fn each_update_is_read_once_per_process_not_once_per_subscriber() {
-    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(RecordStatements))
-        .unwrap();
+    statements::record();
     let app = TestApp::start().await;
     let one = delta_reads(&app, 1).await;
     let many = delta_reads(&app, 25).await;

@@ -1,53 +1,14 @@
 //! The SQL statements a request costs are bounded by the relationship levels of the query, not
-//! by the number of rows. Statements are counted where sqlx executes them: every statement sqlx
-//! runs emits one `sqlx::query` tracing event, which a counting layer installed here observes.
-//! (This file is its own test binary so that no other test's statements are counted.)
+//! by the number of rows. Statements are counted where sqlx executes them (see
+//! `common::statements`); this file is its own test binary so no other test's are counted.
 
 #[path = "it/common/mod.rs"]
 mod common;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use chrono::{Duration, Utc};
 use serde_json::json;
-use tracing_subscriber::layer::SubscriberExt as _;
 
-use common::TestApp;
-
-static STATEMENTS: AtomicUsize = AtomicUsize::new(0);
-
-struct CountStatements;
-
-impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for CountStatements {
-    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
-        if event.metadata().target() != "sqlx::query" {
-            return;
-        }
-        // The live hub's own housekeeping runs in the background, not for the request.
-        let mut statement = StatementText(String::new());
-        event.record(&mut statement);
-        if !statement.0.contains("live_changes") {
-            STATEMENTS.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-}
-
-/// The SQL text of a `sqlx::query` event.
-struct StatementText(String);
-
-impl tracing::field::Visit for StatementText {
-    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
-        if field.name() == "db.statement" || field.name() == "summary" {
-            self.0.push_str(value);
-        }
-    }
-
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        if field.name() == "db.statement" || field.name() == "summary" {
-            self.0.push_str(&format!("{value:?}"));
-        }
-    }
-}
+use common::{TestApp, statements};
 
 /// Every relationship and roll-up of the schema, each used at one place in the tree.
 const DEEP: &str = r#"
@@ -104,15 +65,19 @@ const EXPECTED_STATEMENTS: usize = 29;
 async fn statements_of(app: &TestApp, sessions: i64) -> (usize, serde_json::Value) {
     // Warm up first (connections and prepared statements), then count one clean run.
     app.data(DEEP, json!({ "n": sessions })).await;
-    STATEMENTS.store(0, Ordering::SeqCst);
+    statements::clear();
     let data = app.data(DEEP, json!({ "n": sessions })).await;
-    (STATEMENTS.load(Ordering::SeqCst), data)
+    // The live hub's own housekeeping runs in the background, not for the request.
+    let count = statements::recorded()
+        .iter()
+        .filter(|s| !s.contains("live_changes"))
+        .count();
+    (count, data)
 }
 
 #[tokio::test]
 async fn a_deep_query_costs_one_statement_per_relationship_level() {
-    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(CountStatements))
-        .unwrap();
+    statements::record();
     let app = TestApp::start().await;
     let now = Utc::now();
     for i in 0..20 {

@@ -8,6 +8,7 @@
 
 pub mod fixtures;
 pub mod sse;
+pub mod statements;
 pub mod ws;
 
 use std::net::SocketAddr;

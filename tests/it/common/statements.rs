@@ -1,0 +1,53 @@
+//! Records the SQL statements sqlx runs: every statement emits one `sqlx::query` tracing event,
+//! which this layer keeps. Install it once per test binary, in a binary of its own, so no other
+//! test's statements are recorded.
+
+use std::sync::Mutex;
+
+use tracing_subscriber::layer::SubscriberExt as _;
+
+static STATEMENTS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Starts recording for the whole process.
+pub fn record() {
+    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(Recorder)).unwrap();
+}
+
+/// Forgets what was recorded so far.
+pub fn clear() {
+    STATEMENTS.lock().unwrap().clear();
+}
+
+/// The statements recorded since the last `clear`.
+pub fn recorded() -> Vec<String> {
+    STATEMENTS.lock().unwrap().clone()
+}
+
+struct Recorder;
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Recorder {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        if event.metadata().target() == "sqlx::query" {
+            let mut text = StatementText(String::new());
+            event.record(&mut text);
+            STATEMENTS.lock().unwrap().push(text.0);
+        }
+    }
+}
+
+/// The SQL text of a `sqlx::query` event.
+struct StatementText(String);
+
+impl tracing::field::Visit for StatementText {
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        if field.name() == "db.statement" || field.name() == "summary" {
+            self.0.push_str(value);
+        }
+    }
+
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "db.statement" || field.name() == "summary" {
+            self.0.push_str(&format!("{value:?}"));
+        }
+    }
+}
