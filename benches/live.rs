@@ -22,16 +22,8 @@ use ws::Subscription;
 struct Server {
     child: Child,
     addr: SocketAddr,
-    _data: Option<tempdir::TempDir>,
-}
-
-mod tempdir {
-    pub struct TempDir(pub std::path::PathBuf);
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    /// The embedded database's directory, removed when the server is dropped.
+    data_dir: Option<std::path::PathBuf>,
 }
 
 impl Server {
@@ -50,7 +42,7 @@ impl Server {
                 let dir =
                     std::env::temp_dir().join(format!("casefile-bench-{}", std::process::id()));
                 command.arg("--data-dir").arg(&dir);
-                Some(tempdir::TempDir(dir))
+                Some(dir)
             }
         };
         let mut child = command
@@ -69,7 +61,7 @@ impl Server {
         Server {
             child,
             addr,
-            _data: data,
+            data_dir: data,
         }
     }
 
@@ -89,6 +81,9 @@ impl Drop for Server {
             .args(["-TERM", &self.child.id().to_string()])
             .status();
         let _ = self.child.wait();
+        if let Some(dir) = &self.data_dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }
 
@@ -282,8 +277,7 @@ async fn idle_memory(server: &Server, count: usize) -> f64 {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let before = server.rss_kib();
     let mut held = Vec::new();
-    for chunk in 0..count / 100 {
-        let _ = chunk;
+    for _ in 0..count / 100 {
         held.extend(
             futures::future::join_all((0..100).map(|_| {
                 Subscription::start(
