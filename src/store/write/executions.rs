@@ -212,15 +212,14 @@ pub async fn finish(
     Ok(finished)
 }
 
-/// Finishes an execution whose session is locked: closes its streaming timeline events with
-/// the same outcome, then re-aggregates its stage.
+/// Finishes an execution whose session and own row the caller has locked: closes its streaming
+/// timeline events with the same outcome, then re-aggregates its stage.
 pub(crate) async fn finish_locked(
     conn: &mut PgConnection,
     id: Uuid,
     status: ExecutionStatus,
     error_message: Option<&str>,
 ) -> Result<ExecutionRow> {
-    lock_execution(conn, id).await?;
     timeline::close_streaming_events(conn, id, status).await?;
     let finished: ExecutionRow = sqlx::query_as(
         "UPDATE agent_executions SET status = $2, error_message = $3, completed_at = now(), \
