@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
@@ -96,9 +97,33 @@ pub struct HttpOptions {
     /// its cursor (bounds the memory a slow client can hold).
     #[arg(long, env = "CASEFILE_SUBSCRIBER_BUFFER", default_value_t = DEFAULT_SUBSCRIBER_BUFFER)]
     pub subscriber_buffer: usize,
+
+    /// Seconds between the server's keepalive pings on a WebSocket (a ping frame, plus `ping` on
+    /// graphql-transport-ws or `ka` on graphql-ws). A client heard nothing from for two
+    /// intervals (no message, no pong), or that has not sent `connection_init` by then, is closed.
+    #[arg(
+        long,
+        env = "CASEFILE_WS_KEEPALIVE_SECS",
+        default_value = "15",
+        value_parser = parse_seconds
+    )]
+    pub ws_keepalive: Duration,
 }
 
 const DEFAULT_SUBSCRIBER_BUFFER: usize = 4096;
+const DEFAULT_WS_KEEPALIVE: Duration = Duration::from_secs(15);
+
+/// A positive number of seconds, fractions allowed (`0.5`).
+fn parse_seconds(text: &str) -> Result<Duration, String> {
+    let seconds: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    match Duration::try_from_secs_f64(seconds) {
+        Ok(duration) if !duration.is_zero() => Ok(duration),
+        _ => Err(format!("{text:?} must be a positive number of seconds")),
+    }
+}
 
 impl Default for HttpOptions {
     fn default() -> Self {
@@ -106,6 +131,7 @@ impl Default for HttpOptions {
             limits: Limits::default(),
             cors_allow_origins: Vec::new(),
             subscriber_buffer: DEFAULT_SUBSCRIBER_BUFFER,
+            ws_keepalive: DEFAULT_WS_KEEPALIVE,
         }
     }
 }

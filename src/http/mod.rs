@@ -30,6 +30,8 @@ pub use graphiql::EXAMPLE_QUERY;
 pub struct AppState {
     pub schema: CasefileSchema,
     pub store: Store,
+    /// Interval of the server's WebSocket keepalive pings.
+    pub ws_keepalive: Duration,
 }
 
 pub use websocket::ConnectionInit;
@@ -40,6 +42,7 @@ pub fn router(store: Store, hub: Arc<Hub>, options: &HttpOptions) -> anyhow::Res
     let state = AppState {
         schema: build_schema(store.clone(), hub, limits),
         store,
+        ws_keepalive: options.ws_keepalive,
     };
     let router = Router::new()
         .route("/", get(graphiql))

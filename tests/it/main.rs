@@ -9,4 +9,5 @@ mod lifecycle;
 mod live;
 mod query_api;
 mod schema_file;
+mod websocket;
 pub mod write_api;
