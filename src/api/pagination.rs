@@ -1,6 +1,8 @@
 //! Page sizes and opaque cursors. Cursors are base64 JSON that name the list they belong to,
 //! so a cursor from another list, ordering or session is refused rather than misread.
 
+use std::collections::BTreeMap;
+
 use async_graphql::connection::PageInfo;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -57,6 +59,14 @@ enum Cursor {
     Timeline {
         session: Uuid,
         seq: i64,
+        /// The page's still-streaming events up to `seq`: sequence number → characters read.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        streaming: BTreeMap<i64, i64>,
+        /// The stage or execution whose timeline the page was of.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stage: Option<Uuid>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        execution: Option<Uuid>,
     },
 }
 
@@ -114,19 +124,47 @@ pub fn decode_session_cursor(cursor: &str, sort: SessionSort) -> Result<SessionK
     }
 }
 
-/// The cursor of a timeline event (timelines of a session, its stages and executions share
-/// the session-wide sequence numbers, so one cursor serves all of them).
-pub fn timeline_cursor(session: Uuid, seq: i64) -> String {
-    encode(&Cursor::Timeline { session, seq })
+/// Where a timeline page stopped: an event, what the page showed of the streaming events up to
+/// it, and the view (a stage's or an execution's timeline, or the session's) it was read from.
+/// Timelines of a session, its stages and executions share the session-wide sequence numbers,
+/// so any of them pages on from `seq`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TimelineCursor {
+    pub seq: i64,
+    pub streaming: BTreeMap<i64, i64>,
+    pub stage: Option<Uuid>,
+    pub execution: Option<Uuid>,
 }
 
-/// The sequence number a timeline cursor points at; it must belong to `session`.
-pub fn decode_timeline_cursor(cursor: &str, session: Uuid) -> Result<i64> {
+/// The cursor of a timeline event.
+pub fn timeline_cursor(session: Uuid, at: &TimelineCursor) -> String {
+    encode(&Cursor::Timeline {
+        session,
+        seq: at.seq,
+        streaming: at.streaming.clone(),
+        stage: at.stage,
+        execution: at.execution,
+    })
+}
+
+/// The place a timeline cursor points at; it must belong to `session`.
+pub fn decode_timeline_cursor(cursor: &str, session: Uuid) -> Result<TimelineCursor> {
     match decode(cursor)? {
         Cursor::Timeline { seq, .. } if seq < 0 => Err(Error::bad_input(format!(
             "\"{cursor}\" is not a valid cursor"
         ))),
-        Cursor::Timeline { session: s, seq } if s == session => Ok(seq),
+        Cursor::Timeline {
+            session: s,
+            seq,
+            streaming,
+            stage,
+            execution,
+        } if s == session => Ok(TimelineCursor {
+            seq,
+            streaming,
+            stage,
+            execution,
+        }),
         Cursor::Timeline { .. } => Err(Error::bad_input(
             "cursor belongs to the timeline of another session",
         )),
@@ -153,8 +191,14 @@ mod tests {
     #[test]
     fn cursors_round_trip_and_refuse_foreign_use() {
         let session = Uuid::now_v7();
-        let c = timeline_cursor(session, 42);
-        assert_eq!(decode_timeline_cursor(&c, session).unwrap(), 42);
+        let at = TimelineCursor {
+            seq: 42,
+            streaming: BTreeMap::from([(40, 7)]),
+            stage: Some(Uuid::now_v7()),
+            execution: None,
+        };
+        let c = timeline_cursor(session, &at);
+        assert_eq!(decode_timeline_cursor(&c, session).unwrap(), at);
         assert!(decode_timeline_cursor(&c, Uuid::now_v7()).is_err());
         assert!(decode_session_cursor(&c, SessionSort::CreatedAt).is_err());
 

@@ -47,12 +47,17 @@ impl TimelineUpdate {
     async fn delta(&self) -> Option<&str> {
         self.0.delta.as_deref()
     }
-    /// For `CREATED` and `FINISHED`: the event as it is then.
+    /// For `CREATED`: the event as created, its content empty (the content follows as
+    /// `APPENDED` deltas). For `FINISHED`: the event as it ended; its `content` is the final
+    /// content, the deltas joined (unless the writer finished it with replacement content, which
+    /// then takes their place).
     async fn event(&self) -> Option<TimelineEvent> {
-        self.0
-            .event
-            .as_ref()
-            .map(|row| TimelineEvent(row.as_ref().clone()))
+        let row = self.0.event.as_ref()?;
+        let mut row = row.as_ref().clone();
+        if self.0.kind == TimelineUpdateKind::Created {
+            row.content.clear();
+        }
+        Some(TimelineEvent(row))
     }
     /// Pass as `after` to resume right after this update (on any server process).
     async fn cursor(&self) -> &str {
@@ -80,35 +85,31 @@ impl Subscription {
     ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<TimelineUpdate>> + use<>>
     {
         let session = decode_as(NodeType::Session, &session_id)?;
-        let scope = Scope {
-            stage: stage_id
-                .map(|id| decode_as(NodeType::Stage, &id))
-                .transpose()?,
-            execution: execution_id
-                .map(|id| decode_as(NodeType::AgentExecution, &id))
-                .transpose()?,
-        };
+        let stage = stage_id
+            .map(|id| decode_as(NodeType::Stage, &id))
+            .transpose()?;
+        let execution = execution_id
+            .map(|id| decode_as(NodeType::AgentExecution, &id))
+            .transpose()?;
+        let store = ctx.data_unchecked::<Store>().clone();
+        let view = view_of(&store, session, stage, execution).await?;
         let position = match after {
-            None => Position::new(session),
-            Some(cursor) => match Position::decode(&cursor, session) {
+            None => Position::new(session, view),
+            Some(cursor) => match Position::decode(&cursor, session, view) {
                 Some(position) => position?,
                 None => {
-                    Position::after_sequence(session, decode_timeline_cursor(&cursor, session)?)
+                    let page = decode_timeline_cursor(&cursor, session)?;
+                    let page_view = Scope {
+                        stage: page.stage,
+                        execution: page.execution,
+                    };
+                    Position::after_page(session, page_view, page.seq, page.streaming)?
+                        .resumed_for(view)?
                 }
             },
         };
-        let store = ctx.data_unchecked::<Store>().clone();
-        let exists: bool =
-            sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM sessions WHERE id = $1)")
-                .bind(session)
-                .fetch_one(store.pool())
-                .await
-                .map_err(Error::from)?;
-        if !exists {
-            return Err(Error::not_found(format!("session {session} does not exist")).into());
-        }
         let hub = ctx.data_unchecked::<Arc<Hub>>().clone();
-        Ok(timeline::stream(store, hub, position, scope)
+        Ok(timeline::stream(store, hub, position)
             .map(|item| item.map(TimelineUpdate).map_err(async_graphql::Error::from)))
     }
 
@@ -359,6 +360,49 @@ impl SessionStatusChange {
     async fn status(&self) -> Option<SessionStatus> {
         self.0.row.status.as_deref().and_then(from_db_name)
     }
+}
+
+/// The view a timeline subscription follows; its stage and execution must be of `session`
+/// (an execution's view also names its stage, so cursors of the stage's view resume it).
+async fn view_of(
+    store: &Store,
+    session: Uuid,
+    stage: Option<Uuid>,
+    execution: Option<Uuid>,
+) -> async_graphql::Result<Scope> {
+    let (exists, stage_ok, execution_stage): (bool, bool, Option<Uuid>) = sqlx::query_as(
+        "SELECT EXISTS (SELECT 1 FROM sessions WHERE id = $1), \
+                $2::uuid IS NULL OR EXISTS (SELECT 1 FROM stages WHERE id = $2 AND session_id = $1), \
+                (SELECT stage_id FROM agent_executions WHERE id = $3 AND session_id = $1)",
+    )
+    .bind(session)
+    .bind(stage)
+    .bind(execution)
+    .fetch_one(store.pool())
+    .await
+    .map_err(Error::from)?;
+    if !exists {
+        return Err(Error::not_found(format!("session {session} does not exist")).into());
+    }
+    if !stage_ok {
+        return Err(Error::bad_input("`stageId` is not a stage of this session").into());
+    }
+    if execution.is_some() && execution_stage.is_none() {
+        return Err(
+            Error::bad_input("`executionId` is not an agent execution of this session").into(),
+        );
+    }
+    if let (Some(stage), Some(of)) = (stage, execution_stage)
+        && stage != of
+    {
+        return Err(
+            Error::bad_input("`executionId` is not an agent execution of `stageId`").into(),
+        );
+    }
+    Ok(Scope {
+        stage: stage.or(execution_stage),
+        execution,
+    })
 }
 
 /// Ends a live stream with a resumable error when its subscriber fell behind.

@@ -37,9 +37,16 @@ impl Transport {
     }
 }
 
-/// The text the writer streams: token-sized pieces.
+/// The text the writer streams: token-sized pieces, some of them beyond ASCII (offsets count
+/// characters, not bytes).
 fn pieces(n: usize) -> Vec<String> {
-    (0..n).map(|i| format!("tok{i} ")).collect()
+    (0..n)
+        .map(|i| match i % 3 {
+            0 => format!("tok{i} "),
+            1 => format!("tök{i}✓ "),
+            _ => format!("🙂{i} "),
+        })
+        .collect()
 }
 
 async fn running_execution(a: &Agent<'_>) -> (String, String) {
@@ -138,6 +145,7 @@ async fn reconnecting_with_the_last_cursor_loses_and_repeats_nothing() {
     let reader = async {
         let mut cursor = Value::Null;
         let mut text = String::new();
+        let mut kinds: Vec<String> = Vec::new();
         let mut rng: u64 = 0x9e37_79b9_7f4a_7c15;
         let mut reconnects = 0;
         loop {
@@ -164,21 +172,26 @@ async fn reconnecting_with_the_last_cursor_loses_and_repeats_nothing() {
                     text.push_str(delta);
                 }
                 cursor = update["cursor"].clone();
+                let kind = update["kind"].as_str().unwrap().to_owned();
+                if kind != "APPENDED" {
+                    kinds.push(kind);
+                }
                 if update["kind"] == "FINISHED" {
                     sub.disconnect().await;
-                    return (text, reconnects);
+                    return (text, kinds, reconnects);
                 }
             }
             sub.disconnect().await;
             reconnects += 1;
         }
     };
-    let (_, (text, reconnects)) = tokio::join!(writer, reader);
+    let (_, (text, kinds, reconnects)) = tokio::join!(writer, reader);
     assert!(
         reconnects >= 3,
         "the stream was interrupted {reconnects} times"
     );
     assert_eq!(text, expected);
+    assert_eq!(kinds, ["CREATED", "FINISHED"], "each exactly once");
     app.stop().await;
 }
 
@@ -484,5 +497,230 @@ async fn subscriptions_also_stream_as_multipart_http() {
     assert!(text.contains("--graphql"), "{text}");
     assert!(text.contains(r#""kind":"SESSION""#), "{text}");
     drop(body);
+    app.stop().await;
+}
+
+/// Whether a subscription ended with an error of this code.
+fn ended_with(end: &Value, code: &str) -> bool {
+    end.to_string().contains(&format!("\"code\":\"{code}\""))
+}
+
+#[tokio::test]
+async fn a_timeline_page_cursor_resumes_in_the_middle_of_a_streaming_event() {
+    let app = TestApp::start().await;
+    let a = Agent { app: &app };
+    let (session, exec) = running_execution(&a).await;
+    write_stream(&a, &exec, &pieces(3), std::time::Duration::ZERO).await;
+    let (event, _) = a.event(&exec, "STREAMING").await;
+    let head = pieces(10).concat();
+    a.append(&event, 0, &head).await;
+    // A page read while the event streams, then a subscription from its end cursor.
+    let page = a
+        .ok(
+            "query ($s: ID!) { session(id: $s) { timeline(first: 10) {
+               edges { node { status content } } pageInfo { endCursor } } } }",
+            json!({ "s": session }),
+        )
+        .await["session"]["timeline"]
+        .clone();
+    assert_eq!(page["edges"][1]["node"]["content"], head.as_str());
+    let mut sub = Transport::ws(
+        Subscription::start(
+            app.addr,
+            false,
+            json!({}),
+            TIMELINE,
+            json!({ "s": session, "after": page["pageInfo"]["endCursor"] }),
+        )
+        .await,
+    );
+    let tail: String = pieces(20)[10..].concat();
+    a.append(&event, head.chars().count() as i64, &tail).await;
+    a.ok(
+        "mutation ($id: ID!) { finishTimelineEvent(input: { eventId: $id, status: COMPLETED }) { status } }",
+        json!({ "id": event }),
+    )
+    .await;
+    let mut kinds = Vec::new();
+    let mut text = head.clone();
+    loop {
+        let update = sub.next().await.expect("an update")["timeline"].clone();
+        kinds.push(update["kind"].as_str().unwrap().to_owned());
+        if let Some(delta) = update["delta"].as_str() {
+            assert_eq!(
+                update["offset"].as_i64().unwrap(),
+                text.chars().count() as i64
+            );
+            text.push_str(delta);
+        }
+        if update["kind"] == "FINISHED" {
+            break;
+        }
+    }
+    assert!(!kinds.contains(&"CREATED".to_owned()), "{kinds:?}");
+    assert_eq!(text, head + &tail);
+    sub.disconnect().await;
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn scoped_subscriptions_follow_one_execution_and_check_their_ids_and_cursors() {
+    let app = TestApp::start().await;
+    let a = Agent { app: &app };
+    let session = a.session().await;
+    let stage = a.stage(&session, 0, 2, Some("ALL")).await;
+    let one = a.execution(&stage, 1, "One").await;
+    let two = a.execution(&stage, 2, "Two").await;
+    let scoped = "subscription ($s: ID!, $st: ID, $e: ID, $after: String) {
+        timeline(sessionId: $s, stageId: $st, executionId: $e, after: $after) {
+          kind offset delta cursor event { uuid content } } }";
+    let mut sub = Transport::ws(
+        Subscription::start(
+            app.addr,
+            false,
+            json!({}),
+            scoped,
+            json!({ "s": session, "st": stage, "e": two }),
+        )
+        .await,
+    );
+    let first = pieces(20);
+    let second = pieces(30);
+    let (e1, e2) = tokio::join!(
+        write_stream(&a, &one, &first, std::time::Duration::ZERO),
+        write_stream(&a, &two, &second, std::time::Duration::ZERO)
+    );
+    let (kinds, text, finished) = read_until_finished(&mut sub).await;
+    assert_eq!(kinds[0], "CREATED");
+    assert_eq!(
+        finished["event"]["uuid"],
+        e2.as_str(),
+        "only the execution's events"
+    );
+    assert_eq!(text, second.concat());
+    let cursor = finished["cursor"].clone();
+    sub.disconnect().await;
+    assert_ne!(e1, e2);
+
+    // Its cursor resumes the same view (or a narrower one), not the whole timeline.
+    let mut again = Subscription::start(
+        app.addr,
+        false,
+        json!({}),
+        scoped,
+        json!({ "s": session, "after": cursor }),
+    )
+    .await;
+    let end = again.next().await.expect_err("refused");
+    assert!(ended_with(&end, "BAD_USER_INPUT"), "{end}");
+    again.disconnect().await;
+
+    // Ids must be of this session, and the execution of the stage.
+    let other = a.session().await;
+    let other_stage = a.stage(&other, 0, 1, None).await;
+    for variables in [
+        json!({ "s": session, "st": other_stage }),
+        json!({ "s": session, "e": a.execution(&other_stage, 1, "X").await }),
+        json!({ "s": other, "st": other_stage, "e": one }),
+    ] {
+        let mut bad = Subscription::start(app.addr, false, json!({}), scoped, variables).await;
+        let end = bad.next().await.expect_err("refused");
+        assert!(ended_with(&end, "BAD_USER_INPUT"), "{end}");
+        bad.disconnect().await;
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn parallel_streams_are_coalesced_per_event_and_created_carries_no_content() {
+    let app = TestApp::start().await;
+    let a = Agent { app: &app };
+    let session = a.session().await;
+    let stage = a.stage(&session, 0, 2, Some("ANY")).await;
+    let one = a.execution(&stage, 1, "One").await;
+    let two = a.execution(&stage, 2, "Two").await;
+    let mut sub = Transport::ws(
+        Subscription::start(
+            app.addr,
+            false,
+            json!({}),
+            TIMELINE,
+            json!({ "s": session }),
+        )
+        .await,
+    );
+    let first = pieces(100);
+    let second: Vec<String> = pieces(100).into_iter().rev().collect();
+    tokio::join!(
+        write_stream(&a, &one, &first, std::time::Duration::ZERO),
+        write_stream(&a, &two, &second, std::time::Duration::ZERO)
+    );
+    let mut texts: std::collections::HashMap<i64, String> = Default::default();
+    let (mut appended, mut finished) = (0, 0);
+    while finished < 2 {
+        let update = sub.next().await.expect("an update")["timeline"].clone();
+        let seq = update["sequenceNumber"].as_i64().unwrap();
+        let text = texts.entry(seq).or_default();
+        match update["kind"].as_str().unwrap() {
+            "CREATED" => assert_eq!(update["event"]["content"], "", "{update}"),
+            "APPENDED" => {
+                assert_eq!(
+                    update["offset"].as_i64().unwrap(),
+                    text.chars().count() as i64
+                );
+                text.push_str(update["delta"].as_str().unwrap());
+                appended += 1;
+            }
+            _ => {
+                assert_eq!(update["event"]["content"], text.as_str());
+                finished += 1;
+            }
+        }
+    }
+    let mut got: Vec<&String> = texts.values().collect();
+    got.sort();
+    let (f, s) = (first.concat(), second.concat());
+    let mut want = vec![&f, &s];
+    want.sort();
+    assert_eq!(got, want);
+    println!("200 interleaved appends reached the subscriber as {appended} updates");
+    assert!(
+        appended <= 100,
+        "{appended} updates: interleaved streams were not coalesced"
+    );
+    sub.disconnect().await;
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_stream_finished_with_replacement_content_ends_with_that_content() {
+    let app = TestApp::start().await;
+    let a = Agent { app: &app };
+    let (session, exec) = running_execution(&a).await;
+    let mut sub = Transport::ws(
+        Subscription::start(
+            app.addr,
+            false,
+            json!({}),
+            TIMELINE,
+            json!({ "s": session }),
+        )
+        .await,
+    );
+    let (event, _) = a.event(&exec, "STREAMING").await;
+    a.append(&event, 0, "Hello wor").await;
+    for kind in ["CREATED", "APPENDED"] {
+        assert_eq!(sub.next().await.unwrap()["timeline"]["kind"], kind);
+    }
+    a.ok(
+        "mutation ($id: ID!) { finishTimelineEvent(input: { eventId: $id, status: COMPLETED, content: \"Bye\" }) { status } }",
+        json!({ "id": event }),
+    )
+    .await;
+    // Nothing more is appended from the shorter final content; it comes whole with FINISHED.
+    let (kinds, _, finished) = read_until_finished(&mut sub).await;
+    assert_eq!(kinds, ["FINISHED"]);
+    assert_eq!(finished["event"]["content"], "Bye");
+    sub.disconnect().await;
     app.stop().await;
 }

@@ -5,7 +5,9 @@ use uuid::Uuid;
 
 use super::{AgentExecution, LlmInteraction, McpInteraction, Session, Stage, loaders, required};
 use crate::api::ids::{self, NodeType};
-use crate::api::pagination::{decode_timeline_cursor, page_info, page_size, timeline_cursor};
+use crate::api::pagination::{
+    TimelineCursor, decode_timeline_cursor, page_info, page_size, timeline_cursor,
+};
 use crate::config::Limits;
 use crate::model::{TimelineEventStatus, TimelineEventType};
 use crate::store::{Scope, TimelineEventRow, TimelinePageKey};
@@ -41,7 +43,7 @@ pub(crate) async fn timeline_page(
 ) -> Result<TimelineConnection> {
     let limit = page_size(first, ctx.data_unchecked::<Limits>())?;
     let after = match after {
-        Some(cursor) => decode_timeline_cursor(&cursor, session)?,
+        Some(cursor) => decode_timeline_cursor(&cursor, session)?.seq,
         None => 0,
     };
     // One extra row tells whether there is a next page.
@@ -58,11 +60,25 @@ pub(crate) async fn timeline_page(
         .unwrap_or_default();
     let has_next = rows.len() as i64 > limit;
     rows.truncate(limit as usize);
+    // Each cursor also records how much of the page's streaming events it showed, so a
+    // subscription resumed from it sends the rest of them, and nothing twice.
+    let mut at = TimelineCursor {
+        stage: (scope == Scope::Stage).then_some(parent),
+        execution: (scope == Scope::Execution).then_some(parent),
+        ..Default::default()
+    };
     let edges: Vec<TimelineEventEdge> = rows
         .into_iter()
-        .map(|row| TimelineEventEdge {
-            cursor: timeline_cursor(session, row.sequence_number),
-            node: TimelineEvent(row),
+        .map(|row| {
+            at.seq = row.sequence_number;
+            if row.status == TimelineEventStatus::Streaming {
+                at.streaming
+                    .insert(row.sequence_number, row.content.chars().count() as i64);
+            }
+            TimelineEventEdge {
+                cursor: timeline_cursor(session, &at),
+                node: TimelineEvent(row),
+            }
         })
         .collect();
     let page_info = page_info(
