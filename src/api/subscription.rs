@@ -72,9 +72,13 @@ pub struct Subscription;
 #[Subscription]
 impl Subscription {
     /// Every change to a session's timeline, in order: events created, content appended (each
-    /// delta with its offset), events finished. With `after` (a cursor from an earlier update
-    /// or from a timeline connection), first what came after it, then live, with no gap and no
-    /// duplicate. Narrow it to one stage or one execution with `stageId` / `executionId`.
+    /// delta with its offset, in characters), events finished. With `after` (a cursor from an
+    /// earlier update or from a timeline connection), first what came after it, then live, with
+    /// no gap and no duplicate; a connection cursor also resumes the events that were still
+    /// streaming in its page from where the page left them. Narrow it to one stage or one
+    /// execution with `stageId` / `executionId` (they must belong to the session); a cursor
+    /// resumes the view it came from or a narrower one. Deltas arriving within 50 ms are merged
+    /// per event.
     async fn timeline(
         &self,
         ctx: &Context<'_>,
