@@ -147,9 +147,16 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
+/// Latencies in ms: of every token, and of the newest token of each delta (what delivery costs
+/// beyond the coalescing window, which holds a delta's older tokens back by design).
+struct Latencies {
+    tokens: Vec<f64>,
+    newest: Vec<f64>,
+}
+
 /// `streams` writers, each appending `tokens` timestamped tokens at `rate` per second to its own
-/// session, each watched by one subscriber. Returns latencies in ms.
-async fn latency(server: &Server, streams: usize, tokens: usize, rate: f64) -> Vec<f64> {
+/// session, each watched by one subscriber.
+async fn latency(server: &Server, streams: usize, tokens: usize, rate: f64) -> Latencies {
     let api = Api {
         http: reqwest::Client::new(),
         url: format!("http://{}/graphql", server.addr),
@@ -170,19 +177,24 @@ async fn latency(server: &Server, streams: usize, tokens: usize, rate: f64) -> V
         .await;
         readers.push(tokio::spawn(async move {
             let mut latencies = Vec::new();
+            let mut newest = Vec::new();
             let mut seen = 0;
             while seen < tokens {
                 let update = sub.next().await.unwrap()["timeline"].clone();
                 let now = micros_now();
                 if let Some(delta) = update["delta"].as_str() {
+                    let mut least = f64::MAX;
                     for token in delta.split_whitespace() {
                         let sent: u128 = token.trim_start_matches('t').parse().unwrap();
-                        latencies.push((now - sent) as f64 / 1000.0);
+                        let ms = (now - sent) as f64 / 1000.0;
+                        latencies.push(ms);
+                        least = least.min(ms);
                         seen += 1;
                     }
+                    newest.push(least);
                 }
             }
-            latencies
+            (latencies, newest)
         }));
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -200,11 +212,17 @@ async fn latency(server: &Server, streams: usize, tokens: usize, rate: f64) -> V
         }
     });
     futures::future::join_all(writers).await;
-    let mut all = Vec::new();
+    let mut all = Latencies {
+        tokens: Vec::new(),
+        newest: Vec::new(),
+    };
     for reader in readers {
-        all.extend(reader.await.unwrap());
+        let (tokens, newest) = reader.await.unwrap();
+        all.tokens.extend(tokens);
+        all.newest.extend(newest);
     }
-    all.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    all.tokens.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    all.newest.sort_by(|a, b| a.partial_cmp(b).unwrap());
     all
 }
 
@@ -217,16 +235,24 @@ async fn fan_out(server: &Server, subscribers: usize, tokens: usize) -> (f64, us
     };
     let (session, event) = api.stream_target().await;
     let expected: String = (0..tokens).map(|i| format!("w{i} ")).collect();
+    let mut subs = Vec::new();
+    while subs.len() < subscribers {
+        let batch = (subscribers - subs.len()).min(100);
+        subs.extend(
+            futures::future::join_all((0..batch).map(|_| {
+                Subscription::start(
+                    server.addr,
+                    false,
+                    json!({}),
+                    TIMELINE,
+                    json!({ "s": session }),
+                )
+            }))
+            .await,
+        );
+    }
     let mut readers = Vec::new();
-    for _ in 0..subscribers {
-        let mut sub = Subscription::start(
-            server.addr,
-            false,
-            json!({}),
-            TIMELINE,
-            json!({ "s": session }),
-        )
-        .await;
+    for mut sub in subs {
         let length = expected.len();
         readers.push(tokio::spawn(async move {
             let mut text = String::new();
@@ -300,22 +326,34 @@ async fn idle_memory(server: &Server, count: usize) -> f64 {
 
 async fn run(label: &str, url: Option<&str>) {
     let server = Server::start(url);
-    for streams in [1, 10, 50] {
-        let l = latency(&server, streams, 100, 20.0).await;
+    for (streams, rate, tokens) in [
+        (1, 20.0, 100),
+        (10, 20.0, 100),
+        (50, 20.0, 100),
+        (1, 200.0, 400),
+        (4, 200.0, 400),
+    ] {
+        let l = latency(&server, streams, tokens, rate).await;
         println!(
-            "{label}: write→subscriber latency with {streams} streams at 20 tokens/s: p50 {:.1} ms, p99 {:.1} ms ({} deltas)",
-            percentile(&l, 0.5),
-            percentile(&l, 0.99),
-            l.len()
+            "{label}: write→subscriber latency with {streams} streams at {rate} tokens/s: p50 {:.1} ms, p99 {:.1} ms ({} tokens); newest token of each delta p50 {:.1} ms, p99 {:.1} ms ({} deltas)",
+            percentile(&l.tokens, 0.5),
+            percentile(&l.tokens, 0.99),
+            l.tokens.len(),
+            percentile(&l.newest, 0.5),
+            percentile(&l.newest, 0.99),
+            l.newest.len()
         );
     }
-    for subscribers in [100, 500, 1000] {
+    for subscribers in [100, 1000, 2500, 5000] {
         let (seconds, exact) = fan_out(&server, subscribers, 200).await;
         println!(
             "{label}: {subscribers} subscribers on one stream of 200 tokens: {exact} got the exact text, the last {:.0} ms after the last write",
             seconds * 1000.0
         );
     }
+    drop(server);
+    // On a fresh process: one that served thousands of connections has memory to reuse.
+    let server = Server::start(url);
     let per = idle_memory(&server, 2000).await;
     println!(
         "{label}: server memory per idle subscription: {:.1} KiB (2,000 WebSocket subscriptions)",

@@ -422,7 +422,7 @@ async fn apply(
     Ok(())
 }
 
-/// How long appends are gathered before they go out.
+/// The shortest time between two deliveries of appends to one subscriber.
 const COALESCE: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Merges the appends to each event gathered in one window into one update (placed where its
@@ -492,14 +492,19 @@ pub fn stream(
         for update in emit(&mut sent, std::mem::take(&mut out)) {
             yield update;
         }
+        let now = tokio::time::Instant::now();
+        let mut last_sent = now.checked_sub(COALESCE).unwrap_or(now);
         loop {
             let mut received = vec![live.recv().await];
-            // An append opens a short window: the deltas that arrive in it go out merged, so a
-            // token-rate stream reaches clients as a few larger pieces, in order, none lost.
+            // Appends go out at most once per window: the first at once, those that follow
+            // it within the window merged at its end, so a token-rate stream reaches clients as
+            // a few larger pieces, in order, none lost, and a slow one without delay.
             if matches!(&received[0], Ok(change) if change.row.kind == "event_appended") {
-                let deadline = tokio::time::Instant::now() + COALESCE;
+                let deadline = last_sent + COALESCE;
                 loop {
                     tokio::select! {
+                        // What is already queued is taken even when the window has passed.
+                        biased;
                         next = live.recv() => {
                             let done = next.is_err();
                             received.push(next);
@@ -522,7 +527,11 @@ pub fn stream(
                 }
             }
             // What was gathered goes out first, so the cursor in a too-slow error is exact.
-            for update in emit(&mut sent, std::mem::take(&mut out)) {
+            let updates = emit(&mut sent, std::mem::take(&mut out));
+            if !updates.is_empty() {
+                last_sent = tokio::time::Instant::now();
+            }
+            for update in updates {
                 yield update;
             }
             // Sent and known are the same now, up to events outside the view passed over.
