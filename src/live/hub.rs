@@ -406,7 +406,7 @@ async fn read_log(store: &Store, last: i64, gaps: &[i64]) -> Result<Read> {
     .bind(BATCH)
     .fetch_all(store.pool())
     .await?;
-    let first = found.first().ok_or_else(|| sqlx::Error::RowNotFound)?;
+    let first = found.first().ok_or(sqlx::Error::RowNotFound)?;
     let mut read = Read {
         snap_xmin: first.try_get("snap_xmin")?,
         snap_xmax: first.try_get("snap_xmax")?,
