@@ -1,6 +1,5 @@
 //! The subscription root: live, resumable views of sessions.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_graphql::{Context, ID, Object, Subscription};
@@ -10,13 +9,13 @@ use super::ids::{self, NodeType, decode_as};
 use super::pagination::decode_timeline_cursor;
 use super::types::{
     AgentExecution, Chat, ChatUserMessage, LlmInteraction, McpInteraction, Message, Session, Stage,
-    TimelineEvent, loaders,
+    TimelineEvent,
 };
 use crate::error::Error;
 use crate::live::timeline::{self, Position, Scope, TimelineUpdateKind, Update};
 use crate::live::{Change, Hub};
 use crate::model::{SessionStatus, from_db_name};
-use crate::store::Store;
+use crate::store::{Record, Store};
 use tokio::sync::broadcast::error::RecvError;
 use uuid::Uuid;
 
@@ -160,17 +159,13 @@ impl Subscription {
     ) -> impl Stream<Item = async_graphql::Result<SessionStatusChange>> + use<> {
         let mut live = ctx.data_unchecked::<Arc<Hub>>().subscribe_feed();
         let wanted = status.unwrap_or_default();
-        let mut last: HashMap<Uuid, Option<String>> = HashMap::new();
         async_stream::stream! {
             loop {
+                // The feed carries creations and status changes only.
                 match live.recv().await {
                     Ok(change) => {
-                        let status = change.row.status.clone();
-                        // Sessions change often (timestamps, analyses); only a new status counts.
-                        if last.insert(change.row.session_id, status.clone()) == Some(status.clone()) {
-                            continue;
-                        }
-                        let parsed: Option<SessionStatus> = status.as_deref().and_then(from_db_name);
+                        let parsed: Option<SessionStatus> =
+                            change.row.status.as_deref().and_then(from_db_name);
                         if wanted.is_empty() || parsed.is_some_and(|s| wanted.contains(&s)) {
                             yield Ok(SessionStatusChange(change));
                         }
@@ -252,42 +247,24 @@ impl SessionChange {
     }
     /// The session, as it is now.
     async fn session(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<Session>> {
-        Ok(loaders(ctx)
-            .sessions
-            .load_one(self.change.row.session_id)
-            .await?
-            .map(Session))
+        let row = self.change.session(store(ctx)).await?;
+        Ok(row.map(|r| Session(r.as_ref().clone())))
     }
     /// For `STAGE`: the stage, as it is now.
     async fn stage(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<Stage>> {
-        if self.kind != SessionChangeKind::Stage {
-            return Ok(None);
-        }
-        Ok(loaders(ctx)
-            .stages
-            .load_one(self.change.row.entity_id)
-            .await?
-            .map(Stage))
+        Ok(self.record(ctx, SessionChangeKind::Stage).await?.map(Stage))
     }
     /// For `EXECUTION`: the agent execution, as it is now.
     async fn execution(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<AgentExecution>> {
-        if self.kind != SessionChangeKind::Execution {
-            return Ok(None);
-        }
-        Ok(loaders(ctx)
-            .executions
-            .load_one(self.change.row.entity_id)
+        Ok(self
+            .record(ctx, SessionChangeKind::Execution)
             .await?
             .map(AgentExecution))
     }
     /// For `MESSAGE`: the message.
     async fn message(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<Message>> {
-        if self.kind != SessionChangeKind::Message {
-            return Ok(None);
-        }
-        Ok(loaders(ctx)
-            .messages
-            .load_one(self.change.row.entity_id)
+        Ok(self
+            .record(ctx, SessionChangeKind::Message)
             .await?
             .map(Message))
     }
@@ -296,12 +273,8 @@ impl SessionChange {
         &self,
         ctx: &Context<'_>,
     ) -> async_graphql::Result<Option<LlmInteraction>> {
-        if self.kind != SessionChangeKind::LlmInteraction {
-            return Ok(None);
-        }
-        Ok(loaders(ctx)
-            .llm_interactions
-            .load_one(self.change.row.entity_id)
+        Ok(self
+            .record(ctx, SessionChangeKind::LlmInteraction)
             .await?
             .map(LlmInteraction))
     }
@@ -310,40 +283,44 @@ impl SessionChange {
         &self,
         ctx: &Context<'_>,
     ) -> async_graphql::Result<Option<McpInteraction>> {
-        if self.kind != SessionChangeKind::McpInteraction {
-            return Ok(None);
-        }
-        Ok(loaders(ctx)
-            .mcp_interactions
-            .load_one(self.change.row.entity_id)
+        Ok(self
+            .record(ctx, SessionChangeKind::McpInteraction)
             .await?
             .map(McpInteraction))
     }
     /// For `CHAT`: the chat.
     async fn chat(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<Chat>> {
-        if self.kind != SessionChangeKind::Chat {
-            return Ok(None);
-        }
-        Ok(loaders(ctx)
-            .chats
-            .load_one(self.change.row.entity_id)
-            .await?
-            .map(Chat))
+        Ok(self.record(ctx, SessionChangeKind::Chat).await?.map(Chat))
     }
     /// For `CHAT_USER_MESSAGE`: the question.
     async fn chat_user_message(
         &self,
         ctx: &Context<'_>,
     ) -> async_graphql::Result<Option<ChatUserMessage>> {
-        if self.kind != SessionChangeKind::ChatUserMessage {
-            return Ok(None);
-        }
-        Ok(loaders(ctx)
-            .chat_user_messages
-            .load_one(self.change.row.entity_id)
+        Ok(self
+            .record(ctx, SessionChangeKind::ChatUserMessage)
             .await?
             .map(ChatUserMessage))
     }
+}
+
+impl SessionChange {
+    /// The changed record when it is of `kind`: read once per process for all subscribers.
+    async fn record<R: Record>(
+        &self,
+        ctx: &Context<'_>,
+        kind: SessionChangeKind,
+    ) -> async_graphql::Result<Option<R>> {
+        if self.kind != kind {
+            return Ok(None);
+        }
+        let row = self.change.record::<R>(store(ctx)).await?;
+        Ok(row.map(|r| r.as_ref().clone()))
+    }
+}
+
+fn store<'a>(ctx: &Context<'a>) -> &'a Store {
+    ctx.data_unchecked::<Store>()
 }
 
 /// A session whose status changed (or that was created).
@@ -354,11 +331,8 @@ pub struct SessionStatusChange(Arc<Change>);
 impl SessionStatusChange {
     /// The session, as it is now.
     async fn session(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<Session>> {
-        Ok(loaders(ctx)
-            .sessions
-            .load_one(self.0.row.session_id)
-            .await?
-            .map(Session))
+        let row = self.0.session(store(ctx)).await?;
+        Ok(row.map(|r| Session(r.as_ref().clone())))
     }
     /// Its new status.
     async fn status(&self) -> Option<SessionStatus> {

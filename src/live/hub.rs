@@ -1,28 +1,55 @@
-//! The per-process hub: reads the change log once per change and broadcasts it.
+//! The per-process hub: reads the change log once per change and fans it out.
 //!
 //! It wakes on a NOTIFY from any process (external PostgreSQL), on a commit in this process,
 //! and once a second regardless, then reads every change after the last one it read. Log ids
 //! are taken before commit, so a change can become visible after a later one: ids skipped over
-//! are kept as gaps and read again until they appear (or are old enough to be rollbacks).
+//! are kept as gaps and read again until they appear, or until every transaction that was
+//! running when they were missed has ended (then they were rolled back).
+//!
+//! Each subscriber has a queue of its own, bounded by a count and by bytes: a change can carry
+//! a whole event, so a stalled subscriber must not pin an unbounded amount of memory. Publishing
+//! never waits for a subscriber; one that falls too far behind is cut off and told so.
 
-use std::collections::{BTreeMap, HashMap};
+use std::any::Any;
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sqlx::FromRow;
-use sqlx::postgres::PgListener;
-use tokio::sync::{Notify, broadcast};
+use sqlx::postgres::{PgListener, PgRow};
+use sqlx::{FromRow, Row as _};
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::{Notify, OnceCell};
 use uuid::Uuid;
 
 use crate::error::Result;
-use crate::store::{Store, TimelineEventRow};
+use crate::store::{Record, SessionRow, Store, TimelineEventRow};
 
-/// How long a skipped log id is waited for.
-const GAP_PATIENCE: Duration = Duration::from_secs(10);
-/// The widest run of skipped log ids still waited for.
-const MAX_GAP: i64 = 1_000;
-/// How long changes stay in the log.
-const RETENTION: &str = "10 minutes";
+/// Approximate bytes of changes one subscriber may have pending.
+pub const SUBSCRIBER_BYTE_BUDGET: usize = 64 * 1024 * 1024;
+
+/// How the hub bounds subscribers and its log.
+#[derive(Debug, Clone)]
+pub struct HubOptions {
+    /// How many changes a subscriber may have pending before it is told to resume.
+    pub buffer: usize,
+    /// How many bytes (approximately) a subscriber may have pending.
+    pub byte_budget: usize,
+    /// How long changes stay in the log.
+    pub retention: Duration,
+    /// How often the log is pruned.
+    pub prune_every: Duration,
+}
+
+impl HubOptions {
+    pub fn with_buffer(buffer: usize) -> HubOptions {
+        HubOptions {
+            buffer,
+            byte_budget: SUBSCRIBER_BYTE_BUDGET,
+            retention: Duration::from_secs(600),
+            prune_every: Duration::from_secs(60),
+        }
+    }
+}
 
 /// One logged change, with what this process read for it.
 #[derive(Debug, Clone, FromRow)]
@@ -37,6 +64,8 @@ pub struct ChangeRow {
     pub start_offset: Option<i32>,
     pub end_offset: Option<i32>,
     pub status: Option<String>,
+    /// For an update of a session, stage or execution: its status before (`None` on creation).
+    pub previous_status: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -46,13 +75,54 @@ pub struct Change {
     pub delta: Option<String>,
     /// For a created or finished event: the event as read.
     pub event: Option<Arc<TimelineEventRow>>,
+    /// The session, and the record the change names, read by the first subscriber that asks
+    /// and shared with the others (lazily: many subscribers select neither).
+    session: OnceCell<Option<Arc<SessionRow>>>,
+    record: OnceCell<Option<Arc<dyn Any + Send + Sync>>>,
 }
 
 impl Change {
+    fn new(row: ChangeRow, delta: Option<String>, event: Option<Arc<TimelineEventRow>>) -> Self {
+        Change {
+            row,
+            delta,
+            event,
+            session: OnceCell::new(),
+            record: OnceCell::new(),
+        }
+    }
+
+    /// The change's session as it is now, read once per process.
+    pub async fn session(&self, store: &Store) -> Result<Option<Arc<SessionRow>>> {
+        self.session
+            .get_or_try_init(|| async {
+                let rows: Vec<SessionRow> = store.by_ids(&[self.row.session_id]).await?;
+                Ok(rows.into_iter().next().map(Arc::new))
+            })
+            .await
+            .cloned()
+    }
+
+    /// The record the change names (an `R` for this kind of change), read once per process.
+    pub async fn record<R: Record>(&self, store: &Store) -> Result<Option<Arc<R>>> {
+        let record = self
+            .record
+            .get_or_try_init(|| async {
+                let rows: Vec<R> = store.by_ids(&[self.row.entity_id]).await?;
+                Ok::<_, crate::error::Error>(
+                    rows.into_iter()
+                        .next()
+                        .map(|r| Arc::new(r) as Arc<dyn Any + Send + Sync>),
+                )
+            })
+            .await?;
+        Ok(record.clone().and_then(|r| r.downcast::<R>().ok()))
+    }
+
     /// A change that stands for a session's current state (a subscription's first message).
     pub fn of_session(session: Uuid) -> Change {
-        Change {
-            row: ChangeRow {
+        Change::new(
+            ChangeRow {
                 id: 0,
                 session_id: session,
                 kind: "session".to_owned(),
@@ -63,20 +133,144 @@ impl Change {
                 start_offset: None,
                 end_offset: None,
                 status: None,
+                previous_status: None,
             },
-            delta: None,
-            event: None,
+            None,
+            None,
+        )
+    }
+
+    /// Roughly the memory a queued change holds.
+    fn approximate_bytes(&self) -> usize {
+        let text = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+        let row = &self.row;
+        std::mem::size_of::<Change>()
+            + row.kind.len()
+            + text(&row.status)
+            + text(&row.previous_status)
+            + text(&self.delta)
+            + self.event.as_ref().map_or(0, |e| {
+                std::mem::size_of::<TimelineEventRow>()
+                    + e.content.len()
+                    + e.metadata.to_string().len()
+            })
+    }
+}
+
+/// One subscriber's pending changes.
+#[derive(Default)]
+struct Queue {
+    state: Mutex<QueueState>,
+    ready: Notify,
+}
+
+#[derive(Default)]
+struct QueueState {
+    changes: VecDeque<(Arc<Change>, usize)>,
+    bytes: usize,
+    /// It fell too far behind: this many changes were dropped (reported once, then it ends).
+    lagged: Option<u64>,
+    /// The hub is gone, or the receiver is.
+    closed: bool,
+}
+
+impl Queue {
+    /// Queues a change without waiting; false when the subscriber is gone or was just cut off.
+    fn push(&self, change: &Arc<Change>, bytes: usize, options: &HubOptions) -> bool {
+        let mut state = self.state.lock().expect("queue lock");
+        if state.closed || state.lagged.is_some() {
+            return false;
         }
+        // An empty queue takes any one change, so that a large change alone still goes through.
+        let over = state.changes.len() >= options.buffer
+            || (!state.changes.is_empty() && state.bytes + bytes > options.byte_budget);
+        if over {
+            state.lagged = Some(state.changes.len() as u64 + 1);
+            state.changes = VecDeque::new();
+            state.bytes = 0;
+        } else {
+            state.changes.push_back((change.clone(), bytes));
+            state.bytes += bytes;
+        }
+        drop(state);
+        self.ready.notify_one();
+        !over
+    }
+
+    fn close(&self) {
+        let mut state = self.state.lock().expect("queue lock");
+        state.closed = true;
+        state.changes = VecDeque::new();
+        state.bytes = 0;
+        drop(state);
+        self.ready.notify_one();
+    }
+
+    fn is_open(&self) -> bool {
+        let state = self.state.lock().expect("queue lock");
+        !state.closed && state.lagged.is_none()
+    }
+}
+
+/// A subscriber's end: changes in order, `Lagged` once when it fell too far behind (its pending
+/// changes are dropped; it should resume from its cursor), `Closed` when the hub is gone.
+pub struct Receiver {
+    queue: Arc<Queue>,
+}
+
+impl Receiver {
+    /// The next change. Cancel-safe: a change is taken only by a call that returns it.
+    pub async fn recv(&mut self) -> std::result::Result<Arc<Change>, RecvError> {
+        loop {
+            {
+                let mut state = self.queue.state.lock().expect("queue lock");
+                if let Some((change, bytes)) = state.changes.pop_front() {
+                    state.bytes -= bytes;
+                    return Ok(change);
+                }
+                if let Some(dropped) = state.lagged.take() {
+                    state.closed = true;
+                    return Err(RecvError::Lagged(dropped));
+                }
+                if state.closed {
+                    return Err(RecvError::Closed);
+                }
+            }
+            // `notify_one` leaves a permit when nobody waits, so a push between the check above
+            // and this wait is not missed.
+            self.queue.ready.notified().await;
+        }
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        // Frees its pending changes now, and the hub forgets it on its next publish.
+        self.queue.close();
+    }
+}
+
+#[derive(Default)]
+struct Subscribers {
+    sessions: HashMap<Uuid, Vec<Arc<Queue>>>,
+    /// Session status changes of every session (the dashboard feed).
+    feed: Vec<Arc<Queue>>,
+}
+
+impl Subscribers {
+    fn forget_closed(&mut self) {
+        self.feed.retain(|q| q.is_open());
+        self.sessions.retain(|_, queues| {
+            queues.retain(|q| q.is_open());
+            !queues.is_empty()
+        });
     }
 }
 
 pub struct Hub {
     store: Store,
-    /// How many changes a subscriber may fall behind before it is told to resume.
-    buffer: usize,
-    sessions: Mutex<HashMap<Uuid, broadcast::Sender<Arc<Change>>>>,
-    /// Session status changes of every session (the dashboard feed).
-    feed: broadcast::Sender<Arc<Change>>,
+    options: HubOptions,
+    subscribers: Mutex<Subscribers>,
     wake: Notify,
     stop: tokio::sync::watch::Sender<bool>,
 }
@@ -86,21 +280,22 @@ impl Hub {
     /// database; the embedded one serves a single connection and a single process), a LISTEN
     /// connection for changes made by other processes.
     pub async fn start(store: Store, buffer: usize) -> Result<Arc<Hub>> {
-        let buffer = buffer.max(1);
+        Self::start_with(store, HubOptions::with_buffer(buffer)).await
+    }
+
+    pub async fn start_with(store: Store, mut options: HubOptions) -> Result<Arc<Hub>> {
+        options.buffer = options.buffer.max(1);
         let listen = store.pool().options().get_max_connections() > 1;
         let (stop, _) = tokio::sync::watch::channel(false);
+        let follow = Follow::start(&store).await?;
         let hub = Arc::new(Hub {
             store,
-            buffer,
-            sessions: Mutex::new(HashMap::new()),
-            feed: broadcast::channel(buffer).0,
+            options,
+            subscribers: Mutex::new(Subscribers::default()),
             wake: Notify::new(),
             stop,
         });
-        let last: i64 = sqlx::query_scalar("SELECT coalesce(max(id), 0) FROM live_changes")
-            .fetch_one(hub.store.pool())
-            .await?;
-        tokio::spawn(pump(hub.clone(), last, hub.stop.subscribe()));
+        tokio::spawn(pump(hub.clone(), follow, hub.stop.subscribe()));
         if listen {
             tokio::spawn(listen_for_changes(hub.clone(), hub.stop.subscribe()));
         }
@@ -118,82 +313,174 @@ impl Hub {
     }
 
     /// Changes of one session from now on.
-    pub fn subscribe(&self, session: Uuid) -> broadcast::Receiver<Arc<Change>> {
-        let mut sessions = self.sessions.lock().expect("hub lock");
-        sessions
+    pub fn subscribe(&self, session: Uuid) -> Receiver {
+        let queue = Arc::new(Queue::default());
+        let mut subscribers = self.subscribers.lock().expect("hub lock");
+        subscribers
+            .sessions
             .entry(session)
-            .or_insert_with(|| broadcast::channel(self.buffer).0)
-            .subscribe()
+            .or_default()
+            .push(queue.clone());
+        Receiver { queue }
     }
 
-    /// Session changes of every session from now on.
-    pub fn subscribe_feed(&self) -> broadcast::Receiver<Arc<Change>> {
-        self.feed.subscribe()
+    /// Session creations and status changes of every session from now on.
+    pub fn subscribe_feed(&self) -> Receiver {
+        let queue = Arc::new(Queue::default());
+        self.subscribers
+            .lock()
+            .expect("hub lock")
+            .feed
+            .push(queue.clone());
+        Receiver { queue }
     }
 
     fn publish(&self, change: Change) {
+        let bytes = change.approximate_bytes();
         let change = Arc::new(change);
-        if change.row.kind == "session" && self.feed.receiver_count() > 0 {
-            let _ = self.feed.send(change.clone());
+        let options = &self.options;
+        let mut subscribers = self.subscribers.lock().expect("hub lock");
+        let row = &change.row;
+        // The feed is about status: a session updated for anything else is not news there.
+        if row.kind == "session" && row.status != row.previous_status {
+            subscribers.feed.retain(|q| q.push(&change, bytes, options));
         }
-        let mut sessions = self.sessions.lock().expect("hub lock");
-        if let Some(sender) = sessions.get(&change.row.session_id) {
-            if sender.receiver_count() == 0 {
-                sessions.remove(&change.row.session_id);
-            } else {
-                let _ = sender.send(change);
+        if let Some(queues) = subscribers.sessions.get_mut(&row.session_id) {
+            queues.retain(|q| q.push(&change, bytes, options));
+            if queues.is_empty() {
+                subscribers.sessions.remove(&row.session_id);
             }
         }
+    }
+
+    /// Forgets subscribers that went (and so sessions nobody watches any more).
+    fn forget_closed(&self) {
+        self.subscribers.lock().expect("hub lock").forget_closed();
     }
 
     /// Whether anyone here wants this change.
     fn wants(&self, change: &ChangeRow) -> bool {
-        (change.kind == "session" && self.feed.receiver_count() > 0)
-            || self.is_watched(&change.session_id)
-    }
-
-    fn is_watched(&self, session: &Uuid) -> bool {
-        self.sessions
-            .lock()
-            .expect("hub lock")
-            .contains_key(session)
-    }
-
-    fn is_watched_at_all(&self) -> bool {
-        let mut sessions = self.sessions.lock().expect("hub lock");
-        sessions.retain(|_, sender| sender.receiver_count() > 0);
-        !sessions.is_empty() || self.feed.receiver_count() > 0
+        let subscribers = self.subscribers.lock().expect("hub lock");
+        (change.kind == "session" && !subscribers.feed.is_empty())
+            || subscribers.sessions.contains_key(&change.session_id)
     }
 }
 
-async fn pump(hub: Arc<Hub>, mut last: i64, mut stop: tokio::sync::watch::Receiver<bool>) {
-    let mut gaps: BTreeMap<i64, Instant> = BTreeMap::new();
-    let mut cleaned = Instant::now();
+impl Drop for Hub {
+    fn drop(&mut self) {
+        let subscribers = self.subscribers.get_mut().expect("hub lock");
+        for queue in subscribers
+            .feed
+            .drain(..)
+            .chain(subscribers.sessions.drain().flat_map(|(_, queues)| queues))
+        {
+            queue.close();
+        }
+    }
+}
+
+/// Where the pump is in the log.
+struct Follow {
+    /// The highest id read.
+    last: i64,
+    /// Ids below `last` not seen yet (their transaction may still commit) → the xmax of the
+    /// snapshot of the read that first missed them.
+    gaps: BTreeMap<i64, i64>,
+    /// (when, last) samples: the log is pruned by id up to what was current `retention` ago.
+    marks: VecDeque<(Instant, i64)>,
+}
+
+/// Ids just below the newest one checked at start-up for transactions still in flight.
+const STARTUP_WINDOW: i64 = 5_000;
+/// Changes read per statement.
+const BATCH: i64 = 1000;
+/// The snapshot's bounds and the sequence's position, read with the rows so that they describe
+/// exactly what the rows were read under (one row even when no change is there).
+const SNAPSHOT: &str = "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS snap_xmin, \
+            pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS snap_xmax, \
+            (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM live_changes_id_seq) AS seq_last";
+
+impl Follow {
+    /// Starts at the newest change; ids missing just below it may belong to transactions still
+    /// in flight, so they are gaps (seen under the start-up snapshot) like any other.
+    async fn start(store: &Store) -> Result<Follow> {
+        let rows: Vec<(i64, i64, Option<i64>)> = sqlx::query_as(&format!(
+            "SELECT s.snap_xmax, s.max_id, c.id \
+             FROM (SELECT *, (SELECT coalesce(max(id), 0) FROM live_changes) AS max_id \
+                   FROM ({SNAPSHOT}) snap) s \
+             LEFT JOIN LATERAL (SELECT id FROM live_changes WHERE id > s.max_id - $1) c ON true"
+        ))
+        .bind(STARTUP_WINDOW)
+        .fetch_all(store.pool())
+        .await?;
+        let (xmax, last) = rows.first().map_or((0, 0), |&(xmax, last, _)| (xmax, last));
+        let present: HashSet<i64> = rows.iter().filter_map(|&(_, _, id)| id).collect();
+        let gaps = ((last - STARTUP_WINDOW).max(0) + 1..last)
+            .filter(|id| !present.contains(id))
+            .map(|id| (id, xmax))
+            .collect();
+        Ok(Follow {
+            last,
+            gaps,
+            marks: VecDeque::new(),
+        })
+    }
+}
+
+/// What one read of the log saw.
+struct Read {
+    snap_xmin: i64,
+    snap_xmax: i64,
+    seq_last: i64,
+    rows: Vec<ChangeRow>,
+}
+
+async fn read_log(store: &Store, last: i64, gaps: &[i64]) -> Result<Read> {
+    let found: Vec<PgRow> = sqlx::query(&format!(
+        "SELECT s.*, c.* FROM ({SNAPSHOT}) s \
+         LEFT JOIN LATERAL ( \
+             SELECT id, session_id, kind, entity_id, stage_id, execution_id, sequence_number, \
+                    start_offset, end_offset, status, previous_status \
+             FROM live_changes WHERE id > $1 OR id = ANY($2) ORDER BY id LIMIT $3) c ON true"
+    ))
+    .bind(last)
+    .bind(gaps)
+    .bind(BATCH)
+    .fetch_all(store.pool())
+    .await?;
+    let first = found.first().ok_or(sqlx::Error::RowNotFound)?;
+    let mut read = Read {
+        snap_xmin: first.try_get("snap_xmin")?,
+        snap_xmax: first.try_get("snap_xmax")?,
+        seq_last: first.try_get("seq_last")?,
+        rows: Vec::with_capacity(found.len()),
+    };
+    for row in &found {
+        if row.try_get::<Option<i64>, _>("id")?.is_some() {
+            read.rows.push(ChangeRow::from_row(row)?);
+        }
+    }
+    Ok(read)
+}
+
+async fn pump(hub: Arc<Hub>, mut follow: Follow, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let mut pruned = Instant::now();
     loop {
         if *stop.borrow() {
             return;
         }
-        let strong = &hub;
-        // Nobody watching here: nothing to read. The next subscriber starts from the last id
-        // read, so nothing committed in between is missed (older changes are simply dropped
-        // by its position).
-        let more = if !strong.is_watched_at_all() {
-            false
-        } else {
-            match read_once(strong, &mut last, &mut gaps).await {
-                Ok(more) => more,
-                Err(err) => {
-                    tracing::warn!("reading live changes failed: {err}");
-                    false
-                }
+        // Always follow the log, watched or not: a first subscriber then starts at the present,
+        // and ids skipped meanwhile are tracked as gaps like any others.
+        let more = match read_once(&hub, &mut follow).await {
+            Ok(more) => more,
+            Err(err) => {
+                tracing::warn!("reading live changes failed: {err}");
+                false
             }
         };
-        if cleaned.elapsed() > Duration::from_secs(60) {
-            cleaned = Instant::now();
-            let cleanup = format!(
-                "DELETE FROM live_changes WHERE created_at < now() - interval '{RETENTION}'"
-            );
-            if let Err(err) = sqlx::query(&cleanup).execute(strong.store.pool()).await {
+        if pruned.elapsed() >= hub.options.prune_every {
+            pruned = Instant::now();
+            if let Err(err) = prune(&hub, &mut follow).await {
                 tracing::warn!("pruning live changes failed: {err}");
             }
         }
@@ -201,46 +488,74 @@ async fn pump(hub: Arc<Hub>, mut last: i64, mut stop: tokio::sync::watch::Receiv
             continue;
         }
         tokio::select! {
-            () = strong.wake.notified() => {}
+            () = hub.wake.notified() => {}
             () = tokio::time::sleep(Duration::from_secs(1)) => {}
             _ = stop.changed() => return,
         }
     }
 }
 
-/// Reads and publishes what is new; true when there may be more right away.
-async fn read_once(hub: &Hub, last: &mut i64, gaps: &mut BTreeMap<i64, Instant>) -> Result<bool> {
-    const BATCH: i64 = 1000;
-    gaps.retain(|_, seen| seen.elapsed() < GAP_PATIENCE);
-    let gap_ids: Vec<i64> = gaps.keys().copied().collect();
-    let rows: Vec<ChangeRow> = sqlx::query_as(
-        "SELECT id, session_id, kind, entity_id, stage_id, execution_id, sequence_number, \
-                start_offset, end_offset, status \
-         FROM live_changes WHERE id > $1 OR id = ANY($2) ORDER BY id LIMIT $3",
-    )
-    .bind(*last)
-    .bind(&gap_ids)
-    .bind(BATCH)
-    .fetch_all(hub.store.pool())
-    .await?;
-    let full = rows.len() as i64 == BATCH;
-    for row in &rows {
+/// Deletes changes by id (the log has no index on time): up to the last id read `retention`
+/// ago, and never a gap still waited for.
+async fn prune(hub: &Hub, follow: &mut Follow) -> Result<()> {
+    let now = Instant::now();
+    follow.marks.push_back((now, follow.last));
+    let mut upto = None;
+    while let Some(&(at, id)) = follow.marks.front() {
+        if now.duration_since(at) < hub.options.retention {
+            break;
+        }
+        upto = Some(id);
+        follow.marks.pop_front();
+    }
+    let Some(mut upto) = upto else {
+        return Ok(());
+    };
+    if let Some((&gap, _)) = follow.gaps.first_key_value() {
+        upto = upto.min(gap - 1);
+    }
+    sqlx::query("DELETE FROM live_changes WHERE id <= $1")
+        .bind(upto)
+        .execute(hub.store.pool())
+        .await?;
+    Ok(())
+}
+
+/// Reads and publishes what is new; true when there may be more right away. The position moves
+/// only once the batch is published, so a failed read is simply read again.
+async fn read_once(hub: &Hub, follow: &mut Follow) -> Result<bool> {
+    let gap_ids: Vec<i64> = follow.gaps.keys().copied().collect();
+    let read = read_log(&hub.store, follow.last, &gap_ids).await?;
+    if read.seq_last < follow.last {
+        // The sequence went back: the log was reset (emptied by a crash, its sequence restarted).
+        // Everything in it now is new; the old ids mean nothing any more.
+        tracing::warn!(
+            "the live change log was reset (its ids restarted below {}); following it from the start",
+            follow.last
+        );
+        follow.last = 0;
+        follow.gaps.clear();
+        follow.marks.clear();
+        return Ok(true);
+    }
+    let full = read.rows.len() as i64 == BATCH;
+    let mut last = follow.last;
+    let mut gaps = follow.gaps.clone();
+    for row in &read.rows {
         gaps.remove(&row.id);
-        if row.id > *last {
-            // A long jump is pruned history (after an idle spell), not transactions in flight.
-            if row.id - *last <= MAX_GAP {
-                for missing in (*last + 1)..row.id {
-                    gaps.insert(missing, Instant::now());
-                }
+        if row.id > last {
+            for missing in (last + 1)..row.id {
+                gaps.insert(missing, read.snap_xmax);
             }
-            *last = row.id;
+            last = row.id;
         }
     }
+    // Every transaction running when a gap was first missed has ended by this snapshot (its
+    // xmin is past that read's xmax), and the id is still not there: it was never committed.
+    gaps.retain(|_, missed_under| read.snap_xmin < *missed_under);
     // Only sessions someone watches here are worth reading for.
-    let rows: Vec<ChangeRow> = rows.into_iter().filter(|r| hub.wants(r)).collect();
-    if rows.is_empty() {
-        return Ok(full);
-    }
+    hub.forget_closed();
+    let rows: Vec<ChangeRow> = read.rows.into_iter().filter(|r| hub.wants(r)).collect();
     let events = read_events(&hub.store, &rows).await?;
     let deltas = read_deltas(&hub.store, &rows).await?;
     for row in rows {
@@ -249,8 +564,10 @@ async fn read_once(hub: &Hub, last: &mut i64, gaps: &mut BTreeMap<i64, Instant>)
             .cloned()
             .filter(|_| row.kind.starts_with("event_") && row.kind != "event_appended");
         let delta = deltas.get(&row.id).cloned();
-        hub.publish(Change { row, delta, event });
+        hub.publish(Change::new(row, delta, event));
     }
+    follow.last = last;
+    follow.gaps = gaps;
     Ok(full)
 }
 

@@ -1,7 +1,8 @@
-//! Live fan-out: changes logged by the database (see `migrations/0003_live_changes.sql`) are
-//! read once per process by the [`Hub`] and broadcast to every subscriber of their session.
+//! Live fan-out: changes logged by the database (see `migrations/0003_live_changes.sql` and
+//! `0004_live_reliability.sql`) are read once per process by the [`Hub`] and queued for every
+//! subscriber of their session.
 
 mod hub;
 pub mod timeline;
 
-pub use hub::{Change, Hub};
+pub use hub::{Change, ChangeRow, Hub, HubOptions, Receiver, SUBSCRIBER_BYTE_BUDGET};

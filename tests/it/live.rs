@@ -49,7 +49,7 @@ fn pieces(n: usize) -> Vec<String> {
         .collect()
 }
 
-async fn running_execution(a: &Agent<'_>) -> (String, String) {
+pub(crate) async fn running_execution(a: &Agent<'_>) -> (String, String) {
     let session = a.session().await;
     let stage = a.stage(&session, 0, 1, None).await;
     let exec = a.execution(&stage, 1, "Agent").await;
@@ -378,13 +378,16 @@ async fn token_rate_streams_are_coalesced_without_losing_text() {
         .await,
     );
     let pieces = pieces(200);
+    let started = std::time::Instant::now();
     write_stream(&a, &exec, &pieces, std::time::Duration::ZERO).await;
     let (kinds, text, _) = read_until_finished(&mut sub).await;
+    let windows = started.elapsed().as_millis() / 50 + 2;
     assert_eq!(text, pieces.concat());
     let appended = kinds.iter().filter(|k| *k == "APPENDED").count();
-    println!("200 appends reached the subscriber as {appended} updates");
+    println!("200 appends reached the subscriber as {appended} updates (at most {windows})");
+    // At most one delivery of appends per 50 ms, however fast (or slow) the writer.
     assert!(
-        appended <= 100,
+        appended as u128 <= windows.min(199),
         "{appended} updates for 200 appends: deltas were not coalesced"
     );
     sub.disconnect().await;
@@ -649,12 +652,30 @@ async fn parallel_streams_are_coalesced_per_event_and_created_carries_no_content
         )
         .await,
     );
-    let first = pieces(100);
-    let second: Vec<String> = pieces(100).into_iter().rev().collect();
-    tokio::join!(
-        write_stream(&a, &one, &first, std::time::Duration::ZERO),
-        write_stream(&a, &two, &second, std::time::Duration::ZERO)
-    );
+    // Two agents' streams, interleaved token by token, committed together (so they reach the
+    // subscriber within one window, however busy the machine).
+    let first = pieces(50);
+    let second: Vec<String> = pieces(50).into_iter().rev().collect();
+    let events = [
+        a.event(&one, "STREAMING").await.0,
+        a.event(&two, "STREAMING").await.0,
+    ];
+    let mut offsets = [0, 0];
+    let mut ops = Vec::new();
+    for (x, y) in first.iter().zip(&second) {
+        for (i, piece) in [x, y].into_iter().enumerate() {
+            ops.push(json!({ "appendTimelineContent": { "eventId": events[i], "offset": offsets[i], "delta": piece } }));
+            offsets[i] += piece.chars().count();
+        }
+    }
+    for event in &events {
+        ops.push(json!({ "finishTimelineEvent": { "eventId": event, "status": "COMPLETED" } }));
+    }
+    a.ok(
+        "mutation ($ops: [IngestOperation!]!) { ingest(operations: $ops) { __typename } }",
+        json!({ "ops": ops }),
+    )
+    .await;
     let mut texts: std::collections::HashMap<i64, String> = Default::default();
     let (mut appended, mut finished) = (0, 0);
     while finished < 2 {
@@ -683,9 +704,9 @@ async fn parallel_streams_are_coalesced_per_event_and_created_carries_no_content
     let mut want = vec![&f, &s];
     want.sort();
     assert_eq!(got, want);
-    println!("200 interleaved appends reached the subscriber as {appended} updates");
+    println!("100 interleaved appends reached the subscriber as {appended} updates");
     assert!(
-        appended <= 100,
+        appended <= 6,
         "{appended} updates: interleaved streams were not coalesced"
     );
     sub.disconnect().await;

@@ -7,6 +7,7 @@ mod http;
 mod integrity;
 mod lifecycle;
 mod live;
+mod live_hub;
 mod query_api;
 mod schema_file;
 mod websocket;
