@@ -51,6 +51,45 @@ async fn delta_reads(app: &TestApp, subscribers: usize) -> usize {
         .count()
 }
 
+/// Adds a stage while `subscribers` follow the session's changes, each selecting the stage;
+/// returns how many statements read stages by id.
+async fn stage_reads(app: &TestApp, subscribers: usize) -> usize {
+    let s = gql(
+        app,
+        "mutation { createSession(input: { alertType: \"A\", chainId: \"c\" }) { uuid } }",
+        json!({}),
+    )
+    .await["createSession"]["uuid"]
+        .clone();
+    let query = "subscription ($s: ID!) { session(id: $s) { kind stage { name status } } }";
+    let mut subs = Vec::new();
+    for _ in 0..subscribers {
+        let mut sub =
+            Subscription::start(app.addr, false, json!({}), query, json!({ "s": s })).await;
+        assert_eq!(sub.next().await.unwrap()["session"]["kind"], "SESSION");
+        subs.push(sub);
+    }
+    statements::clear();
+    gql(app, "mutation ($s: ID!) { createStage(input: { sessionId: $s, stageIndex: 0, name: \"S\" }) { uuid } }", json!({ "s": s })).await;
+    for sub in &mut subs {
+        loop {
+            let change = sub.next().await.unwrap()["session"].clone();
+            if change["kind"] == "STAGE" {
+                assert_eq!(change["stage"]["name"], "S");
+                break;
+            }
+        }
+    }
+    let statements = statements::recorded();
+    for sub in subs {
+        sub.disconnect().await;
+    }
+    statements
+        .iter()
+        .filter(|s| s.contains("FROM stages WHERE id = ANY"))
+        .count()
+}
+
 #[tokio::test]
 async fn each_update_is_read_once_per_process_not_once_per_subscriber() {
     statements::record();
@@ -58,6 +97,12 @@ async fn each_update_is_read_once_per_process_not_once_per_subscriber() {
     let one = delta_reads(&app, 1).await;
     let many = delta_reads(&app, 25).await;
     println!("reads of an appended delta: {one} with 1 subscriber, {many} with 25");
+    assert_eq!(one, 1);
+    assert_eq!(many, 1);
+    // The record a session change names, likewise.
+    let one = stage_reads(&app, 1).await;
+    let many = stage_reads(&app, 25).await;
+    println!("reads of a changed stage: {one} with 1 subscriber, {many} with 25");
     assert_eq!(one, 1);
     assert_eq!(many, 1);
     app.stop().await;
