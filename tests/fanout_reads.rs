@@ -47,7 +47,7 @@ async fn delta_reads(app: &TestApp, subscribers: usize) -> usize {
     }
     statements
         .iter()
-        .filter(|s| s.contains("timeline_events_live") && s.contains("unnest"))
+        .filter(|s| s.contains("timeline_event_chunks") && s.contains("unnest"))
         .count()
 }
 

@@ -587,8 +587,8 @@ async fn read_events(
     Ok(events.into_iter().map(|e| (e.id, Arc::new(e))).collect())
 }
 
-/// The text of each append, read once: from its chunk, or from the folded event when the
-/// event finished in the meantime.
+/// The text of each append, read once: from its chunk (by key: the cost does not grow with the
+/// stream), or from the folded event when the event finished in the meantime.
 async fn read_deltas(store: &Store, rows: &[ChangeRow]) -> Result<HashMap<i64, String>> {
     let appends: Vec<&ChangeRow> = rows.iter().filter(|r| r.kind == "event_appended").collect();
     if appends.is_empty() {
@@ -602,9 +602,13 @@ async fn read_deltas(store: &Store, rows: &[ChangeRow]) -> Result<HashMap<i64, S
         .collect();
     let ends: Vec<i32> = appends.iter().map(|r| r.end_offset.unwrap_or(0)).collect();
     let found: Vec<(i64, Option<String>)> = sqlx::query_as(
-        "SELECT k.id, substr(e.content, k.start_offset + 1, k.end_offset - k.start_offset) \
+        "SELECT k.id, coalesce(c.content, \
+                CASE WHEN e.status <> 'streaming' \
+                     THEN substr(e.content, k.start_offset + 1, k.end_offset - k.start_offset) END) \
          FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::int[]) AS k(id, event_id, start_offset, end_offset) \
-         JOIN timeline_events_live e ON e.id = k.event_id",
+         JOIN timeline_events e ON e.id = k.event_id \
+         LEFT JOIN timeline_event_chunks c \
+                ON c.event_id = k.event_id AND c.start_offset = k.start_offset",
     )
     .bind(&ids)
     .bind(&events)

@@ -393,8 +393,10 @@ async fn apply(
         if end <= sent {
             return Ok(());
         }
+        // A delta read after the event was finished with other content is not the append's.
         if start <= sent
             && let Some(delta) = &change.delta
+            && delta.chars().count() as i64 == end - start
         {
             let fresh: String = delta.chars().skip((sent - start) as usize).collect();
             let appended = Update {
