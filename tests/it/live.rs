@@ -149,14 +149,14 @@ async fn reconnecting_with_the_last_cursor_loses_and_repeats_nothing() {
         let mut rng: u64 = 0x9e37_79b9_7f4a_7c15;
         let mut reconnects = 0;
         loop {
-            let mut sub = Subscription::start(
-                app.addr,
-                reconnects % 2 == 1,
-                json!({}),
-                TIMELINE,
-                json!({ "s": session, "after": cursor }),
-            )
-            .await;
+            // Each reconnection on another transport: WebSocket, legacy WebSocket, SSE.
+            let variables = json!({ "s": session, "after": cursor });
+            let mut sub = match reconnects % 3 {
+                2 => Transport::Sse(SseSubscription::start(app.addr, TIMELINE, variables).await),
+                n => Transport::ws(
+                    Subscription::start(app.addr, n == 1, json!({}), TIMELINE, variables).await,
+                ),
+            };
             rng ^= rng << 13;
             rng ^= rng >> 7;
             rng ^= rng << 17;
