@@ -37,6 +37,20 @@ impl Transport {
     }
 }
 
+/// A timeline subscription over `graphql-transport-ws`, from the start.
+async fn watch(app: &TestApp, session: &str) -> Transport {
+    Transport::ws(
+        Subscription::start(
+            app.addr,
+            false,
+            json!({}),
+            TIMELINE,
+            json!({ "s": session }),
+        )
+        .await,
+    )
+}
+
 /// The text the writer streams: token-sized pieces, some of them beyond ASCII (offsets count
 /// characters, not bytes).
 fn pieces(n: usize) -> Vec<String> {
@@ -367,16 +381,7 @@ async fn token_rate_streams_are_coalesced_without_losing_text() {
     let app = TestApp::start().await;
     let a = Agent { app: &app };
     let (session, exec) = running_execution(&a).await;
-    let mut sub = Transport::ws(
-        Subscription::start(
-            app.addr,
-            false,
-            json!({}),
-            TIMELINE,
-            json!({ "s": session }),
-        )
-        .await,
-    );
+    let mut sub = watch(&app, &session).await;
     let pieces = pieces(200);
     let started = std::time::Instant::now();
     write_stream(&a, &exec, &pieces, std::time::Duration::ZERO).await;
@@ -642,16 +647,7 @@ async fn parallel_streams_are_coalesced_per_event_and_created_carries_no_content
     let stage = a.stage(&session, 0, 2, Some("ANY")).await;
     let one = a.execution(&stage, 1, "One").await;
     let two = a.execution(&stage, 2, "Two").await;
-    let mut sub = Transport::ws(
-        Subscription::start(
-            app.addr,
-            false,
-            json!({}),
-            TIMELINE,
-            json!({ "s": session }),
-        )
-        .await,
-    );
+    let mut sub = watch(&app, &session).await;
     // Two agents' streams, interleaved token by token, committed together (so they reach the
     // subscriber within one window, however busy the machine).
     let first = pieces(50);
@@ -718,16 +714,7 @@ async fn a_stream_finished_with_replacement_content_ends_with_that_content() {
     let app = TestApp::start().await;
     let a = Agent { app: &app };
     let (session, exec) = running_execution(&a).await;
-    let mut sub = Transport::ws(
-        Subscription::start(
-            app.addr,
-            false,
-            json!({}),
-            TIMELINE,
-            json!({ "s": session }),
-        )
-        .await,
-    );
+    let mut sub = watch(&app, &session).await;
     let (event, _) = a.event(&exec, "STREAMING").await;
     a.append(&event, 0, "Hello wor").await;
     for kind in ["CREATED", "APPENDED"] {
