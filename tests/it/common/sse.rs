@@ -31,6 +31,8 @@ impl SseSubscription {
 
     /// The next event: (event name, data).
     async fn event(&mut self) -> (String, String) {
+        // One deadline for the event, however many heartbeats come before it.
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
         loop {
             if let Some(end) = self.buffer.find("\n\n") {
                 let raw: String = self.buffer.drain(..end + 2).collect();
@@ -48,7 +50,7 @@ impl SseSubscription {
                 }
                 return (name, data.join("\n"));
             }
-            let chunk = tokio::time::timeout(std::time::Duration::from_secs(20), self.body.next())
+            let chunk = tokio::time::timeout_at(deadline, self.body.next())
                 .await
                 .expect("an event within 20 s")
                 .expect("stream open")

@@ -56,13 +56,14 @@ impl Subscription {
 
     /// The next protocol message (pings answered, keepalives skipped).
     async fn message(&mut self) -> Value {
+        // One deadline for the message, however many keepalives come before it.
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
         loop {
-            let frame =
-                tokio::time::timeout(std::time::Duration::from_secs(20), self.socket.next())
-                    .await
-                    .expect("a message within 20 s")
-                    .expect("socket open")
-                    .expect("frame");
+            let frame = tokio::time::timeout_at(deadline, self.socket.next())
+                .await
+                .expect("a message within 20 s")
+                .expect("socket open")
+                .expect("frame");
             let text = match frame {
                 Message::Text(text) => text,
                 Message::Ping(data) => {
