@@ -353,16 +353,17 @@ impl Hub {
         }
     }
 
-    /// Forgets subscribers that went (and so sessions nobody watches any more).
-    fn forget_closed(&self) {
-        self.subscribers.lock().expect("hub lock").forget_closed();
-    }
-
-    /// Whether anyone here wants this change.
-    fn wants(&self, change: &ChangeRow) -> bool {
-        let subscribers = self.subscribers.lock().expect("hub lock");
-        (change.kind == "session" && !subscribers.feed.is_empty())
-            || subscribers.sessions.contains_key(&change.session_id)
+    /// The changes someone here wants (forgetting subscribers that went, and so sessions
+    /// nobody watches any more), under one lock for the whole batch.
+    fn wanted(&self, rows: Vec<ChangeRow>) -> Vec<ChangeRow> {
+        let mut subscribers = self.subscribers.lock().expect("hub lock");
+        subscribers.forget_closed();
+        rows.into_iter()
+            .filter(|change| {
+                (change.kind == "session" && !subscribers.feed.is_empty())
+                    || subscribers.sessions.contains_key(&change.session_id)
+            })
+            .collect()
     }
 }
 
@@ -554,8 +555,7 @@ async fn read_once(hub: &Hub, follow: &mut Follow) -> Result<bool> {
     // xmin is past that read's xmax), and the id is still not there: it was never committed.
     gaps.retain(|_, missed_under| read.snap_xmin < *missed_under);
     // Only sessions someone watches here are worth reading for.
-    hub.forget_closed();
-    let rows: Vec<ChangeRow> = read.rows.into_iter().filter(|r| hub.wants(r)).collect();
+    let rows = hub.wanted(read.rows);
     let events = read_events(&hub.store, &rows).await?;
     let deltas = read_deltas(&hub.store, &rows).await?;
     for row in rows {
