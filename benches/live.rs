@@ -7,13 +7,14 @@
 //!
 //!     cargo bench --bench live
 
+#[path = "../tests/it/common/process.rs"]
+mod process;
 #[path = "../tests/it/common/ws.rs"]
 #[allow(dead_code)] // the tests' client; this benchmark never disconnects deliberately
 mod ws;
 
-use std::io::BufRead as _;
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
@@ -28,40 +29,22 @@ struct Server {
 
 impl Server {
     fn start(database_url: Option<&str>) -> Server {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_casefile"));
-        command
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .env_remove("DATABASE_URL")
-            .env("RUST_LOG", "warn,casefile=info");
-        let data = match database_url {
-            Some(url) => {
-                command.args(["--database-url", url]);
-                None
-            }
+        let (args, data_dir) = match database_url {
+            Some(url) => (vec!["--database-url".into(), url.into()], None),
             None => {
                 let dir =
                     std::env::temp_dir().join(format!("casefile-bench-{}", std::process::id()));
-                command.arg("--data-dir").arg(&dir);
-                Some(dir)
+                (
+                    vec!["--data-dir".into(), dir.clone().into_os_string()],
+                    Some(dir),
+                )
             }
         };
-        let mut child = command
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
-        let addr = loop {
-            let line = lines.next().expect("server exited").unwrap();
-            if let Some(rest) = line.split("casefile listening on http://").nth(1) {
-                break rest.trim_end_matches("/graphql").parse().unwrap();
-            }
-        };
-        std::thread::spawn(move || lines.for_each(drop));
+        let (child, addr) = process::serve::<_, std::ffi::OsString>(args);
         Server {
             child,
             addr,
-            data_dir: data,
+            data_dir,
         }
     }
 

@@ -1,11 +1,13 @@
 //! Start-up and shutdown: the embedded database stops promptly (never hangs a test), and the
 //! real binary serves, persists its data directory and exits cleanly on SIGTERM.
 
-use std::io::{BufRead as _, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::net::SocketAddr;
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use casefile::db::{Database, EmbeddedPostgres};
+
+use crate::common::process;
 use serde_json::{Value, json};
 
 #[tokio::test]
@@ -32,31 +34,15 @@ async fn embedded_database_starts_and_stops_repeatedly() {
 /// A `casefile serve` child process on a temporary data directory (always embedded).
 struct Served {
     child: Child,
-    addr: String,
+    addr: SocketAddr,
 }
 
 fn serve(data_dir: &std::path::Path) -> Served {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_casefile"))
-        .args(["serve", "--demo", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(data_dir)
-        .env_remove("DATABASE_URL")
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines
-            .next()
-            .expect("server exited before listening")
-            .unwrap();
-        if let Some(rest) = line.split("casefile listening on http://").nth(1) {
-            break rest.trim_end_matches("/graphql").to_owned();
-        }
-    };
-    // Keep draining stderr so the child never blocks on a full pipe.
-    std::thread::spawn(move || lines.for_each(drop));
+    let (child, addr) = process::serve([
+        "--demo".as_ref(),
+        "--data-dir".as_ref(),
+        data_dir.as_os_str(),
+    ]);
     Served { child, addr }
 }
 

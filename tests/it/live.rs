@@ -296,28 +296,7 @@ struct OtherProcess {
 
 impl OtherProcess {
     fn start(database_url: &str) -> OtherProcess {
-        use std::io::BufRead as _;
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_casefile"))
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--database-url",
-                database_url,
-            ])
-            .env("RUST_LOG", "info")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
-        let addr = loop {
-            let line = lines.next().expect("the other process exited").unwrap();
-            if let Some(rest) = line.split("casefile listening on http://").nth(1) {
-                break rest.trim_end_matches("/graphql").parse().unwrap();
-            }
-        };
-        std::thread::spawn(move || lines.for_each(drop));
+        let (child, addr) = crate::common::process::serve(["--database-url", database_url]);
         OtherProcess { child, addr }
     }
 }

@@ -7,6 +7,7 @@
 #![allow(dead_code)] // each test binary uses a different part of the harness
 
 pub mod fixtures;
+pub mod process;
 pub mod sse;
 pub mod statements;
 pub mod ws;
