@@ -310,12 +310,7 @@ impl Drop for OtherProcess {
 
 #[tokio::test]
 async fn two_processes_on_one_postgresql_deliver_every_update() {
-    let app = TestApp::start().await;
-    let Some(url) = app.db.url() else {
-        eprintln!(
-            "two processes need a shared PostgreSQL (DATABASE_URL); the embedded database serves one process"
-        );
-        app.stop().await;
+    let Some((app, url)) = TestApp::start_external("a second process").await else {
         return;
     };
     let other = OtherProcess::start(&url);

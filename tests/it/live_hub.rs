@@ -25,12 +25,9 @@ async fn next_of_kind(rx: &mut casefile::live::Receiver, kind: &str) -> std::syn
 
 #[tokio::test]
 async fn a_change_committed_long_after_later_ones_is_still_delivered() {
-    let app = TestApp::start().await;
-    if app.db.url().is_none() {
-        eprintln!("holding a transaction open needs a second connection (DATABASE_URL)");
-        app.stop().await;
+    let Some((app, _)) = TestApp::start_external("holding a transaction open").await else {
         return;
-    }
+    };
     let a = Agent { app: &app };
     let session = a.session().await;
     // The dashboard feed: each message carries the status the change itself recorded.
@@ -71,10 +68,7 @@ async fn a_change_committed_long_after_later_ones_is_still_delivered() {
 
 #[tokio::test]
 async fn a_change_whose_reading_failed_is_read_again() {
-    let app = TestApp::start().await;
-    let Some(url) = app.db.url() else {
-        eprintln!("a second hub with its own connections needs DATABASE_URL");
-        app.stop().await;
+    let Some((app, url)) = TestApp::start_external("a second hub").await else {
         return;
     };
     // A hub whose reads of appended text fail while `faulty.switch` says so.
@@ -238,10 +232,7 @@ async fn the_feed_carries_creations_and_status_changes_only() {
 
 #[tokio::test]
 async fn a_batch_notifies_listeners_once() {
-    let app = TestApp::start().await;
-    let Some(url) = app.db.url() else {
-        eprintln!("LISTEN needs an external PostgreSQL (DATABASE_URL)");
-        app.stop().await;
+    let Some((app, url)) = TestApp::start_external("LISTEN").await else {
         return;
     };
     let a = Agent { app: &app };

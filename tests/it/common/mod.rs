@@ -113,6 +113,19 @@ impl TestApp {
         Self::start_on(TestDb::start().await, options).await
     }
 
+    /// The server on a fresh database of the external PostgreSQL, and that database's URL (for
+    /// other connections and processes). Without `DATABASE_URL` it says that the test, which
+    /// `needs` it, is skipped, and returns `None`: the embedded database serves one process.
+    pub async fn start_external(needs: &str) -> Option<(TestApp, String)> {
+        if std::env::var("DATABASE_URL").map_or(true, |url| url.is_empty()) {
+            eprintln!("skipped: {needs} needs an external PostgreSQL (DATABASE_URL)");
+            return None;
+        }
+        let app = Self::start().await;
+        let url = app.db.url().expect("an external database has a URL");
+        Some((app, url))
+    }
+
     /// The server on a database the caller started.
     pub async fn start_on(db: TestDb, options: HttpOptions) -> TestApp {
         let store = db.store();
