@@ -17,6 +17,7 @@ use std::net::SocketAddr;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use casefile::simulate::Api;
 use serde_json::{Value, json};
 use ws::Subscription;
 
@@ -70,51 +71,56 @@ impl Drop for Server {
     }
 }
 
-#[derive(Clone)]
-struct Api {
-    http: reqwest::Client,
-    url: String,
+/// The benchmarked server's API.
+fn api(server: &Server) -> Api {
+    Api::new(format!("http://{}/graphql", server.addr))
 }
 
-impl Api {
-    async fn call(&self, query: &str, variables: Value) -> Value {
-        let body: Value = self
-            .http
-            .post(&self.url)
-            .json(&json!({ "query": query, "variables": variables }))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        assert!(body.get("errors").is_none(), "{body}");
-        body["data"].clone()
-    }
+/// A new session with one running execution and one streaming event.
+async fn stream_target(api: &Api) -> (String, String) {
+    let id = |query: &'static str, variables: Value, field: &'static str| async move {
+        api.id(query, variables, field).await.unwrap()
+    };
+    let s = id(
+        "mutation { createSession(input: { alertType: \"Bench\", chainId: \"bench\" }) { uuid } }",
+        json!({}),
+        "createSession",
+    )
+    .await;
+    let st = id("mutation ($s: ID!) { createStage(input: { sessionId: $s, stageIndex: 0, name: \"Bench\" }) { uuid } }", json!({ "s": s }), "createStage").await;
+    let e = id("mutation ($s: ID!) { createAgentExecution(input: { stageId: $s, agentIndex: 1, agentName: \"Bench\", iterationStrategy: \"react\" }) { uuid } }", json!({ "s": st }), "createAgentExecution").await;
+    let ev = id("mutation ($e: ID!) { createTimelineEvent(input: { executionId: $e, eventType: LLM_RESPONSE }) { uuid } }", json!({ "e": e }), "createTimelineEvent").await;
+    (s, ev)
+}
 
-    async fn uuid(&self, query: &str, variables: Value, field: &str) -> String {
-        self.call(query, variables).await[field]["uuid"]
-            .as_str()
-            .unwrap()
-            .to_owned()
-    }
+async fn append(api: &Api, event: &str, offset: usize, delta: &str) {
+    api.call(
+        "mutation ($e: ID!, $o: Int!, $d: String!) { appendTimelineContent(input: { eventId: $e, offset: $o, delta: $d }) { end } }",
+        json!({ "e": event, "o": offset, "d": delta }),
+    )
+    .await
+    .unwrap();
+}
 
-    /// A new session with one running execution and one streaming event.
-    async fn stream_target(&self) -> (String, String) {
-        let s = self.uuid("mutation { createSession(input: { alertType: \"Bench\", chainId: \"bench\" }) { uuid } }", json!({}), "createSession").await;
-        let st = self.uuid("mutation ($s: ID!) { createStage(input: { sessionId: $s, stageIndex: 0, name: \"Bench\" }) { uuid } }", json!({ "s": s }), "createStage").await;
-        let e = self.uuid("mutation ($s: ID!) { createAgentExecution(input: { stageId: $s, agentIndex: 1, agentName: \"Bench\", iterationStrategy: \"react\" }) { uuid } }", json!({ "s": st }), "createAgentExecution").await;
-        let ev = self.uuid("mutation ($e: ID!) { createTimelineEvent(input: { executionId: $e, eventType: LLM_RESPONSE }) { uuid } }", json!({ "e": e }), "createTimelineEvent").await;
-        (s, ev)
+/// `count` timeline subscriptions to `session`, opened 100 at a time.
+async fn subscribe(server: &Server, session: &str, count: usize) -> Vec<Subscription> {
+    let mut subs = Vec::with_capacity(count);
+    while subs.len() < count {
+        let batch = (count - subs.len()).min(100);
+        subs.extend(
+            futures::future::join_all((0..batch).map(|_| {
+                Subscription::start(
+                    server.addr,
+                    false,
+                    json!({}),
+                    TIMELINE,
+                    json!({ "s": session }),
+                )
+            }))
+            .await,
+        );
     }
-
-    async fn append(&self, event: &str, offset: usize, delta: &str) {
-        self.call(
-            "mutation ($e: ID!, $o: Int!, $d: String!) { appendTimelineContent(input: { eventId: $e, offset: $o, delta: $d }) { end } }",
-            json!({ "e": event, "o": offset, "d": delta }),
-        )
-        .await;
-    }
+    subs
 }
 
 const TIMELINE: &str = "subscription ($s: ID!) { timeline(sessionId: $s) { kind delta } }";
@@ -140,13 +146,10 @@ struct Latencies {
 /// `streams` writers, each appending `tokens` timestamped tokens at `rate` per second to its own
 /// session, each watched by one subscriber.
 async fn latency(server: &Server, streams: usize, tokens: usize, rate: f64) -> Latencies {
-    let api = Api {
-        http: reqwest::Client::new(),
-        url: format!("http://{}/graphql", server.addr),
-    };
+    let api = api(server);
     let mut targets = Vec::new();
     for _ in 0..streams {
-        targets.push(api.stream_target().await);
+        targets.push(stream_target(&api).await);
     }
     let mut readers = Vec::new();
     for (session, _) in &targets {
@@ -188,7 +191,7 @@ async fn latency(server: &Server, streams: usize, tokens: usize, rate: f64) -> L
             let mut offset = 0;
             for _ in 0..tokens {
                 let token = format!("t{} ", micros_now());
-                api.append(event, offset, &token).await;
+                append(&api, event, offset, &token).await;
                 offset += token.len();
                 tokio::time::sleep(pause).await;
             }
@@ -212,30 +215,11 @@ async fn latency(server: &Server, streams: usize, tokens: usize, rate: f64) -> L
 /// `subscribers` on one session while one writer streams `tokens` tokens. Returns (seconds from
 /// the last write until every subscriber had everything, subscribers that got it exactly).
 async fn fan_out(server: &Server, subscribers: usize, tokens: usize) -> (f64, usize) {
-    let api = Api {
-        http: reqwest::Client::new(),
-        url: format!("http://{}/graphql", server.addr),
-    };
-    let (session, event) = api.stream_target().await;
+    let api = api(server);
+    let (session, event) = stream_target(&api).await;
     let expected: String = (0..tokens).map(|i| format!("w{i} ")).collect();
-    let mut subs = Vec::new();
-    while subs.len() < subscribers {
-        let batch = (subscribers - subs.len()).min(100);
-        subs.extend(
-            futures::future::join_all((0..batch).map(|_| {
-                Subscription::start(
-                    server.addr,
-                    false,
-                    json!({}),
-                    TIMELINE,
-                    json!({ "s": session }),
-                )
-            }))
-            .await,
-        );
-    }
     let mut readers = Vec::new();
-    for mut sub in subs {
+    for mut sub in subscribe(server, &session, subscribers).await {
         let length = expected.len();
         readers.push(tokio::spawn(async move {
             let mut text = String::new();
@@ -250,7 +234,7 @@ async fn fan_out(server: &Server, subscribers: usize, tokens: usize) -> (f64, us
     let mut offset = 0;
     for i in 0..tokens {
         let token = format!("w{i} ");
-        api.append(&event, offset, &token).await;
+        append(&api, &event, offset, &token).await;
         offset += token.len();
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -267,39 +251,13 @@ async fn fan_out(server: &Server, subscribers: usize, tokens: usize) -> (f64, us
 
 /// Server RSS growth per idle timeline subscription.
 async fn idle_memory(server: &Server, count: usize) -> f64 {
-    let api = Api {
-        http: reqwest::Client::new(),
-        url: format!("http://{}/graphql", server.addr),
-    };
-    let (session, _) = api.stream_target().await;
+    let api = api(server);
+    let (session, _) = stream_target(&api).await;
     // Warm up the server's allocator and connection handling first.
-    let warm: Vec<Subscription> = futures::future::join_all((0..50).map(|_| {
-        Subscription::start(
-            server.addr,
-            false,
-            json!({}),
-            TIMELINE,
-            json!({ "s": session }),
-        )
-    }))
-    .await;
+    let warm = subscribe(server, &session, 50).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let before = server.rss_kib();
-    let mut held = Vec::new();
-    for _ in 0..count / 100 {
-        held.extend(
-            futures::future::join_all((0..100).map(|_| {
-                Subscription::start(
-                    server.addr,
-                    false,
-                    json!({}),
-                    TIMELINE,
-                    json!({ "s": session }),
-                )
-            }))
-            .await,
-        );
-    }
+    let held = subscribe(server, &session, count).await;
     tokio::time::sleep(Duration::from_millis(1000)).await;
     let after = server.rss_kib();
     drop(warm);

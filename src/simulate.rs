@@ -11,15 +11,24 @@ use uuid::Uuid;
 
 use crate::config::SimulateArgs;
 
-/// A GraphQL client of the public API.
+/// A GraphQL client of the public API (the live benchmark drives the server with it too).
 #[derive(Clone)]
-struct Api {
+pub struct Api {
     http: reqwest::Client,
     url: String,
 }
 
 impl Api {
-    async fn call(&self, query: &str, variables: Value) -> anyhow::Result<Value> {
+    /// A client of the GraphQL endpoint at `url`.
+    pub fn new(url: String) -> Api {
+        Api {
+            http: reqwest::Client::new(),
+            url,
+        }
+    }
+
+    /// Runs an operation; its `data`, or an error when the server refused it.
+    pub async fn call(&self, query: &str, variables: Value) -> anyhow::Result<Value> {
         let body: Value = self
             .http
             .post(&self.url)
@@ -35,7 +44,8 @@ impl Api {
         Ok(body["data"].clone())
     }
 
-    async fn id(&self, query: &str, variables: Value, field: &str) -> anyhow::Result<String> {
+    /// Runs an operation whose `field` returns a record; that record's uuid.
+    pub async fn id(&self, query: &str, variables: Value, field: &str) -> anyhow::Result<String> {
         let data = self.call(query, variables).await?;
         Ok(data[field]["uuid"]
             .as_str()
@@ -181,10 +191,7 @@ type AgentPlan = (&'static str, &'static str, &'static str);
 
 /// Plays one investigation; prints its id first so it can be watched.
 pub async fn run(args: &SimulateArgs) -> anyhow::Result<()> {
-    let api = Api {
-        http: reqwest::Client::new(),
-        url: args.url.clone(),
-    };
+    let api = Api::new(args.url.clone());
     let pause = Duration::from_secs_f64(1.0 / args.token_rate.max(1.0));
     let session = api
         .id(
