@@ -14,16 +14,21 @@ async fn gql(app: &TestApp, query: &str, variables: Value) -> Value {
     app.data(query, variables).await
 }
 
-/// Appends one delta while `subscribers` follow the session; returns how many statements read
-/// appended text (the hub's per-change read).
-async fn delta_reads(app: &TestApp, subscribers: usize) -> usize {
-    let s = gql(
+/// A new session's uuid.
+async fn new_session(app: &TestApp) -> Value {
+    gql(
         app,
         "mutation { createSession(input: { alertType: \"A\", chainId: \"c\" }) { uuid } }",
         json!({}),
     )
     .await["createSession"]["uuid"]
-        .clone();
+        .clone()
+}
+
+/// Appends one delta while `subscribers` follow the session; returns how many statements read
+/// appended text (the hub's per-change read).
+async fn delta_reads(app: &TestApp, subscribers: usize) -> usize {
+    let s = new_session(app).await;
     let st = gql(app, "mutation ($s: ID!) { createStage(input: { sessionId: $s, stageIndex: 0, name: \"S\" }) { uuid } }", json!({ "s": s })).await["createStage"]["uuid"].clone();
     let e = gql(app, "mutation ($s: ID!) { createAgentExecution(input: { stageId: $s, agentIndex: 1, agentName: \"A\", iterationStrategy: \"react\" }) { uuid } }", json!({ "s": st })).await["createAgentExecution"]["uuid"].clone();
     let query = "subscription ($s: ID!) { timeline(sessionId: $s) { kind delta } }";
@@ -54,13 +59,7 @@ async fn delta_reads(app: &TestApp, subscribers: usize) -> usize {
 /// Adds a stage while `subscribers` follow the session's changes, each selecting the stage;
 /// returns how many statements read stages by id.
 async fn stage_reads(app: &TestApp, subscribers: usize) -> usize {
-    let s = gql(
-        app,
-        "mutation { createSession(input: { alertType: \"A\", chainId: \"c\" }) { uuid } }",
-        json!({}),
-    )
-    .await["createSession"]["uuid"]
-        .clone();
+    let s = new_session(app).await;
     let query = "subscription ($s: ID!) { session(id: $s) { kind stage { name status } } }";
     let mut subs = Vec::new();
     for _ in 0..subscribers {

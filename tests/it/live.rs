@@ -37,6 +37,15 @@ impl Transport {
     }
 }
 
+/// A session whose one stage runs two agents in parallel: (session, stage, one, two).
+async fn two_agents(a: &Agent<'_>, policy: &str) -> (String, String, String, String) {
+    let session = a.session().await;
+    let stage = a.stage(&session, 0, 2, Some(policy)).await;
+    let one = a.execution(&stage, 1, "One").await;
+    let two = a.execution(&stage, 2, "Two").await;
+    (session, stage, one, two)
+}
+
 /// A timeline subscription over `graphql-transport-ws`, from the start.
 async fn watch(app: &TestApp, session: &str) -> Transport {
     Transport::ws(
@@ -554,10 +563,7 @@ async fn a_timeline_page_cursor_resumes_in_the_middle_of_a_streaming_event() {
 async fn scoped_subscriptions_follow_one_execution_and_check_their_ids_and_cursors() {
     let app = TestApp::start().await;
     let a = Agent { app: &app };
-    let session = a.session().await;
-    let stage = a.stage(&session, 0, 2, Some("ALL")).await;
-    let one = a.execution(&stage, 1, "One").await;
-    let two = a.execution(&stage, 2, "Two").await;
+    let (session, stage, one, two) = two_agents(&a, "ALL").await;
     let scoped = "subscription ($s: ID!, $st: ID, $e: ID, $after: String) {
         timeline(sessionId: $s, stageId: $st, executionId: $e, after: $after) {
           kind offset delta cursor event { uuid content } } }";
@@ -622,10 +628,7 @@ async fn scoped_subscriptions_follow_one_execution_and_check_their_ids_and_curso
 async fn parallel_streams_are_coalesced_per_event_and_created_carries_no_content() {
     let app = TestApp::start().await;
     let a = Agent { app: &app };
-    let session = a.session().await;
-    let stage = a.stage(&session, 0, 2, Some("ANY")).await;
-    let one = a.execution(&stage, 1, "One").await;
-    let two = a.execution(&stage, 2, "Two").await;
+    let (session, _, one, two) = two_agents(&a, "ANY").await;
     let mut sub = watch(&app, &session).await;
     // Two agents' streams, interleaved token by token, committed together (so they reach the
     // subscriber within one window, however busy the machine).
