@@ -106,7 +106,7 @@ impl Subscription {
                         stage: page.stage,
                         execution: page.execution,
                     };
-                    Position::after_page(session, page_view, page.seq, page.streaming)?
+                    Position::after_page(session, page_view, page.seq, page.streaming)
                         .resumed_for(view)?
                 }
             },

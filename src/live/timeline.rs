@@ -110,19 +110,14 @@ impl Position {
 
     /// Starts after an event of a timeline connection page: everything up to it was read, the
     /// still-streaming events of the page as far as `streaming` says (sequence → characters).
-    pub fn after_page(
-        session: Uuid,
-        view: Scope,
-        seq: i64,
-        streaming: BTreeMap<i64, i64>,
-    ) -> Result<Self> {
+    /// Like a decoded cursor, it is checked when resumed for a view ([`Position::resumed_for`]).
+    pub fn after_page(session: Uuid, view: Scope, seq: i64, streaming: BTreeMap<i64, i64>) -> Self {
         Self {
             session,
             view,
             seen: seq,
             streaming,
         }
-        .validated()
     }
 
     /// Resumes a subscription cursor for `view`; `None` when `cursor` is not one (it may be a
