@@ -5,9 +5,12 @@
 //!
 //!     cargo bench --bench ingest                      # embedded, and local PostgreSQL if reachable
 //!     DATABASE_URL=postgres://… cargo bench --bench ingest
+//!     cargo bench --bench ingest -- --token cf_…      # the server requires tokens
 
 #[path = "../tests/it/common/mod.rs"]
 mod common;
+#[path = "common/token.rs"]
+mod token;
 
 use std::time::Instant;
 
@@ -184,8 +187,22 @@ async fn update_baseline(app: &TestApp, chunks: &[String]) -> f64 {
     wal_since(app, &lsn).await as f64 / bytes as f64
 }
 
-async fn run(label: &str, url: Option<String>) {
-    let app = TestApp::start_on(TestDb::start_on(url).await, HttpOptions::default()).await;
+async fn run(label: &str, url: Option<String>, token: Option<&str>) {
+    let mut options = HttpOptions::default();
+    if token.is_some() {
+        options.auth.mode = casefile::auth::AuthMode::Tokens;
+    }
+    let mut app = TestApp::start_on(TestDb::start_on(url).await, options).await;
+    if let Some(token) = token {
+        casefile::store::tokens::create_first_admin(
+            app.store.pool(),
+            "bench-admin",
+            &casefile::auth::tokens::hash(token),
+        )
+        .await
+        .unwrap();
+        app.token = Some(token.to_owned());
+    }
     let exec = execution(&app).await;
     let stream = chunks(2_000, 42);
     one_event(&app, &exec, &chunks(200, 1)).await; // warm-up
@@ -216,13 +233,15 @@ async fn run(label: &str, url: Option<String>) {
 
 #[tokio::main]
 async fn main() {
-    run("embedded", None).await;
+    let token = token::from_args_or_env();
+    let token = token.as_deref();
+    run("embedded", None, token).await;
     let url = std::env::var("DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
     match sqlx::PgPool::connect(&url).await {
         Ok(pool) => {
             pool.close().await;
-            run("postgresql", Some(url)).await;
+            run("postgresql", Some(url), token).await;
         }
         Err(err) => println!("postgresql: skipped ({err})"),
     }

@@ -5,10 +5,12 @@
 //! - subscribers one process serves during a stream (each must receive the exact text);
 //! - server memory per idle subscription (RSS of the server process).
 //!
-//!     cargo bench --bench live
+//!     cargo bench --bench live [-- --token cf_…]   (with a token: the server requires tokens)
 
 #[path = "../tests/it/common/process.rs"]
 mod process;
+#[path = "common/token.rs"]
+mod token;
 #[path = "../tests/it/common/ws.rs"]
 #[allow(dead_code)] // the tests' client; this benchmark never disconnects deliberately
 mod ws;
@@ -24,13 +26,15 @@ use ws::Subscription;
 struct Server {
     child: Child,
     addr: SocketAddr,
+    /// Sent with every request and subscription when the server requires tokens.
+    token: Option<String>,
     /// The embedded database's directory, removed when the server is dropped.
     data_dir: Option<std::path::PathBuf>,
 }
 
 impl Server {
-    fn start(database_url: Option<&str>) -> Server {
-        let (args, data_dir) = match database_url {
+    fn start(database_url: Option<&str>, token: Option<&str>) -> Server {
+        let (mut args, data_dir): (Vec<std::ffi::OsString>, _) = match database_url {
             Some(url) => (vec!["--database-url".into(), url.into()], None),
             None => {
                 let dir =
@@ -41,10 +45,14 @@ impl Server {
                 )
             }
         };
+        if let Some(token) = token {
+            args.extend(["--auth", "tokens", "--bootstrap-admin-token", token].map(Into::into));
+        }
         let (child, addr) = process::serve::<_, std::ffi::OsString>(args);
         Server {
             child,
             addr,
+            token: token.map(str::to_owned),
             data_dir,
         }
     }
@@ -73,7 +81,18 @@ impl Drop for Server {
 
 /// The benchmarked server's API.
 fn api(server: &Server) -> Api {
-    Api::new(format!("http://{}/graphql", server.addr))
+    Api::new(
+        format!("http://{}/graphql", server.addr),
+        server.token.clone(),
+    )
+}
+
+/// The `connection_init` payload for the benchmarked server.
+fn init(server: &Server) -> Value {
+    match &server.token {
+        Some(token) => json!({ "Authorization": format!("Bearer {token}") }),
+        None => json!({}),
+    }
 }
 
 /// A new session with one running execution and one streaming event.
@@ -112,7 +131,7 @@ async fn subscribe(server: &Server, session: &str, count: usize) -> Vec<Subscrip
                 Subscription::start(
                     server.addr,
                     false,
-                    json!({}),
+                    init(server),
                     TIMELINE,
                     json!({ "s": session }),
                 )
@@ -156,7 +175,7 @@ async fn latency(server: &Server, streams: usize, tokens: usize, rate: f64) -> L
         let mut sub = Subscription::start(
             server.addr,
             false,
-            json!({}),
+            init(server),
             TIMELINE,
             json!({ "s": session }),
         )
@@ -265,8 +284,8 @@ async fn idle_memory(server: &Server, count: usize) -> f64 {
     (after.saturating_sub(before) as f64 * 1024.0) / count as f64
 }
 
-async fn run(label: &str, url: Option<&str>) {
-    let server = Server::start(url);
+async fn run(label: &str, url: Option<&str>, token: Option<&str>) {
+    let server = Server::start(url, token);
     for (streams, rate, tokens) in [
         (1, 20.0, 100),
         (10, 20.0, 100),
@@ -294,7 +313,7 @@ async fn run(label: &str, url: Option<&str>) {
     }
     drop(server);
     // On a fresh process: one that served thousands of connections has memory to reuse.
-    let server = Server::start(url);
+    let server = Server::start(url, token);
     let per = idle_memory(&server, 2000).await;
     println!(
         "{label}: server memory per idle subscription: {:.1} KiB (2,000 WebSocket subscriptions)",
@@ -304,7 +323,9 @@ async fn run(label: &str, url: Option<&str>) {
 
 #[tokio::main]
 async fn main() {
-    run("embedded", None).await;
+    let token = token::from_args_or_env();
+    let token = token.as_deref();
+    run("embedded", None, token).await;
     let url = std::env::var("DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
     match sqlx::PgPool::connect(&url).await {
@@ -316,7 +337,7 @@ async fn main() {
                 .unwrap();
             let (base, _) = url.rsplit_once('/').unwrap();
             let bench_url = format!("{base}/{name}");
-            run("postgresql", Some(&bench_url)).await;
+            run("postgresql", Some(&bench_url), token).await;
             sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
                 .execute(&pool)
                 .await

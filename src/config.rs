@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::model::Role;
+
 /// casefile: stores and serves the records of AI-agent investigation sessions over GraphQL.
 #[derive(Debug, Parser)]
 #[command(name = "casefile", version, about, long_about = None)]
@@ -17,7 +19,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the GraphQL server (migrations are applied at start-up).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Apply pending database migrations and exit.
     Migrate(DatabaseArgs),
     /// Print the GraphQL schema (SDL) the server serves.
@@ -26,6 +28,82 @@ pub enum Command {
     Demo(DatabaseArgs),
     /// Play a live investigation against a running server (through its GraphQL API), to watch.
     Simulate(SimulateArgs),
+    /// Manage API tokens (create, list, revoke).
+    #[command(subcommand)]
+    Token(TokenCommand),
+}
+
+/// API token management. Works on the database directly (the embedded one only while no server
+/// holds its data directory), or through a running server's admin mutations with `--url`.
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Create a token; its secret is printed once, as the last line of standard output.
+    Create {
+        /// Unique name (letters, digits, '.', '_', '-'); recorded as `token:NAME` on what it creates.
+        #[arg(long)]
+        name: String,
+        /// What it may do.
+        #[arg(long, value_enum)]
+        role: Role,
+        /// Lifetime, e.g. `30d`, `12h`, `90m` (default: no expiry).
+        #[arg(long, value_parser = parse_lifetime)]
+        expires_in: Option<chrono::Duration>,
+        #[command(flatten)]
+        target: TokenTarget,
+    },
+    /// List tokens: name, role, created, last used, expires, revoked (never the secret).
+    List {
+        #[command(flatten)]
+        target: TokenTarget,
+    },
+    /// Revoke a token: refused from then on by every server on the database, and its open
+    /// streams are closed.
+    Revoke {
+        /// The token's name.
+        name: String,
+        #[command(flatten)]
+        target: TokenTarget,
+    },
+}
+
+/// Where a token command acts: a running server (`--url`, with an admin token) or the database.
+#[derive(Debug, Clone, Args)]
+pub struct TokenTarget {
+    /// GraphQL endpoint of a running server to act through (its admin mutations).
+    #[arg(long)]
+    pub url: Option<String>,
+
+    /// Admin token for `--url`.
+    #[arg(long, env = "CASEFILE_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+}
+
+/// A lifetime such as `30d`, `12h`, `90m` or `45s`.
+pub fn parse_lifetime(text: &str) -> Result<chrono::Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let n: i64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a lifetime such as 30d, 12h or 90m"))?;
+    let duration = match unit {
+        "d" => chrono::Duration::try_days(n),
+        "h" => chrono::Duration::try_hours(n),
+        "m" => chrono::Duration::try_minutes(n),
+        "s" => chrono::Duration::try_seconds(n),
+        _ => None,
+    };
+    match duration {
+        Some(d) if n > 0 => Ok(d),
+        _ => Err(format!(
+            "{text:?} is not a positive lifetime such as 30d, 12h or 90m"
+        )),
+    }
 }
 
 /// What `simulate` plays against.
@@ -42,6 +120,10 @@ pub struct SimulateArgs {
     /// Tokens per second each agent streams.
     #[arg(long, env = "CASEFILE_TOKEN_RATE", default_value_t = 20.0)]
     pub token_rate: f64,
+
+    /// API token (writer or above) for a server that requires one.
+    #[arg(long, env = "CASEFILE_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
 }
 
 /// Where the data lives.
@@ -74,6 +156,11 @@ pub struct ServeArgs {
     #[arg(long, env = "CASEFILE_DEMO")]
     pub demo: bool,
 
+    /// With `--auth tokens`: the secret of the first admin token, created when no admin token
+    /// exists (`cf_` and at least 32 more characters). Unset: one is generated and printed once.
+    #[arg(long, env = "CASEFILE_BOOTSTRAP_ADMIN_TOKEN", hide_env_values = true)]
+    pub bootstrap_admin_token: Option<String>,
+
     #[command(flatten)]
     pub http: HttpOptions,
 }
@@ -83,6 +170,24 @@ pub struct ServeArgs {
 pub struct HttpOptions {
     #[command(flatten)]
     pub limits: Limits,
+
+    #[command(flatten)]
+    pub auth: AuthOptions,
+
+    /// The origin browsers see this server at, when it is behind a TLS-terminating proxy
+    /// (`https://casefile.example.com`): what "same origin" means for WebSocket and SSE
+    /// requests. Unset: `http://` and the request's Host.
+    #[arg(long, env = "CASEFILE_PUBLIC_ORIGIN")]
+    pub public_origin: Option<String>,
+
+    /// Request headers browsers on allowed origins may send (comma-separated).
+    #[arg(
+        long = "cors-allow-header",
+        env = "CASEFILE_CORS_ALLOW_HEADERS",
+        value_delimiter = ',',
+        default_values_t = DEFAULT_CORS_ALLOW_HEADERS.map(String::from)
+    )]
+    pub cors_allow_headers: Vec<String>,
 
     /// Browser origins allowed to call the API (comma-separated, e.g.
     /// `https://app.example.com,http://localhost:3000`; `*` allows any). Unset: same origin only.
@@ -110,6 +215,137 @@ pub struct HttpOptions {
     pub ws_keepalive: Duration,
 }
 
+/// What browser clients send: credentials, GraphQL bodies, tracing, and Apollo's client
+/// identification.
+const DEFAULT_CORS_ALLOW_HEADERS: [&str; 8] = [
+    "authorization",
+    "content-type",
+    "accept",
+    "traceparent",
+    "tracestate",
+    "x-request-id",
+    "apollographql-client-name",
+    "apollographql-client-version",
+];
+
+/// How callers are authenticated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AuthMode {
+    /// No identity: everyone may do everything (only on a loopback address, unless
+    /// `--allow-anonymous`).
+    None,
+    /// Every request carries `Authorization: Bearer <API token>`.
+    Tokens,
+    /// A trusted SSO proxy passes the person in headers; API tokens work too.
+    Proxy,
+}
+
+/// Access control.
+#[derive(Debug, Clone, Args)]
+pub struct AuthOptions {
+    /// How callers are authenticated: none, tokens or proxy.
+    #[arg(long = "auth", env = "CASEFILE_AUTH", value_enum, default_value_t = AuthMode::None)]
+    pub mode: AuthMode,
+
+    /// Serve `--auth none` on a non-loopback address anyway (anyone who can reach it may read,
+    /// write and delete everything).
+    #[arg(long, env = "CASEFILE_ALLOW_ANONYMOUS")]
+    pub allow_anonymous: bool,
+
+    /// Under `--auth none` on a loopback address, Host names accepted besides loopback ones
+    /// (comma-separated); any other Host is refused, so a DNS-rebinding page cannot reach it.
+    #[arg(
+        long = "allowed-host",
+        env = "CASEFILE_ALLOWED_HOSTS",
+        value_delimiter = ','
+    )]
+    pub allowed_hosts: Vec<String>,
+
+    #[command(flatten)]
+    pub proxy: ProxyOptions,
+}
+
+impl Default for AuthOptions {
+    fn default() -> Self {
+        Self {
+            mode: AuthMode::None,
+            allow_anonymous: false,
+            allowed_hosts: Vec::new(),
+            proxy: ProxyOptions::default(),
+        }
+    }
+}
+
+/// `--auth proxy`: the headers a trusted SSO proxy (oauth2-proxy) sets, and how groups map to
+/// roles.
+#[derive(Debug, Clone, Args)]
+pub struct ProxyOptions {
+    /// Secret the proxy sends with every request (in `--proxy-secret-header`); identity headers
+    /// without it are not believed.
+    #[arg(long, env = "CASEFILE_PROXY_SECRET", hide_env_values = true)]
+    pub proxy_secret: Option<String>,
+
+    /// Header carrying the shared secret.
+    #[arg(
+        long,
+        env = "CASEFILE_PROXY_SECRET_HEADER",
+        default_value = "x-casefile-proxy-secret"
+    )]
+    pub proxy_secret_header: String,
+
+    /// Header carrying the user.
+    #[arg(
+        long,
+        env = "CASEFILE_PROXY_USER_HEADER",
+        default_value = "x-forwarded-user"
+    )]
+    pub proxy_user_header: String,
+
+    /// Header carrying the user's email (the user when the user header is absent).
+    #[arg(
+        long,
+        env = "CASEFILE_PROXY_EMAIL_HEADER",
+        default_value = "x-forwarded-email"
+    )]
+    pub proxy_email_header: String,
+
+    /// Header carrying the user's groups (comma-separated).
+    #[arg(
+        long,
+        env = "CASEFILE_PROXY_GROUPS_HEADER",
+        default_value = "x-forwarded-groups"
+    )]
+    pub proxy_groups_header: String,
+
+    /// GROUP=ROLE pairs (comma-separated in the variable); a person gets the highest role of
+    /// their groups.
+    #[arg(
+        long = "proxy-group-role",
+        env = "CASEFILE_PROXY_GROUP_ROLES",
+        value_delimiter = ','
+    )]
+    pub proxy_group_roles: Vec<String>,
+
+    /// Role of a person in none of the mapped groups: reader, operator, writer, admin, or none
+    /// (refused).
+    #[arg(long, env = "CASEFILE_PROXY_DEFAULT_ROLE", default_value = "reader")]
+    pub proxy_default_role: String,
+}
+
+impl Default for ProxyOptions {
+    fn default() -> Self {
+        Self {
+            proxy_secret: None,
+            proxy_secret_header: "x-casefile-proxy-secret".to_owned(),
+            proxy_user_header: "x-forwarded-user".to_owned(),
+            proxy_email_header: "x-forwarded-email".to_owned(),
+            proxy_groups_header: "x-forwarded-groups".to_owned(),
+            proxy_group_roles: Vec::new(),
+            proxy_default_role: "reader".to_owned(),
+        }
+    }
+}
+
 const DEFAULT_SUBSCRIBER_BUFFER: usize = 4096;
 const DEFAULT_WS_KEEPALIVE: Duration = Duration::from_secs(15);
 
@@ -129,6 +365,9 @@ impl Default for HttpOptions {
     fn default() -> Self {
         Self {
             limits: Limits::default(),
+            auth: AuthOptions::default(),
+            public_origin: None,
+            cors_allow_headers: DEFAULT_CORS_ALLOW_HEADERS.map(String::from).to_vec(),
             cors_allow_origins: Vec::new(),
             subscriber_buffer: DEFAULT_SUBSCRIBER_BUFFER,
             ws_keepalive: DEFAULT_WS_KEEPALIVE,

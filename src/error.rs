@@ -16,6 +16,12 @@ pub enum Error {
     /// The request is valid but conflicts with the current state.
     #[error("{0}")]
     Conflict(String),
+    /// No usable credentials.
+    #[error("{0}")]
+    Unauthenticated(String),
+    /// Authenticated, but the caller's role does not allow this.
+    #[error("{0}")]
+    Forbidden(String),
     /// A subscriber fell too far behind the live stream; it resumes from its cursor.
     #[error("{0}")]
     SubscriberTooSlow(String),
@@ -44,6 +50,8 @@ impl Error {
             Self::NotFound(_) => "NOT_FOUND",
             Self::BadUserInput(_) => "BAD_USER_INPUT",
             Self::Conflict(_) => "CONFLICT",
+            Self::Unauthenticated(_) => "UNAUTHENTICATED",
+            Self::Forbidden(_) => "FORBIDDEN",
             Self::SubscriberTooSlow(_) => "SUBSCRIBER_TOO_SLOW",
             Self::Database(_) | Self::Internal(_) => "INTERNAL_SERVER_ERROR",
         }

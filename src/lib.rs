@@ -6,6 +6,7 @@
 //! (a pool on external or embedded PostgreSQL).
 
 pub mod api;
+pub mod auth;
 pub mod config;
 pub mod db;
 pub mod demo;
@@ -17,3 +18,4 @@ pub mod model;
 pub mod server;
 pub mod simulate;
 pub mod store;
+pub mod token_command;

@@ -3,10 +3,14 @@ use std::time::Instant;
 use clap::Parser as _;
 use tracing_subscriber::EnvFilter;
 
-use casefile::config::{Cli, Command, DatabaseArgs, ServeArgs};
+use casefile::auth::AuthMode;
+use casefile::auth::tokens::{generate_secret, hash, is_acceptable_secret};
+use casefile::config::{Cli, Command, DatabaseArgs, ServeArgs, TokenCommand};
 use casefile::db::Database;
-use casefile::server::{Server, shutdown_signal};
+use casefile::server::{Server, check_anonymous_exposure, shutdown_signal};
+use casefile::simulate::Api;
 use casefile::store::Store;
+use casefile::token_command;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -31,8 +35,30 @@ async fn main() -> anyhow::Result<()> {
             })
             .await
         }
-        Command::Serve(args) => serve(args).await,
+        Command::Serve(args) => serve(*args).await,
         Command::Simulate(args) => casefile::simulate::run(&args).await,
+        Command::Token(command) => token(command).await,
+    }
+}
+
+async fn token(command: TokenCommand) -> anyhow::Result<()> {
+    let target = match &command {
+        TokenCommand::Create { target, .. }
+        | TokenCommand::List { target }
+        | TokenCommand::Revoke { target, .. } => target.clone(),
+    };
+    match &target.url {
+        Some(url) => {
+            let api = Api::new(url.clone(), target.token.clone());
+            token_command::run_remote(&api, &command).await
+        }
+        None => {
+            let command = &command;
+            with_database(&target.database, |store| async move {
+                token_command::run_on_database(&store, command).await
+            })
+            .await
+        }
     }
 }
 
@@ -61,6 +87,8 @@ async fn connect(args: &DatabaseArgs) -> anyhow::Result<Database> {
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    // Before the database starts: a refused configuration should not cost a start-up.
+    check_anonymous_exposure(&args.http.auth, args.listen)?;
     let db = connect(&args.database).await?;
     let store = Store::new(db.pool().clone());
     if args.demo {
@@ -72,6 +100,13 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 return Err(err.into());
             }
         }
+    }
+    if args.http.auth.mode == AuthMode::Tokens
+        && let Err(err) = first_admin(&store, args.bootstrap_admin_token.as_deref()).await
+    {
+        drop(store);
+        db.shutdown().await;
+        return Err(err);
     }
     let server = match Server::start(store, &args.http, args.listen).await {
         Ok(server) => server,
@@ -85,5 +120,43 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     tracing::info!("shutting down");
     server.stop().await;
     db.shutdown().await;
+    Ok(())
+}
+
+/// With `--auth tokens` and no usable admin token, creates one: from
+/// `CASEFILE_BOOTSTRAP_ADMIN_TOKEN`, or a new secret printed once on standard output (never
+/// logged).
+async fn first_admin(store: &Store, given: Option<&str>) -> anyhow::Result<()> {
+    if let Some(secret) = given
+        && !is_acceptable_secret(secret)
+    {
+        anyhow::bail!(
+            "CASEFILE_BOOTSTRAP_ADMIN_TOKEN must be `cf_` followed by at least 32 characters \
+             (e.g. `cf_$(openssl rand -hex 32)`)"
+        );
+    }
+    let secret = given.map_or_else(generate_secret, str::to_owned);
+    let created = casefile::store::tokens::create_first_admin(
+        store.pool(),
+        "bootstrap-admin",
+        &hash(&secret),
+    )
+    .await
+    .map_err(|err| anyhow::anyhow!("cannot create the first admin token: {err}"))?;
+    match created {
+        Some(name) if given.is_some() => {
+            tracing::info!("created admin token {name} from CASEFILE_BOOTSTRAP_ADMIN_TOKEN");
+        }
+        Some(name) => {
+            tracing::warn!(
+                "no admin token existed: created {name}; its secret is on standard output, once"
+            );
+            println!(
+                "casefile: created the first admin token, {name}. Keep its secret; it is not shown again:"
+            );
+            println!("{secret}");
+        }
+        None => {}
+    }
     Ok(())
 }

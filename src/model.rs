@@ -41,6 +41,53 @@ pub enum SessionStatus {
     TimedOut,
 }
 
+/// What a caller may do; each role may also do everything of the roles before it.
+#[derive(
+    Enum,
+    sqlx::Type,
+    serde::Serialize,
+    serde::Deserialize,
+    clap::ValueEnum,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+)]
+#[sqlx(type_name = "text", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Queries and subscriptions.
+    Reader,
+    /// Also what a person does from a dashboard: open chats and post to their own, request a
+    /// session's cancellation.
+    Operator,
+    /// Also every mutation an orchestrator or agent uses to record its work.
+    Writer,
+    /// Everything: also deleting and restoring sessions and managing API tokens.
+    Admin,
+}
+
+/// What a session status history entry records.
+#[derive(
+    Enum, sqlx::Type, serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash,
+)]
+#[sqlx(type_name = "text", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub enum SessionChangeAction {
+    /// The session was created.
+    Created,
+    /// Its status changed.
+    StatusChanged,
+    /// It was soft-deleted (its status stays).
+    Deleted,
+    /// It was restored after a delete.
+    Restored,
+}
+
 /// Lifecycle of a stage; aggregated from its agent executions.
 #[derive(
     Enum, sqlx::Type, serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash,

@@ -9,7 +9,8 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::config::HttpOptions;
+use crate::auth::{AuthMode, Authenticator};
+use crate::config::{AuthOptions, HttpOptions};
 use crate::http::router;
 use crate::live::Hub;
 use crate::store::Store;
@@ -21,6 +22,8 @@ const DRAIN_GRACE: Duration = Duration::from_secs(10);
 pub struct Server {
     addr: SocketAddr,
     hub: Arc<Hub>,
+    /// Follows token changes made by other processes (external database only).
+    token_follower: Option<JoinHandle<()>>,
     shutdown: oneshot::Sender<()>,
     task: JoinHandle<std::io::Result<()>>,
 }
@@ -32,12 +35,19 @@ impl Server {
         options: &HttpOptions,
         addr: SocketAddr,
     ) -> anyhow::Result<Self> {
+        check_anonymous_exposure(&options.auth, addr)?;
+        let auth = Authenticator::new(store.clone(), &options.auth)?;
         let listener = TcpListener::bind(addr)
             .await
             .with_context(|| format!("cannot listen on {addr}"))?;
         let addr = listener.local_addr()?;
         let hub = Hub::start(store.clone(), options.subscriber_buffer).await?;
-        let app = router(store, hub.clone(), options)?;
+        // One process per embedded database: revocations happen in this process, which
+        // forgets at once. Several processes share an external one and hear of them by NOTIFY.
+        let token_follower = (auth.mode() != AuthMode::None
+            && store.pool().options().get_max_connections() > 1)
+            .then(|| tokio::spawn(auth.tokens().clone().follow_changes()));
+        let app = router(store, hub.clone(), auth, options, addr)?;
         let (shutdown, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             axum::serve(listener, app)
@@ -49,6 +59,7 @@ impl Server {
         Ok(Self {
             addr,
             hub,
+            token_follower,
             shutdown,
             task,
         })
@@ -62,6 +73,9 @@ impl Server {
     /// returns, the server holds no database connection any more.
     pub async fn stop(self) {
         self.hub.shutdown();
+        if let Some(follower) = &self.token_follower {
+            follower.abort();
+        }
         let _ = self.shutdown.send(());
         let mut task = self.task;
         match tokio::time::timeout(DRAIN_GRACE, &mut task).await {
@@ -75,6 +89,27 @@ impl Server {
             }
         }
     }
+}
+
+/// `--auth none` lets anyone who reaches the port do anything: allowed on a loopback address,
+/// elsewhere only when explicitly asked for.
+pub fn check_anonymous_exposure(auth: &AuthOptions, addr: SocketAddr) -> anyhow::Result<()> {
+    if auth.mode != AuthMode::None || addr.ip().is_loopback() {
+        return Ok(());
+    }
+    if !auth.allow_anonymous {
+        anyhow::bail!(
+            "refusing to serve without authentication on {addr}, a non-loopback address: anyone \
+             who can reach it could read, change and delete every session. Choose an \
+             authentication mode with --auth tokens or --auth proxy (CASEFILE_AUTH), or accept \
+             the risk with --allow-anonymous (CASEFILE_ALLOW_ANONYMOUS)"
+        );
+    }
+    tracing::warn!(
+        "serving WITHOUT AUTHENTICATION on {addr} (--allow-anonymous): anyone who can reach it \
+         may read, change and delete every session"
+    );
+    Ok(())
 }
 
 /// Resolves on Ctrl-C or SIGTERM.

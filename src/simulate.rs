@@ -16,23 +16,30 @@ use crate::config::SimulateArgs;
 pub struct Api {
     http: reqwest::Client,
     url: String,
+    /// Sent as `Authorization: Bearer …` when set.
+    token: Option<String>,
 }
 
 impl Api {
-    /// A client of the GraphQL endpoint at `url`.
-    pub fn new(url: String) -> Api {
+    /// A client of the GraphQL endpoint at `url`, authenticated with `token` when given.
+    pub fn new(url: String, token: Option<String>) -> Api {
         Api {
             http: reqwest::Client::new(),
             url,
+            token,
         }
     }
 
     /// Runs an operation; its `data`, or an error when the server refused it.
     pub async fn call(&self, query: &str, variables: Value) -> anyhow::Result<Value> {
-        let body: Value = self
+        let mut request = self
             .http
             .post(&self.url)
-            .json(&json!({ "query": query, "variables": variables }))
+            .json(&json!({ "query": query, "variables": variables }));
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        let body: Value = request
             .send()
             .await
             .with_context(|| format!("cannot reach {}", self.url))?
@@ -191,7 +198,7 @@ type AgentPlan = (&'static str, &'static str, &'static str);
 
 /// Plays one investigation; prints its id first so it can be watched.
 pub async fn run(args: &SimulateArgs) -> anyhow::Result<()> {
-    let api = Api::new(args.url.clone());
+    let api = Api::new(args.url.clone(), args.token.clone());
     let pause = Duration::from_secs_f64(1.0 / args.token_rate.max(1.0));
     let session = api
         .id(

@@ -110,6 +110,11 @@ loader!(
     StageByChatUserMessage: Uuid => StageRow, |store, keys| store.stage_by_chat_user_message(keys)
 );
 loader!(
+    /// A session's status history, oldest first.
+    StatusChangesBySession: Uuid => Vec<SessionStatusChangeRow>,
+    |store, keys| store.status_changes_by_session(keys)
+);
+loader!(
     /// Counts of what a session holds.
     CountsBySession: Uuid => SessionCountsRow, |store, keys| store.session_counts(keys)
 );
@@ -176,6 +181,7 @@ pub struct Loaders {
     pub user_messages_by_chat: Batched<UserMessagesByChat>,
     pub stage_by_chat_user_message: Batched<StageByChatUserMessage>,
     pub counts_by_session: Batched<CountsBySession>,
+    pub status_changes_by_session: Batched<StatusChangesBySession>,
     pub timeline: PerScope<TimelinePages>,
     pub llm_interactions_by: PerScope<LlmInteractionsBy>,
     pub mcp_interactions_by: PerScope<McpInteractionsBy>,
@@ -214,6 +220,7 @@ impl Loaders {
         loaders.user_messages_by_chat.enable_all_cache(false);
         loaders.stage_by_chat_user_message.enable_all_cache(false);
         loaders.counts_by_session.enable_all_cache(false);
+        loaders.status_changes_by_session.enable_all_cache(false);
         loaders.timeline.disable_cache();
         loaders.llm_interactions_by.disable_cache();
         loaders.mcp_interactions_by.disable_cache();
@@ -262,6 +269,7 @@ impl Loaders {
             user_messages_by_chat: batched(UserMessagesByChat { store: plain() }),
             stage_by_chat_user_message: batched(StageByChatUserMessage { store: plain() }),
             counts_by_session: batched(CountsBySession { store: plain() }),
+            status_changes_by_session: batched(StatusChangesBySession { store: plain() }),
             timeline: per_scope!(TimelinePages),
             llm_interactions_by: per_scope!(LlmInteractionsBy),
             mcp_interactions_by: per_scope!(McpInteractionsBy),

@@ -1,5 +1,6 @@
 //! The GraphQL API: schema, types, loaders and pagination.
 
+pub mod guards;
 pub mod ids;
 pub mod loaders;
 mod mutation;
@@ -20,6 +21,7 @@ pub use mutation::Mutation;
 pub use query::Query;
 pub use subscription::Subscription;
 
+use crate::auth::Authenticator;
 use crate::live::Hub;
 
 pub type CasefileSchema = Schema<Query, Mutation, Subscription>;
@@ -28,11 +30,18 @@ fn builder() -> SchemaBuilder<Query, Mutation, Subscription> {
     Schema::build(Query, Mutation, Subscription).extension(ErrorCodes)
 }
 
-/// The schema served, with its limits. Each request must also get fresh [`Loaders`].
-pub fn build_schema(store: Store, hub: Arc<Hub>, limits: Limits) -> CasefileSchema {
+/// The schema served, with its limits. Each request must also get fresh [`Loaders`] and the
+/// caller's [`crate::auth::Identity`].
+pub fn build_schema(
+    store: Store,
+    hub: Arc<Hub>,
+    auth: Arc<Authenticator>,
+    limits: Limits,
+) -> CasefileSchema {
     builder()
         .data(store)
         .data(hub)
+        .data(auth)
         .data(limits)
         .limit_depth(limits.max_query_depth)
         .limit_complexity(limits.max_query_complexity)

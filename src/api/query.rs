@@ -3,14 +3,15 @@
 use async_graphql::{Context, Enum, ID, InputObject, Object};
 use chrono::{DateTime, Utc};
 
+use super::guards::{RoleGuard, caller};
 use super::ids::{self, NodeType};
 use super::pagination::{decode_session_cursor, page_info, page_size, session_cursor};
-use super::types::{Node, Session, SessionConnection, SessionEdge, loaders};
+use super::types::{ApiToken, Node, Session, SessionConnection, SessionEdge, Viewer, loaders};
 use crate::config::Limits;
 use crate::error::Error;
-use crate::model::SessionStatus;
-use crate::store::Store;
+use crate::model::{Role, SessionStatus};
 use crate::store::sessions::{SessionFilter, SessionSort};
+use crate::store::{Store, tokens};
 use async_graphql::Result;
 
 /// Shortest accepted text search.
@@ -36,6 +37,12 @@ pub struct SessionFilterInput {
     /// Include soft-deleted sessions.
     #[graphql(default = false)]
     include_deleted: bool,
+    /// Created by this identity (`token:NAME`, or a person's user name from the SSO proxy).
+    created_by: Option<String>,
+    /// Whose cancellation request (or whose action that cancelled it) is in the status history.
+    cancelled_by: Option<String>,
+    /// Deleted by this identity, according to the status history (includes deleted sessions).
+    deleted_by: Option<String>,
 }
 
 impl SessionFilterInput {
@@ -64,6 +71,9 @@ impl SessionFilterInput {
             created_before: self.created_before,
             search,
             include_deleted: self.include_deleted,
+            created_by: self.created_by,
+            cancelled_by: self.cancelled_by,
+            deleted_by: self.deleted_by,
         })
     }
 }
@@ -122,6 +132,7 @@ pub struct Query;
 #[Object]
 impl Query {
     /// Any object by its global ID (null when it does not exist).
+    #[graphql(guard = "RoleGuard(Role::Reader)")]
     async fn node(
         &self,
         ctx: &Context<'_>,
@@ -131,7 +142,10 @@ impl Query {
     }
 
     /// Several objects by their global IDs, in the same order (null where one does not exist).
-    #[graphql(complexity = "ids.len() * child_complexity + 1")]
+    #[graphql(
+        complexity = "ids.len() * child_complexity + 1",
+        guard = "RoleGuard(Role::Reader)"
+    )]
     async fn nodes(
         &self,
         ctx: &Context<'_>,
@@ -150,6 +164,7 @@ impl Query {
 
     /// A session by its global ID or UUID (null when it does not exist; soft-deleted sessions
     /// are returned, with `deletedAt` set).
+    #[graphql(guard = "RoleGuard(Role::Reader)")]
     async fn session(
         &self,
         ctx: &Context<'_>,
@@ -160,7 +175,10 @@ impl Query {
     }
 
     /// Sessions, newest first unless ordered otherwise, a page at a time.
-    #[graphql(complexity = "crate::api::pagination::complexity_of_page(first, child_complexity)")]
+    #[graphql(
+        complexity = "crate::api::pagination::complexity_of_page(first, child_complexity)",
+        guard = "RoleGuard(Role::Reader)"
+    )]
     async fn sessions(
         &self,
         ctx: &Context<'_>,
@@ -205,5 +223,26 @@ impl Query {
             page_info,
             filter,
         })
+    }
+
+    /// Who is asking: the identity and role this request was authenticated as.
+    #[graphql(guard = "RoleGuard(Role::Reader)")]
+    async fn viewer(&self, ctx: &Context<'_>) -> Result<Viewer> {
+        Ok(Viewer(caller(ctx)?.clone()))
+    }
+
+    /// API tokens, oldest first (admin only; secrets are never shown).
+    #[graphql(guard = "RoleGuard(Role::Admin)")]
+    async fn api_tokens(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "Include revoked tokens.", default = false)] include_revoked: bool,
+    ) -> Result<Vec<ApiToken>> {
+        let store = ctx.data_unchecked::<Store>();
+        Ok(tokens::list(store.pool(), include_revoked)
+            .await?
+            .into_iter()
+            .map(ApiToken)
+            .collect())
     }
 }

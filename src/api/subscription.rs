@@ -5,6 +5,7 @@ use std::sync::Arc;
 use async_graphql::{Context, ID, Object, Subscription};
 use futures::{Stream, StreamExt as _};
 
+use super::guards::RoleGuard;
 use super::ids::{self, NodeType, decode_as};
 use super::pagination::decode_timeline_cursor;
 use super::types::{
@@ -14,7 +15,7 @@ use super::types::{
 use crate::error::Error;
 use crate::live::timeline::{self, Position, Scope, TimelineUpdateKind, Update};
 use crate::live::{Change, Hub};
-use crate::model::{SessionStatus, from_db_name};
+use crate::model::{Role, SessionStatus, from_db_name};
 use crate::store::{Record, Store};
 use tokio::sync::broadcast::error::RecvError;
 use uuid::Uuid;
@@ -78,6 +79,7 @@ impl Subscription {
     /// execution with `stageId` / `executionId` (they must belong to the session); a cursor
     /// resumes the view it came from or a narrower one. Deltas arriving within 50 ms are merged
     /// per event.
+    #[graphql(guard = "RoleGuard(Role::Reader)")]
     async fn timeline(
         &self,
         ctx: &Context<'_>,
@@ -120,6 +122,7 @@ impl Subscription {
     /// status and timing, new messages and interactions, chat activity. It starts with the
     /// session as it is now; each change names its record (select the matching field to read it
     /// as it is when delivered).
+    #[graphql(guard = "RoleGuard(Role::Reader)")]
     async fn session(
         &self,
         ctx: &Context<'_>,
@@ -152,6 +155,7 @@ impl Subscription {
 
     /// Status changes of every session (and new sessions), for dashboards; optionally only
     /// those entering one of `status`.
+    #[graphql(guard = "RoleGuard(Role::Reader)")]
     async fn sessions(
         &self,
         ctx: &Context<'_>,

@@ -14,7 +14,13 @@ pub struct EmbeddedPostgres {
     /// Always `Some` until shutdown or drop takes it.
     server: Option<PgliteServer>,
     url: String,
+    /// An exclusive lock on the data directory, held while the database runs: pglite's files
+    /// must never be opened by two processes at once.
+    _lock: Option<std::fs::File>,
 }
+
+/// The lock file in a data directory.
+const LOCK_FILE: &str = "casefile.lock";
 
 impl EmbeddedPostgres {
     /// Starts (creating if needed) a persistent database in `data_dir`.
@@ -22,7 +28,10 @@ impl EmbeddedPostgres {
         std::fs::create_dir_all(&data_dir)
             .with_context(|| format!("cannot create data directory {}", data_dir.display()))?;
         let data_dir = std::fs::canonicalize(&data_dir)?;
-        Self::start(move || PgliteServer::builder().path(data_dir)).await
+        let lock = lock(&data_dir)?;
+        let mut db = Self::start(move || PgliteServer::builder().path(data_dir)).await?;
+        db._lock = Some(lock);
+        Ok(db)
     }
 
     /// Starts a throw-away database in a temporary directory (for tests).
@@ -48,6 +57,7 @@ impl EmbeddedPostgres {
         Ok(Self {
             server: Some(server),
             url,
+            _lock: None,
         })
     }
 
@@ -75,6 +85,29 @@ impl EmbeddedPostgres {
             Err(_) => tracing::warn!(
                 "embedded PostgreSQL did not stop within {SHUTDOWN_GRACE:?}; leaving it"
             ),
+        }
+    }
+}
+
+/// Takes the data directory's lock, or says who has it.
+fn lock(data_dir: &std::path::Path) -> anyhow::Result<std::fs::File> {
+    let path = data_dir.join(LOCK_FILE);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
+            "the embedded database in {} is in use by another casefile process (a running \
+             server?). Stop it first, or act through the running server: its GraphQL API, or \
+             `casefile token … --url http://HOST:PORT/graphql --token <admin token>`",
+            data_dir.display()
+        ),
+        Err(std::fs::TryLockError::Error(err)) => {
+            Err(err).with_context(|| format!("cannot lock {}", path.display()))
         }
     }
 }

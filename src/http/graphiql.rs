@@ -1,6 +1,6 @@
 //! GraphiQL for people exploring the API in a browser, with a useful query pre-filled.
 
-use std::sync::LazyLock;
+use crate::auth::AuthMode;
 
 const TEMPLATE: &str = include_str!("graphiql.html");
 
@@ -42,14 +42,18 @@ query RecentSessions {
 }
 "#;
 
-static PAGE: LazyLock<String> = LazyLock::new(|| {
+/// The page, for a server whose authentication is `mode`: with API tokens, the headers editor
+/// starts with an `Authorization` header to fill in (behind an SSO proxy, the proxy signs
+/// people in).
+pub fn page(mode: AuthMode) -> String {
     let js_string = |s: &str| serde_json::to_string(s).expect("strings serialize");
+    let headers = match mode {
+        AuthMode::None | AuthMode::Proxy => "",
+        AuthMode::Tokens => "{\n  \"Authorization\": \"Bearer <your casefile API token>\"\n}",
+    };
     TEMPLATE
         .replace("__ENDPOINT__", &js_string("/graphql"))
         .replace("__SUBSCRIPTION_ENDPOINT__", &js_string("/graphql/ws"))
         .replace("__DEFAULT_QUERY__", &js_string(EXAMPLE_QUERY))
-});
-
-pub fn page() -> &'static str {
-    &PAGE
+        .replace("__DEFAULT_HEADERS__", &js_string(headers))
 }

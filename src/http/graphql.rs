@@ -11,8 +11,10 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{Html, IntoResponse, Response};
 
-use super::{AppState, graphiql, streaming};
+use super::access::{self, OriginPolicy};
+use super::{AppState, streaming};
 use crate::api::Loaders;
+use crate::auth::Identity;
 
 const GRAPHQL_RESPONSE_JSON: &str = "application/graphql-response+json";
 const JSON: &str = "application/json";
@@ -23,17 +25,25 @@ pub async fn post(
     request: GraphQLBatchRequest,
 ) -> Response {
     let batch = request.into_inner();
+    let streamed = accepts(&headers, "text/event-stream") || accepts(&headers, "multipart/mixed");
+    if streamed && !state.origins.allows(&headers) {
+        return OriginPolicy::refused();
+    }
+    let identity = match access::authenticate(&state, &headers).await {
+        Ok(identity) => identity,
+        Err(response) => return response,
+    };
     // A single operation may ask to be streamed (subscriptions, over SSE or multipart).
     if let BatchRequest::Single(single) = batch {
         if accepts(&headers, "text/event-stream") {
-            return streaming::sse(&state, single);
+            return streaming::sse(&state, single, identity);
         }
         if accepts(&headers, "multipart/mixed") {
-            return streaming::multipart(&state, single);
+            return streaming::multipart(&state, single, identity);
         }
-        return execute(&state, BatchRequest::Single(single), &headers).await;
+        return execute(&state, BatchRequest::Single(single), &headers, identity).await;
     }
-    execute(&state, batch, &headers).await
+    execute(&state, batch, &headers, identity).await
 }
 
 pub async fn get(State(state): State<AppState>, headers: HeaderMap, uri: Uri) -> Response {
@@ -43,7 +53,7 @@ pub async fn get(State(state): State<AppState>, headers: HeaderMap, uri: Uri) ->
         .any(|pair| pair.starts_with("query="))
     {
         if accepts(&headers, "text/html") {
-            return Html(graphiql::page()).into_response();
+            return Html(state.graphiql.clone()).into_response();
         }
         return plain_error(
             StatusCode::BAD_REQUEST,
@@ -59,6 +69,14 @@ pub async fn get(State(state): State<AppState>, headers: HeaderMap, uri: Uri) ->
             );
         }
     };
+    let streamed = accepts(&headers, "text/event-stream");
+    if streamed && !state.origins.allows(&headers) {
+        return OriginPolicy::refused();
+    }
+    let identity = match access::authenticate(&state, &headers).await {
+        Ok(identity) => identity,
+        Err(response) => return response,
+    };
     if is_mutation(&request) {
         let mut response = plain_error(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -69,15 +87,21 @@ pub async fn get(State(state): State<AppState>, headers: HeaderMap, uri: Uri) ->
             .insert(header::ALLOW, HeaderValue::from_static("POST"));
         return response;
     }
-    if accepts(&headers, "text/event-stream") {
-        return streaming::sse(&state, request);
+    if streamed {
+        return streaming::sse(&state, request, identity);
     }
-    execute(&state, BatchRequest::Single(request), &headers).await
+    execute(&state, BatchRequest::Single(request), &headers, identity).await
 }
 
-/// Runs each request with loaders of its own and negotiates the response media type.
-async fn execute(state: &AppState, batch: BatchRequest, headers: &HeaderMap) -> Response {
-    let with_loaders = |r: Request| r.data(Loaders::new(&state.store));
+/// Runs each request with loaders of its own, as `identity`, and negotiates the response media
+/// type.
+async fn execute(
+    state: &AppState,
+    batch: BatchRequest,
+    headers: &HeaderMap,
+    identity: Identity,
+) -> Response {
+    let with_loaders = |r: Request| r.data(Loaders::new(&state.store)).data(identity.clone());
     let batch = match batch {
         BatchRequest::Single(r) => BatchRequest::Single(with_loaders(r)),
         BatchRequest::Batch(rs) => BatchRequest::Batch(rs.into_iter().map(with_loaders).collect()),
@@ -148,12 +172,5 @@ fn is_mutation(request: &Request) -> bool {
 
 /// A GraphQL-shaped error for requests that never reach the executor.
 fn plain_error(status: StatusCode, message: &str) -> Response {
-    let body = serde_json::json!({
-        "errors": [{ "message": message, "extensions": { "code": "BAD_REQUEST" } }]
-    });
-    let mut response = (status, body.to_string()).into_response();
-    response
-        .headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(JSON));
-    response
+    access::error_response(status, "BAD_REQUEST", message)
 }

@@ -1,17 +1,21 @@
 //! The HTTP edge: GraphQL over HTTP (POST and GET), GraphiQL, health and readiness probes.
 
+mod access;
 mod graphiql;
 mod graphql;
 mod streaming;
 mod websocket;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use axum::Router;
+use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderName, HeaderValue, Method, StatusCode};
+use axum::middleware;
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use tower_http::catch_panic::CatchPanicLayer;
@@ -20,9 +24,11 @@ use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::api::{CasefileSchema, build_schema};
+use crate::auth::{AuthMode, Authenticator};
 use crate::config::HttpOptions;
 use crate::live::Hub;
 use crate::store::Store;
+use access::{HostPolicy, OriginPolicy};
 pub use graphiql::EXAMPLE_QUERY;
 
 /// What every handler shares.
@@ -30,39 +36,69 @@ pub use graphiql::EXAMPLE_QUERY;
 pub struct AppState {
     pub schema: CasefileSchema,
     pub store: Store,
+    pub auth: Arc<Authenticator>,
+    /// Browser origins that may open WebSocket and SSE streams.
+    pub origins: Arc<OriginPolicy>,
     /// Interval of the server's WebSocket keepalive pings.
     pub ws_keepalive: Duration,
+    /// The GraphiQL page.
+    pub graphiql: Bytes,
 }
 
 pub use websocket::ConnectionInit;
 
-/// The whole HTTP application.
-pub fn router(store: Store, hub: Arc<Hub>, options: &HttpOptions) -> anyhow::Result<Router> {
+/// The whole HTTP application, served on `listen`.
+pub fn router(
+    store: Store,
+    hub: Arc<Hub>,
+    auth: Arc<Authenticator>,
+    options: &HttpOptions,
+    listen: SocketAddr,
+) -> anyhow::Result<Router> {
     let limits = options.limits;
     let state = AppState {
-        schema: build_schema(store.clone(), hub, limits),
+        schema: build_schema(store.clone(), hub, auth.clone(), limits),
         store,
+        auth: auth.clone(),
+        origins: Arc::new(OriginPolicy::new(options)?),
         ws_keepalive: options.ws_keepalive,
+        graphiql: Bytes::from(graphiql::page(auth.mode())),
     };
-    let router = Router::new()
+    let graphql_routes = || {
+        get(graphql::get)
+            .post(graphql::post)
+            .layer(middleware::from_fn(access::require_json))
+    };
+    let mut router = Router::new()
         .route("/", get(graphiql))
-        .route("/graphql", get(graphql::get).post(graphql::post))
+        .route("/graphql", graphql_routes())
         .route("/graphql/ws", get(websocket::upgrade))
-        .route("/graphql/stream", get(graphql::get).post(graphql::post))
+        .route("/graphql/stream", graphql_routes())
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .layer(RequestBodyLimitLayer::new(limits.max_body_bytes))
         .layer(CatchPanicLayer::new())
         .layer(TraceLayer::new_for_http())
         .with_state(state);
-    Ok(match cors(&options.cors_allow_origins)? {
-        Some(cors) => router.layer(cors),
-        None => router,
-    })
+    // Without authentication, a page on another site could reach a loopback server through
+    // DNS rebinding; its requests name that site as Host.
+    if auth.mode() == AuthMode::None && listen.ip().is_loopback() {
+        router = router.layer(middleware::from_fn_with_state(
+            HostPolicy::new(&options.auth.allowed_hosts),
+            access::check_host,
+        ));
+    }
+    Ok(
+        match cors(&options.cors_allow_origins, &options.cors_allow_headers)? {
+            Some(cors) => router.layer(cors),
+            None => router,
+        },
+    )
 }
 
 /// Cross-origin access for browser apps served from other origins (none unless configured).
-fn cors(origins: &[String]) -> anyhow::Result<Option<CorsLayer>> {
+/// Credentials (cookies through an SSO proxy) only for listed origins, never for `*`.
+fn cors(origins: &[String], allow_headers: &[String]) -> anyhow::Result<Option<CorsLayer>> {
     let origins: Vec<&str> = origins
         .iter()
         .map(|o| o.trim())
@@ -71,25 +107,31 @@ fn cors(origins: &[String]) -> anyhow::Result<Option<CorsLayer>> {
     if origins.is_empty() {
         return Ok(None);
     }
-    let allow_origin = if origins.contains(&"*") {
-        AllowOrigin::any()
-    } else {
-        let values = origins
-            .iter()
-            .map(|o| HeaderValue::from_str(o).with_context(|| format!("invalid CORS origin {o:?}")))
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        AllowOrigin::list(values)
-    };
+    let headers = allow_headers
+        .iter()
+        .map(|h| h.trim())
+        .filter(|h| !h.is_empty())
+        .map(|h| HeaderName::try_from(h).with_context(|| format!("invalid CORS header {h:?}")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let layer = CorsLayer::new()
+        .allow_methods([Method::GET, Method::POST])
+        .allow_headers(headers);
+    if origins.contains(&"*") {
+        return Ok(Some(layer.allow_origin(AllowOrigin::any())));
+    }
+    let values = origins
+        .iter()
+        .map(|o| HeaderValue::from_str(o).with_context(|| format!("invalid CORS origin {o:?}")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     Ok(Some(
-        CorsLayer::new()
-            .allow_origin(allow_origin)
-            .allow_methods([Method::GET, Method::POST])
-            .allow_headers([header::CONTENT_TYPE, header::ACCEPT, header::AUTHORIZATION]),
+        layer
+            .allow_origin(AllowOrigin::list(values))
+            .allow_credentials(true),
     ))
 }
 
-async fn graphiql() -> Html<&'static str> {
-    Html(graphiql::page())
+async fn graphiql(State(state): State<AppState>) -> Html<Bytes> {
+    Html(state.graphiql)
 }
 
 /// The process is up.

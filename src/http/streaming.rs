@@ -1,29 +1,29 @@
 //! Subscriptions over plain HTTP, for clients that cannot use WebSocket: GraphQL over
 //! Server-Sent Events (the graphql-sse protocol, distinct connections mode) and multipart HTTP
-//! (`multipart/mixed`, as Apollo clients speak it).
+//! (`multipart/mixed`, as Apollo clients speak it). A stream opened with a token ends, with an
+//! `UNAUTHENTICATED` error, once that token is revoked or expires.
 
 use std::convert::Infallible;
 use std::time::Duration;
 
-use async_graphql::Request;
 use async_graphql::http::create_multipart_mixed_stream;
+use async_graphql::{Request, ServerError};
 use axum::body::Body;
 use axum::http::{HeaderValue, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use futures::StreamExt as _;
+use futures::{Stream, StreamExt as _};
 
 use super::AppState;
 use crate::api::Loaders;
+use crate::auth::Identity;
 
 /// How often an idle stream carries a heartbeat, so proxies keep it open.
 const HEARTBEAT: Duration = Duration::from_secs(15);
 
 /// Runs the operation and streams each result as an SSE `next` event, then `complete`.
-pub fn sse(state: &AppState, request: Request) -> Response {
-    let results = state
-        .schema
-        .execute_stream(request.data(Loaders::uncached(&state.store)));
+pub fn sse(state: &AppState, request: Request, identity: Identity) -> Response {
+    let results = results(state, request, identity);
     let events = results
         .map(|response| {
             let data = serde_json::to_string(&response).unwrap_or_else(|_| "{}".to_owned());
@@ -43,10 +43,8 @@ pub fn sse(state: &AppState, request: Request) -> Response {
 }
 
 /// Runs the operation and streams each result as a part of a `multipart/mixed` response.
-pub fn multipart(state: &AppState, request: Request) -> Response {
-    let results = state
-        .schema
-        .execute_stream(request.data(Loaders::uncached(&state.store)));
+pub fn multipart(state: &AppState, request: Request, identity: Identity) -> Response {
+    let results = results(state, request, identity);
     let body = Body::from_stream(
         create_multipart_mixed_stream(results, HEARTBEAT).map(Ok::<_, std::io::Error>),
     );
@@ -56,4 +54,48 @@ pub fn multipart(state: &AppState, request: Request) -> Response {
         HeaderValue::from_static("multipart/mixed; boundary=graphql"),
     );
     response
+}
+
+/// The operation's results as `identity`, until its credentials lapse.
+fn results(
+    state: &AppState,
+    request: Request,
+    identity: Identity,
+) -> impl Stream<Item = async_graphql::Response> + Send + Unpin + 'static {
+    let results = state.schema.execute_stream(
+        request
+            .data(Loaders::uncached(&state.store))
+            .data(identity.clone()),
+    );
+    let auth = state.auth.clone();
+    Box::pin(async_stream::stream! {
+        let lapsed = auth.until_lapsed(&identity);
+        futures::pin_mut!(lapsed);
+        futures::pin_mut!(results);
+        loop {
+            tokio::select! {
+                next = results.next() => match next {
+                    Some(response) => yield response,
+                    None => break,
+                },
+                () = &mut lapsed => {
+                    yield lapsed_response();
+                    break;
+                }
+            }
+        }
+    })
+}
+
+/// What a stream sends last when its token was revoked or expired.
+pub(crate) fn lapsed_response() -> async_graphql::Response {
+    let mut error = ServerError::new(
+        "the credentials of this stream were revoked or expired",
+        None,
+    );
+    error
+        .extensions
+        .get_or_insert_with(Default::default)
+        .set("code", "UNAUTHENTICATED");
+    async_graphql::Response::from_errors(vec![error])
 }

@@ -9,8 +9,8 @@
 //! protocol's own keepalive (`ping`, answered with `pong`, or the legacy `ka`). A client heard
 //! nothing from for two intervals is gone and is closed; so is one that never initializes.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_graphql::http::{
@@ -21,13 +21,17 @@ use axum::extract::State;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse as _, Response};
-use futures::{SinkExt as _, StreamExt as _, future};
+use futures::future::BoxFuture;
+use futures::{FutureExt as _, SinkExt as _, StreamExt as _, future};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::AppState;
+use super::access::OriginPolicy;
 use crate::api::Loaders;
+use crate::auth::Rejection;
 
-/// The payload a client sent with `connection_init` (authentication will read it).
+/// The payload a client sent with `connection_init`.
 #[derive(Debug, Clone)]
 pub struct ConnectionInit(pub serde_json::Value);
 
@@ -35,12 +39,28 @@ pub struct ConnectionInit(pub serde_json::Value);
 const CLOSE_TIMEOUT: u16 = 3008;
 /// Close code for a connection never initialized in time (graphql-transport-ws).
 const CLOSE_INIT_TIMEOUT: u16 = 4408;
+/// Close codes for a failed authentication (graphql-transport-ws reserves both).
+const CLOSE_UNAUTHENTICATED: u16 = 4401;
+const CLOSE_FORBIDDEN: u16 = 4403;
+
+/// Accepts (or refuses) a connection's `connection_init` payload: the data its operations run
+/// with, and a future that resolves when its credentials lapse (the connection is closed then).
+pub(crate) type Authorize = Box<
+    dyn FnOnce(
+            serde_json::Value,
+        ) -> BoxFuture<'static, Result<(Data, BoxFuture<'static, ()>), Rejection>>
+        + Send,
+>;
 
 pub async fn upgrade(
     State(state): State<AppState>,
     headers: HeaderMap,
     upgrade: WebSocketUpgrade,
 ) -> Response {
+    // A page on another site must not read live data with the browser's credentials.
+    if !state.origins.allows(&headers) {
+        return OriginPolicy::refused();
+    }
     let Some(protocol) = requested_protocol(&headers) else {
         return (
             StatusCode::BAD_REQUEST,
@@ -48,6 +68,21 @@ pub async fn upgrade(
         )
             .into_response();
     };
+    let mut data = Data::default();
+    data.insert(Loaders::uncached(&state.store));
+    let auth = state.auth.clone();
+    // Credentials come in `connection_init` (or, failing that, the upgrade request's headers).
+    let authorize: Authorize = Box::new(move |payload| {
+        async move {
+            let identity = auth.authenticate_init(&headers, &payload).await?;
+            let mut data = Data::default();
+            data.insert(ConnectionInit(payload));
+            data.insert(identity.clone());
+            let lapsed = async move { auth.until_lapsed(&identity).await }.boxed();
+            Ok((data, lapsed))
+        }
+        .boxed()
+    });
     upgrade
         // Small buffers: most connections idle between updates, and thousands of them add up.
         .read_buffer_size(8 * 1024)
@@ -56,9 +91,14 @@ pub async fn upgrade(
         .max_message_size(1024 * 1024)
         .protocols(ALL_WEBSOCKET_PROTOCOLS)
         .on_upgrade(move |socket| {
-            let mut data = Data::default();
-            data.insert(Loaders::uncached(&state.store));
-            serve(socket, state.schema, protocol, data, state.ws_keepalive)
+            serve(
+                socket,
+                state.schema,
+                protocol,
+                data,
+                state.ws_keepalive,
+                authorize,
+            )
         })
 }
 
@@ -79,12 +119,16 @@ pub(crate) async fn serve<E: Executor>(
     protocol: WebSocketProtocols,
     data: Data,
     keepalive: Duration,
+    authorize: Authorize,
 ) {
     let silence_limit = keepalive * 2;
     let opened = Instant::now();
     // Milliseconds after `opened` at which the client was last heard from, in any way.
     let heard = Arc::new(AtomicU64::new(0));
     let initialized = Arc::new(AtomicBool::new(false));
+    // Why `connection_init` was refused, to close with the right code.
+    let refused: Arc<Mutex<Option<Rejection>>> = Arc::default();
+    let (lapse_tx, lapse_rx) = oneshot::channel::<BoxFuture<'static, ()>>();
 
     let (mut sink, stream) = socket.split();
     let input = {
@@ -105,16 +149,46 @@ pub(crate) async fn serve<E: Executor>(
     };
     let on_init = {
         let initialized = initialized.clone();
+        let refused = refused.clone();
         move |payload: serde_json::Value| async move {
-            initialized.store(true, Ordering::Relaxed);
-            let mut data = Data::default();
-            data.insert(ConnectionInit(payload));
-            Ok(data)
+            match authorize(payload).await {
+                Ok((data, lapsed)) => {
+                    initialized.store(true, Ordering::Relaxed);
+                    let _ = lapse_tx.send(lapsed);
+                    Ok(data)
+                }
+                Err(rejection) => {
+                    let message = rejection.message().to_owned();
+                    *refused.lock().expect("not poisoned") = Some(rejection);
+                    Err(async_graphql::Error::new(message))
+                }
+            }
         }
     };
     let mut messages = Protocol::new(executor, input, protocol)
         .connection_data(data)
         .on_connection_init(on_init);
+    // Resolves once the credentials the connection was initialized with lapse.
+    let lapsed = async move {
+        match lapse_rx.await {
+            Ok(lapsed) => lapsed.await,
+            Err(_) => future::pending().await,
+        }
+    };
+    futures::pin_mut!(lapsed);
+    let refusal = |refused: &Mutex<Option<Rejection>>| {
+        refused
+            .lock()
+            .expect("not poisoned")
+            .as_ref()
+            .map(|rejection| {
+                let code = match rejection {
+                    Rejection::Unauthenticated => CLOSE_UNAUTHENTICATED,
+                    Rejection::Forbidden(_) => CLOSE_FORBIDDEN,
+                };
+                close(code, rejection.message())
+            })
+    };
 
     let mut ticks = tokio::time::interval_at(opened + keepalive, keepalive);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -122,9 +196,25 @@ pub(crate) async fn serve<E: Executor>(
         let outgoing = tokio::select! {
             message = messages.next() => match message {
                 Some(WsMessage::Text(text)) => vec![Message::Text(text.into())],
-                Some(WsMessage::Close(code, reason)) => vec![close(code, &reason)],
+                // A refused `connection_init` closes with 4401/4403, not async-graphql's 1002.
+                Some(WsMessage::Close(code, reason)) => {
+                    vec![refusal(&refused).unwrap_or_else(|| close(code, &reason))]
+                }
                 None => break,
             },
+            () = &mut lapsed => {
+                let message = "the credentials of this connection were revoked or expired";
+                let mut outgoing = Vec::new();
+                if protocol == WebSocketProtocols::SubscriptionsTransportWS {
+                    outgoing.push(Message::Text(
+                        serde_json::json!({ "type": "connection_error", "payload": { "message": message } })
+                            .to_string()
+                            .into(),
+                    ));
+                }
+                outgoing.push(close(CLOSE_UNAUTHENTICATED, message));
+                outgoing
+            }
             _ = ticks.tick() => {
                 let silent = opened.elapsed()
                     .saturating_sub(Duration::from_millis(heard.load(Ordering::Relaxed)));
@@ -145,6 +235,11 @@ pub(crate) async fn serve<E: Executor>(
                 _ => return,
             }
         }
+    }
+    // The legacy protocol refuses with `connection_error` and ends; close with the code too.
+    if let Some(close) = refusal(&refused) {
+        let _ = tokio::time::timeout(silence_limit, sink.send(close)).await;
+        return;
     }
     let _ = sink.close().await;
 }
@@ -170,7 +265,7 @@ fn protocol_keepalive(protocol: WebSocketProtocols) -> Message {
 #[cfg(test)]
 mod tests {
     //! The transport with a schema whose resolver reads the `connection_init` payload, over a
-    //! real WebSocket (the served schema has no such resolver until authentication lands).
+    //! real WebSocket.
 
     use async_graphql::{Context, EmptyMutation, EmptySubscription, Json, Object, Schema};
     use axum::Router;
@@ -206,6 +301,14 @@ mod tests {
                                 protocol,
                                 Data::default(),
                                 Duration::from_secs(5),
+                                Box::new(|payload| {
+                                    async move {
+                                        let mut data = Data::default();
+                                        data.insert(ConnectionInit(payload));
+                                        Ok((data, future::pending().boxed()))
+                                    }
+                                    .boxed()
+                                }),
                             )
                         })
                 },

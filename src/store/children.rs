@@ -7,11 +7,26 @@ use uuid::Uuid;
 
 use super::{
     ChatRow, ChatUserMessageRow, ExecutionRow, LlmInteractionRow, McpInteractionRow, MessageRow,
-    Scope, StageRow, Store, group_by,
+    Scope, SessionStatusChangeRow, StageRow, Store, group_by,
 };
 use crate::error::Result;
 
 impl Store {
+    /// Status history of each session, oldest first.
+    pub async fn status_changes_by_session(
+        &self,
+        ids: &[Uuid],
+    ) -> Result<HashMap<Uuid, Vec<SessionStatusChangeRow>>> {
+        let rows: Vec<SessionStatusChangeRow> = sqlx::query_as(
+            "SELECT * FROM session_status_changes WHERE session_id = ANY($1) \
+             ORDER BY session_id, id",
+        )
+        .bind(ids)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(group_by(ids, rows, |r| r.session_id))
+    }
+
     /// Stages of each session, by stage_index.
     pub async fn stages_by_session(&self, ids: &[Uuid]) -> Result<HashMap<Uuid, Vec<StageRow>>> {
         let rows: Vec<StageRow> = sqlx::query_as(

@@ -6,6 +6,7 @@ mod records;
 mod rollups;
 pub mod sessions;
 mod timeline;
+pub mod tokens;
 pub mod write;
 
 use std::collections::HashMap;

@@ -48,8 +48,22 @@ pub struct SessionRow {
     pub updated_at: DateTime<Utc>,
     pub deleted_at: Option<DateTime<Utc>>,
     pub duration_ms: Option<i64>,
+    pub created_by: Option<String>,
 }
 record!(SessionRow, "sessions", "session");
+
+/// One entry of a session's status history.
+#[derive(Debug, Clone, FromRow)]
+pub struct SessionStatusChangeRow {
+    pub id: i64,
+    pub session_id: Uuid,
+    pub action: SessionChangeAction,
+    pub from_status: Option<SessionStatus>,
+    pub to_status: SessionStatus,
+    pub actor: Option<String>,
+    pub reason: Option<String>,
+    pub changed_at: DateTime<Utc>,
+}
 
 #[derive(Debug, Clone, FromRow)]
 pub struct StageRow {
@@ -188,6 +202,7 @@ pub struct ChatUserMessageRow {
     pub content: String,
     pub author: Option<String>,
     pub created_at: DateTime<Utc>,
+    pub created_by: Option<String>,
 }
 record!(ChatUserMessageRow, "chat_user_messages", "chat message");
 

@@ -20,6 +20,12 @@ pub struct SessionFilter {
     /// Substring matched case-insensitively against alert type, author and final analysis.
     pub search: Option<String>,
     pub include_deleted: bool,
+    /// Created by this identity (`token:NAME` or a proxy user).
+    pub created_by: Option<String>,
+    /// Cancellation requested by this identity.
+    pub cancelled_by: Option<String>,
+    /// Deleted by this identity (implies deleted sessions are included).
+    pub deleted_by: Option<String>,
 }
 
 /// What sessions are ordered by; ties are always broken by id.
@@ -105,7 +111,7 @@ fn like_pattern(term: &str) -> String {
 
 fn push_filter(qb: &mut QueryBuilder<'_, Postgres>, filter: &SessionFilter) {
     qb.push(" WHERE TRUE");
-    if !filter.include_deleted {
+    if !filter.include_deleted && filter.deleted_by.is_none() {
         qb.push(" AND deleted_at IS NULL");
     }
     if !filter.statuses.is_empty() {
@@ -130,6 +136,27 @@ fn push_filter(qb: &mut QueryBuilder<'_, Postgres>, filter: &SessionFilter) {
     }
     if let Some(v) = filter.created_before {
         qb.push(" AND created_at < ").push_bind(v);
+    }
+    if let Some(v) = &filter.created_by {
+        qb.push(" AND created_by = ").push_bind(v.clone());
+    }
+    // From the status history: who moved the session to cancelling/cancelled, who deleted it.
+    if let Some(v) = &filter.cancelled_by {
+        qb.push(
+            " AND EXISTS (SELECT 1 FROM session_status_changes h WHERE h.session_id = sessions.id \
+               AND h.action = 'status_changed' AND h.to_status IN ('cancelling', 'cancelled') \
+               AND h.actor = ",
+        )
+        .push_bind(v.clone())
+        .push(")");
+    }
+    if let Some(v) = &filter.deleted_by {
+        qb.push(
+            " AND EXISTS (SELECT 1 FROM session_status_changes h WHERE h.session_id = sessions.id \
+               AND h.action = 'deleted' AND h.actor = ",
+        )
+        .push_bind(v.clone())
+        .push(")");
     }
     if let Some(term) = &filter.search {
         // Same expression as the trigram index sessions_search_idx.

@@ -1,5 +1,6 @@
 //! Integration tests: the real server on a fresh database, spoken to over HTTP.
 
+mod access;
 mod bad_input;
 mod common;
 mod demo;

@@ -4,7 +4,7 @@
 use async_graphql::{Context, OneofObject, Result, Union};
 
 use super::inputs::*;
-use super::{TimelineAppend, transaction};
+use super::{Audit, TimelineAppend, transaction};
 use crate::api::ids::{self, NodeType, decode_as};
 use crate::api::types::{
     AgentExecution, LlmInteraction, McpInteraction, Message, Stage, TimelineEvent,
@@ -149,7 +149,7 @@ fn in_operation(index: usize, name: &str, err: Error) -> Error {
         Error::NotFound(m) => Error::NotFound(at(m)),
         Error::BadUserInput(m) => Error::BadUserInput(at(m)),
         Error::Conflict(m) => Error::Conflict(at(m)),
-        internal => internal,
+        other => other,
     }
 }
 
@@ -170,7 +170,7 @@ pub(super) async fn run(
         .enumerate()
         .map(|(i, op)| Command::from_input(op).map_err(|e| in_operation(i, "input", e)))
         .collect::<crate::error::Result<Vec<_>>>()?;
-    let items = transaction(ctx, move |conn| {
+    let items = transaction(ctx, Audit::Caller, move |conn| {
         Box::pin(async move {
             let mut items = Vec::with_capacity(commands.len());
             let mut i = 0;

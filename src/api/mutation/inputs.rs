@@ -46,11 +46,18 @@ pub struct CreateSessionInput {
     pub author: Option<String>,
     /// Runbook the agents follow (at most 2,000 characters).
     pub runbook_url: Option<String>,
+    /// Who creates it (at most 200 characters). Only without authentication (`--auth none`);
+    /// otherwise it is the caller's identity, and setting it is a BAD_USER_INPUT.
+    pub created_by: Option<String>,
+    /// Why, for the status history (at most 2,000 characters).
+    pub reason: Option<String>,
 }
 
 impl CreateSessionInput {
-    pub fn into_command(self) -> NewSession {
+    /// The command, created by `created_by` (already resolved against the caller).
+    pub fn into_command(self, created_by: Option<String>) -> NewSession {
         NewSession {
+            created_by,
             id: self.id,
             alert_type: self.alert_type,
             alert_data: json_or(self.alert_data, serde_json::json!({})),
@@ -421,16 +428,19 @@ pub struct OpenChatInput {
     pub id: Option<Uuid>,
     /// The finished session.
     pub session_id: ID,
-    /// Who opens it (at most 200 characters).
+    /// Who opens it, and so owns it (at most 200 characters). Only without authentication
+    /// (`--auth none`); otherwise it is the caller's identity, and setting it is a
+    /// BAD_USER_INPUT.
     pub created_by: Option<String>,
 }
 
 impl OpenChatInput {
-    pub fn into_command(self) -> Result<NewChat> {
+    /// The command, opened by `created_by` (already resolved against the caller).
+    pub fn into_command(self, created_by: Option<String>) -> Result<NewChat> {
         Ok(NewChat {
             id: self.id,
             session_id: uuid(NodeType::Session, &self.session_id)?,
-            created_by: self.created_by,
+            created_by,
         })
     }
 }
@@ -445,8 +455,11 @@ pub struct PostChatMessageInput {
     pub chat_id: ID,
     /// The question: not empty, not only whitespace, at most 5,000 characters.
     pub content: String,
-    /// Who asks (at most 200 characters).
+    /// Who asks, as a display name (at most 200 characters).
     pub author: Option<String>,
+    /// Who posts it (at most 200 characters). Only without authentication (`--auth none`);
+    /// otherwise it is the caller's identity, and setting it is a BAD_USER_INPUT.
+    pub created_by: Option<String>,
     /// UUID for the answering stage (generated when absent).
     pub stage_id: Option<Uuid>,
     /// UUID for the answering agent execution (generated when absent).
@@ -464,9 +477,11 @@ pub struct PostChatMessageInput {
 }
 
 impl PostChatMessageInput {
-    pub fn into_command(self) -> Result<NewChatMessage> {
+    /// The command, posted by `created_by` (already resolved against the caller).
+    pub fn into_command(self, created_by: Option<String>) -> Result<NewChatMessage> {
         Ok(NewChatMessage {
             id: self.id,
+            created_by,
             chat_id: uuid(NodeType::Chat, &self.chat_id)?,
             content: self.content,
             author: self.author,
@@ -489,6 +504,8 @@ pub struct CompleteSessionInput {
     pub final_analysis: Option<String>,
     /// A short summary of it (at most 1,000,000 characters).
     pub executive_summary: Option<String>,
+    /// Why, for the status history (at most 2,000 characters).
+    pub reason: Option<String>,
 }
 
 /// Fails a session, or times it out.
@@ -498,4 +515,6 @@ pub struct FailSessionInput {
     pub id: ID,
     /// Why (1–1,000,000 characters).
     pub error_message: String,
+    /// Why it was ended by hand, for the status history (at most 2,000 characters).
+    pub reason: Option<String>,
 }

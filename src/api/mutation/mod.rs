@@ -3,6 +3,7 @@
 
 mod ingest;
 mod inputs;
+mod tokens;
 
 use std::sync::Arc;
 
@@ -10,27 +11,52 @@ use async_graphql::{Context, ID, Object, SimpleObject};
 use futures::future::BoxFuture;
 use sqlx::PgConnection;
 
+use super::guards::{RoleGuard, caller};
 use super::ids::{self, NodeType, decode_as};
 use super::types::{
-    AgentExecution, Chat, ChatUserMessage, LlmInteraction, McpInteraction, Message, Session, Stage,
-    TimelineEvent,
+    AgentExecution, ApiToken, Chat, ChatUserMessage, LlmInteraction, McpInteraction, Message,
+    Session, Stage, TimelineEvent,
 };
 use crate::error::Error;
 use crate::live::Hub;
+use crate::model::Role;
 use crate::store::Store;
-use crate::store::write::{chats, executions, interactions, messages, sessions, stages, timeline};
+use crate::store::write::{
+    self as write, chats, check_optional, executions, interactions, limits, messages, sessions,
+    stages, timeline,
+};
 use async_graphql::Result;
 pub use ingest::{IngestItem, IngestOperation};
 pub use inputs::*;
 
+/// How a transaction's changes are attributed in the session status history.
+pub(crate) enum Audit<'a> {
+    /// To the caller.
+    Caller,
+    /// To the caller, with the reason they gave.
+    CallerBecause(Option<&'a str>),
+    /// To no one: the changes cannot move a session (appends to a streaming event), so the
+    /// statement that would name the caller is saved.
+    Nothing,
+}
+
 /// Runs `op` in one transaction: committed when it succeeds, rolled back otherwise.
-pub(crate) async fn transaction<T, F>(ctx: &Context<'_>, op: F) -> Result<T>
+pub(crate) async fn transaction<T, F>(ctx: &Context<'_>, audit: Audit<'_>, op: F) -> Result<T>
 where
     T: Send,
     F: for<'c> FnOnce(&'c mut PgConnection) -> BoxFuture<'c, crate::error::Result<T>>,
 {
+    let actor = caller(ctx)?.actor.as_deref();
+    let reason = match audit {
+        Audit::CallerBecause(reason) => reason,
+        Audit::Caller | Audit::Nothing => None,
+    };
+    check_optional("reason", reason, limits::REASON)?;
     let store = ctx.data_unchecked::<Store>();
     let mut tx = store.pool().begin().await.map_err(Error::from)?;
+    if !matches!(audit, Audit::Nothing) && (actor.is_some() || reason.is_some()) {
+        write::set_audit(&mut tx, actor, reason).await?;
+    }
     let value = op(&mut tx).await?;
     tx.commit().await.map_err(Error::from)?;
     // Deliver to this process's subscribers now rather than at the hub's next tick.
@@ -71,21 +97,25 @@ pub struct Mutation;
 /// is a `CONFLICT` naming the current state.
 #[Object]
 impl Mutation {
-    /// Creates a session from an alert (`PENDING`).
+    /// Creates a session from an alert (`PENDING`). Writer.
+    #[graphql(guard = "RoleGuard(Role::Writer)")]
     async fn create_session(
         &self,
         ctx: &Context<'_>,
-        #[graphql(desc = "What to record.")] input: CreateSessionInput,
+        #[graphql(desc = "What to record.")] mut input: CreateSessionInput,
     ) -> Result<Session> {
-        let new = input.into_command();
-        let row = transaction(ctx, move |c| {
+        let created_by = created_by(ctx, input.created_by.take())?;
+        let reason = input.reason.take();
+        let new = input.into_command(created_by);
+        let row = transaction(ctx, Audit::CallerBecause(reason.as_deref()), move |c| {
             Box::pin(async move { sessions::create(c, &new).await })
         })
         .await?;
         Ok(Session(row))
     }
 
-    /// `PENDING` → `IN_PROGRESS`.
+    /// `PENDING` → `IN_PROGRESS`. Writer.
+    #[graphql(guard = "RoleGuard(Role::Writer)")]
     async fn start_session(
         &self,
         ctx: &Context<'_>,
@@ -93,11 +123,16 @@ impl Mutation {
     ) -> Result<Session> {
         let id = decode_as(NodeType::Session, &id)?;
         Ok(Session(
-            transaction(ctx, move |c| Box::pin(sessions::start(c, id))).await?,
+            transaction(ctx, Audit::Caller, move |c| {
+                Box::pin(sessions::start(c, id))
+            })
+            .await?,
         ))
     }
 
     /// `IN_PROGRESS` → `COMPLETED`, with the conclusion; refused while an execution still runs.
+    /// Writer.
+    #[graphql(guard = "RoleGuard(Role::Writer)")]
     async fn complete_session(
         &self,
         ctx: &Context<'_>,
@@ -108,14 +143,16 @@ impl Mutation {
             final_analysis: input.final_analysis,
             executive_summary: input.executive_summary,
         };
-        let row = transaction(ctx, move |c| {
+        let audit = Audit::CallerBecause(input.reason.as_deref());
+        let row = transaction(ctx, audit, move |c| {
             Box::pin(async move { sessions::complete(c, id, &completion).await })
         })
         .await?;
         Ok(Session(row))
     }
 
-    /// → `FAILED`, with the error; executions still running fail with it.
+    /// → `FAILED`, with the error; executions still running fail with it. Writer.
+    #[graphql(guard = "RoleGuard(Role::Writer)")]
     async fn fail_session(
         &self,
         ctx: &Context<'_>,
@@ -124,7 +161,8 @@ impl Mutation {
         fail(ctx, input, false).await
     }
 
-    /// → `TIMED_OUT`, with the error; executions still running time out with it.
+    /// → `TIMED_OUT`, with the error; executions still running time out with it. Writer.
+    #[graphql(guard = "RoleGuard(Role::Writer)")]
     async fn time_out_session(
         &self,
         ctx: &Context<'_>,
@@ -134,67 +172,85 @@ impl Mutation {
     }
 
     /// Requests cancellation: `CANCELLING` while executions are still active, `CANCELLED` once
-    /// none is (pending executions are cancelled at once).
+    /// none is (pending executions are cancelled at once). Operator.
+    #[graphql(guard = "RoleGuard(Role::Operator)")]
     async fn request_session_cancellation(
         &self,
         ctx: &Context<'_>,
         #[graphql(desc = "The session.")] id: ID,
+        #[graphql(desc = "Why, for the status history (at most 2,000 characters).")] reason: Option<
+            String,
+        >,
     ) -> Result<Session> {
         let id = decode_as(NodeType::Session, &id)?;
+        let audit = Audit::CallerBecause(reason.as_deref());
         Ok(Session(
-            transaction(ctx, move |c| {
+            transaction(ctx, audit, move |c| {
                 Box::pin(sessions::request_cancellation(c, id))
             })
             .await?,
         ))
     }
 
-    /// Soft-deletes a finished session (hidden from `sessions` unless `includeDeleted`).
+    /// Soft-deletes a finished session (hidden from `sessions` unless `includeDeleted`). Admin.
+    #[graphql(guard = "RoleGuard(Role::Admin)")]
     async fn delete_session(
         &self,
         ctx: &Context<'_>,
         #[graphql(desc = "The session.")] id: ID,
+        #[graphql(desc = "Why, for the status history (at most 2,000 characters).")] reason: Option<
+            String,
+        >,
     ) -> Result<Session> {
         let id = decode_as(NodeType::Session, &id)?;
+        let audit = Audit::CallerBecause(reason.as_deref());
         Ok(Session(
-            transaction(ctx, move |c| Box::pin(sessions::delete(c, id))).await?,
+            transaction(ctx, audit, move |c| Box::pin(sessions::delete(c, id))).await?,
         ))
     }
 
-    /// Undoes `deleteSession`.
+    /// Undoes `deleteSession`. Admin.
+    #[graphql(guard = "RoleGuard(Role::Admin)")]
     async fn restore_session(
         &self,
         ctx: &Context<'_>,
         #[graphql(desc = "The session.")] id: ID,
+        #[graphql(desc = "Why, for the status history (at most 2,000 characters).")] reason: Option<
+            String,
+        >,
     ) -> Result<Session> {
         let id = decode_as(NodeType::Session, &id)?;
+        let audit = Audit::CallerBecause(reason.as_deref());
         Ok(Session(
-            transaction(ctx, move |c| Box::pin(sessions::restore(c, id))).await?,
+            transaction(ctx, audit, move |c| Box::pin(sessions::restore(c, id))).await?,
         ))
     }
 
     /// Creates a stage (`PENDING`) in a running session, or a chat stage in a finished one.
+    /// Writer.
+    #[graphql(guard = "RoleGuard(Role::Writer)")]
     async fn create_stage(
         &self,
         ctx: &Context<'_>,
         #[graphql(desc = "What to record.")] input: CreateStageInput,
     ) -> Result<Stage> {
         let new = input.into_command()?;
-        let row = transaction(ctx, move |c| {
+        let row = transaction(ctx, Audit::Caller, move |c| {
             Box::pin(async move { stages::create(c, &new).await })
         })
         .await?;
         Ok(Stage(row))
     }
 
-    /// Creates an agent execution (`PENDING`) in a stage that has not finished.
+    /// Creates an agent execution (`PENDING`) in a stage that has not finished. Writer.
+    #[graphql(guard = "RoleGuard(Role::Writer)")]
     async fn create_agent_execution(
         &self,
         ctx: &Context<'_>,
         #[graphql(desc = "What to record.")] input: CreateAgentExecutionInput,
     ) -> Result<AgentExecution> {
         let new = input.into_command()?;
-        let row = transaction(ctx, move |c| {
+        let row = transaction(ctx, Audit::Caller, move |c| {
             Box::pin(async move { executions::create(c, &new).await })
         })
         .await?;
@@ -202,6 +258,8 @@ impl Mutation {
     }
 
     /// `PENDING` → `ACTIVE` (recording anything under a pending execution also starts it).
+    /// Writer.
+    #[graphql(guard = "RoleGuard(Role::Writer)")]
     async fn start_agent_execution(
         &self,
         ctx: &Context<'_>,
@@ -209,11 +267,16 @@ impl Mutation {
     ) -> Result<AgentExecution> {
         let id = decode_as(NodeType::AgentExecution, &input.id)?;
         Ok(AgentExecution(
-            transaction(ctx, move |c| Box::pin(executions::start(c, id))).await?,
+            transaction(ctx, Audit::Caller, move |c| {
+                Box::pin(executions::start(c, id))
+            })
+            .await?,
         ))
     }
 
     /// → a final status; its streaming events end with it and its stage is re-aggregated.
+    /// Writer.
+    #[graphql(guard = "RoleGuard(Role::Writer)")]
     async fn finish_agent_execution(
         &self,
         ctx: &Context<'_>,
@@ -222,28 +285,30 @@ impl Mutation {
         let id = decode_as(NodeType::AgentExecution, &input.id)?;
         let status = input.status.into();
         let error = input.error_message;
-        let row = transaction(ctx, move |c| {
+        let row = transaction(ctx, Audit::Caller, move |c| {
             Box::pin(async move { executions::finish(c, id, status, error.as_deref()).await })
         })
         .await?;
         Ok(AgentExecution(row))
     }
 
-    /// Creates a timeline event with the session's next sequence number.
+    /// Creates a timeline event with the session's next sequence number. Writer.
+    #[graphql(guard = "RoleGuard(Role::Writer)")]
     async fn create_timeline_event(
         &self,
         ctx: &Context<'_>,
         #[graphql(desc = "What to record.")] input: CreateTimelineEventInput,
     ) -> Result<TimelineEvent> {
         let new = input.into_command()?;
-        let row = transaction(ctx, move |c| {
+        let row = transaction(ctx, Audit::Caller, move |c| {
             Box::pin(async move { timeline::create(c, &new).await })
         })
         .await?;
         Ok(TimelineEvent(row))
     }
 
-    /// Appends to a streaming event's content, exactly once per offset.
+    /// Appends to a streaming event's content, exactly once per offset. Writer.
+    #[graphql(guard = "RoleGuard(Role::Writer)")]
     async fn append_timeline_content(
         &self,
         ctx: &Context<'_>,
@@ -251,7 +316,7 @@ impl Mutation {
     ) -> Result<TimelineAppend> {
         let append = input.into_command()?;
         let (event_id, offset) = (append.event_id, append.offset);
-        let done = transaction(ctx, move |c| {
+        let done = transaction(ctx, Audit::Nothing, move |c| {
             Box::pin(async move { timeline::append(c, &append).await })
         })
         .await?;
@@ -264,72 +329,76 @@ impl Mutation {
     }
 
     /// Finishes a streaming event with its final content, metadata and debug links; after this
-    /// it never changes.
+    /// it never changes. Writer.
+    #[graphql(guard = "RoleGuard(Role::Writer)")]
     async fn finish_timeline_event(
         &self,
         ctx: &Context<'_>,
         #[graphql(desc = "What to record.")] input: FinishTimelineEventInput,
     ) -> Result<TimelineEvent> {
         let finish = input.into_command()?;
-        let row = transaction(ctx, move |c| {
+        let row = transaction(ctx, Audit::Caller, move |c| {
             Box::pin(async move { timeline::finish(c, &finish).await })
         })
         .await?;
         Ok(TimelineEvent(row))
     }
 
-    /// Appends the next message of an agent's conversation.
+    /// Appends the next message of an agent's conversation. Writer.
+    #[graphql(guard = "RoleGuard(Role::Writer)")]
     async fn append_message(
         &self,
         ctx: &Context<'_>,
         #[graphql(desc = "What to record.")] input: AppendMessageInput,
     ) -> Result<Message> {
         let new = input.into_command()?;
-        let row = transaction(ctx, move |c| {
+        let row = transaction(ctx, Audit::Caller, move |c| {
             Box::pin(async move { messages::append(c, &new).await })
         })
         .await?;
         Ok(Message(row))
     }
 
-    /// Records a completed LLM call.
-    #[graphql(name = "recordLLMInteraction")]
+    /// Records a completed LLM call. Writer.
+    #[graphql(name = "recordLLMInteraction", guard = "RoleGuard(Role::Writer)")]
     async fn record_llm_interaction(
         &self,
         ctx: &Context<'_>,
         #[graphql(desc = "What to record.")] input: RecordLlmInteractionInput,
     ) -> Result<LlmInteraction> {
         let new = input.into_command()?;
-        let row = transaction(ctx, move |c| {
+        let row = transaction(ctx, Audit::Caller, move |c| {
             Box::pin(async move { interactions::record_llm(c, &new).await })
         })
         .await?;
         Ok(LlmInteraction(row))
     }
 
-    /// Records a completed MCP call.
-    #[graphql(name = "recordMCPInteraction")]
+    /// Records a completed MCP call. Writer.
+    #[graphql(name = "recordMCPInteraction", guard = "RoleGuard(Role::Writer)")]
     async fn record_mcp_interaction(
         &self,
         ctx: &Context<'_>,
         #[graphql(desc = "What to record.")] input: RecordMcpInteractionInput,
     ) -> Result<McpInteraction> {
         let new = input.into_command()?;
-        let row = transaction(ctx, move |c| {
+        let row = transaction(ctx, Audit::Caller, move |c| {
             Box::pin(async move { interactions::record_mcp(c, &new).await })
         })
         .await?;
         Ok(McpInteraction(row))
     }
 
-    /// Opens a follow-up chat on a finished session.
+    /// Opens a follow-up chat on a finished session; its creator owns it. Operator.
+    #[graphql(guard = "RoleGuard(Role::Operator)")]
     async fn open_chat(
         &self,
         ctx: &Context<'_>,
-        #[graphql(desc = "What to record.")] input: OpenChatInput,
+        #[graphql(desc = "What to record.")] mut input: OpenChatInput,
     ) -> Result<Chat> {
-        let new = input.into_command()?;
-        let row = transaction(ctx, move |c| {
+        let created_by = created_by(ctx, input.created_by.take())?;
+        let new = input.into_command(created_by)?;
+        let row = transaction(ctx, Audit::Caller, move |c| {
             Box::pin(async move { chats::open(c, &new).await })
         })
         .await?;
@@ -337,15 +406,29 @@ impl Mutation {
     }
 
     /// Posts a question in a chat: stores it, creates its answering stage and execution, and
-    /// records the `USER_QUESTION` timeline event.
+    /// records the `USER_QUESTION` timeline event. Operator, and only in a chat of one's own
+    /// (an admin may post in any).
+    #[graphql(guard = "RoleGuard(Role::Operator)")]
     async fn post_chat_message(
         &self,
         ctx: &Context<'_>,
-        #[graphql(desc = "What to record.")] input: PostChatMessageInput,
+        #[graphql(desc = "What to record.")] mut input: PostChatMessageInput,
     ) -> Result<ChatUserMessage> {
-        let new = input.into_command()?;
-        let row = transaction(ctx, move |c| {
-            Box::pin(async move { chats::post(c, &new).await })
+        let created_by = created_by(ctx, input.created_by.take())?;
+        let identity = caller(ctx)?;
+        let owner_only = match (&identity.actor, identity.role) {
+            (Some(actor), role) if role < Role::Admin => Some(actor.clone()),
+            _ => None,
+        };
+        let new = input.into_command(created_by)?;
+        let row = transaction(ctx, Audit::Caller, move |c| {
+            Box::pin(async move {
+                let poster = match owner_only.as_deref() {
+                    Some(actor) => chats::Poster::Owner(actor),
+                    None => chats::Poster::Anyone,
+                };
+                chats::post(c, &new, poster).await
+            })
         })
         .await?;
         Ok(ChatUserMessage(row))
@@ -353,6 +436,8 @@ impl Mutation {
 
     /// Applies many operations in one transaction, in order (at most 1,000): all of them or
     /// none. Each is as idempotent as its own mutation, so a failed batch can be resent whole.
+    /// Writer (every operation it can hold is a writer's).
+    #[graphql(guard = "RoleGuard(Role::Writer)")]
     async fn ingest(
         &self,
         ctx: &Context<'_>,
@@ -360,14 +445,53 @@ impl Mutation {
     ) -> Result<Vec<IngestItem>> {
         ingest::run(ctx, operations).await
     }
+
+    /// Creates an API token. Its secret is in the result, once, and never stored. Admin.
+    #[graphql(guard = "RoleGuard(Role::Admin)")]
+    async fn create_api_token(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The token.")] input: tokens::CreateApiTokenInput,
+    ) -> Result<tokens::CreatedApiToken> {
+        tokens::create(ctx, input).await
+    }
+
+    /// Revokes an API token: every server on the database refuses it within seconds, and
+    /// streams it opened are closed. Revoking a revoked token changes nothing. Admin.
+    #[graphql(guard = "RoleGuard(Role::Admin)")]
+    async fn revoke_api_token(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The token's name.")] name: String,
+    ) -> Result<ApiToken> {
+        tokens::revoke(ctx, name).await
+    }
+}
+
+/// `createdBy` as recorded: the caller's identity once authentication is on (a value in the
+/// input would be a forgery), the input's value without it.
+fn created_by(ctx: &Context<'_>, input: Option<String>) -> Result<Option<String>> {
+    let identity = caller(ctx)?;
+    if identity.is_anonymous() {
+        return Ok(input);
+    }
+    if input.is_some() {
+        return Err(Error::bad_input(
+            "`createdBy` is the caller's identity when authentication is on; leave it out",
+        )
+        .into());
+    }
+    Ok(identity.actor.clone())
 }
 
 async fn fail(ctx: &Context<'_>, input: FailSessionInput, timed_out: bool) -> Result<Session> {
     let id = decode_as(NodeType::Session, &input.id)?;
     let error = input.error_message;
-    let row = transaction(ctx, move |c| {
-        Box::pin(async move { sessions::fail(c, id, timed_out, &error).await })
-    })
+    let row = transaction(
+        ctx,
+        Audit::CallerBecause(input.reason.as_deref()),
+        move |c| Box::pin(async move { sessions::fail(c, id, timed_out, &error).await }),
+    )
     .await?;
     Ok(Session(row))
 }

@@ -20,7 +20,8 @@ impl Chat {
     async fn uuid(&self) -> Uuid {
         self.0.id
     }
-    /// Who opened the chat.
+    /// Who opened the chat, and so owns it (only they, or an admin, post in it): `token:NAME`
+    /// or a person's user from the SSO proxy once authentication is on.
     async fn created_by(&self) -> Option<&str> {
         self.0.created_by.as_deref()
     }
@@ -68,9 +69,14 @@ impl ChatUserMessage {
     async fn content(&self) -> &str {
         &self.0.content
     }
-    /// Who asked.
+    /// Who asked, as a display name.
     async fn author(&self) -> Option<&str> {
         self.0.author.as_deref()
+    }
+    /// The identity that posted it: `token:NAME` or a person's user from the SSO proxy (null
+    /// under `--auth none` unless given).
+    async fn created_by(&self) -> Option<&str> {
+        self.0.created_by.as_deref()
     }
     /// When it was asked.
     async fn created_at(&self) -> DateTime<Utc> {

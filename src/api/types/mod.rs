@@ -1,6 +1,7 @@
 //! The GraphQL object types. Each wraps a stored row; every relationship resolves through the
 //! request's [`Loaders`].
 
+mod access;
 mod chat;
 mod execution;
 mod interactions;
@@ -16,6 +17,7 @@ use async_graphql::Context;
 use super::loaders::Loaders;
 use crate::error::{Error, Result};
 
+pub use access::{ApiToken, SessionHistoryEntry, Viewer};
 pub use chat::{Chat, ChatUserMessage};
 pub use execution::AgentExecution;
 pub use interactions::{LlmInteraction, McpInteraction};

@@ -3,6 +3,7 @@ use async_graphql::{ComplexObject, Context, ID, Json, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+use super::SessionHistoryEntry;
 use super::timeline::{TimelineConnection, timeline_page};
 use super::{Chat, LlmInteraction, McpInteraction, SessionCounts, Stage, TokenUsage, loaders};
 use crate::api::ids::{self, NodeType};
@@ -78,6 +79,23 @@ impl Session {
     /// Who or what submitted the alert.
     async fn author(&self) -> Option<&str> {
         self.0.author.as_deref()
+    }
+    /// The identity that created it: `token:NAME` for an API token, the user for a person
+    /// signed in through the SSO proxy (null under `--auth none` unless given).
+    async fn created_by(&self) -> Option<&str> {
+        self.0.created_by.as_deref()
+    }
+    /// Every status change, delete and restore, oldest first: from, to, who and why.
+    async fn status_history(&self, ctx: &Context<'_>) -> Result<Vec<SessionHistoryEntry>> {
+        let rows = loaders(ctx)
+            .status_changes_by_session
+            .load_one(self.0.id)
+            .await?;
+        Ok(rows
+            .unwrap_or_default()
+            .into_iter()
+            .map(SessionHistoryEntry)
+            .collect())
     }
     /// Runbook the agents follow.
     async fn runbook_url(&self) -> Option<&str> {

@@ -61,6 +61,7 @@ impl Demo {
             updated_at: self.now,
             deleted_at: None,
             duration_ms: None,
+            created_by: None,
         });
         Session {
             idx: self.sessions.len() - 1,
@@ -219,6 +220,7 @@ impl Demo {
             content: content.into(),
             author: Some(author.into()),
             created_at: self.now,
+            created_by: None,
         });
         let asked = self.now;
         self.wait(600);

@@ -43,6 +43,8 @@ pub struct NewChatMessage {
     pub chat_id: Uuid,
     pub content: String,
     pub author: Option<String>,
+    /// Who posts it; recorded, and checked against the chat's owner.
+    pub created_by: Option<String>,
     /// Ids for the answering stage and its execution (generated when absent).
     pub stage_id: Option<Uuid>,
     pub execution_id: Option<Uuid>,
@@ -71,20 +73,44 @@ pub fn validate_question(content: &str) -> Result<()> {
     Ok(())
 }
 
+/// Who may post to a chat.
+#[derive(Debug, Clone, Copy)]
+pub enum Poster<'a> {
+    /// Anyone (an admin, or no authentication at all).
+    Anyone,
+    /// Only the chat's owner, if this is them.
+    Owner(&'a str),
+}
+
 /// Posts a question: stores it, creates its answering stage (the session's next stage index)
 /// with one pending execution, and records the `user_question` timeline event.
-pub async fn post(conn: &mut PgConnection, new: &NewChatMessage) -> Result<ChatUserMessageRow> {
+pub async fn post(
+    conn: &mut PgConnection,
+    new: &NewChatMessage,
+    poster: Poster<'_>,
+) -> Result<ChatUserMessageRow> {
     validate_question(&new.content)?;
     check_optional("author", new.author.as_deref(), limits::NAME)?;
+    check_optional("createdBy", new.created_by.as_deref(), limits::NAME)?;
     check_name("agentName", &new.agent_name)?;
     check_name("iterationStrategy", &new.iteration_strategy)?;
     check_optional("llmProvider", new.llm_provider.as_deref(), limits::NAME)?;
     check_optional("llmModel", new.llm_model.as_deref(), limits::NAME)?;
-    let session_id: Uuid = sqlx::query_scalar("SELECT session_id FROM chats WHERE id = $1")
-        .bind(new.chat_id)
-        .fetch_optional(&mut *conn)
-        .await?
-        .ok_or_else(|| Error::not_found(format!("chat {} does not exist", new.chat_id)))?;
+    let (session_id, owner): (Uuid, Option<String>) =
+        sqlx::query_as("SELECT session_id, created_by FROM chats WHERE id = $1")
+            .bind(new.chat_id)
+            .fetch_optional(&mut *conn)
+            .await?
+            .ok_or_else(|| Error::not_found(format!("chat {} does not exist", new.chat_id)))?;
+    if let Poster::Owner(poster) = poster
+        && owner.as_deref() != Some(poster)
+    {
+        return Err(Error::Forbidden(format!(
+            "only the chat's owner ({}) or an admin may post to chat {}",
+            owner.as_deref().unwrap_or("nobody"),
+            new.chat_id
+        )));
+    }
     let session = lock_session(conn, session_id).await?;
     let id = new.id.unwrap_or_else(Uuid::now_v7);
     if is_retry(conn, new.id, session_id, "postChatMessage", new).await? {
@@ -104,14 +130,15 @@ pub async fn post(conn: &mut PgConnection, new: &NewChatMessage) -> Result<ChatU
         )));
     }
     let message: ChatUserMessageRow = sqlx::query_as(
-        "INSERT INTO chat_user_messages (id, chat_id, session_id, content, author) \
-         VALUES ($1, $2, $3, $4, $5) RETURNING *",
+        "INSERT INTO chat_user_messages (id, chat_id, session_id, content, author, created_by) \
+         VALUES ($1, $2, $3, $4, $5, $6) RETURNING *",
     )
     .bind(id)
     .bind(new.chat_id)
     .bind(session_id)
     .bind(&new.content)
     .bind(&new.author)
+    .bind(&new.created_by)
     .fetch_one(&mut *conn)
     .await
     .map_err(|e| id_taken(e, id))?;

@@ -39,6 +39,8 @@ pub mod limits {
     pub const JSON: usize = 4_194_304;
     /// A chat question: characters.
     pub const CHAT_MESSAGE: usize = 5_000;
+    /// A reason given for a status change, delete or restore: characters.
+    pub const REASON: usize = 2_000;
     /// Operations in one batched ingest.
     pub const BATCH: usize = 1_000;
 }
@@ -181,3 +183,21 @@ pub(crate) fn id_taken(err: sqlx::Error, id: Uuid) -> Error {
 }
 
 pub(crate) use receipts::is_retry;
+
+/// Who is making the changes of this transaction, and why: read by the trigger that keeps
+/// every session's status history (`session_status_changes`). Transaction-local.
+pub async fn set_audit(
+    conn: &mut PgConnection,
+    actor: Option<&str>,
+    reason: Option<&str>,
+) -> Result<()> {
+    sqlx::query(
+        "SELECT set_config('casefile.actor', coalesce($1, ''), true), \
+                set_config('casefile.reason', coalesce($2, ''), true)",
+    )
+    .bind(actor)
+    .bind(reason)
+    .execute(conn)
+    .await?;
+    Ok(())
+}

@@ -31,6 +31,7 @@ pub struct NewSession {
     pub chain_id: String,
     pub author: Option<String>,
     pub runbook_url: Option<String>,
+    pub created_by: Option<String>,
 }
 
 pub async fn create(conn: &mut PgConnection, new: &NewSession) -> Result<SessionRow> {
@@ -38,14 +39,15 @@ pub async fn create(conn: &mut PgConnection, new: &NewSession) -> Result<Session
     check_name("chainId", &new.chain_id)?;
     check_optional("author", new.author.as_deref(), limits::NAME)?;
     check_optional("runbookUrl", new.runbook_url.as_deref(), limits::URL)?;
+    check_optional("createdBy", new.created_by.as_deref(), limits::NAME)?;
     check_json("alertData", &new.alert_data, limits::SMALL_JSON)?;
     let id = new.id.unwrap_or_else(Uuid::now_v7);
     if is_retry(conn, new.id, id, "createSession", new).await? {
         return fetch::<SessionRow>(conn, id).await;
     }
     sqlx::query_as(
-        "INSERT INTO sessions (id, alert_type, alert_data, chain_id, author, runbook_url) \
-         VALUES ($1, $2, $3, $4, $5, $6) RETURNING *",
+        "INSERT INTO sessions (id, alert_type, alert_data, chain_id, author, runbook_url, \
+            created_by) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING *",
     )
     .bind(id)
     .bind(&new.alert_type)
@@ -53,6 +55,7 @@ pub async fn create(conn: &mut PgConnection, new: &NewSession) -> Result<Session
     .bind(&new.chain_id)
     .bind(&new.author)
     .bind(&new.runbook_url)
+    .bind(&new.created_by)
     .fetch_one(conn)
     .await
     .map_err(|e| id_taken(e, id))

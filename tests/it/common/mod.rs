@@ -101,6 +101,8 @@ pub struct TestApp {
     pub store: Store,
     pub addr: SocketAddr,
     pub client: reqwest::Client,
+    /// Sent as `Authorization: Bearer …` by [`TestApp::graphql`] when set.
+    pub token: Option<String>,
     server: Server,
 }
 
@@ -137,6 +139,7 @@ impl TestApp {
             db,
             store,
             client: reqwest::Client::new(),
+            token: None,
             server,
         }
     }
@@ -147,13 +150,14 @@ impl TestApp {
 
     /// POSTs a query; returns the whole JSON body (data and errors).
     pub async fn graphql(&self, query: &str, variables: Value) -> Value {
-        let response = self
+        let mut request = self
             .client
             .post(self.url("/graphql"))
-            .json(&json!({ "query": query, "variables": variables }))
-            .send()
-            .await
-            .expect("request succeeds");
+            .json(&json!({ "query": query, "variables": variables }));
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.expect("request succeeds");
         response.json().await.expect("JSON body")
     }
 

@@ -6,7 +6,8 @@ use serde_json::{Value, json};
 
 pub struct SseSubscription {
     body: BoxStream<'static, reqwest::Result<bytes::Bytes>>,
-    buffer: String,
+    /// Bytes, not text: a chunk may end inside a multibyte character.
+    buffer: Vec<u8>,
 }
 
 impl SseSubscription {
@@ -15,18 +16,38 @@ impl SseSubscription {
         query: &str,
         variables: Value,
     ) -> SseSubscription {
-        let response = reqwest::Client::new()
+        Self::start_with(addr, &[], query, variables)
+            .await
+            .expect("SSE request succeeds")
+    }
+
+    /// Starts with extra request headers; the status and body when refused.
+    pub async fn start_with(
+        addr: std::net::SocketAddr,
+        headers: &[(&str, &str)],
+        query: &str,
+        variables: Value,
+    ) -> Result<SseSubscription, (u16, Value)> {
+        let mut request = reqwest::Client::new()
             .post(format!("http://{addr}/graphql/stream"))
-            .header("accept", "text/event-stream")
+            .header("accept", "text/event-stream");
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = request
             .json(&json!({ "query": query, "variables": variables }))
             .send()
             .await
-            .expect("SSE request succeeds");
-        assert_eq!(response.headers()["content-type"], "text/event-stream");
-        SseSubscription {
-            body: response.bytes_stream().boxed(),
-            buffer: String::new(),
+            .expect("SSE request is answered");
+        if !response.status().is_success() {
+            let status = response.status().as_u16();
+            return Err((status, response.json().await.unwrap_or_default()));
         }
+        assert_eq!(response.headers()["content-type"], "text/event-stream");
+        Ok(SseSubscription {
+            body: response.bytes_stream().boxed(),
+            buffer: Vec::new(),
+        })
     }
 
     /// The next event: (event name, data).
@@ -34,8 +55,9 @@ impl SseSubscription {
         // One deadline for the event, however many heartbeats come before it.
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
         loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let raw: String = self.buffer.drain(..end + 2).collect();
+            if let Some(end) = self.buffer.windows(2).position(|w| w == b"\n\n") {
+                let raw: Vec<u8> = self.buffer.drain(..end + 2).collect();
+                let raw = String::from_utf8(raw).expect("an event is UTF-8");
                 let mut name = String::from("message");
                 let mut data = Vec::new();
                 for line in raw.lines() {
@@ -55,7 +77,7 @@ impl SseSubscription {
                 .expect("an event within 20 s")
                 .expect("stream open")
                 .expect("chunk");
-            self.buffer.push_str(&String::from_utf8_lossy(&chunk));
+            self.buffer.extend_from_slice(&chunk);
         }
     }
 

@@ -23,6 +23,21 @@ impl Subscription {
         query: &str,
         variables: Value,
     ) -> Subscription {
+        let mut subscription = Self::connect(addr, legacy, &[])
+            .await
+            .expect("websocket connects");
+        let ack = subscription.init(init).await;
+        assert_eq!(ack["type"], "connection_ack", "{ack}");
+        subscription.subscribe(query, variables).await;
+        subscription
+    }
+
+    /// Opens the socket with extra upgrade-request headers; the HTTP status when refused.
+    pub async fn connect(
+        addr: std::net::SocketAddr,
+        legacy: bool,
+        headers: &[(&'static str, &str)],
+    ) -> Result<Subscription, u16> {
         let mut request = format!("ws://{addr}/graphql/ws")
             .into_client_request()
             .unwrap();
@@ -34,24 +49,52 @@ impl Subscription {
         request
             .headers_mut()
             .insert("sec-websocket-protocol", HeaderValue::from_static(protocol));
-        let (mut socket, _) = tokio_tungstenite::connect_async(request)
-            .await
-            .expect("websocket connects");
-        let send = |v: Value| Message::text(v.to_string());
-        socket
-            .send(send(json!({ "type": "connection_init", "payload": init })))
+        for (name, value) in headers {
+            request
+                .headers_mut()
+                .insert(*name, HeaderValue::from_str(value).unwrap());
+        }
+        match tokio_tungstenite::connect_async(request).await {
+            Ok((socket, _)) => Ok(Subscription { socket, legacy }),
+            Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+                Err(response.status().as_u16())
+            }
+            Err(err) => panic!("websocket connect failed: {err}"),
+        }
+    }
+
+    /// Sends `connection_init`; the answer (`connection_ack`, `connection_error`, or
+    /// `{"type": "closed", "code": …}`).
+    pub async fn init(&mut self, payload: Value) -> Value {
+        self.socket
+            .send(Message::text(
+                json!({ "type": "connection_init", "payload": payload }).to_string(),
+            ))
             .await
             .unwrap();
-        let mut subscription = Subscription { socket, legacy };
-        let ack = subscription.message().await;
-        assert_eq!(ack["type"], "connection_ack", "{ack}");
-        let start = if legacy { "start" } else { "subscribe" };
-        subscription
-            .socket
-            .send(send(json!({ "id": "1", "type": start, "payload": { "query": query, "variables": variables } })))
+        self.message().await
+    }
+
+    /// Starts operation "1".
+    pub async fn subscribe(&mut self, query: &str, variables: Value) {
+        let start = if self.legacy { "start" } else { "subscribe" };
+        self.socket
+            .send(Message::text(
+                json!({ "id": "1", "type": start, "payload": { "query": query, "variables": variables } })
+                    .to_string(),
+            ))
             .await
             .unwrap();
-        subscription
+    }
+
+    /// The next message after a `connection_error` or an error: the close frame's code.
+    pub async fn closed_with(&mut self) -> Option<u16> {
+        loop {
+            let message = self.message().await;
+            if message["type"] == "closed" {
+                return message["code"].as_u64().map(|c| c as u16);
+            }
+        }
     }
 
     /// The next protocol message (pings answered, keepalives skipped).
@@ -71,7 +114,8 @@ impl Subscription {
                     continue;
                 }
                 Message::Close(frame) => {
-                    return json!({ "type": "closed", "frame": format!("{frame:?}") });
+                    let code = frame.as_ref().map(|f| u16::from(f.code));
+                    return json!({ "type": "closed", "code": code, "frame": format!("{frame:?}") });
                 }
                 _ => continue,
             };

@@ -1,0 +1,259 @@
+//! Who is calling, and what they may do.
+//!
+//! Three modes (`--auth`): `none` (no identity; everyone may do everything; only on loopback
+//! unless explicitly allowed), `tokens` (every request carries `Authorization: Bearer cf_…`) and
+//! `proxy` (a trusted SSO proxy passes the person in headers, proved by a shared secret; bearer
+//! tokens work too, for agents). The edge turns a request's credentials into an [`Identity`];
+//! the schema's guards ([`crate::api::guards`]) decide what that identity may do, on every
+//! transport alike.
+
+mod proxy;
+pub mod tokens;
+
+use std::sync::Arc;
+
+use axum::http::HeaderMap;
+use serde_json::Value;
+
+pub use crate::config::AuthMode;
+use crate::config::AuthOptions;
+use crate::model::Role;
+use crate::store::Store;
+use proxy::ProxyAuth;
+use tokens::{SecretHash, TokenVerifier};
+
+/// An authenticated caller.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    /// Who it is, as recorded in `createdBy` and the status history: `token:NAME` for an API
+    /// token, the user for a person behind the SSO proxy; `None` under `--auth none`.
+    pub actor: Option<String>,
+    pub role: Role,
+    /// The secret's hash when it came with a token: open streams re-check it.
+    token: Option<SecretHash>,
+}
+
+impl Identity {
+    /// Everyone, under `--auth none`.
+    pub fn anonymous() -> Identity {
+        Identity {
+            actor: None,
+            role: Role::Admin,
+            token: None,
+        }
+    }
+
+    /// Whether this is the no-identity caller of `--auth none`.
+    pub fn is_anonymous(&self) -> bool {
+        self.actor.is_none()
+    }
+}
+
+/// Why a request was turned away.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rejection {
+    /// No usable credentials. The message is the same whatever was wrong, so it never tells
+    /// whether a token exists.
+    Unauthenticated,
+    /// Authenticated, but allowed nothing.
+    Forbidden(String),
+}
+
+impl Rejection {
+    pub const UNAUTHENTICATED_MESSAGE: &str = "authentication required: send a valid API token \
+         (Authorization: Bearer cf_…) or sign in through the SSO proxy";
+
+    pub fn message(&self) -> &str {
+        match self {
+            Rejection::Unauthenticated => Self::UNAUTHENTICATED_MESSAGE,
+            Rejection::Forbidden(message) => message,
+        }
+    }
+
+    /// The `extensions.code`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Rejection::Unauthenticated => "UNAUTHENTICATED",
+            Rejection::Forbidden(_) => "FORBIDDEN",
+        }
+    }
+}
+
+/// Turns credentials into identities.
+pub struct Authenticator {
+    mode: AuthMode,
+    tokens: Arc<TokenVerifier>,
+    proxy: Option<ProxyAuth>,
+}
+
+impl Authenticator {
+    pub fn new(store: Store, options: &AuthOptions) -> anyhow::Result<Arc<Authenticator>> {
+        let proxy = match options.mode {
+            AuthMode::Proxy => Some(ProxyAuth::new(&options.proxy)?),
+            AuthMode::None | AuthMode::Tokens => None,
+        };
+        Ok(Arc::new(Authenticator {
+            mode: options.mode,
+            tokens: TokenVerifier::new(store),
+            proxy,
+        }))
+    }
+
+    pub fn mode(&self) -> AuthMode {
+        self.mode
+    }
+
+    pub fn tokens(&self) -> &Arc<TokenVerifier> {
+        &self.tokens
+    }
+
+    /// The identity of an HTTP request (or a WebSocket upgrade without `connection_init`
+    /// credentials).
+    pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Identity, Rejection> {
+        if self.mode == AuthMode::None {
+            return Ok(Identity::anonymous());
+        }
+        let bearer = headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| bearer_secret(v).ok_or(Rejection::Unauthenticated))
+            .transpose()?;
+        self.identify(bearer, headers).await
+    }
+
+    /// The identity of a WebSocket connection: a token in the `connection_init` payload
+    /// (`Authorization`/`authorization`: `Bearer …`, or `token`, also inside `headers`) wins
+    /// over the upgrade request's header.
+    pub async fn authenticate_init(
+        &self,
+        headers: &HeaderMap,
+        payload: &Value,
+    ) -> Result<Identity, Rejection> {
+        if self.mode == AuthMode::None {
+            return Ok(Identity::anonymous());
+        }
+        match init_secret(payload)? {
+            Some(secret) => self.identify(Some(secret), headers).await,
+            None => self.authenticate(headers).await,
+        }
+    }
+
+    async fn identify(
+        &self,
+        bearer: Option<&str>,
+        headers: &HeaderMap,
+    ) -> Result<Identity, Rejection> {
+        if let Some(secret) = bearer {
+            return self.token_identity(secret).await;
+        }
+        match &self.proxy {
+            Some(proxy) => proxy.identify(headers),
+            None => Err(Rejection::Unauthenticated),
+        }
+    }
+
+    async fn token_identity(&self, secret: &str) -> Result<Identity, Rejection> {
+        let hash = tokens::hash(secret);
+        match self.tokens.verify_hash(&hash).await {
+            Ok(Some(token)) => Ok(Identity {
+                actor: Some(format!("token:{}", token.name)),
+                role: token.role,
+                token: Some(hash),
+            }),
+            Ok(None) => Err(Rejection::Unauthenticated),
+            Err(err) => {
+                // Fail closed, but say why in the log: the database could not be asked.
+                tracing::error!("cannot verify a token: {err}");
+                Err(Rejection::Unauthenticated)
+            }
+        }
+    }
+
+    /// Resolves when `identity` may no longer be used (its token was revoked or expired);
+    /// never for identities without a token.
+    pub async fn until_lapsed(&self, identity: &Identity) {
+        match identity.token {
+            Some(hash) => self.tokens.until_unusable(hash).await,
+            None => std::future::pending().await,
+        }
+    }
+}
+
+/// The secret of an `Authorization: Bearer <secret>` value.
+fn bearer_secret(value: &str) -> Option<&str> {
+    let (scheme, secret) = value.trim().split_once(' ')?;
+    let secret = secret.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !secret.is_empty()).then_some(secret)
+}
+
+/// The secret a `connection_init` payload carries, if any.
+fn init_secret(payload: &Value) -> Result<Option<&str>, Rejection> {
+    match secret_in(payload)? {
+        Some(secret) => Ok(Some(secret)),
+        None => payload.get("headers").map_or(Ok(None), secret_in),
+    }
+}
+
+/// The secret under `Authorization`/`authorization` (`Bearer …`) or `token` in a JSON object.
+fn secret_in(object: &Value) -> Result<Option<&str>, Rejection> {
+    for key in ["Authorization", "authorization"] {
+        if let Some(value) = object.get(key) {
+            let value = value.as_str().ok_or(Rejection::Unauthenticated)?;
+            return bearer_secret(value)
+                .ok_or(Rejection::Unauthenticated)
+                .map(Some);
+        }
+    }
+    match object.get("token") {
+        Some(value) => {
+            let value = value.as_str().ok_or(Rejection::Unauthenticated)?.trim();
+            Ok(Some(bearer_secret(value).unwrap_or(value)))
+        }
+        None => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn bearer_values() {
+        assert_eq!(bearer_secret("Bearer cf_abc"), Some("cf_abc"));
+        assert_eq!(bearer_secret("bearer  cf_abc "), Some("cf_abc"));
+        assert_eq!(bearer_secret("Basic dXNlcg=="), None);
+        assert_eq!(bearer_secret("Bearer "), None);
+        assert_eq!(bearer_secret("cf_abc"), None);
+    }
+
+    #[test]
+    fn init_payload_keys() {
+        let secret = |v: Value| init_secret(&v).map(|s| s.map(str::to_owned));
+        assert_eq!(
+            secret(json!({ "Authorization": "Bearer a" })),
+            Ok(Some("a".into()))
+        );
+        assert_eq!(
+            secret(json!({ "authorization": "Bearer b" })),
+            Ok(Some("b".into()))
+        );
+        assert_eq!(secret(json!({ "token": "c" })), Ok(Some("c".into())));
+        assert_eq!(secret(json!({ "token": "Bearer d" })), Ok(Some("d".into())));
+        assert_eq!(
+            secret(json!({ "headers": { "Authorization": "Bearer e" } })),
+            Ok(Some("e".into()))
+        );
+        assert_eq!(secret(json!({})), Ok(None));
+        assert_eq!(secret(Value::Null), Ok(None));
+        assert_eq!(
+            secret(json!({ "Authorization": "Basic x" })),
+            Err(Rejection::Unauthenticated)
+        );
+        assert_eq!(
+            secret(json!({ "token": 5 })),
+            Err(Rejection::Unauthenticated)
+        );
+    }
+}

@@ -1,0 +1,273 @@
+//! Who may reach the API, checked at the edge before any GraphQL is parsed: the caller's
+//! identity, the request's media type (no cross-site form or `no-cors` posts), the browser
+//! origin of WebSocket and SSE requests, and — without authentication — the Host a browser
+//! thinks it is talking to (no DNS rebinding).
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse as _, Response};
+
+use super::AppState;
+use crate::auth::{Identity, Rejection};
+use crate::config::HttpOptions;
+
+/// The identity of a request, or the response that turns it away (401 or 403).
+pub async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Identity, Response> {
+    state
+        .auth
+        .authenticate(headers)
+        .await
+        .map_err(|rejection| rejected(&rejection))
+}
+
+/// A 401 (with `WWW-Authenticate`) or 403, shaped as a GraphQL response.
+pub fn rejected(rejection: &Rejection) -> Response {
+    let status = match rejection {
+        Rejection::Unauthenticated => StatusCode::UNAUTHORIZED,
+        Rejection::Forbidden(_) => StatusCode::FORBIDDEN,
+    };
+    let mut response = error_response(status, rejection.code(), rejection.message());
+    if status == StatusCode::UNAUTHORIZED {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    }
+    response
+}
+
+/// A GraphQL-shaped error for a request that never reaches the executor.
+pub fn error_response(status: StatusCode, code: &str, message: &str) -> Response {
+    let body = serde_json::json!({
+        "errors": [{ "message": message, "extensions": { "code": code } }]
+    });
+    let mut response = (status, body.to_string()).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// POSTs must be `application/json`: every other type a browser may send cross-site without a
+/// preflight (`text/plain`, forms, multipart) is refused with 415 before the body is read.
+pub async fn require_json(request: Request, next: Next) -> Response {
+    if request.method() == Method::POST && !is_json(request.headers()) {
+        return error_response(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "UNSUPPORTED_MEDIA_TYPE",
+            "a GraphQL POST must have Content-Type: application/json",
+        );
+    }
+    next.run(request).await
+}
+
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// Which browser origins may open a stream (WebSocket, SSE): the server's own, and the ones
+/// allowed for CORS.
+pub struct OriginPolicy {
+    /// The origin browsers see the server at, when configured (behind a TLS proxy).
+    public_origin: Option<String>,
+    allowed: Vec<String>,
+    any: bool,
+}
+
+fn normalize_origin(origin: &str) -> String {
+    origin.trim().trim_end_matches('/').to_ascii_lowercase()
+}
+
+impl OriginPolicy {
+    pub fn new(options: &HttpOptions) -> anyhow::Result<OriginPolicy> {
+        let allowed: Vec<String> = options
+            .cors_allow_origins
+            .iter()
+            .map(|o| normalize_origin(o))
+            .filter(|o| !o.is_empty())
+            .collect();
+        let public_origin = options
+            .public_origin
+            .as_deref()
+            .map(|origin| {
+                let origin = normalize_origin(origin);
+                anyhow::ensure!(
+                    origin.starts_with("http://") || origin.starts_with("https://"),
+                    "--public-origin must look like https://casefile.example.com, not {origin:?}"
+                );
+                Ok(origin)
+            })
+            .transpose()
+            .context("invalid CASEFILE_PUBLIC_ORIGIN")?;
+        Ok(OriginPolicy {
+            public_origin,
+            any: allowed.iter().any(|o| o == "*"),
+            allowed,
+        })
+    }
+
+    /// Whether a request with these headers may open a stream. Requests without `Origin` are
+    /// not from a browser page and pass.
+    pub fn allows(&self, headers: &HeaderMap) -> bool {
+        let Some(origin) = headers.get(header::ORIGIN) else {
+            return true;
+        };
+        let Ok(origin) = origin.to_str().map(normalize_origin) else {
+            return false;
+        };
+        if self.any || self.allowed.contains(&origin) {
+            return true;
+        }
+        match &self.public_origin {
+            Some(public) => &origin == public,
+            None => host(headers).is_some_and(|host| {
+                let host = host.to_ascii_lowercase();
+                origin == format!("http://{host}") || origin == format!("https://{host}")
+            }),
+        }
+    }
+
+    /// The response refusing a stream from another origin.
+    pub fn refused() -> Response {
+        error_response(
+            StatusCode::FORBIDDEN,
+            "FORBIDDEN",
+            "cross-origin request refused: the Origin is neither this server's nor an allowed one \
+             (CASEFILE_CORS_ALLOW_ORIGINS, CASEFILE_PUBLIC_ORIGIN)",
+        )
+    }
+}
+
+fn host(headers: &HeaderMap) -> Option<&str> {
+    headers.get(header::HOST)?.to_str().ok()
+}
+
+/// Without authentication on a loopback address, the Host names a browser may use: loopback
+/// ones and the configured ones. A DNS-rebinding page reaches 127.0.0.1 under its own name, so
+/// its requests carry that name and are refused.
+#[derive(Clone)]
+pub struct HostPolicy {
+    extra: Arc<Vec<String>>,
+}
+
+impl HostPolicy {
+    pub fn new(extra: &[String]) -> HostPolicy {
+        HostPolicy {
+            extra: Arc::new(
+                extra
+                    .iter()
+                    .map(|h| h.trim().to_ascii_lowercase())
+                    .filter(|h| !h.is_empty())
+                    .collect(),
+            ),
+        }
+    }
+
+    fn allows(&self, host_header: &str) -> bool {
+        let host = host_header.trim().to_ascii_lowercase();
+        // Strip the port: `[::1]:8080`, `localhost:8080`, `127.0.0.1`.
+        let name = if let Some(rest) = host.strip_prefix('[') {
+            rest.split(']').next().unwrap_or_default().to_owned()
+        } else {
+            host.rsplit_once(':')
+                .filter(|(_, port)| port.chars().all(|c| c.is_ascii_digit()))
+                .map_or(host.clone(), |(name, _)| name.to_owned())
+        };
+        name == "localhost"
+            || name.ends_with(".localhost")
+            || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+            || self.extra.iter().any(|h| *h == name || *h == host)
+    }
+}
+
+/// Refuses requests whose Host is not an allowed one (403).
+pub async fn check_host(
+    State(policy): State<HostPolicy>,
+    request: Request<Body>,
+    next: Next,
+) -> Response {
+    let allowed = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .or_else(|| request.uri().authority().map(|a| a.as_str()))
+        .is_some_and(|host| policy.allows(host));
+    if !allowed {
+        return error_response(
+            StatusCode::FORBIDDEN,
+            "FORBIDDEN",
+            "this Host is not allowed: without authentication casefile answers only to loopback \
+             names (add others with --allowed-host)",
+        );
+    }
+    next.run(request).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_hosts_and_configured_ones_pass() {
+        let policy = HostPolicy::new(&["casefile.internal".to_owned()]);
+        for host in [
+            "localhost",
+            "localhost:8080",
+            "app.localhost:3000",
+            "127.0.0.1:8080",
+            "127.0.0.2",
+            "[::1]:8080",
+            "casefile.internal:8080",
+        ] {
+            assert!(policy.allows(host), "{host}");
+        }
+        for host in [
+            "evil.example",
+            "evil.example:8080",
+            "10.0.0.1:8080",
+            "localhost.evil.example",
+        ] {
+            assert!(!policy.allows(host), "{host}");
+        }
+    }
+
+    #[test]
+    fn origins() {
+        let options = HttpOptions {
+            cors_allow_origins: vec!["https://app.example.com".to_owned()],
+            ..HttpOptions::default()
+        };
+        let policy = OriginPolicy::new(&options).unwrap();
+        let headers = |origin: &str, host: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::ORIGIN, origin.parse().unwrap());
+            h.insert(header::HOST, host.parse().unwrap());
+            h
+        };
+        assert!(policy.allows(&headers("http://127.0.0.1:8080", "127.0.0.1:8080")));
+        assert!(policy.allows(&headers("https://app.example.com", "127.0.0.1:8080")));
+        assert!(!policy.allows(&headers("https://evil.example", "127.0.0.1:8080")));
+        assert!(
+            policy.allows(&HeaderMap::new()),
+            "no Origin: not a browser page"
+        );
+
+        let behind_proxy = OriginPolicy::new(&HttpOptions {
+            public_origin: Some("https://casefile.example.com/".to_owned()),
+            ..HttpOptions::default()
+        })
+        .unwrap();
+        assert!(behind_proxy.allows(&headers("https://casefile.example.com", "10.0.0.5:8080")));
+        assert!(!behind_proxy.allows(&headers("http://10.0.0.5:8080", "10.0.0.5:8080")));
+    }
+}

@@ -1,0 +1,193 @@
+//! API tokens: created, listed, revoked, and looked up by the SHA-256 of their secret.
+//!
+//! Every create and revoke also sends `NOTIFY casefile_tokens` in its transaction, so every
+//! casefile process on the database drops the verified tokens it has cached.
+
+use chrono::{DateTime, Utc};
+use sqlx::{FromRow, PgConnection, PgPool};
+use uuid::Uuid;
+
+use crate::error::{Error, Result};
+use crate::model::Role;
+
+/// The channel every process listens on to forget cached tokens.
+pub const CHANGES_CHANNEL: &str = "casefile_tokens";
+
+/// A token as listed: never its secret.
+#[derive(Debug, Clone, FromRow)]
+pub struct ApiTokenRow {
+    pub id: Uuid,
+    pub name: String,
+    pub role: Role,
+    pub created_by: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub last_used_at: Option<DateTime<Utc>>,
+    pub revoked_at: Option<DateTime<Utc>>,
+    pub revoked_by: Option<String>,
+}
+
+const COLUMNS: &str = "id, name, role, created_by, created_at, expires_at, last_used_at, \
+                       revoked_at, revoked_by";
+
+/// A token to store.
+#[derive(Debug, Clone)]
+pub struct NewToken<'a> {
+    pub name: &'a str,
+    pub role: Role,
+    pub secret_hash: &'a [u8; 32],
+    pub expires_at: Option<DateTime<Utc>>,
+    pub created_by: Option<&'a str>,
+}
+
+/// What a presented secret is, when it is a token at all.
+#[derive(Debug, Clone, FromRow)]
+pub struct TokenGrant {
+    pub id: Uuid,
+    pub name: String,
+    pub role: Role,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// Token names: letters, digits, `.`, `_` and `-`, starting with a letter or digit, at most 100.
+pub fn check_name(name: &str) -> Result<()> {
+    let valid = !name.is_empty()
+        && name.len() <= 100
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if valid {
+        Ok(())
+    } else {
+        Err(Error::bad_input(format!(
+            "token name {name:?} must be 1–100 letters, digits, '.', '_' or '-', starting with a letter or digit"
+        )))
+    }
+}
+
+async fn notify(conn: &mut PgConnection) -> Result<()> {
+    sqlx::query("SELECT pg_notify($1, '')")
+        .bind(CHANGES_CHANNEL)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+pub async fn create(conn: &mut PgConnection, new: &NewToken<'_>) -> Result<ApiTokenRow> {
+    check_name(new.name)?;
+    let row = sqlx::query_as::<_, ApiTokenRow>(&format!(
+        "INSERT INTO api_tokens (id, name, role, secret_hash, expires_at, created_by) \
+         VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (name) DO NOTHING RETURNING {COLUMNS}"
+    ))
+    .bind(Uuid::now_v7())
+    .bind(new.name)
+    .bind(new.role)
+    .bind(&new.secret_hash[..])
+    .bind(new.expires_at)
+    .bind(new.created_by)
+    .fetch_optional(&mut *conn)
+    .await?
+    .ok_or_else(|| {
+        Error::Conflict(format!(
+            "a token named {:?} already exists (names are never reused, revoked ones included)",
+            new.name
+        ))
+    })?;
+    notify(conn).await?;
+    Ok(row)
+}
+
+/// Every token, oldest first; revoked ones only when asked for.
+pub async fn list(pool: &PgPool, include_revoked: bool) -> Result<Vec<ApiTokenRow>> {
+    Ok(sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM api_tokens WHERE $1 OR revoked_at IS NULL ORDER BY created_at, id"
+    ))
+    .bind(include_revoked)
+    .fetch_all(pool)
+    .await?)
+}
+
+/// Revokes a token by name (revoking a revoked token changes nothing).
+pub async fn revoke(conn: &mut PgConnection, name: &str, by: Option<&str>) -> Result<ApiTokenRow> {
+    let row = sqlx::query_as::<_, ApiTokenRow>(&format!(
+        "UPDATE api_tokens SET revoked_at = coalesce(revoked_at, now()), \
+            revoked_by = CASE WHEN revoked_at IS NULL THEN $2 ELSE revoked_by END \
+         WHERE name = $1 RETURNING {COLUMNS}"
+    ))
+    .bind(name)
+    .bind(by)
+    .fetch_optional(&mut *conn)
+    .await?
+    .ok_or_else(|| Error::not_found(format!("no token is named {name:?}")))?;
+    notify(conn).await?;
+    Ok(row)
+}
+
+/// The token whose secret hashes to `hash`, revoked or expired ones included.
+pub async fn find(pool: &PgPool, hash: &[u8; 32]) -> Result<Option<TokenGrant>> {
+    Ok(sqlx::query_as(
+        "SELECT id, name, role, expires_at, revoked_at FROM api_tokens WHERE secret_hash = $1",
+    )
+    .bind(&hash[..])
+    .fetch_optional(pool)
+    .await?)
+}
+
+/// Notes that a token was used (callers do this at most once a minute per token; so does the
+/// statement, across processes).
+pub async fn touch(pool: &PgPool, id: Uuid) -> Result<()> {
+    sqlx::query(
+        "UPDATE api_tokens SET last_used_at = now() WHERE id = $1 \
+           AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')",
+    )
+    .bind(id)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Stores `hash` as an admin token named `name` (or `name-2`, `name-3`… when taken) unless an
+/// admin token that is neither revoked nor expired exists. Several processes starting at once
+/// queue on an advisory lock, so only one of them creates it. Returns the name it stored.
+pub async fn create_first_admin(
+    pool: &PgPool,
+    name: &str,
+    hash: &[u8; 32],
+) -> Result<Option<String>> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtext('casefile_first_admin'))")
+        .execute(&mut *tx)
+        .await?;
+    let exists: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM api_tokens WHERE role = 'admin' AND revoked_at IS NULL \
+           AND (expires_at IS NULL OR expires_at > now()))",
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    if exists {
+        return Ok(None);
+    }
+    let taken: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM api_tokens WHERE name = $1 OR name LIKE $1 || '-%'",
+    )
+    .bind(name)
+    .fetch_one(&mut *tx)
+    .await?;
+    let name = if taken == 0 {
+        name.to_owned()
+    } else {
+        format!("{name}-{}", taken + 1)
+    };
+    let new = NewToken {
+        name: &name,
+        role: Role::Admin,
+        secret_hash: hash,
+        expires_at: None,
+        created_by: None,
+    };
+    create(&mut tx, &new).await?;
+    tx.commit().await?;
+    Ok(Some(name))
+}
