@@ -14,7 +14,10 @@ RUN apt-get update \
 COPY --from=build /src/target/release/casefile /usr/local/bin/casefile
 USER casefile
 WORKDIR /var/lib/casefile
+# Listening on every interface, so authentication is on by default: the first start prints
+# the first admin token (or takes CASEFILE_BOOTSTRAP_ADMIN_TOKEN).
 ENV CASEFILE_LISTEN=0.0.0.0:8080 \
+    CASEFILE_AUTH=tokens \
     CASEFILE_DATA_DIR=/var/lib/casefile/data
 EXPOSE 8080
 ENTRYPOINT ["casefile"]

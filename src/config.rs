@@ -411,3 +411,19 @@ impl Default for Limits {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lifetimes() {
+        assert_eq!(parse_lifetime("30d"), Ok(chrono::Duration::days(30)));
+        assert_eq!(parse_lifetime("12h"), Ok(chrono::Duration::hours(12)));
+        assert_eq!(parse_lifetime("90m"), Ok(chrono::Duration::minutes(90)));
+        assert_eq!(parse_lifetime("45s"), Ok(chrono::Duration::seconds(45)));
+        for bad in ["", "d", "30", "0d", "-1d", "30w", "1.5d", "99999999999999d"] {
+            assert!(parse_lifetime(bad).is_err(), "{bad:?}");
+        }
+    }
+}

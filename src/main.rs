@@ -127,6 +127,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 /// `CASEFILE_BOOTSTRAP_ADMIN_TOKEN`, or a new secret printed once on standard output (never
 /// logged).
 async fn first_admin(store: &Store, given: Option<&str>) -> anyhow::Result<()> {
+    let given = given.filter(|secret| !secret.is_empty());
     if let Some(secret) = given
         && !is_acceptable_secret(secret)
     {

@@ -1,4 +1,5 @@
-//! An update is read from the database once per process, however many subscribers follow it.
+//! An update is read from the database once per process, however many subscribers follow it;
+//! a token is looked up once per cache period, however many requests carry it.
 //! Statements are recorded where sqlx runs them (see `common::statements`); this file is its
 //! own test binary so that no other test's statements are counted.
 
@@ -89,8 +90,49 @@ async fn stage_reads(app: &TestApp, subscribers: usize) -> usize {
         .count()
 }
 
+/// Sends `requests` queries with one token; returns how many statements looked it up and how
+/// many wrote its last use.
+async fn token_statements(app: &TestApp, requests: usize) -> (usize, usize) {
+    let secret = casefile::auth::tokens::generate_secret();
+    let name = format!("t{requests}");
+    let mut tx = app.store.pool().begin().await.unwrap();
+    casefile::store::tokens::create(
+        &mut tx,
+        &casefile::store::tokens::NewToken {
+            name: &name,
+            role: casefile::model::Role::Reader,
+            secret_hash: &casefile::auth::tokens::hash(&secret),
+            expires_at: None,
+            created_by: None,
+        },
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    statements::clear();
+    for _ in 0..requests {
+        let response = app
+            .client
+            .post(app.url("/graphql"))
+            .bearer_auth(&secret)
+            .json(&json!({ "query": "{ viewer { role } }" }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+    }
+    // The last-use write runs in the background.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let statements = statements::recorded();
+    let count = |needle: &str| statements.iter().filter(|s| s.contains(needle)).count();
+    (
+        count("FROM api_tokens WHERE secret_hash"),
+        count("UPDATE api_tokens SET last_used_at"),
+    )
+}
+
 #[tokio::test]
-async fn each_update_is_read_once_per_process_not_once_per_subscriber() {
+async fn reads_do_not_grow_with_subscribers_or_requests() {
     statements::record();
     let app = TestApp::start().await;
     let one = delta_reads(&app, 1).await;
@@ -104,5 +146,17 @@ async fn each_update_is_read_once_per_process_not_once_per_subscriber() {
     println!("reads of a changed stage: {one} with 1 subscriber, {many} with 25");
     assert_eq!(one, 1);
     assert_eq!(many, 1);
+    app.stop().await;
+
+    let mut options = casefile::config::HttpOptions::default();
+    options.auth.mode = casefile::auth::AuthMode::Tokens;
+    let app = TestApp::start_with(options).await;
+    for requests in [1, 50] {
+        let (lookups, touches) = token_statements(&app, requests).await;
+        println!(
+            "a token used by {requests} requests: {lookups} lookups, {touches} last-use writes"
+        );
+        assert_eq!((lookups, touches), (1, 1));
+    }
     app.stop().await;
 }

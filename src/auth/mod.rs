@@ -57,6 +57,9 @@ pub enum Rejection {
     Unauthenticated,
     /// Authenticated, but allowed nothing.
     Forbidden(String),
+    /// The credentials could not be checked (the database did not answer): not the caller's
+    /// fault, so not a 401 that would make them discard a good token.
+    Unavailable,
 }
 
 impl Rejection {
@@ -67,6 +70,7 @@ impl Rejection {
         match self {
             Rejection::Unauthenticated => Self::UNAUTHENTICATED_MESSAGE,
             Rejection::Forbidden(message) => message,
+            Rejection::Unavailable => "credentials cannot be checked right now; try again shortly",
         }
     }
 
@@ -75,6 +79,7 @@ impl Rejection {
         match self {
             Rejection::Unauthenticated => "UNAUTHENTICATED",
             Rejection::Forbidden(_) => "FORBIDDEN",
+            Rejection::Unavailable => "SERVICE_UNAVAILABLE",
         }
     }
 }
@@ -162,9 +167,8 @@ impl Authenticator {
             }),
             Ok(None) => Err(Rejection::Unauthenticated),
             Err(err) => {
-                // Fail closed, but say why in the log: the database could not be asked.
                 tracing::error!("cannot verify a token: {err}");
-                Err(Rejection::Unauthenticated)
+                Err(Rejection::Unavailable)
             }
         }
     }
@@ -255,5 +259,27 @@ mod tests {
             secret(json!({ "token": 5 })),
             Err(Rejection::Unauthenticated)
         );
+    }
+
+    #[tokio::test]
+    async fn a_database_that_does_not_answer_is_not_a_bad_token() {
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .acquire_timeout(std::time::Duration::from_millis(200))
+            .connect_lazy("postgres://casefile@127.0.0.1:1/none")
+            .unwrap();
+        let options = AuthOptions {
+            mode: AuthMode::Tokens,
+            ..AuthOptions::default()
+        };
+        let auth = Authenticator::new(Store::new(pool), &options).unwrap();
+        let mut headers = HeaderMap::new();
+        let bearer = format!("Bearer {}", tokens::generate_secret());
+        headers.insert("authorization", bearer.parse().unwrap());
+        let rejection = auth.authenticate(&headers).await.unwrap_err();
+        assert_eq!(rejection, Rejection::Unavailable);
+        assert_eq!(rejection.code(), "SERVICE_UNAVAILABLE");
+        // Without credentials there is nothing to check: plainly unauthenticated.
+        let rejection = auth.authenticate(&HeaderMap::new()).await.unwrap_err();
+        assert_eq!(rejection, Rejection::Unauthenticated);
     }
 }

@@ -16,10 +16,10 @@ use sqlx::postgres::PgListener;
 use tokio::sync::watch;
 use uuid::Uuid;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::model::Role;
 use crate::store::Store;
-use crate::store::tokens::{self as token_store, CHANGES_CHANNEL, TokenGrant};
+use crate::store::tokens::{self as token_store, CHANGES_CHANNEL};
 
 /// Every secret starts with this.
 pub const SECRET_PREFIX: &str = "cf_";
@@ -66,7 +66,7 @@ pub struct VerifiedToken {
 pub struct TokenVerifier {
     store: Store,
     /// `None`: no usable token has this hash (unknown, revoked or expired when read).
-    cache: moka::sync::Cache<SecretHash, Option<Arc<VerifiedToken>>>,
+    cache: moka::future::Cache<SecretHash, Option<Arc<VerifiedToken>>>,
     /// When `last used` was last written, per token.
     touched: Mutex<HashMap<Uuid, Instant>>,
     /// Bumped whenever tokens change; open streams watch it.
@@ -77,7 +77,7 @@ impl TokenVerifier {
     pub fn new(store: Store) -> Arc<TokenVerifier> {
         Arc::new(TokenVerifier {
             store,
-            cache: moka::sync::Cache::builder()
+            cache: moka::future::Cache::builder()
                 .max_capacity(CACHE_CAPACITY)
                 .time_to_live(CACHE_TTL)
                 .build(),
@@ -92,32 +92,24 @@ impl TokenVerifier {
     }
 
     pub async fn verify_hash(&self, hash: &SecretHash) -> Result<Option<Arc<VerifiedToken>>> {
-        let token = match self.cache.get(hash) {
-            Some(cached) => cached,
-            None => {
-                let usable = token_store::find(self.store.pool(), hash)
-                    .await?
-                    .filter(|grant| grant.revoked_at.is_none())
-                    .map(
-                        |TokenGrant {
-                             id,
-                             name,
-                             role,
-                             expires_at,
-                             ..
-                         }| {
-                            Arc::new(VerifiedToken {
-                                id,
-                                name,
-                                role,
-                                expires_at,
-                            })
-                        },
-                    );
-                self.cache.insert(*hash, usable.clone());
-                usable
-            }
+        // Concurrent misses of one secret (every stream re-checking after a revocation) share
+        // one lookup.
+        let lookup = async {
+            let grant = token_store::find(self.store.pool(), hash).await?;
+            Ok::<_, Error>(grant.filter(|g| g.revoked_at.is_none()).map(|g| {
+                Arc::new(VerifiedToken {
+                    id: g.id,
+                    name: g.name,
+                    role: g.role,
+                    expires_at: g.expires_at,
+                })
+            }))
         };
+        let token = self
+            .cache
+            .try_get_with(*hash, lookup)
+            .await
+            .map_err(|err| Error::Internal(format!("token lookup failed: {err}")))?;
         // Expiry is checked on every use, cached or not.
         let token = token.filter(|t| t.expires_at.is_none_or(|at| at > Utc::now()));
         if let Some(token) = &token {

@@ -26,11 +26,12 @@ pub async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Ident
         .map_err(|rejection| rejected(&rejection))
 }
 
-/// A 401 (with `WWW-Authenticate`) or 403, shaped as a GraphQL response.
+/// A 401 (with `WWW-Authenticate`), 403 or 503, shaped as a GraphQL response.
 pub fn rejected(rejection: &Rejection) -> Response {
     let status = match rejection {
         Rejection::Unauthenticated => StatusCode::UNAUTHORIZED,
         Rejection::Forbidden(_) => StatusCode::FORBIDDEN,
+        Rejection::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
     };
     let mut response = error_response(status, rejection.code(), rejection.message());
     if status == StatusCode::UNAUTHORIZED {

@@ -1,6 +1,8 @@
 //! GraphQL over WebSocket: `graphql-transport-ws` and the legacy `graphql-ws` protocol on one
-//! path, with keepalive both ways. The `connection_init` payload reaches the schema as
-//! [`ConnectionInit`].
+//! path, with keepalive both ways. The upgrade is refused (403) from another site's page; the
+//! `connection_init` payload (or the upgrade's headers) authenticates the connection, which is
+//! refused with 4401/4403 and closed with 4401 when its token is revoked or expires. The payload
+//! reaches the schema as [`ConnectionInit`].
 //!
 //! async-graphql speaks the protocols; this module owns the connection around them. Its own
 //! keepalive only closes clients that stay silent, and most clients never ping (the
@@ -42,6 +44,8 @@ const CLOSE_INIT_TIMEOUT: u16 = 4408;
 /// Close codes for a failed authentication (graphql-transport-ws reserves both).
 const CLOSE_UNAUTHENTICATED: u16 = 4401;
 const CLOSE_FORBIDDEN: u16 = 4403;
+/// Close code when credentials cannot be checked now (RFC 6455 "Try Again Later").
+const CLOSE_TRY_AGAIN_LATER: u16 = 1013;
 
 /// Accepts (or refuses) a connection's `connection_init` payload: the data its operations run
 /// with, and a future that resolves when its credentials lapse (the connection is closed then).
@@ -185,6 +189,7 @@ pub(crate) async fn serve<E: Executor>(
                 let code = match rejection {
                     Rejection::Unauthenticated => CLOSE_UNAUTHENTICATED,
                     Rejection::Forbidden(_) => CLOSE_FORBIDDEN,
+                    Rejection::Unavailable => CLOSE_TRY_AGAIN_LATER,
                 };
                 close(code, rejection.message())
             })

@@ -322,6 +322,79 @@ async fn requests_without_a_usable_token_get_401_and_the_same_message() {
     )
     .await;
     assert_eq!(refused.err().map(|(status, _)| status), Some(401));
+    let response = app
+        .client
+        .get(app.url("/graphql?query={viewer{role}}"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        response.json::<Value>().await.unwrap()["data"]["viewer"]["role"],
+        "ADMIN"
+    );
+    // Multipart subscriptions take the header too.
+    let multipart = |token: Option<&str>| {
+        let mut request = app
+            .client
+            .post(app.url("/graphql"))
+            .header("accept", "multipart/mixed")
+            .json(&json!({ "query": "subscription { sessions { status } }" }));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        request.send()
+    };
+    assert_eq!(
+        multipart(None).await.unwrap().status(),
+        StatusCode::UNAUTHORIZED
+    );
+    let streaming = multipart(Some(&admin)).await.unwrap();
+    assert_eq!(streaming.status(), StatusCode::OK);
+    assert!(
+        streaming.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("multipart/mixed")
+    );
+    drop(streaming);
+
+    // A token minted through the admin mutation works at once; its secret is shown only then.
+    let mint = "mutation ($at: DateTime) { createApiToken(input: { name: \"ci\", role: WRITER, expiresAt: $at }) { secret token { name role createdBy expiresAt } } }";
+    let (_, body) = as_token(
+        &app,
+        &admin,
+        mint,
+        json!({ "at": Utc::now() - chrono::Duration::seconds(5) }),
+    )
+    .await;
+    assert_eq!(code(&body), "BAD_USER_INPUT", "{body}");
+    let (_, body) = as_token(
+        &app,
+        &admin,
+        mint,
+        json!({ "at": Utc::now() + chrono::Duration::days(1) }),
+    )
+    .await;
+    let minted = &body["data"]["createApiToken"];
+    assert_eq!(minted["token"]["createdBy"], "token:admin", "{body}");
+    let secret = minted["secret"].as_str().unwrap();
+    assert!(secret.starts_with("cf_"));
+    let (status, body) = as_token(&app, secret, "{ viewer { actor role } }", json!({})).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        body["data"]["viewer"],
+        json!({ "actor": "token:ci", "role": "WRITER" })
+    );
+    let stored: Vec<u8> =
+        sqlx::query_scalar("SELECT secret_hash FROM api_tokens WHERE name = 'ci'")
+            .fetch_one(app.store.pool())
+            .await
+            .unwrap();
+    assert_eq!(stored, hash(secret).to_vec(), "only the hash is stored");
+    let (_, body) = as_token(&app, &admin, mint, json!({ "at": null })).await;
+    assert_eq!(code(&body), "CONFLICT", "names are never reused: {body}");
+
     for path in ["/healthz", "/readyz", "/"] {
         let response = app.client.get(app.url(path)).send().await.unwrap();
         assert_eq!(response.status(), StatusCode::OK, "{path}");

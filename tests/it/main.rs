@@ -11,5 +11,6 @@ mod live;
 mod live_hub;
 mod query_api;
 mod schema_file;
+mod token_cli;
 mod websocket;
 pub mod write_api;

@@ -17,7 +17,8 @@ where
         .args(args)
         .env_remove("DATABASE_URL")
         .env("RUST_LOG", "warn,casefile=info")
-        .stdout(Stdio::null())
+        // Piped, for tests that read what the server prints there (a first admin token).
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
