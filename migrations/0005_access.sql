@@ -16,6 +16,19 @@ CREATE TABLE api_tokens (
     revoked_by   text
 );
 
+-- Every process caches verified tokens (and refused secrets); any change that can make one
+-- unusable (or usable) tells them all to forget, whatever made it (the API, the command line,
+-- plain SQL). The payload is the operation: a new token only invalidates refusals. Writing
+-- `last_used_at` is not such a change.
+CREATE FUNCTION api_tokens_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('casefile_tokens', TG_OP);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER api_tokens_changed
+    AFTER INSERT OR DELETE OR UPDATE OF name, role, secret_hash, expires_at, revoked_at
+    ON api_tokens FOR EACH STATEMENT EXECUTE FUNCTION api_tokens_changed();
+
 -- Who (a token as `token:NAME`, or the SSO proxy's user) created a session or a chat question.
 -- A chat's `created_by` (0001) is its owner.
 ALTER TABLE sessions ADD COLUMN created_by text;

@@ -99,7 +99,8 @@ pub fn parse_lifetime(text: &str) -> Result<chrono::Duration, String> {
         _ => None,
     };
     match duration {
-        Some(d) if n > 0 => Ok(d),
+        // A token that outlives everyone needs no expiry at all.
+        Some(d) if n > 0 && d <= chrono::Duration::days(36_500) => Ok(d),
         _ => Err(format!(
             "{text:?} is not a positive lifetime such as 30d, 12h or 90m"
         )),
@@ -252,8 +253,9 @@ pub struct AuthOptions {
     #[arg(long, env = "CASEFILE_ALLOW_ANONYMOUS")]
     pub allow_anonymous: bool,
 
-    /// Under `--auth none` on a loopback address, Host names accepted besides loopback ones
-    /// (comma-separated); any other Host is refused, so a DNS-rebinding page cannot reach it.
+    /// Under `--auth none`, domain names accepted as Host besides `localhost` (comma-separated;
+    /// IP addresses always pass); any other Host is refused, so a DNS-rebinding page cannot
+    /// reach the server.
     #[arg(
         long = "allowed-host",
         env = "CASEFILE_ALLOWED_HOSTS",
@@ -330,6 +332,17 @@ pub struct ProxyOptions {
     /// (refused).
     #[arg(long, env = "CASEFILE_PROXY_DEFAULT_ROLE", default_value = "reader")]
     pub proxy_default_role: String,
+
+    /// Seconds a WebSocket or SSE stream opened through the proxy stays open; the client then
+    /// reconnects through the proxy, which signs the person in again (someone removed from the
+    /// SSO loses live access within this time).
+    #[arg(
+        long = "proxy-stream-lifetime-secs",
+        env = "CASEFILE_PROXY_STREAM_LIFETIME_SECS",
+        default_value = "3600",
+        value_parser = parse_seconds
+    )]
+    pub proxy_stream_lifetime: Duration,
 }
 
 impl Default for ProxyOptions {
@@ -342,11 +355,13 @@ impl Default for ProxyOptions {
             proxy_groups_header: "x-forwarded-groups".to_owned(),
             proxy_group_roles: Vec::new(),
             proxy_default_role: "reader".to_owned(),
+            proxy_stream_lifetime: DEFAULT_PROXY_STREAM_LIFETIME,
         }
     }
 }
 
 const DEFAULT_SUBSCRIBER_BUFFER: usize = 4096;
+const DEFAULT_PROXY_STREAM_LIFETIME: Duration = Duration::from_secs(3600);
 const DEFAULT_WS_KEEPALIVE: Duration = Duration::from_secs(15);
 
 /// A positive number of seconds, fractions allowed (`0.5`).
@@ -422,7 +437,17 @@ mod tests {
         assert_eq!(parse_lifetime("12h"), Ok(chrono::Duration::hours(12)));
         assert_eq!(parse_lifetime("90m"), Ok(chrono::Duration::minutes(90)));
         assert_eq!(parse_lifetime("45s"), Ok(chrono::Duration::seconds(45)));
-        for bad in ["", "d", "30", "0d", "-1d", "30w", "1.5d", "99999999999999d"] {
+        for bad in [
+            "",
+            "d",
+            "30",
+            "0d",
+            "-1d",
+            "30w",
+            "1.5d",
+            "36501d",
+            "99999999999999d",
+        ] {
             assert!(parse_lifetime(bad).is_err(), "{bad:?}");
         }
     }

@@ -4,12 +4,13 @@ use clap::Parser as _;
 use tracing_subscriber::EnvFilter;
 
 use casefile::auth::AuthMode;
-use casefile::auth::tokens::{generate_secret, hash, is_acceptable_secret};
+use casefile::auth::tokens::{generate_secret, hash, looks_like_token};
 use casefile::config::{Cli, Command, DatabaseArgs, ServeArgs, TokenCommand};
 use casefile::db::Database;
 use casefile::server::{Server, check_anonymous_exposure, shutdown_signal};
 use casefile::simulate::Api;
 use casefile::store::Store;
+use casefile::store::tokens::FirstAdmin;
 use casefile::token_command;
 
 #[tokio::main]
@@ -129,7 +130,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 async fn first_admin(store: &Store, given: Option<&str>) -> anyhow::Result<()> {
     let given = given.filter(|secret| !secret.is_empty());
     if let Some(secret) = given
-        && !is_acceptable_secret(secret)
+        && !looks_like_token(secret)
     {
         anyhow::bail!(
             "CASEFILE_BOOTSTRAP_ADMIN_TOKEN must be `cf_` followed by at least 32 characters \
@@ -145,10 +146,10 @@ async fn first_admin(store: &Store, given: Option<&str>) -> anyhow::Result<()> {
     .await
     .map_err(|err| anyhow::anyhow!("cannot create the first admin token: {err}"))?;
     match created {
-        Some(name) if given.is_some() => {
+        FirstAdmin::Created(name) if given.is_some() => {
             tracing::info!("created admin token {name} from CASEFILE_BOOTSTRAP_ADMIN_TOKEN");
         }
-        Some(name) => {
+        FirstAdmin::Created(name) => {
             tracing::warn!(
                 "no admin token existed: created {name}; its secret is on standard output, once"
             );
@@ -157,7 +158,12 @@ async fn first_admin(store: &Store, given: Option<&str>) -> anyhow::Result<()> {
             );
             println!("{secret}");
         }
-        None => {}
+        FirstAdmin::SecretSpent(name) => anyhow::bail!(
+            "no usable admin token exists, and CASEFILE_BOOTSTRAP_ADMIN_TOKEN is the secret of \
+             token {name}, which was revoked or has expired: set a new secret (or unset it to \
+             have one generated)"
+        ),
+        FirstAdmin::Exists => {}
     }
     Ok(())
 }

@@ -47,7 +47,7 @@ impl Server {
         let token_follower = (auth.mode() != AuthMode::None
             && store.pool().options().get_max_connections() > 1)
             .then(|| tokio::spawn(auth.tokens().clone().follow_changes()));
-        let app = router(store, hub.clone(), auth, options, addr)?;
+        let app = router(store, hub.clone(), auth, options)?;
         let (shutdown, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             axum::serve(listener, app)

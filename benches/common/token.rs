@@ -16,7 +16,7 @@ pub fn from_args_or_env() -> Option<String> {
         .or_else(|| std::env::var("CASEFILE_TOKEN").ok())
         .filter(|t| !t.is_empty())?;
     assert!(
-        casefile::auth::tokens::is_acceptable_secret(&token),
+        casefile::auth::tokens::looks_like_token(&token),
         "--token must be `cf_` and at least 32 more characters (the server is bootstrapped with it)"
     );
     Some(token)

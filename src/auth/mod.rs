@@ -31,6 +31,9 @@ pub struct Identity {
     pub role: Role,
     /// The secret's hash when it came with a token: open streams re-check it.
     token: Option<SecretHash>,
+    /// Whether the SSO proxy vouched for it: open streams end after the proxy's stream lifetime
+    /// and reconnect through the proxy, which signs the person in again.
+    from_proxy: bool,
 }
 
 impl Identity {
@@ -40,6 +43,7 @@ impl Identity {
             actor: None,
             role: Role::Admin,
             token: None,
+            from_proxy: false,
         }
     }
 
@@ -121,8 +125,7 @@ impl Authenticator {
         let bearer = headers
             .get(axum::http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .map(|v| bearer_secret(v).ok_or(Rejection::Unauthenticated))
-            .transpose()?;
+            .and_then(bearer_secret);
         self.identify(bearer, headers).await
     }
 
@@ -143,12 +146,14 @@ impl Authenticator {
         }
     }
 
+    /// An API token when `bearer` has the shape of one; otherwise (nothing, or something else,
+    /// such as the OIDC token oauth2-proxy can pass along) the proxy's headers, in proxy mode.
     async fn identify(
         &self,
         bearer: Option<&str>,
         headers: &HeaderMap,
     ) -> Result<Identity, Rejection> {
-        if let Some(secret) = bearer {
+        if let Some(secret) = bearer.filter(|s| tokens::looks_like_token(s)) {
             return self.token_identity(secret).await;
         }
         match &self.proxy {
@@ -164,6 +169,7 @@ impl Authenticator {
                 actor: Some(format!("token:{}", token.name)),
                 role: token.role,
                 token: Some(hash),
+                from_proxy: false,
             }),
             Ok(None) => Err(Rejection::Unauthenticated),
             Err(err) => {
@@ -173,12 +179,16 @@ impl Authenticator {
         }
     }
 
-    /// Resolves when `identity` may no longer be used (its token was revoked or expired);
-    /// never for identities without a token.
+    /// Resolves when `identity` may no longer be used: its token was revoked or expired, or
+    /// the proxy's stream lifetime has passed (casefile cannot ask the proxy whether the person
+    /// is still allowed). Never under `--auth none`.
     pub async fn until_lapsed(&self, identity: &Identity) {
-        match identity.token {
-            Some(hash) => self.tokens.until_unusable(hash).await,
-            None => std::future::pending().await,
+        match (identity.token, &self.proxy) {
+            (Some(hash), _) => self.tokens.until_unusable(hash).await,
+            (None, Some(proxy)) if identity.from_proxy => {
+                tokio::time::sleep(proxy.stream_lifetime()).await
+            }
+            _ => std::future::pending().await,
         }
     }
 }
@@ -278,6 +288,10 @@ mod tests {
         let rejection = auth.authenticate(&headers).await.unwrap_err();
         assert_eq!(rejection, Rejection::Unavailable);
         assert_eq!(rejection.code(), "SERVICE_UNAVAILABLE");
+        // Something that is not an API token is refused without asking the database.
+        headers.insert("authorization", "Bearer eyJhbGciOi.x.y".parse().unwrap());
+        let rejection = auth.authenticate(&headers).await.unwrap_err();
+        assert_eq!(rejection, Rejection::Unauthenticated);
         // Without credentials there is nothing to check: plainly unauthenticated.
         let rejection = auth.authenticate(&HeaderMap::new()).await.unwrap_err();
         assert_eq!(rejection, Rejection::Unauthenticated);

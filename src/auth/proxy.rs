@@ -24,6 +24,8 @@ pub(super) struct ProxyAuth {
     group_roles: Vec<(String, Role)>,
     /// The role of a person in none of those groups (`None`: nothing is allowed).
     default_role: Option<Role>,
+    /// How long a stream opened through the proxy stays open.
+    stream_lifetime: std::time::Duration,
 }
 
 fn header_name(flag: &str, name: &str) -> anyhow::Result<HeaderName> {
@@ -73,10 +75,29 @@ impl ProxyAuth {
             groups_header: header_name("--proxy-groups-header", &options.proxy_groups_header)?,
             group_roles,
             default_role,
+            stream_lifetime: options.proxy_stream_lifetime,
         })
     }
 
+    pub(super) fn stream_lifetime(&self) -> std::time::Duration {
+        self.stream_lifetime
+    }
+
     pub(super) fn identify(&self, headers: &HeaderMap) -> Result<Identity, Rejection> {
+        // A proxy that appends its headers instead of replacing the client's would otherwise
+        // let the client's copy speak first.
+        let names = [
+            &self.secret_header,
+            &self.user_header,
+            &self.email_header,
+            &self.groups_header,
+        ];
+        if names
+            .iter()
+            .any(|name| headers.get_all(*name).iter().count() > 1)
+        {
+            return Err(Rejection::Unauthenticated);
+        }
         let presented = headers
             .get(&self.secret_header)
             .map(|v| v.as_bytes())
@@ -117,6 +138,7 @@ impl ProxyAuth {
             actor: Some(user.to_owned()),
             role,
             token: None,
+            from_proxy: true,
         })
     }
 }

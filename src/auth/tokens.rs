@@ -1,10 +1,10 @@
 //! API token secrets and their verification.
 //!
 //! A secret is `cf_` and 64 hex digits (256 random bits): the prefix lets secret scanners find
-//! leaked ones. Only its SHA-256 is stored. Verified tokens (and unknown secrets) are cached for
-//! [`CACHE_TTL`], so a request costs no statement; every create or revoke, here or in another
-//! process on the same database (`NOTIFY casefile_tokens`), empties the cache and wakes every
-//! open stream to re-check its token.
+//! leaked ones. Only its SHA-256 is stored. Verified tokens (and refused secrets) are cached for
+//! [`CACHE_TTL`], so a request costs no statement. Every change to a token, here or in another
+//! process on the same database (`NOTIFY casefile_tokens`), empties the caches and wakes every
+//! open stream to re-check its token; a new token only clears the refusals.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -28,8 +28,10 @@ pub const SECRET_PREFIX: &str = "cf_";
 pub const CACHE_TTL: Duration = Duration::from_secs(5);
 /// `last used` is written at most this often per token.
 const TOUCH_INTERVAL: Duration = Duration::from_secs(60);
-/// Cached verifications (tokens and unknown secrets alike).
+/// Cached verified tokens.
 const CACHE_CAPACITY: u64 = 10_000;
+/// Cached refusals (unknown, revoked or expired secrets).
+const REFUSED_CAPACITY: u64 = 1_000;
 
 /// The SHA-256 of a secret: what is stored and looked up.
 pub type SecretHash = [u8; 32];
@@ -45,9 +47,10 @@ pub fn hash(secret: &str) -> SecretHash {
     Sha256::digest(secret.as_bytes()).into()
 }
 
-/// Whether a secret supplied by an operator (`CASEFILE_BOOTSTRAP_ADMIN_TOKEN`) is strong enough:
-/// the prefix and at least 32 characters after it.
-pub fn is_acceptable_secret(secret: &str) -> bool {
+/// Whether a secret has the shape of an API token: the prefix and at least 32 visible
+/// characters after it. Anything else (an SSO proxy's OIDC token, junk) is never looked up, and
+/// an operator's `CASEFILE_BOOTSTRAP_ADMIN_TOKEN` must have it.
+pub fn looks_like_token(secret: &str) -> bool {
     secret
         .strip_prefix(SECRET_PREFIX)
         .is_some_and(|rest| rest.len() >= 32 && rest.chars().all(|c| c.is_ascii_graphic()))
@@ -62,23 +65,37 @@ pub struct VerifiedToken {
     pub expires_at: Option<chrono::DateTime<Utc>>,
 }
 
-/// Checks secrets against the database, through a short-lived cache.
+/// Checks secrets against the database, through short-lived caches.
 pub struct TokenVerifier {
     store: Store,
-    /// `None`: no usable token has this hash (unknown, revoked or expired when read).
-    cache: moka::future::Cache<SecretHash, Option<Arc<VerifiedToken>>>,
+    /// Tokens that verified.
+    known: moka::future::Cache<SecretHash, Arc<VerifiedToken>>,
+    /// Secrets that did not (unknown, revoked, or expired when read): kept apart and smaller,
+    /// so junk cannot push real tokens out.
+    refused: moka::future::Cache<SecretHash, ()>,
     /// When `last used` was last written, per token.
     touched: Mutex<HashMap<Uuid, Instant>>,
     /// Bumped whenever tokens change; open streams watch it.
     changes: watch::Sender<u64>,
 }
 
+/// Why a lookup produced no token.
+#[derive(Debug)]
+enum Miss {
+    NotUsable,
+    Failed(Error),
+}
+
 impl TokenVerifier {
     pub fn new(store: Store) -> Arc<TokenVerifier> {
         Arc::new(TokenVerifier {
             store,
-            cache: moka::future::Cache::builder()
+            known: moka::future::Cache::builder()
                 .max_capacity(CACHE_CAPACITY)
+                .time_to_live(CACHE_TTL)
+                .build(),
+            refused: moka::future::Cache::builder()
+                .max_capacity(REFUSED_CAPACITY)
                 .time_to_live(CACHE_TTL)
                 .build(),
             touched: Mutex::new(HashMap::new()),
@@ -86,36 +103,56 @@ impl TokenVerifier {
         })
     }
 
-    /// The token `secret` is, if it is usable now.
-    pub async fn verify(&self, secret: &str) -> Result<Option<Arc<VerifiedToken>>> {
-        self.verify_hash(&hash(secret)).await
+    /// The token whose secret hashes to `hash`, if it is usable now.
+    pub async fn verify_hash(&self, hash: &SecretHash) -> Result<Option<Arc<VerifiedToken>>> {
+        // A lookup that raced a revocation could cache what it read before it: look again.
+        for _ in 0..3 {
+            let generation = *self.changes.borrow();
+            let token = self.lookup(hash).await?;
+            if *self.changes.borrow() == generation {
+                // Expiry is checked on every use, cached or not.
+                let token = token.filter(|t| t.expires_at.is_none_or(|at| at > Utc::now()));
+                if let Some(token) = &token {
+                    self.note_use(token.id);
+                }
+                return Ok(token);
+            }
+            self.known.invalidate(hash).await;
+            self.refused.invalidate(hash).await;
+        }
+        Err(Error::Internal(
+            "tokens kept changing while one was verified".to_owned(),
+        ))
     }
 
-    pub async fn verify_hash(&self, hash: &SecretHash) -> Result<Option<Arc<VerifiedToken>>> {
-        // Concurrent misses of one secret (every stream re-checking after a revocation) share
-        // one lookup.
-        let lookup = async {
-            let grant = token_store::find(self.store.pool(), hash).await?;
-            Ok::<_, Error>(grant.filter(|g| g.revoked_at.is_none()).map(|g| {
-                Arc::new(VerifiedToken {
-                    id: g.id,
-                    name: g.name,
-                    role: g.role,
-                    expires_at: g.expires_at,
-                })
-            }))
-        };
-        let token = self
-            .cache
-            .try_get_with(*hash, lookup)
-            .await
-            .map_err(|err| Error::Internal(format!("token lookup failed: {err}")))?;
-        // Expiry is checked on every use, cached or not.
-        let token = token.filter(|t| t.expires_at.is_none_or(|at| at > Utc::now()));
-        if let Some(token) = &token {
-            self.note_use(token.id);
+    async fn lookup(&self, hash: &SecretHash) -> Result<Option<Arc<VerifiedToken>>> {
+        if self.refused.contains_key(hash) {
+            return Ok(None);
         }
-        Ok(token)
+        // Concurrent misses of one secret (every stream re-checking after a revocation) share
+        // one statement.
+        let read = async {
+            match token_store::find(self.store.pool(), hash).await {
+                Ok(Some(grant)) if grant.revoked_at.is_none() => Ok(Arc::new(VerifiedToken {
+                    id: grant.id,
+                    name: grant.name,
+                    role: grant.role,
+                    expires_at: grant.expires_at,
+                })),
+                Ok(_) => Err(Miss::NotUsable),
+                Err(err) => Err(Miss::Failed(err)),
+            }
+        };
+        match self.known.try_get_with(*hash, read).await {
+            Ok(token) => Ok(Some(token)),
+            Err(miss) => match miss.as_ref() {
+                Miss::NotUsable => {
+                    self.refused.insert(*hash, ()).await;
+                    Ok(None)
+                }
+                Miss::Failed(err) => Err(Error::Internal(format!("token lookup failed: {err}"))),
+            },
+        }
     }
 
     /// Writes `last used` in the background, at most once a minute per token.
@@ -136,9 +173,16 @@ impl TokenVerifier {
         });
     }
 
+    /// A token was created: secrets refused before may be it now. (Verified tokens stay valid,
+    /// and open streams need not re-check.)
+    pub fn forget_refusals(&self) {
+        self.refused.invalidate_all();
+    }
+
     /// Forgets every cached verification and tells open streams to re-check.
     pub fn invalidate(&self) {
-        self.cache.invalidate_all();
+        self.known.invalidate_all();
+        self.refused.invalidate_all();
         self.changes.send_modify(|generation| *generation += 1);
     }
 
@@ -181,6 +225,9 @@ impl TokenVerifier {
                         self.invalidate();
                         loop {
                             match listener.try_recv().await {
+                                Ok(Some(notification)) if notification.payload() == "INSERT" => {
+                                    self.forget_refusals()
+                                }
                                 Ok(Some(_)) => self.invalidate(),
                                 // The connection dropped; sqlx reconnects and listens again
                                 // on the next call.
@@ -210,9 +257,9 @@ mod tests {
         let (a, b) = (generate_secret(), generate_secret());
         assert!(a.starts_with("cf_") && a.len() == 3 + 64, "{a}");
         assert_ne!(a, b);
-        assert!(is_acceptable_secret(&a));
-        assert!(!is_acceptable_secret("cf_short"));
-        assert!(!is_acceptable_secret(&a[3..]));
+        assert!(looks_like_token(&a));
+        assert!(!looks_like_token("cf_short"));
+        assert!(!looks_like_token(&a[3..]));
         assert_eq!(hash(&a), hash(&a));
         assert_ne!(hash(&a), hash(&b));
     }

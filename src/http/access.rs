@@ -9,21 +9,38 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse as _, Response};
 
 use super::AppState;
-use crate::auth::{Identity, Rejection};
+use crate::auth::{AuthMode, Rejection};
 use crate::config::HttpOptions;
 
-/// The identity of a request, or the response that turns it away (401 or 403).
-pub async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Identity, Response> {
-    state
-        .auth
-        .authenticate(headers)
-        .await
-        .map_err(|rejection| rejected(&rejection))
+/// Authenticates a GraphQL request before its body is read, and hands the handler its
+/// [`Identity`] (a request extension). A plain GET without `query` (a browser asking for
+/// GraphiQL) needs none.
+pub async fn authenticated(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let wants_page = request.method() == Method::GET
+        && !request
+            .uri()
+            .query()
+            .unwrap_or_default()
+            .split('&')
+            .any(|pair| pair.starts_with("query="));
+    if !wants_page {
+        match state.auth.authenticate(request.headers()).await {
+            Ok(identity) => {
+                request.extensions_mut().insert(identity);
+            }
+            Err(rejection) => return rejected(&rejection),
+        }
+    }
+    next.run(request).await
 }
 
 /// A 401 (with `WWW-Authenticate`), 403 or 503, shaped as a GraphQL response.
@@ -81,6 +98,7 @@ fn is_json(headers: &HeaderMap) -> bool {
 pub struct OriginPolicy {
     /// The origin browsers see the server at, when configured (behind a TLS proxy).
     public_origin: Option<String>,
+    /// `CASEFILE_CORS_ALLOW_ORIGINS`, normalized (`*` only with API tokens).
     allowed: Vec<String>,
     any: bool,
 }
@@ -90,13 +108,20 @@ fn normalize_origin(origin: &str) -> String {
 }
 
 impl OriginPolicy {
-    pub fn new(options: &HttpOptions) -> anyhow::Result<OriginPolicy> {
+    pub fn new(options: &HttpOptions, mode: AuthMode) -> anyhow::Result<OriginPolicy> {
         let allowed: Vec<String> = options
             .cors_allow_origins
             .iter()
             .map(|o| normalize_origin(o))
             .filter(|o| !o.is_empty())
             .collect();
+        // Browsers attach nothing to a request that an API token is needed for; without tokens,
+        // `*` would let every site act with the visitor's access (a local casefile, SSO cookies).
+        anyhow::ensure!(
+            mode == AuthMode::Tokens || !allowed.iter().any(|o| o == "*"),
+            "CASEFILE_CORS_ALLOW_ORIGINS=* is allowed only with --auth tokens: without tokens any \
+             web page could use the visitor's access. List the origins instead"
+        );
         let public_origin = options
             .public_origin
             .as_deref()
@@ -117,9 +142,14 @@ impl OriginPolicy {
         })
     }
 
-    /// Whether a request with these headers may open a stream. Requests without `Origin` are
-    /// not from a browser page and pass.
-    pub fn allows(&self, headers: &HeaderMap) -> bool {
+    /// The origins CORS allows (normalized as the stream check compares them).
+    pub fn cors_origins(&self) -> &[String] {
+        &self.allowed
+    }
+
+    /// Whether a request to `uri` with these headers may open a stream. Requests without
+    /// `Origin` are not from a browser page and pass.
+    pub fn allows(&self, headers: &HeaderMap, uri: &Uri) -> bool {
         let Some(origin) = headers.get(header::ORIGIN) else {
             return true;
         };
@@ -131,7 +161,7 @@ impl OriginPolicy {
         }
         match &self.public_origin {
             Some(public) => &origin == public,
-            None => host(headers).is_some_and(|host| {
+            None => host(headers, uri).is_some_and(|host| {
                 let host = host.to_ascii_lowercase();
                 origin == format!("http://{host}") || origin == format!("https://{host}")
             }),
@@ -149,12 +179,16 @@ impl OriginPolicy {
     }
 }
 
-fn host(headers: &HeaderMap) -> Option<&str> {
-    headers.get(header::HOST)?.to_str().ok()
+/// The Host a request names: its header, or (HTTP/2) its URI's authority.
+fn host<'a>(headers: &'a HeaderMap, uri: &'a Uri) -> Option<&'a str> {
+    match headers.get(header::HOST) {
+        Some(value) => value.to_str().ok(),
+        None => uri.authority().map(|a| a.as_str()),
+    }
 }
 
-/// Without authentication on a loopback address, the Host names a browser may use: loopback
-/// ones and the configured ones. A DNS-rebinding page reaches 127.0.0.1 under its own name, so
+/// Without authentication, the Host names a browser may use: IP addresses, loopback names and
+/// the configured ones. A DNS-rebinding page reaches the server under its own domain name, so
 /// its requests carry that name and are refused.
 #[derive(Clone)]
 pub struct HostPolicy {
@@ -186,7 +220,7 @@ impl HostPolicy {
         };
         name == "localhost"
             || name.ends_with(".localhost")
-            || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+            || name.parse::<IpAddr>().is_ok()
             || self.extra.iter().any(|h| *h == name || *h == host)
     }
 }
@@ -197,18 +231,13 @@ pub async fn check_host(
     request: Request<Body>,
     next: Next,
 ) -> Response {
-    let allowed = request
-        .headers()
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .or_else(|| request.uri().authority().map(|a| a.as_str()))
-        .is_some_and(|host| policy.allows(host));
+    let allowed = host(request.headers(), request.uri()).is_some_and(|host| policy.allows(host));
     if !allowed {
         return error_response(
             StatusCode::FORBIDDEN,
             "FORBIDDEN",
-            "this Host is not allowed: without authentication casefile answers only to loopback \
-             names (add others with --allowed-host)",
+            "this Host is not allowed: without authentication casefile answers only to IP \
+             addresses and loopback names (add others with --allowed-host)",
         );
     }
     next.run(request).await
@@ -219,7 +248,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn loopback_hosts_and_configured_ones_pass() {
+    fn ip_addresses_loopback_names_and_configured_hosts_pass() {
         let policy = HostPolicy::new(&["casefile.internal".to_owned()]);
         for host in [
             "localhost",
@@ -228,15 +257,18 @@ mod tests {
             "127.0.0.1:8080",
             "127.0.0.2",
             "[::1]:8080",
+            "10.0.0.1:8080",
+            "[fd00::1]:8080",
             "casefile.internal:8080",
         ] {
             assert!(policy.allows(host), "{host}");
         }
+        // Domain names are what a DNS-rebinding page arrives under.
         for host in [
             "evil.example",
             "evil.example:8080",
-            "10.0.0.1:8080",
             "localhost.evil.example",
+            "localhost.",
         ] {
             assert!(!policy.allows(host), "{host}");
         }
@@ -248,27 +280,58 @@ mod tests {
             cors_allow_origins: vec!["https://app.example.com".to_owned()],
             ..HttpOptions::default()
         };
-        let policy = OriginPolicy::new(&options).unwrap();
+        let policy = OriginPolicy::new(&options, AuthMode::None).unwrap();
         let headers = |origin: &str, host: &str| {
             let mut h = HeaderMap::new();
             h.insert(header::ORIGIN, origin.parse().unwrap());
             h.insert(header::HOST, host.parse().unwrap());
             h
         };
-        assert!(policy.allows(&headers("http://127.0.0.1:8080", "127.0.0.1:8080")));
-        assert!(policy.allows(&headers("https://app.example.com", "127.0.0.1:8080")));
-        assert!(!policy.allows(&headers("https://evil.example", "127.0.0.1:8080")));
+        let uri = Uri::from_static("/graphql/ws");
+        assert!(policy.allows(&headers("http://127.0.0.1:8080", "127.0.0.1:8080"), &uri));
+        assert!(policy.allows(&headers("https://App.example.com/", "127.0.0.1:8080"), &uri));
+        assert!(!policy.allows(&headers("https://evil.example", "127.0.0.1:8080"), &uri));
         assert!(
-            policy.allows(&HeaderMap::new()),
+            policy.allows(&HeaderMap::new(), &uri),
             "no Origin: not a browser page"
         );
 
-        let behind_proxy = OriginPolicy::new(&HttpOptions {
-            public_origin: Some("https://casefile.example.com/".to_owned()),
-            ..HttpOptions::default()
-        })
+        let behind_proxy = OriginPolicy::new(
+            &HttpOptions {
+                public_origin: Some("https://casefile.example.com/".to_owned()),
+                ..HttpOptions::default()
+            },
+            AuthMode::Proxy,
+        )
         .unwrap();
-        assert!(behind_proxy.allows(&headers("https://casefile.example.com", "10.0.0.5:8080")));
-        assert!(!behind_proxy.allows(&headers("http://10.0.0.5:8080", "10.0.0.5:8080")));
+        assert!(behind_proxy.allows(
+            &headers("https://casefile.example.com", "10.0.0.5:8080"),
+            &uri
+        ));
+        assert!(!behind_proxy.allows(&headers("http://10.0.0.5:8080", "10.0.0.5:8080"), &uri));
+        // HTTP/2 has no Host header: the authority is the host.
+        let mut h2 = HeaderMap::new();
+        h2.insert(header::ORIGIN, "http://127.0.0.1:8080".parse().unwrap());
+        let authority: Uri = "http://127.0.0.1:8080/graphql".parse().unwrap();
+        assert!(policy.allows(&h2, &authority));
+
+        let any = |mode| {
+            OriginPolicy::new(
+                &HttpOptions {
+                    cors_allow_origins: vec!["*".to_owned()],
+                    ..HttpOptions::default()
+                },
+                mode,
+            )
+        };
+        assert!(any(AuthMode::Tokens).is_ok());
+        assert!(
+            any(AuthMode::None).is_err(),
+            "any site could act as a local user"
+        );
+        assert!(
+            any(AuthMode::Proxy).is_err(),
+            "any site could act with SSO cookies"
+        );
     }
 }

@@ -7,6 +7,7 @@ use async_graphql::parser::parse_query;
 use async_graphql::parser::types::{DocumentOperations, OperationType};
 use async_graphql::{BatchRequest, BatchResponse, Request, Value};
 use async_graphql_axum::GraphQLBatchRequest;
+use axum::Extension;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{Html, IntoResponse, Response};
@@ -19,20 +20,19 @@ use crate::auth::Identity;
 const GRAPHQL_RESPONSE_JSON: &str = "application/graphql-response+json";
 const JSON: &str = "application/json";
 
+/// Runs a POSTed request (authenticated, as `identity`, before its body was read).
 pub async fn post(
     State(state): State<AppState>,
+    Extension(identity): Extension<Identity>,
     headers: HeaderMap,
+    uri: Uri,
     request: GraphQLBatchRequest,
 ) -> Response {
     let batch = request.into_inner();
     let streamed = accepts(&headers, "text/event-stream") || accepts(&headers, "multipart/mixed");
-    if streamed && !state.origins.allows(&headers) {
+    if streamed && !state.origins.allows(&headers, &uri) {
         return OriginPolicy::refused();
     }
-    let identity = match access::authenticate(&state, &headers).await {
-        Ok(identity) => identity,
-        Err(response) => return response,
-    };
     // A single operation may ask to be streamed (subscriptions, over SSE or multipart).
     if let BatchRequest::Single(single) = batch {
         if accepts(&headers, "text/event-stream") {
@@ -46,7 +46,13 @@ pub async fn post(
     execute(&state, batch, &headers, identity).await
 }
 
-pub async fn get(State(state): State<AppState>, headers: HeaderMap, uri: Uri) -> Response {
+/// Runs a GET query (authenticated, as `identity`, unless it asks for no query: GraphiQL).
+pub async fn get(
+    State(state): State<AppState>,
+    identity: Option<Extension<Identity>>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
     let query_string = uri.query().unwrap_or_default();
     if !query_string
         .split('&')
@@ -70,12 +76,12 @@ pub async fn get(State(state): State<AppState>, headers: HeaderMap, uri: Uri) ->
         }
     };
     let streamed = accepts(&headers, "text/event-stream");
-    if streamed && !state.origins.allows(&headers) {
+    if streamed && !state.origins.allows(&headers, &uri) {
         return OriginPolicy::refused();
     }
-    let identity = match access::authenticate(&state, &headers).await {
-        Ok(identity) => identity,
-        Err(response) => return response,
+    // The edge authenticates every GET that carries a query.
+    let Some(Extension(identity)) = identity else {
+        return access::rejected(&crate::auth::Rejection::Unauthenticated);
     };
     if is_mutation(&request) {
         let mut response = plain_error(

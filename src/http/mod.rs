@@ -6,7 +6,6 @@ mod graphql;
 mod streaming;
 mod websocket;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -53,20 +52,27 @@ pub fn router(
     hub: Arc<Hub>,
     auth: Arc<Authenticator>,
     options: &HttpOptions,
-    listen: SocketAddr,
 ) -> anyhow::Result<Router> {
     let limits = options.limits;
+    let origins = Arc::new(OriginPolicy::new(options, auth.mode())?);
+    let cors = cors(origins.cors_origins(), &options.cors_allow_headers)?;
     let state = AppState {
         schema: build_schema(store.clone(), hub, auth.clone(), limits),
         store,
         auth: auth.clone(),
-        origins: Arc::new(OriginPolicy::new(options)?),
+        origins,
         ws_keepalive: options.ws_keepalive,
         graphiql: Bytes::from(graphiql::page(auth.mode())),
     };
+    // Layers run outside in: the media type first, then the identity, both before the body
+    // is read.
     let graphql_routes = || {
         get(graphql::get)
             .post(graphql::post)
+            .layer(middleware::from_fn_with_state(
+                state.clone(),
+                access::authenticated,
+            ))
             .layer(middleware::from_fn(access::require_json))
     };
     let mut router = Router::new()
@@ -79,31 +85,24 @@ pub fn router(
         .layer(RequestBodyLimitLayer::new(limits.max_body_bytes))
         .layer(CatchPanicLayer::new())
         .layer(TraceLayer::new_for_http())
-        .with_state(state);
-    // Without authentication, a page on another site could reach a loopback server through
-    // DNS rebinding; its requests name that site as Host.
-    if auth.mode() == AuthMode::None && listen.ip().is_loopback() {
+        .with_state(state.clone());
+    // Without authentication, a page on another site could reach the server through DNS
+    // rebinding; its requests name that site as Host.
+    if auth.mode() == AuthMode::None {
         router = router.layer(middleware::from_fn_with_state(
             HostPolicy::new(&options.auth.allowed_hosts),
             access::check_host,
         ));
     }
-    Ok(
-        match cors(&options.cors_allow_origins, &options.cors_allow_headers)? {
-            Some(cors) => router.layer(cors),
-            None => router,
-        },
-    )
+    Ok(match cors {
+        Some(cors) => router.layer(cors),
+        None => router,
+    })
 }
 
 /// Cross-origin access for browser apps served from other origins (none unless configured).
 /// Credentials (cookies through an SSO proxy) only for listed origins, never for `*`.
 fn cors(origins: &[String], allow_headers: &[String]) -> anyhow::Result<Option<CorsLayer>> {
-    let origins: Vec<&str> = origins
-        .iter()
-        .map(|o| o.trim())
-        .filter(|o| !o.is_empty())
-        .collect();
     if origins.is_empty() {
         return Ok(None);
     }
@@ -116,7 +115,7 @@ fn cors(origins: &[String], allow_headers: &[String]) -> anyhow::Result<Option<C
     let layer = CorsLayer::new()
         .allow_methods([Method::GET, Method::POST])
         .allow_headers(headers);
-    if origins.contains(&"*") {
+    if origins.iter().any(|o| o == "*") {
         return Ok(Some(layer.allow_origin(AllowOrigin::any())));
     }
     let values = origins

@@ -21,7 +21,7 @@ use async_graphql::http::{
 use async_graphql::{Data, Executor};
 use axum::extract::State;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse as _, Response};
 use futures::future::BoxFuture;
 use futures::{FutureExt as _, SinkExt as _, StreamExt as _, future};
@@ -59,10 +59,11 @@ pub(crate) type Authorize = Box<
 pub async fn upgrade(
     State(state): State<AppState>,
     headers: HeaderMap,
+    uri: Uri,
     upgrade: WebSocketUpgrade,
 ) -> Response {
     // A page on another site must not read live data with the browser's credentials.
-    if !state.origins.allows(&headers) {
+    if !state.origins.allows(&headers, &uri) {
         return OriginPolicy::refused();
     }
     let Some(protocol) = requested_protocol(&headers) else {
@@ -250,9 +251,14 @@ pub(crate) async fn serve<E: Executor>(
 }
 
 fn close(code: u16, reason: &str) -> Message {
+    // A close frame's reason must fit in 123 bytes; cut on a character boundary.
+    let mut end = reason.len().min(123);
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
     Message::Close(Some(CloseFrame {
         code,
-        reason: reason.into(),
+        reason: reason[..end].into(),
     }))
 }
 

@@ -1,7 +1,7 @@
 //! API tokens: created, listed, revoked, and looked up by the SHA-256 of their secret.
 //!
-//! Every create and revoke also sends `NOTIFY casefile_tokens` in its transaction, so every
-//! casefile process on the database drops the verified tokens it has cached.
+//! Every change that matters to verification sends `NOTIFY casefile_tokens` (a trigger, see
+//! migration 0005), so every casefile process on the database drops the tokens it has cached.
 
 use chrono::{DateTime, Utc};
 use sqlx::{FromRow, PgConnection, PgPool};
@@ -10,7 +10,7 @@ use uuid::Uuid;
 use crate::error::{Error, Result};
 use crate::model::Role;
 
-/// The channel every process listens on to forget cached tokens.
+/// The channel every process listens on to forget cached tokens (the trigger's).
 pub const CHANGES_CHANNEL: &str = "casefile_tokens";
 
 /// A token as listed: never its secret.
@@ -67,17 +67,9 @@ pub fn check_name(name: &str) -> Result<()> {
     }
 }
 
-async fn notify(conn: &mut PgConnection) -> Result<()> {
-    sqlx::query("SELECT pg_notify($1, '')")
-        .bind(CHANGES_CHANNEL)
-        .execute(conn)
-        .await?;
-    Ok(())
-}
-
 pub async fn create(conn: &mut PgConnection, new: &NewToken<'_>) -> Result<ApiTokenRow> {
     check_name(new.name)?;
-    let row = sqlx::query_as::<_, ApiTokenRow>(&format!(
+    sqlx::query_as::<_, ApiTokenRow>(&format!(
         "INSERT INTO api_tokens (id, name, role, secret_hash, expires_at, created_by) \
          VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (name) DO NOTHING RETURNING {COLUMNS}"
     ))
@@ -87,16 +79,14 @@ pub async fn create(conn: &mut PgConnection, new: &NewToken<'_>) -> Result<ApiTo
     .bind(&new.secret_hash[..])
     .bind(new.expires_at)
     .bind(new.created_by)
-    .fetch_optional(&mut *conn)
+    .fetch_optional(conn)
     .await?
     .ok_or_else(|| {
         Error::Conflict(format!(
             "a token named {:?} already exists (names are never reused, revoked ones included)",
             new.name
         ))
-    })?;
-    notify(conn).await?;
-    Ok(row)
+    })
 }
 
 /// Every token, oldest first; revoked ones only when asked for.
@@ -111,18 +101,16 @@ pub async fn list(pool: &PgPool, include_revoked: bool) -> Result<Vec<ApiTokenRo
 
 /// Revokes a token by name (revoking a revoked token changes nothing).
 pub async fn revoke(conn: &mut PgConnection, name: &str, by: Option<&str>) -> Result<ApiTokenRow> {
-    let row = sqlx::query_as::<_, ApiTokenRow>(&format!(
+    sqlx::query_as::<_, ApiTokenRow>(&format!(
         "UPDATE api_tokens SET revoked_at = coalesce(revoked_at, now()), \
             revoked_by = CASE WHEN revoked_at IS NULL THEN $2 ELSE revoked_by END \
          WHERE name = $1 RETURNING {COLUMNS}"
     ))
     .bind(name)
     .bind(by)
-    .fetch_optional(&mut *conn)
+    .fetch_optional(conn)
     .await?
-    .ok_or_else(|| Error::not_found(format!("no token is named {name:?}")))?;
-    notify(conn).await?;
-    Ok(row)
+    .ok_or_else(|| Error::not_found(format!("no token is named {name:?}")))
 }
 
 /// The token whose secret hashes to `hash`, revoked or expired ones included.
@@ -148,14 +136,22 @@ pub async fn touch(pool: &PgPool, id: Uuid) -> Result<()> {
     Ok(())
 }
 
+/// What [`create_first_admin`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum FirstAdmin {
+    /// A usable admin token exists already.
+    Exists,
+    /// Stored under this name.
+    Created(String),
+    /// The secret belongs to a token that can no longer be used (revoked, expired, or not an
+    /// admin): it must not come back as a new admin.
+    SecretSpent(String),
+}
+
 /// Stores `hash` as an admin token named `name` (or `name-2`, `name-3`… when taken) unless an
 /// admin token that is neither revoked nor expired exists. Several processes starting at once
-/// queue on an advisory lock, so only one of them creates it. Returns the name it stored.
-pub async fn create_first_admin(
-    pool: &PgPool,
-    name: &str,
-    hash: &[u8; 32],
-) -> Result<Option<String>> {
+/// queue on an advisory lock, so only one of them creates it.
+pub async fn create_first_admin(pool: &PgPool, name: &str, hash: &[u8; 32]) -> Result<FirstAdmin> {
     let mut tx = pool.begin().await?;
     sqlx::query("SELECT pg_advisory_xact_lock(hashtext('casefile_first_admin'))")
         .execute(&mut *tx)
@@ -167,19 +163,25 @@ pub async fn create_first_admin(
     .fetch_one(&mut *tx)
     .await?;
     if exists {
-        return Ok(None);
+        return Ok(FirstAdmin::Exists);
     }
-    let taken: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM api_tokens WHERE name = $1 OR name LIKE $1 || '-%'",
-    )
-    .bind(name)
-    .fetch_one(&mut *tx)
-    .await?;
-    let name = if taken == 0 {
-        name.to_owned()
-    } else {
-        format!("{name}-{}", taken + 1)
-    };
+    let spent: Option<String> =
+        sqlx::query_scalar("SELECT name FROM api_tokens WHERE secret_hash = $1")
+            .bind(&hash[..])
+            .fetch_optional(&mut *tx)
+            .await?;
+    if let Some(spent) = spent {
+        return Ok(FirstAdmin::SecretSpent(spent));
+    }
+    let taken: Vec<String> =
+        sqlx::query_scalar("SELECT name FROM api_tokens WHERE name = $1 OR name LIKE $1 || '-%'")
+            .bind(name)
+            .fetch_all(&mut *tx)
+            .await?;
+    let name = std::iter::once(name.to_owned())
+        .chain((2..).map(|n| format!("{name}-{n}")))
+        .find(|candidate| !taken.contains(candidate))
+        .expect("an unused name");
     let new = NewToken {
         name: &name,
         role: Role::Admin,
@@ -189,5 +191,5 @@ pub async fn create_first_admin(
     };
     create(&mut tx, &new).await?;
     tx.commit().await?;
-    Ok(Some(name))
+    Ok(FirstAdmin::Created(name))
 }

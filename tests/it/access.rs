@@ -38,6 +38,7 @@ fn proxy_mode(default_role: &str) -> HttpOptions {
                 proxy_secret: Some(PROXY_SECRET.to_owned()),
                 proxy_group_roles: vec!["sre=operator".to_owned(), "platform=admin".to_owned()],
                 proxy_default_role: default_role.to_owned(),
+                proxy_stream_lifetime: Duration::from_secs(1),
                 ..ProxyOptions::default()
             },
             ..AuthOptions::default()
@@ -284,6 +285,18 @@ async fn requests_without_a_usable_token_get_401_and_the_same_message() {
         body["data"]["revokeApiToken"]["revokedBy"], "token:admin",
         "{body}"
     );
+
+    // Refused before the body is even read: an unauthenticated client cannot make the server
+    // parse anything.
+    let response = app
+        .client
+        .post(app.url("/graphql"))
+        .header("content-type", "application/json")
+        .body("{ this is not JSON")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
 
     let unknown = generate_secret();
     let mut messages = Vec::new();
@@ -664,6 +677,25 @@ async fn proxy_identities_are_believed_only_with_the_shared_secret() {
     ];
     let (status, _) = post(&app, &wrong, viewer, json!({})).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
+    // A client's copy of a header the proxy appends to, instead of replacing, is not believed.
+    let doubled = app
+        .client
+        .post(app.url("/graphql"))
+        .header("x-casefile-proxy-secret", PROXY_SECRET)
+        .header("x-forwarded-user", "mallory")
+        .header("x-forwarded-user", "alice")
+        .json(&json!({ "query": viewer }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(doubled.status(), StatusCode::UNAUTHORIZED);
+    // oauth2-proxy may pass the person's OIDC token along: it is not an API token, and the
+    // proxy's headers still say who it is.
+    let mut with_oidc = person("sre");
+    with_oidc.push(("authorization", "Bearer eyJhbGciOiJSUzI1NiJ9.e30.sig"));
+    let (status, body) = post(&app, &with_oidc, viewer, json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["data"]["viewer"]["actor"], "alice");
     // A person cannot pass as a token.
     let as_token_name = [
         ("x-casefile-proxy-secret", PROXY_SECRET),

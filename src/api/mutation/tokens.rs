@@ -58,7 +58,7 @@ pub(super) async fn create(
     .await?;
     ctx.data_unchecked::<std::sync::Arc<Authenticator>>()
         .tokens()
-        .invalidate();
+        .forget_refusals();
     Ok(CreatedApiToken {
         token: ApiToken(row),
         secret,
