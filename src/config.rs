@@ -394,6 +394,10 @@ impl Default for HttpOptions {
 const DEFAULT_MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 const DEFAULT_MAX_QUERY_DEPTH: usize = 16;
 const DEFAULT_MAX_QUERY_COMPLEXITY: usize = 250_000;
+const DEFAULT_MAX_BATCH_OPERATIONS: usize = 10;
+const DEFAULT_MAX_ALIASES: usize = 50;
+const DEFAULT_MAX_ROOT_FIELDS: usize = 20;
+const DEFAULT_MAX_RESPONSE_BYTES: usize = 32 * 1024 * 1024;
 pub const DEFAULT_MAX_PAGE_SIZE: usize = 100;
 
 /// Protective limits on what one request may ask for.
@@ -407,9 +411,28 @@ pub struct Limits {
     #[arg(long, env = "CASEFILE_MAX_QUERY_DEPTH", default_value_t = DEFAULT_MAX_QUERY_DEPTH)]
     pub max_query_depth: usize,
 
-    /// Highest accepted query complexity (each field costs 1; a page of N multiplies its selection by N).
+    /// Highest accepted cost of one request, summed over the operations of a batch (a field of
+    /// a row costs 1; a page of N multiplies its selection by N, an unpaginated list by a
+    /// realistic bound on its length; counts and roll-ups cost what their SQL does).
     #[arg(long, env = "CASEFILE_MAX_QUERY_COMPLEXITY", default_value_t = DEFAULT_MAX_QUERY_COMPLEXITY)]
     pub max_query_complexity: usize,
+
+    /// Most operations in one JSON batch.
+    #[arg(long, env = "CASEFILE_MAX_BATCH_OPERATIONS", default_value_t = DEFAULT_MAX_BATCH_OPERATIONS)]
+    pub max_batch_operations: usize,
+
+    /// Most aliased fields in one document.
+    #[arg(long, env = "CASEFILE_MAX_ALIASES", default_value_t = DEFAULT_MAX_ALIASES)]
+    pub max_aliases: usize,
+
+    /// Most root fields in one operation.
+    #[arg(long, env = "CASEFILE_MAX_ROOT_FIELDS", default_value_t = DEFAULT_MAX_ROOT_FIELDS)]
+    pub max_root_fields: usize,
+
+    /// Largest response of a query or mutation, in bytes of JSON (about); a larger one is
+    /// refused with RESPONSE_TOO_LARGE as soon as it is known, instead of being built whole.
+    #[arg(long, env = "CASEFILE_MAX_RESPONSE_BYTES", default_value_t = DEFAULT_MAX_RESPONSE_BYTES)]
+    pub max_response_bytes: usize,
 
     /// Largest page (`first`) any connection accepts.
     #[arg(long, env = "CASEFILE_MAX_PAGE_SIZE", default_value_t = DEFAULT_MAX_PAGE_SIZE)]
@@ -422,6 +445,10 @@ impl Default for Limits {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             max_query_depth: DEFAULT_MAX_QUERY_DEPTH,
             max_query_complexity: DEFAULT_MAX_QUERY_COMPLEXITY,
+            max_batch_operations: DEFAULT_MAX_BATCH_OPERATIONS,
+            max_aliases: DEFAULT_MAX_ALIASES,
+            max_root_fields: DEFAULT_MAX_ROOT_FIELDS,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             max_page_size: DEFAULT_MAX_PAGE_SIZE,
         }
     }

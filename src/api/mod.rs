@@ -1,5 +1,6 @@
 //! The GraphQL API: schema, types, loaders and pagination.
 
+pub mod cost;
 pub mod guards;
 pub mod ids;
 pub mod loaders;
@@ -14,7 +15,7 @@ use std::sync::Arc;
 use async_graphql::{Schema, SchemaBuilder};
 
 use crate::config::Limits;
-use crate::extensions::ErrorCodes;
+use crate::extensions::{ErrorCodes, RequestLimits};
 use crate::store::Store;
 pub use loaders::Loaders;
 pub use mutation::Mutation;
@@ -43,8 +44,8 @@ pub fn build_schema(
         .data(hub)
         .data(auth)
         .data(limits)
-        .limit_depth(limits.max_query_depth)
-        .limit_complexity(limits.max_query_complexity)
+        // Inside ErrorCodes, so the limits' own codes are kept.
+        .extension(RequestLimits(limits))
         .finish()
 }
 

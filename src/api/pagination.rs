@@ -16,15 +16,6 @@ use crate::store::sessions::{SessionKey, SessionSort, SortValue};
 /// Page size used when a client gives no `first`.
 pub const DEFAULT_PAGE_SIZE: usize = 20;
 
-/// The complexity a page of `first` rows adds: its selection, once per row. The page size is
-/// capped (at the default maximum: complexity is computed before the configuration is at hand)
-/// because an out-of-range `first` is refused by the resolver with a clearer error.
-pub fn complexity_of_page(first: Option<i32>, child_complexity: usize) -> usize {
-    let cap = crate::config::DEFAULT_MAX_PAGE_SIZE as i32;
-    let rows = first.unwrap_or(DEFAULT_PAGE_SIZE as i32).clamp(0, cap) as usize;
-    rows * child_complexity + 1
-}
-
 /// Validates `first` against the configured maximum.
 pub fn page_size(first: Option<i32>, limits: &Limits) -> Result<i64> {
     let max = limits.max_page_size;

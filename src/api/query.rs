@@ -3,6 +3,7 @@
 use async_graphql::{Context, Enum, ID, InputObject, Object};
 use chrono::{DateTime, Utc};
 
+use super::cost;
 use super::guards::{RoleGuard, caller};
 use super::ids::{self, NodeType};
 use super::pagination::{decode_session_cursor, page_info, page_size, session_cursor};
@@ -143,7 +144,7 @@ impl Query {
 
     /// Several objects by their global IDs, in the same order (null where one does not exist).
     #[graphql(
-        complexity = "ids.len() * child_complexity + 1",
+        complexity = "cost::list(ids.len(), child_complexity)",
         guard = "RoleGuard(Role::Reader)"
     )]
     async fn nodes(
@@ -176,7 +177,7 @@ impl Query {
 
     /// Sessions, newest first unless ordered otherwise, a page at a time.
     #[graphql(
-        complexity = "crate::api::pagination::complexity_of_page(first, child_complexity)",
+        complexity = "cost::page(first, child_complexity)",
         guard = "RoleGuard(Role::Reader)"
     )]
     async fn sessions(

@@ -16,9 +16,11 @@ use super::access::{self, OriginPolicy};
 use super::{AppState, streaming};
 use crate::api::Loaders;
 use crate::auth::Identity;
+use crate::extensions::CostBudget;
 
 const GRAPHQL_RESPONSE_JSON: &str = "application/graphql-response+json";
 const JSON: &str = "application/json";
+pub const BATCH_TOO_LARGE: &str = "BATCH_TOO_LARGE";
 
 /// Runs a POSTed request (authenticated, as `identity`, before its body was read).
 pub async fn post(
@@ -107,7 +109,27 @@ async fn execute(
     headers: &HeaderMap,
     identity: Identity,
 ) -> Response {
-    let with_loaders = |r: Request| r.data(Loaders::new(&state.store)).data(identity.clone());
+    let limits = &state.limits;
+    if let BatchRequest::Batch(requests) = &batch
+        && requests.len() > limits.max_batch_operations
+    {
+        return access::error_response(
+            StatusCode::BAD_REQUEST,
+            BATCH_TOO_LARGE,
+            &format!(
+                "a batch of {} operations exceeds the limit of {}",
+                requests.len(),
+                limits.max_batch_operations
+            ),
+        );
+    }
+    // The operations of one request share one cost budget.
+    let budget = CostBudget::new();
+    let with_loaders = |r: Request| {
+        r.data(Loaders::new(&state.store))
+            .data(identity.clone())
+            .data(budget.clone())
+    };
     let batch = match batch {
         BatchRequest::Single(r) => BatchRequest::Single(with_loaders(r)),
         BatchRequest::Batch(rs) => BatchRequest::Batch(rs.into_iter().map(with_loaders).collect()),

@@ -24,7 +24,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::api::{CasefileSchema, build_schema};
 use crate::auth::{AuthMode, Authenticator};
-use crate::config::HttpOptions;
+use crate::config::{HttpOptions, Limits};
 use crate::live::Hub;
 use crate::store::Store;
 use access::{HostPolicy, OriginPolicy};
@@ -42,6 +42,7 @@ pub struct AppState {
     pub ws_keepalive: Duration,
     /// The GraphiQL page.
     pub graphiql: Bytes,
+    pub limits: Limits,
 }
 
 pub use websocket::ConnectionInit;
@@ -63,6 +64,7 @@ pub fn router(
         origins,
         ws_keepalive: options.ws_keepalive,
         graphiql: Bytes::from(graphiql::page(auth.mode())),
+        limits,
     };
     // Layers run outside in: the media type first, then the identity, both before the body
     // is read.

@@ -7,6 +7,7 @@ mod demo;
 mod http;
 mod integrity;
 mod lifecycle;
+mod limits;
 mod live;
 mod live_hub;
 mod query_api;

@@ -1,3 +1,4 @@
+use crate::api::cost;
 use async_graphql::{Context, ID, Object};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -39,6 +40,7 @@ impl Chat {
         Ok(Session(required(row, "session")?))
     }
     /// The questions asked, oldest first.
+    #[graphql(complexity = "cost::list(cost::rows::QUESTIONS_PER_CHAT, child_complexity)")]
     async fn messages(&self, ctx: &Context<'_>) -> Result<Vec<ChatUserMessage>> {
         let rows = loaders(ctx)
             .user_messages_by_chat

@@ -1,3 +1,4 @@
+use crate::api::cost;
 use async_graphql::{Context, ID, Object};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -94,6 +95,7 @@ impl AgentExecution {
             .map(AgentExecution))
     }
     /// Sub-agents this execution spawned, by agent index.
+    #[graphql(complexity = "cost::list(cost::rows::SUB_AGENTS, child_complexity)")]
     async fn sub_agents(&self, ctx: &Context<'_>) -> Result<Vec<AgentExecution>> {
         let rows = loaders(ctx)
             .sub_agents_by_parent
@@ -106,7 +108,7 @@ impl AgentExecution {
             .collect())
     }
     /// This agent's timeline, by sequence number.
-    #[graphql(complexity = "crate::api::pagination::complexity_of_page(first, child_complexity)")]
+    #[graphql(complexity = "cost::page(first, child_complexity)")]
     async fn timeline(
         &self,
         ctx: &Context<'_>,
@@ -124,6 +126,7 @@ impl AgentExecution {
         .await
     }
     /// This agent's LLM conversation, by sequence number.
+    #[graphql(complexity = "cost::list(cost::rows::MESSAGES_PER_EXECUTION, child_complexity)")]
     async fn messages(&self, ctx: &Context<'_>) -> Result<Vec<Message>> {
         let rows = loaders(ctx)
             .messages_by_execution
@@ -132,6 +135,7 @@ impl AgentExecution {
         Ok(rows.unwrap_or_default().into_iter().map(Message).collect())
     }
     /// This agent's LLM calls, chronologically.
+    #[graphql(complexity = "cost::list(cost::rows::INTERACTIONS_PER_EXECUTION, child_complexity)")]
     async fn llm_interactions(&self, ctx: &Context<'_>) -> Result<Vec<LlmInteraction>> {
         let rows = loaders(ctx)
             .llm_interactions_by
@@ -145,6 +149,7 @@ impl AgentExecution {
             .collect())
     }
     /// This agent's MCP calls, chronologically.
+    #[graphql(complexity = "cost::list(cost::rows::INTERACTIONS_PER_EXECUTION, child_complexity)")]
     async fn mcp_interactions(&self, ctx: &Context<'_>) -> Result<Vec<McpInteraction>> {
         let rows = loaders(ctx)
             .mcp_interactions_by
@@ -158,6 +163,7 @@ impl AgentExecution {
             .collect())
     }
     /// Tokens and estimated cost of this agent's LLM calls.
+    #[graphql(complexity = "cost::aggregate(cost::ROLL_UP, child_complexity)")]
     async fn token_usage(&self, ctx: &Context<'_>) -> Result<TokenUsage> {
         let row = loaders(ctx)
             .token_usage_by

@@ -1,3 +1,4 @@
+use crate::api::cost;
 use async_graphql::{Context, ID, Json, Object};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -90,6 +91,7 @@ impl LlmInteraction {
     }
     /// Exactly the messages sent to the model: the execution's conversation up to and including
     /// `lastMessage` (empty when no last message was recorded).
+    #[graphql(complexity = "cost::list(cost::rows::MESSAGES_PER_CONVERSATION, child_complexity)")]
     async fn conversation(&self, ctx: &Context<'_>) -> Result<Vec<Message>> {
         let rows = loaders(ctx)
             .conversation_by_llm_interaction

@@ -6,6 +6,7 @@ use uuid::Uuid;
 use super::SessionHistoryEntry;
 use super::timeline::{TimelineConnection, timeline_page};
 use super::{Chat, LlmInteraction, McpInteraction, SessionCounts, Stage, TokenUsage, loaders};
+use crate::api::cost;
 use crate::api::ids::{self, NodeType};
 use crate::model::SessionStatus;
 use crate::store::sessions::SessionFilter;
@@ -36,6 +37,7 @@ pub struct SessionEdge {
 #[ComplexObject]
 impl SessionConnection {
     /// How many sessions match the filter, across all pages.
+    #[graphql(complexity = "cost::aggregate(cost::COUNT, child_complexity)")]
     async fn total_count(&self, ctx: &Context<'_>) -> Result<i64> {
         Ok(ctx
             .data_unchecked::<Store>()
@@ -86,6 +88,7 @@ impl Session {
         self.0.created_by.as_deref()
     }
     /// Every status change, delete and restore, oldest first: from, to, who and why.
+    #[graphql(complexity = "cost::list(cost::rows::STATUS_CHANGES, child_complexity)")]
     async fn status_history(&self, ctx: &Context<'_>) -> Result<Vec<SessionHistoryEntry>> {
         let rows = loaders(ctx)
             .status_changes_by_session
@@ -138,12 +141,13 @@ impl Session {
         self.0.deleted_at
     }
     /// The stages of its chain (and of its chats), by stage index.
+    #[graphql(complexity = "cost::list(cost::rows::STAGES_PER_SESSION, child_complexity)")]
     async fn stages(&self, ctx: &Context<'_>) -> Result<Vec<Stage>> {
         let rows = loaders(ctx).stages_by_session.load_one(self.0.id).await?;
         Ok(rows.unwrap_or_default().into_iter().map(Stage).collect())
     }
     /// The reasoning timeline of all its agents, by sequence number.
-    #[graphql(complexity = "crate::api::pagination::complexity_of_page(first, child_complexity)")]
+    #[graphql(complexity = "cost::page(first, child_complexity)")]
     async fn timeline(
         &self,
         ctx: &Context<'_>,
@@ -153,6 +157,7 @@ impl Session {
         timeline_page(ctx, Scope::Session, self.0.id, self.0.id, first, after).await
     }
     /// Every LLM call of the session, chronologically.
+    #[graphql(complexity = "cost::list(cost::rows::INTERACTIONS_PER_SESSION, child_complexity)")]
     async fn llm_interactions(&self, ctx: &Context<'_>) -> Result<Vec<LlmInteraction>> {
         let rows = loaders(ctx)
             .llm_interactions_by
@@ -166,6 +171,7 @@ impl Session {
             .collect())
     }
     /// Every MCP call of the session, chronologically.
+    #[graphql(complexity = "cost::list(cost::rows::INTERACTIONS_PER_SESSION, child_complexity)")]
     async fn mcp_interactions(&self, ctx: &Context<'_>) -> Result<Vec<McpInteraction>> {
         let rows = loaders(ctx)
             .mcp_interactions_by
@@ -179,6 +185,7 @@ impl Session {
             .collect())
     }
     /// Tokens and estimated cost of all its LLM calls.
+    #[graphql(complexity = "cost::aggregate(cost::ROLL_UP, child_complexity)")]
     async fn token_usage(&self, ctx: &Context<'_>) -> Result<TokenUsage> {
         let row = loaders(ctx)
             .token_usage_by
@@ -188,11 +195,13 @@ impl Session {
         Ok(row.unwrap_or_default().into())
     }
     /// How many stages, executions, events, messages and interactions it holds.
+    #[graphql(complexity = "cost::aggregate(cost::ROLL_UP, child_complexity)")]
     async fn counts(&self, ctx: &Context<'_>) -> Result<SessionCounts> {
         let row = loaders(ctx).counts_by_session.load_one(self.0.id).await?;
         Ok(row.unwrap_or_default().into())
     }
     /// Follow-up chats on the finished session, oldest first.
+    #[graphql(complexity = "cost::list(cost::rows::CHATS_PER_SESSION, child_complexity)")]
     async fn chats(&self, ctx: &Context<'_>) -> Result<Vec<Chat>> {
         let rows = loaders(ctx).chats_by_session.load_one(self.0.id).await?;
         Ok(rows.unwrap_or_default().into_iter().map(Chat).collect())

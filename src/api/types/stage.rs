@@ -1,3 +1,4 @@
+use crate::api::cost;
 use async_graphql::{Context, ID, Object};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -79,6 +80,7 @@ impl Stage {
         Ok(Session(required(row, "session")?))
     }
     /// Its agent executions, by agent index.
+    #[graphql(complexity = "cost::list(cost::rows::EXECUTIONS_PER_STAGE, child_complexity)")]
     async fn executions(
         &self,
         ctx: &Context<'_>,
@@ -97,7 +99,7 @@ impl Stage {
             .collect())
     }
     /// The timeline of all its agents, by sequence number.
-    #[graphql(complexity = "crate::api::pagination::complexity_of_page(first, child_complexity)")]
+    #[graphql(complexity = "cost::page(first, child_complexity)")]
     async fn timeline(
         &self,
         ctx: &Context<'_>,
@@ -115,6 +117,7 @@ impl Stage {
         .await
     }
     /// LLM calls of its agents, chronologically.
+    #[graphql(complexity = "cost::list(cost::rows::INTERACTIONS_PER_STAGE, child_complexity)")]
     async fn llm_interactions(&self, ctx: &Context<'_>) -> Result<Vec<LlmInteraction>> {
         let rows = loaders(ctx)
             .llm_interactions_by
@@ -128,6 +131,7 @@ impl Stage {
             .collect())
     }
     /// MCP calls of its agents, chronologically.
+    #[graphql(complexity = "cost::list(cost::rows::INTERACTIONS_PER_STAGE, child_complexity)")]
     async fn mcp_interactions(&self, ctx: &Context<'_>) -> Result<Vec<McpInteraction>> {
         let rows = loaders(ctx)
             .mcp_interactions_by
@@ -141,6 +145,7 @@ impl Stage {
             .collect())
     }
     /// Tokens and estimated cost of its agents' LLM calls.
+    #[graphql(complexity = "cost::aggregate(cost::ROLL_UP, child_complexity)")]
     async fn token_usage(&self, ctx: &Context<'_>) -> Result<TokenUsage> {
         let row = loaders(ctx)
             .token_usage_by
