@@ -141,6 +141,51 @@ pub struct DatabaseArgs {
     /// Maximum connections in the pool to an external PostgreSQL (the embedded one takes exactly one).
     #[arg(long, env = "CASEFILE_DB_MAX_CONNECTIONS", default_value_t = 10)]
     pub db_max_connections: u32,
+
+    #[command(flatten)]
+    pub timeouts: DbTimeouts,
+}
+
+/// Limits every pooled connection sets on itself, so one statement or transaction cannot hold
+/// the database (or a lock) for long.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct DbTimeouts {
+    /// Seconds one statement may run.
+    #[arg(
+        long = "db-statement-timeout-secs",
+        env = "CASEFILE_DB_STATEMENT_TIMEOUT_SECS",
+        default_value = "30",
+        value_parser = parse_seconds
+    )]
+    pub statement: Duration,
+
+    /// Seconds a statement may wait for a lock.
+    #[arg(
+        long = "db-lock-timeout-secs",
+        env = "CASEFILE_DB_LOCK_TIMEOUT_SECS",
+        default_value = "10",
+        value_parser = parse_seconds
+    )]
+    pub lock: Duration,
+
+    /// Seconds a transaction may sit idle before the database ends it.
+    #[arg(
+        long = "db-idle-in-transaction-timeout-secs",
+        env = "CASEFILE_DB_IDLE_IN_TRANSACTION_TIMEOUT_SECS",
+        default_value = "60",
+        value_parser = parse_seconds
+    )]
+    pub idle_in_transaction: Duration,
+}
+
+impl Default for DbTimeouts {
+    fn default() -> Self {
+        Self {
+            statement: Duration::from_secs(30),
+            lock: Duration::from_secs(10),
+            idle_in_transaction: Duration::from_secs(60),
+        }
+    }
 }
 
 /// Serving options.
@@ -175,6 +220,12 @@ pub struct HttpOptions {
     #[command(flatten)]
     pub auth: AuthOptions,
 
+    #[command(flatten)]
+    pub throttle: ThrottleOptions,
+
+    #[command(flatten)]
+    pub live: LiveOptions,
+
     /// The origin browsers see this server at, when it is behind a TLS-terminating proxy
     /// (`https://casefile.example.com`): what "same origin" means for WebSocket and SSE
     /// requests. Unset: `http://` and the request's Host.
@@ -204,6 +255,15 @@ pub struct HttpOptions {
     #[arg(long, env = "CASEFILE_SUBSCRIBER_BUFFER", default_value_t = DEFAULT_SUBSCRIBER_BUFFER)]
     pub subscriber_buffer: usize,
 
+    /// Seconds a client may take to send its request headers; a slower one is dropped.
+    #[arg(
+        long = "header-read-timeout-secs",
+        env = "CASEFILE_HEADER_READ_TIMEOUT_SECS",
+        default_value = "10",
+        value_parser = parse_seconds
+    )]
+    pub header_read_timeout: Duration,
+
     /// Seconds between the server's keepalive pings on a WebSocket (a ping frame, plus `ping` on
     /// graphql-transport-ws or `ka` on graphql-ws). A client heard nothing from for two
     /// intervals (no message, no pong), or that has not sent `connection_init` by then, is closed.
@@ -228,6 +288,94 @@ const DEFAULT_CORS_ALLOW_HEADERS: [&str; 8] = [
     "apollographql-client-name",
     "apollographql-client-version",
 ];
+
+/// Bounds on live streams.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct LiveOptions {
+    /// Subscriptions one WebSocket connection may run at once (past it, that subscription gets
+    /// an error; the connection stays).
+    #[arg(
+        long,
+        env = "CASEFILE_MAX_SUBSCRIPTIONS_PER_CONNECTION",
+        default_value_t = 100
+    )]
+    pub max_subscriptions_per_connection: usize,
+
+    /// Subscriptions the process holds open at once, over every transport.
+    #[arg(long, env = "CASEFILE_MAX_SUBSCRIPTIONS", default_value_t = 20_000)]
+    pub max_subscriptions: usize,
+
+    /// Seconds an SSE or multipart stream may go without delivering anything before it is
+    /// ended (the client subscribes again with its cursor).
+    #[arg(
+        long = "stream-idle-secs",
+        env = "CASEFILE_STREAM_IDLE_SECS",
+        default_value = "1800",
+        value_parser = parse_seconds
+    )]
+    pub stream_idle: Duration,
+
+    /// Seconds an SSE or multipart stream may stay open at all.
+    #[arg(
+        long = "stream-lifetime-secs",
+        env = "CASEFILE_STREAM_LIFETIME_SECS",
+        default_value = "21600",
+        value_parser = parse_seconds
+    )]
+    pub stream_lifetime: Duration,
+}
+
+impl Default for LiveOptions {
+    fn default() -> Self {
+        Self {
+            max_subscriptions_per_connection: 100,
+            max_subscriptions: 20_000,
+            stream_idle: Duration::from_secs(1800),
+            stream_lifetime: Duration::from_secs(6 * 3600),
+        }
+    }
+}
+
+/// Fair use of the server by its callers.
+#[derive(Debug, Clone, Args)]
+pub struct ThrottleOptions {
+    /// Requests per second one identity (token, proxy user, or client address without
+    /// authentication) may make; 0: no limit. Over it: 429 with Retry-After.
+    #[arg(long, env = "CASEFILE_RATE_LIMIT_PER_SECOND", default_value_t = 1000)]
+    pub rate_limit_per_second: u32,
+
+    /// Requests one identity may have in flight at once. Over it: 429.
+    #[arg(
+        long,
+        env = "CASEFILE_MAX_CONCURRENT_PER_IDENTITY",
+        default_value_t = 64
+    )]
+    pub max_concurrent_per_identity: usize,
+
+    /// Requests the process serves at once. Over it: 503 with Retry-After.
+    #[arg(long, env = "CASEFILE_MAX_CONCURRENT_REQUESTS", default_value_t = 1024)]
+    pub max_concurrent_requests: usize,
+
+    /// Seconds a query or mutation may take (streams are not bounded by it). Over it: 503.
+    #[arg(
+        long = "request-timeout-secs",
+        env = "CASEFILE_REQUEST_TIMEOUT_SECS",
+        default_value = "30",
+        value_parser = parse_seconds
+    )]
+    pub request_timeout: Duration,
+}
+
+impl Default for ThrottleOptions {
+    fn default() -> Self {
+        Self {
+            rate_limit_per_second: 1000,
+            max_concurrent_per_identity: 64,
+            max_concurrent_requests: 1024,
+            request_timeout: Duration::from_secs(30),
+        }
+    }
+}
 
 /// How callers are authenticated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -363,6 +511,7 @@ impl Default for ProxyOptions {
 const DEFAULT_SUBSCRIBER_BUFFER: usize = 4096;
 const DEFAULT_PROXY_STREAM_LIFETIME: Duration = Duration::from_secs(3600);
 const DEFAULT_WS_KEEPALIVE: Duration = Duration::from_secs(15);
+const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A positive number of seconds, fractions allowed (`0.5`).
 fn parse_seconds(text: &str) -> Result<Duration, String> {
@@ -381,11 +530,14 @@ impl Default for HttpOptions {
         Self {
             limits: Limits::default(),
             auth: AuthOptions::default(),
+            throttle: ThrottleOptions::default(),
+            live: LiveOptions::default(),
             public_origin: None,
             cors_allow_headers: DEFAULT_CORS_ALLOW_HEADERS.map(String::from).to_vec(),
             cors_allow_origins: Vec::new(),
             subscriber_buffer: DEFAULT_SUBSCRIBER_BUFFER,
             ws_keepalive: DEFAULT_WS_KEEPALIVE,
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
         }
     }
 }

@@ -22,6 +22,9 @@ pub enum Error {
     /// Authenticated, but the caller's role does not allow this.
     #[error("{0}")]
     Forbidden(String),
+    /// The process (or the connection) holds as many subscriptions as it may.
+    #[error("{0}")]
+    TooManySubscriptions(String),
     /// A subscriber fell too far behind the live stream; it resumes from its cursor.
     #[error("{0}")]
     SubscriberTooSlow(String),
@@ -53,6 +56,7 @@ impl Error {
             Self::Unauthenticated(_) => "UNAUTHENTICATED",
             Self::Forbidden(_) => "FORBIDDEN",
             Self::SubscriberTooSlow(_) => "SUBSCRIBER_TOO_SLOW",
+            Self::TooManySubscriptions(_) => "TOO_MANY_SUBSCRIPTIONS",
             Self::Database(_) | Self::Internal(_) => "INTERNAL_SERVER_ERROR",
         }
     }

@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::auth::{AuthMode, Authenticator};
 use crate::config::{AuthOptions, HttpOptions};
-use crate::http::router;
+use crate::http::{router, serve};
 use crate::live::Hub;
 use crate::store::Store;
 
@@ -24,8 +24,9 @@ pub struct Server {
     hub: Arc<Hub>,
     /// Follows token changes made by other processes (external database only).
     token_follower: Option<JoinHandle<()>>,
-    shutdown: oneshot::Sender<()>,
-    task: JoinHandle<std::io::Result<()>>,
+    /// Turned true to stop: the accept loop ends, and open streams close themselves.
+    closing: watch::Sender<bool>,
+    task: JoinHandle<()>,
 }
 
 impl Server {
@@ -47,20 +48,20 @@ impl Server {
         let token_follower = (auth.mode() != AuthMode::None
             && store.pool().options().get_max_connections() > 1)
             .then(|| tokio::spawn(auth.tokens().clone().follow_changes()));
-        let app = router(store, hub.clone(), auth, options)?;
-        let (shutdown, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async {
-                    let _ = stopped.await;
-                })
-                .await
-        });
+        let closing = watch::Sender::new(false);
+        let app = router(store, hub.clone(), auth, options, closing.subscribe())?;
+        let task = tokio::spawn(serve(
+            listener,
+            app,
+            options.header_read_timeout,
+            closing.subscribe(),
+            DRAIN_GRACE,
+        ));
         Ok(Self {
             addr,
             hub,
             token_follower,
-            shutdown,
+            closing,
             task,
         })
     }
@@ -69,24 +70,23 @@ impl Server {
         self.addr
     }
 
-    /// Stops accepting connections and lets in-flight requests finish (for a while). When this
-    /// returns, the server holds no database connection any more.
+    /// Stops accepting connections, closes live streams (WebSocket with 1001, SSE and multipart
+    /// by ending them) and lets in-flight requests finish (for a while). When this returns, the
+    /// server holds no database connection any more.
     pub async fn stop(self) {
         self.hub.shutdown();
         if let Some(follower) = &self.token_follower {
             follower.abort();
         }
-        let _ = self.shutdown.send(());
+        self.closing.send_replace(true);
         let mut task = self.task;
-        match tokio::time::timeout(DRAIN_GRACE, &mut task).await {
-            Ok(Ok(Ok(()))) => {}
-            Ok(Ok(Err(err))) => tracing::warn!("server ended with an error: {err}"),
-            Ok(Err(err)) => tracing::error!("server task failed: {err}"),
-            Err(_) => {
-                tracing::warn!("requests still running after {DRAIN_GRACE:?}; dropping them");
-                task.abort();
-                let _ = task.await;
-            }
+        // The loop waits `DRAIN_GRACE` for connections itself; this only guards against a bug.
+        if tokio::time::timeout(DRAIN_GRACE * 2, &mut task)
+            .await
+            .is_err()
+        {
+            tracing::error!("the server did not stop; dropping it");
+            task.abort();
         }
     }
 }

@@ -23,7 +23,7 @@ pub use query::Query;
 pub use subscription::Subscription;
 
 use crate::auth::Authenticator;
-use crate::live::Hub;
+use crate::live::{Hub, SubscriptionSlots};
 
 pub type CasefileSchema = Schema<Query, Mutation, Subscription>;
 
@@ -37,12 +37,14 @@ pub fn build_schema(
     store: Store,
     hub: Arc<Hub>,
     auth: Arc<Authenticator>,
+    slots: Arc<SubscriptionSlots>,
     limits: Limits,
 ) -> CasefileSchema {
     builder()
         .data(store)
         .data(hub)
         .data(auth)
+        .data(slots)
         .data(limits)
         // Inside ErrorCodes, so the limits' own codes are kept.
         .extension(RequestLimits(limits))

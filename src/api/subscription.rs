@@ -14,7 +14,7 @@ use super::types::{
 };
 use crate::error::Error;
 use crate::live::timeline::{self, Position, Scope, TimelineUpdateKind, Update};
-use crate::live::{Change, Hub};
+use crate::live::{Change, Hub, Slot, SubscriptionSlots};
 use crate::model::{Role, SessionStatus, from_db_name};
 use crate::store::{Record, Store};
 use tokio::sync::broadcast::error::RecvError;
@@ -113,9 +113,12 @@ impl Subscription {
                 }
             },
         };
+        let slot = take_slot(ctx)?;
         let hub = ctx.data_unchecked::<Arc<Hub>>().clone();
-        Ok(timeline::stream(store, hub, position)
-            .map(|item| item.map(TimelineUpdate).map_err(async_graphql::Error::from)))
+        Ok(timeline::stream(store, hub, position).map(move |item| {
+            let _open = &slot;
+            item.map(TimelineUpdate).map_err(async_graphql::Error::from)
+        }))
     }
 
     /// Changes in one session as they happen: the session's, its stages' and executions'
@@ -130,11 +133,13 @@ impl Subscription {
     ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<SessionChange>> + use<>>
     {
         let session = decode_as(NodeType::Session, &id)?;
+        let slot = take_slot(ctx)?;
         let hub = ctx.data_unchecked::<Arc<Hub>>();
         let mut live = hub.subscribe(session);
         // Start with the session as it is now: no window between reading it and following it.
         let now = Arc::new(Change::of_session(session));
         Ok(async_stream::stream! {
+            let _open = slot;
             yield Ok(SessionChange { kind: SessionChangeKind::Session, change: now });
             loop {
                 match live.recv().await {
@@ -160,10 +165,13 @@ impl Subscription {
         &self,
         ctx: &Context<'_>,
         #[graphql(desc = "Only changes into these statuses.")] status: Option<Vec<SessionStatus>>,
-    ) -> impl Stream<Item = async_graphql::Result<SessionStatusChange>> + use<> {
+    ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<SessionStatusChange>> + use<>>
+    {
+        let slot = take_slot(ctx)?;
         let mut live = ctx.data_unchecked::<Arc<Hub>>().subscribe_feed();
         let wanted = status.unwrap_or_default();
-        async_stream::stream! {
+        Ok(async_stream::stream! {
+            let _open = slot;
             loop {
                 // The feed carries creations and status changes only.
                 match live.recv().await {
@@ -181,8 +189,13 @@ impl Subscription {
                     Err(RecvError::Closed) => break,
                 }
             }
-        }
+        })
     }
+}
+
+/// A place among the process's open subscriptions, held while the stream lives.
+fn take_slot(ctx: &Context<'_>) -> crate::error::Result<Slot> {
+    ctx.data_unchecked::<Arc<SubscriptionSlots>>().take()
 }
 
 /// What kind of record a session change is about.

@@ -9,7 +9,7 @@ use anyhow::Context as _;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions as _, PgPool};
 
-use crate::config::DatabaseArgs;
+use crate::config::{DatabaseArgs, DbTimeouts};
 pub use embedded::EmbeddedPostgres;
 
 /// The migrations in `migrations/`, compiled into the binary.
@@ -25,24 +25,33 @@ impl Database {
     /// Connects as configured: `DATABASE_URL` if set, else the embedded database in `data_dir`.
     pub async fn connect(args: &DatabaseArgs) -> anyhow::Result<Self> {
         match &args.database_url {
-            Some(url) => Self::external(url, args.db_max_connections).await,
-            None => Self::embedded(EmbeddedPostgres::start_in(args.data_dir.clone()).await?).await,
+            Some(url) => Self::external(url, args.db_max_connections, &args.timeouts).await,
+            None => {
+                let server = EmbeddedPostgres::start_in(args.data_dir.clone()).await?;
+                Self::embedded(server, &args.timeouts).await
+            }
         }
     }
 
     /// A pool on an external PostgreSQL.
-    pub async fn external(url: &str, max_connections: u32) -> anyhow::Result<Self> {
+    pub async fn external(
+        url: &str,
+        max_connections: u32,
+        timeouts: &DbTimeouts,
+    ) -> anyhow::Result<Self> {
         let options: PgConnectOptions = url
             .parse()
             .context("DATABASE_URL is not a PostgreSQL URL")?;
-        Self::external_with(options, max_connections).await
+        Self::external_with(options, max_connections, timeouts).await
     }
 
     /// A pool on an external PostgreSQL, from parsed options.
     pub async fn external_with(
         options: PgConnectOptions,
         max_connections: u32,
+        timeouts: &DbTimeouts,
     ) -> anyhow::Result<Self> {
+        let options = with_timeouts(options, timeouts);
         let pool = PgPoolOptions::new()
             .max_connections(max_connections.max(1))
             .acquire_timeout(Duration::from_secs(10))
@@ -58,8 +67,9 @@ impl Database {
     }
 
     /// A pool of exactly one connection on an embedded PostgreSQL (it serves one client at a time).
-    pub async fn embedded(server: EmbeddedPostgres) -> anyhow::Result<Self> {
+    pub async fn embedded(server: EmbeddedPostgres, timeouts: &DbTimeouts) -> anyhow::Result<Self> {
         let options: PgConnectOptions = server.url().parse().context("embedded database URL")?;
+        let options = with_timeouts(options, timeouts);
         let pool = PgPoolOptions::new()
             .max_connections(1)
             // Requests queue for the single connection; give them time rather than failing fast.
@@ -100,4 +110,17 @@ impl Database {
             server.shutdown().await;
         }
     }
+}
+
+/// Connection options that make each connection set the timeouts on itself at start-up.
+fn with_timeouts(options: PgConnectOptions, timeouts: &DbTimeouts) -> PgConnectOptions {
+    let ms = |d: Duration| d.as_millis().to_string();
+    options.options([
+        ("statement_timeout", ms(timeouts.statement)),
+        ("lock_timeout", ms(timeouts.lock)),
+        (
+            "idle_in_transaction_session_timeout",
+            ms(timeouts.idle_in_transaction),
+        ),
+    ])
 }

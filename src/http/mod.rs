@@ -3,7 +3,9 @@
 mod access;
 mod graphiql;
 mod graphql;
+mod serve;
 mod streaming;
+mod throttle;
 mod websocket;
 
 use std::sync::Arc;
@@ -17,6 +19,7 @@ use axum::http::{HeaderName, HeaderValue, Method, StatusCode};
 use axum::middleware;
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
+use tokio::sync::watch;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::limit::RequestBodyLimitLayer;
@@ -24,11 +27,13 @@ use tower_http::trace::TraceLayer;
 
 use crate::api::{CasefileSchema, build_schema};
 use crate::auth::{AuthMode, Authenticator};
-use crate::config::{HttpOptions, Limits};
-use crate::live::Hub;
+use crate::config::{HttpOptions, Limits, LiveOptions};
+use crate::live::{Hub, SubscriptionSlots};
 use crate::store::Store;
 use access::{HostPolicy, OriginPolicy};
 pub use graphiql::EXAMPLE_QUERY;
+pub use serve::serve;
+use throttle::Throttle;
 
 /// What every handler shares.
 #[derive(Clone)]
@@ -43,6 +48,10 @@ pub struct AppState {
     /// The GraphiQL page.
     pub graphiql: Bytes,
     pub limits: Limits,
+    /// Turns true when the server stops: open streams close themselves.
+    pub closing: watch::Receiver<bool>,
+    pub throttle: Arc<Throttle>,
+    pub live: LiveOptions,
 }
 
 pub use websocket::ConnectionInit;
@@ -53,24 +62,38 @@ pub fn router(
     hub: Arc<Hub>,
     auth: Arc<Authenticator>,
     options: &HttpOptions,
+    closing: watch::Receiver<bool>,
 ) -> anyhow::Result<Router> {
     let limits = options.limits;
     let origins = Arc::new(OriginPolicy::new(options, auth.mode())?);
     let cors = cors(origins.cors_origins(), &options.cors_allow_headers)?;
     let state = AppState {
-        schema: build_schema(store.clone(), hub, auth.clone(), limits),
+        schema: build_schema(
+            store.clone(),
+            hub,
+            auth.clone(),
+            SubscriptionSlots::new(options.live.max_subscriptions),
+            limits,
+        ),
         store,
         auth: auth.clone(),
         origins,
         ws_keepalive: options.ws_keepalive,
         graphiql: Bytes::from(graphiql::page(auth.mode())),
         limits,
+        closing,
+        throttle: Throttle::new(&options.throttle),
+        live: options.live,
     };
     // Layers run outside in: the media type first, then the identity, both before the body
     // is read.
     let graphql_routes = || {
         get(graphql::get)
             .post(graphql::post)
+            .layer(middleware::from_fn_with_state(
+                state.clone(),
+                throttle::admitted,
+            ))
             .layer(middleware::from_fn_with_state(
                 state.clone(),
                 access::authenticated,

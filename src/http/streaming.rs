@@ -17,6 +17,7 @@ use futures::{Stream, StreamExt as _};
 use super::AppState;
 use crate::api::Loaders;
 use crate::auth::Identity;
+use crate::config::LiveOptions;
 
 /// How often an idle stream carries a heartbeat, so proxies keep it open.
 const HEARTBEAT: Duration = Duration::from_secs(15);
@@ -68,18 +69,47 @@ fn results(
             .data(identity.clone()),
     );
     let auth = state.auth.clone();
+    let mut closing = state.closing.clone();
+    let LiveOptions {
+        stream_idle,
+        stream_lifetime,
+        ..
+    } = state.live;
     Box::pin(async_stream::stream! {
         let lapsed = auth.until_lapsed(&identity);
-        futures::pin_mut!(lapsed);
-        futures::pin_mut!(results);
+        let ends = tokio::time::Instant::now() + stream_lifetime;
+        let idle = tokio::time::sleep(stream_idle);
+        futures::pin_mut!(lapsed, results, idle);
         loop {
             tokio::select! {
+                // The server stops: end the stream (clients resume from their cursor).
+                _ = async { closing.wait_for(|closing| *closing).await.map(|_| ()) } => break,
                 next = results.next() => match next {
-                    Some(response) => yield response,
+                    Some(response) => {
+                        idle.as_mut().reset(tokio::time::Instant::now() + stream_idle);
+                        yield response;
+                    }
                     None => break,
                 },
                 () = &mut lapsed => {
-                    yield lapsed_response();
+                    yield closing_response(
+                        "UNAUTHENTICATED",
+                        "the credentials of this stream were revoked or expired",
+                    );
+                    break;
+                }
+                () = &mut idle => {
+                    yield closing_response(
+                        STREAM_EXPIRED,
+                        &format!("nothing was delivered for {} s; subscribe again with your cursor", stream_idle.as_secs()),
+                    );
+                    break;
+                }
+                () = tokio::time::sleep_until(ends) => {
+                    yield closing_response(
+                        STREAM_EXPIRED,
+                        &format!("streams last at most {} s; subscribe again with your cursor", stream_lifetime.as_secs()),
+                    );
                     break;
                 }
             }
@@ -87,15 +117,15 @@ fn results(
     })
 }
 
-/// What a stream sends last when its token was revoked or expired.
-pub(crate) fn lapsed_response() -> async_graphql::Response {
-    let mut error = ServerError::new(
-        "the credentials of this stream were revoked or expired",
-        None,
-    );
+/// Code of the last result of a stream that was open too long, or idle too long.
+pub const STREAM_EXPIRED: &str = "STREAM_EXPIRED";
+
+/// The last result of a stream the server ends.
+fn closing_response(code: &str, message: &str) -> async_graphql::Response {
+    let mut error = ServerError::new(message, None);
     error
         .extensions
         .get_or_insert_with(Default::default)
-        .set("code", "UNAUTHENTICATED");
+        .set("code", code);
     async_graphql::Response::from_errors(vec![error])
 }

@@ -11,6 +11,8 @@
 //! protocol's own keepalive (`ping`, answered with `pong`, or the legacy `ka`). A client heard
 //! nothing from for two intervals is gone and is closed; so is one that never initializes.
 
+use std::collections::HashSet;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,13 +21,14 @@ use async_graphql::http::{
     ALL_WEBSOCKET_PROTOCOLS, WebSocket as Protocol, WebSocketProtocols, WsMessage,
 };
 use async_graphql::{Data, Executor};
-use axum::extract::State;
+use axum::Extension;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse as _, Response};
 use futures::future::BoxFuture;
 use futures::{FutureExt as _, SinkExt as _, StreamExt as _, future};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
 use super::AppState;
@@ -44,11 +47,27 @@ const CLOSE_INIT_TIMEOUT: u16 = 4408;
 /// Close codes for a failed authentication (graphql-transport-ws reserves both).
 const CLOSE_UNAUTHENTICATED: u16 = 4401;
 const CLOSE_FORBIDDEN: u16 = 4403;
+/// Close code when the server stops (RFC 6455 "Going Away"): clients reconnect elsewhere.
+const CLOSE_GOING_AWAY: u16 = 1001;
 /// Close code when credentials cannot be checked now (RFC 6455 "Try Again Later").
 const CLOSE_TRY_AGAIN_LATER: u16 = 1013;
 
 /// Accepts (or refuses) a connection's `connection_init` payload: the data its operations run
 /// with, and a future that resolves when its credentials lapse (the connection is closed then).
+/// How one connection is served.
+pub(crate) struct Connection {
+    pub protocol: WebSocketProtocols,
+    /// What every operation of the connection gets.
+    pub data: Data,
+    /// Interval of the server's pings.
+    pub keepalive: Duration,
+    pub authorize: Authorize,
+    /// Turns true when the server stops: the connection closes with 1001.
+    pub closing: watch::Receiver<bool>,
+    /// Most operations (subscriptions) running at once on the connection.
+    pub max_operations: usize,
+}
+
 pub(crate) type Authorize = Box<
     dyn FnOnce(
             serde_json::Value,
@@ -58,10 +77,17 @@ pub(crate) type Authorize = Box<
 
 pub async fn upgrade(
     State(state): State<AppState>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
     uri: Uri,
     upgrade: WebSocketUpgrade,
 ) -> Response {
+    // Connections count against their client's rate like requests (its identity comes later).
+    if let Some(Extension(ConnectInfo(peer))) = peer
+        && let Err(refused) = state.throttle.check_rate(&peer.ip().to_string())
+    {
+        return refused;
+    }
     // A page on another site must not read live data with the browser's credentials.
     if !state.origins.allows(&headers, &uri) {
         return OriginPolicy::refused();
@@ -96,14 +122,15 @@ pub async fn upgrade(
         .max_message_size(1024 * 1024)
         .protocols(ALL_WEBSOCKET_PROTOCOLS)
         .on_upgrade(move |socket| {
-            serve(
-                socket,
-                state.schema,
+            let connection = Connection {
                 protocol,
                 data,
-                state.ws_keepalive,
+                keepalive: state.ws_keepalive,
                 authorize,
-            )
+                closing: state.closing.clone(),
+                max_operations: state.live.max_subscriptions_per_connection,
+            };
+            serve(socket, state.schema, connection)
         })
 }
 
@@ -118,14 +145,16 @@ pub(crate) fn requested_protocol(headers: &HeaderMap) -> Option<WebSocketProtoco
 }
 
 /// Runs one GraphQL WebSocket connection until either side ends it.
-pub(crate) async fn serve<E: Executor>(
-    socket: WebSocket,
-    executor: E,
-    protocol: WebSocketProtocols,
-    data: Data,
-    keepalive: Duration,
-    authorize: Authorize,
-) {
+pub(crate) async fn serve<E: Executor>(socket: WebSocket, executor: E, connection: Connection) {
+    let Connection {
+        protocol,
+        data,
+        keepalive,
+        authorize,
+        mut closing,
+        max_operations,
+    } = connection;
+
     let silence_limit = keepalive * 2;
     let opened = Instant::now();
     // Milliseconds after `opened` at which the client was last heard from, in any way.
@@ -136,15 +165,27 @@ pub(crate) async fn serve<E: Executor>(
     let (lapse_tx, lapse_rx) = oneshot::channel::<BoxFuture<'static, ()>>();
 
     let (mut sink, stream) = socket.split();
+    let running = Arc::new(Running::new(max_operations));
+    let (refuse_tx, mut refuse_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     let input = {
         let heard = heard.clone();
+        let running = running.clone();
         stream
             .take_while(|frame| future::ready(frame.is_ok()))
             .filter_map(move |frame| {
                 heard.store(opened.elapsed().as_millis() as u64, Ordering::Relaxed);
                 future::ready(match frame {
                     Ok(message @ (Message::Text(_) | Message::Binary(_))) => {
-                        Some(message.into_data())
+                        let data = message.into_data();
+                        match running.admit(&data) {
+                            Ok(()) => Some(data),
+                            Err(id) => {
+                                // Over the limit: this operation gets an error, the
+                                // connection stays.
+                                let _ = refuse_tx.send(id);
+                                None
+                            }
+                        }
                     }
                     // Pings are answered by the WebSocket layer; pongs and closes only count
                     // as signs of life.
@@ -200,39 +241,47 @@ pub(crate) async fn serve<E: Executor>(
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let outgoing = tokio::select! {
-            message = messages.next() => match message {
-                Some(WsMessage::Text(text)) => vec![Message::Text(text.into())],
-                // A refused `connection_init` closes with 4401/4403, not async-graphql's 1002.
-                Some(WsMessage::Close(code, reason)) => {
-                    vec![refusal(&refused).unwrap_or_else(|| close(code, &reason))]
+                    message = messages.next() => match message {
+        Some(WsMessage::Text(text)) => {
+                    running.note_sent(&text);
+                    vec![Message::Text(text.into())]
                 }
-                None => break,
-            },
-            () = &mut lapsed => {
-                let message = "the credentials of this connection were revoked or expired";
-                let mut outgoing = Vec::new();
-                if protocol == WebSocketProtocols::SubscriptionsTransportWS {
-                    outgoing.push(Message::Text(
-                        serde_json::json!({ "type": "connection_error", "payload": { "message": message } })
-                            .to_string()
-                            .into(),
-                    ));
-                }
-                outgoing.push(close(CLOSE_UNAUTHENTICATED, message));
-                outgoing
+                        // A refused `connection_init` closes with 4401/4403, not async-graphql's 1002.
+                        Some(WsMessage::Close(code, reason)) => {
+                            vec![refusal(&refused).unwrap_or_else(|| close(code, &reason))]
+                        }
+                        None => break,
+                    },
+        Some(id) = refuse_rx.recv() => {
+                vec![Message::Text(too_many_operations(protocol, &id, max_operations).into())]
             }
-            _ = ticks.tick() => {
-                let silent = opened.elapsed()
-                    .saturating_sub(Duration::from_millis(heard.load(Ordering::Relaxed)));
-                if !initialized.load(Ordering::Relaxed) && opened.elapsed() >= silence_limit {
-                    vec![close(CLOSE_INIT_TIMEOUT, "connection initialisation timeout")]
-                } else if silent >= silence_limit {
-                    vec![close(CLOSE_TIMEOUT, "keepalive timeout")]
-                } else {
-                    vec![Message::Ping(Default::default()), protocol_keepalive(protocol)]
-                }
-            }
-        };
+            _ = async { closing.wait_for(|closing| *closing).await.map(|_| ()) } => {vec![close(CLOSE_GOING_AWAY, "the server is shutting down")]
+                    }
+                    () = &mut lapsed => {
+                        let message = "the credentials of this connection were revoked or expired";
+                        let mut outgoing = Vec::new();
+                        if protocol == WebSocketProtocols::SubscriptionsTransportWS {
+                            outgoing.push(Message::Text(
+                                serde_json::json!({ "type": "connection_error", "payload": { "message": message } })
+                                    .to_string()
+                                    .into(),
+                            ));
+                        }
+                        outgoing.push(close(CLOSE_UNAUTHENTICATED, message));
+                        outgoing
+                    }
+                    _ = ticks.tick() => {
+                        let silent = opened.elapsed()
+                            .saturating_sub(Duration::from_millis(heard.load(Ordering::Relaxed)));
+                        if !initialized.load(Ordering::Relaxed) && opened.elapsed() >= silence_limit {
+                            vec![close(CLOSE_INIT_TIMEOUT, "connection initialisation timeout")]
+                        } else if silent >= silence_limit {
+                            vec![close(CLOSE_TIMEOUT, "keepalive timeout")]
+                        } else {
+                            vec![Message::Ping(Default::default()), protocol_keepalive(protocol)]
+                        }
+                    }
+                };
         for message in outgoing {
             let closing = matches!(message, Message::Close(_));
             // A client that stops reading cannot hold the connection (and its buffers) forever.
@@ -248,6 +297,76 @@ pub(crate) async fn serve<E: Executor>(
         return;
     }
     let _ = sink.close().await;
+}
+
+/// The operations a client has running on a connection, bounded.
+struct Running {
+    ids: Mutex<HashSet<String>>,
+    max: usize,
+}
+
+/// The parts of a protocol message that say which operation starts or ends.
+#[derive(serde::Deserialize)]
+struct Envelope {
+    #[serde(rename = "type")]
+    kind: String,
+    id: Option<String>,
+}
+
+impl Running {
+    fn new(max: usize) -> Running {
+        Running {
+            ids: Mutex::new(HashSet::new()),
+            max,
+        }
+    }
+
+    /// Notes a client message; `Err(id)` when it would start one operation too many.
+    fn admit(&self, message: &[u8]) -> Result<(), String> {
+        let Ok(Envelope { kind, id: Some(id) }) = serde_json::from_slice(message) else {
+            return Ok(());
+        };
+        let mut ids = self.ids.lock().expect("not poisoned");
+        match kind.as_str() {
+            "subscribe" | "start" if !ids.contains(&id) => {
+                if ids.len() >= self.max {
+                    return Err(id);
+                }
+                ids.insert(id);
+            }
+            "complete" | "stop" => {
+                ids.remove(&id);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Notes a server message: an operation that completed or failed has ended.
+    fn note_sent(&self, message: &str) {
+        // Results can be large; only the short end-of-operation messages are read.
+        if message.len() > 512 {
+            return;
+        }
+        if let Ok(Envelope { kind, id: Some(id) }) = serde_json::from_str(message)
+            && matches!(kind.as_str(), "complete" | "error")
+        {
+            self.ids.lock().expect("not poisoned").remove(&id);
+        }
+    }
+}
+
+/// The error for an operation refused because the connection runs too many.
+fn too_many_operations(protocol: WebSocketProtocols, id: &str, max: usize) -> String {
+    let error = serde_json::json!({
+        "message": format!("this connection already runs {max} operations (the limit); complete one first"),
+        "extensions": { "code": "TOO_MANY_SUBSCRIPTIONS" },
+    });
+    let payload = match protocol {
+        WebSocketProtocols::GraphQLWS => serde_json::json!([error]),
+        WebSocketProtocols::SubscriptionsTransportWS => error,
+    };
+    serde_json::json!({ "id": id, "type": "error", "payload": payload }).to_string()
 }
 
 fn close(code: u16, reason: &str) -> Message {
@@ -306,13 +425,11 @@ mod tests {
                     upgrade
                         .protocols(ALL_WEBSOCKET_PROTOCOLS)
                         .on_upgrade(move |socket| {
-                            serve(
-                                socket,
-                                schema,
+                            let connection = Connection {
                                 protocol,
-                                Data::default(),
-                                Duration::from_secs(5),
-                                Box::new(|payload| {
+                                data: Data::default(),
+                                keepalive: Duration::from_secs(5),
+                                authorize: Box::new(|payload| {
                                     async move {
                                         let mut data = Data::default();
                                         data.insert(ConnectionInit(payload));
@@ -320,7 +437,10 @@ mod tests {
                                     }
                                     .boxed()
                                 }),
-                            )
+                                closing: watch::channel(false).1,
+                                max_operations: 10,
+                            };
+                            serve(socket, schema, connection)
                         })
                 },
             ),

@@ -3,6 +3,8 @@
 //! subscriber of their session.
 
 mod hub;
+mod slots;
 pub mod timeline;
 
 pub use hub::{Change, ChangeRow, Hub, HubOptions, Receiver, SUBSCRIBER_BYTE_BUDGET};
+pub use slots::{Slot, SubscriptionSlots};

@@ -13,9 +13,12 @@ use serde_json::{Value, json};
 #[tokio::test]
 async fn embedded_database_starts_and_stops_repeatedly() {
     for _ in 0..3 {
-        let db = Database::embedded(EmbeddedPostgres::start_temporary().await.unwrap())
-            .await
-            .unwrap();
+        let db = Database::embedded(
+            EmbeddedPostgres::start_temporary().await.unwrap(),
+            &casefile::config::DbTimeouts::default(),
+        )
+        .await
+        .unwrap();
         db.migrate().await.unwrap();
         let store = casefile::store::Store::new(db.pool().clone());
         let one: i32 = sqlx::query_scalar("SELECT 1")

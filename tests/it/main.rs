@@ -4,6 +4,7 @@ mod access;
 mod bad_input;
 mod common;
 mod demo;
+mod hardening;
 mod http;
 mod integrity;
 mod lifecycle;

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{ConnectOptions as _, Connection as _};
 
-use casefile::config::HttpOptions;
+use casefile::config::{DbTimeouts, HttpOptions};
 use casefile::db::{Database, EmbeddedPostgres};
 use casefile::server::Server;
 use casefile::store::Store;
@@ -35,8 +35,17 @@ impl TestDb {
         Self::start_on(std::env::var("DATABASE_URL").ok()).await
     }
 
+    /// A fresh database whose pooled connections set these timeouts on themselves.
+    pub async fn start_with(timeouts: DbTimeouts) -> TestDb {
+        Self::start_tuned(std::env::var("DATABASE_URL").ok(), timeouts).await
+    }
+
     /// A fresh database on the PostgreSQL at `url`, or embedded when `None` (or empty).
     pub async fn start_on(url: Option<String>) -> TestDb {
+        Self::start_tuned(url, DbTimeouts::default()).await
+    }
+
+    async fn start_tuned(url: Option<String>, timeouts: DbTimeouts) -> TestDb {
         let (db, external) = match url {
             Some(url) if !url.is_empty() => {
                 let admin: PgConnectOptions = url.parse().expect("DATABASE_URL parses");
@@ -47,7 +56,7 @@ impl TestDb {
                     .await
                     .unwrap();
                 conn.close().await.unwrap();
-                let db = Database::external_with(admin.clone().database(&name), 5)
+                let db = Database::external_with(admin.clone().database(&name), 5, &timeouts)
                     .await
                     .unwrap();
                 (db, Some((admin, name)))
@@ -56,7 +65,7 @@ impl TestDb {
                 let server = EmbeddedPostgres::start_temporary()
                     .await
                     .expect("embedded database");
-                (Database::embedded(server).await.unwrap(), None)
+                (Database::embedded(server, &timeouts).await.unwrap(), None)
             }
         };
         db.migrate().await.expect("migrations apply");

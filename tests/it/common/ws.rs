@@ -77,12 +77,26 @@ impl Subscription {
 
     /// Starts operation "1".
     pub async fn subscribe(&mut self, query: &str, variables: Value) {
+        self.start_operation("1", query, variables).await;
+    }
+
+    /// Starts an operation with the given id.
+    pub async fn start_operation(&mut self, id: &str, query: &str, variables: Value) {
         let start = if self.legacy { "start" } else { "subscribe" };
         self.socket
             .send(Message::text(
-                json!({ "id": "1", "type": start, "payload": { "query": query, "variables": variables } })
+                json!({ "id": id, "type": start, "payload": { "query": query, "variables": variables } })
                     .to_string(),
             ))
+            .await
+            .unwrap();
+    }
+
+    /// Ends an operation (`complete`, or the legacy `stop`).
+    pub async fn stop_operation(&mut self, id: &str) {
+        let stop = if self.legacy { "stop" } else { "complete" };
+        self.socket
+            .send(Message::text(json!({ "id": id, "type": stop }).to_string()))
             .await
             .unwrap();
     }
@@ -98,7 +112,7 @@ impl Subscription {
     }
 
     /// The next protocol message (pings answered, keepalives skipped).
-    async fn message(&mut self) -> Value {
+    pub async fn message(&mut self) -> Value {
         // One deadline for the message, however many keepalives come before it.
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
         loop {

@@ -1,0 +1,314 @@
+//! Bounded use: rates and requests in flight per identity and per process, request and
+//! header-read timeouts, subscription caps, stream lifetimes and a graceful stop.
+
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+use casefile::auth::AuthMode;
+use casefile::auth::tokens::{generate_secret, hash};
+use casefile::config::HttpOptions;
+use casefile::model::Role;
+use casefile::store::tokens::{self, NewToken};
+
+use crate::common::TestApp;
+use crate::common::sse::SseSubscription;
+use crate::common::ws::Subscription;
+
+fn code(body: &Value) -> &str {
+    body["errors"][0]["extensions"]["code"]
+        .as_str()
+        .unwrap_or("")
+}
+
+async fn token(app: &TestApp, name: &str) -> String {
+    let secret = generate_secret();
+    let mut tx = app.store.pool().begin().await.unwrap();
+    tokens::create(
+        &mut tx,
+        &NewToken {
+            name,
+            role: Role::Writer,
+            secret_hash: &hash(&secret),
+            expires_at: None,
+            created_by: None,
+        },
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    secret
+}
+
+fn query(app: &TestApp, secret: Option<&str>) -> reqwest::RequestBuilder {
+    let request = app
+        .client
+        .post(app.url("/graphql"))
+        .json(&json!({ "query": "{ sessions { totalCount } }" }));
+    match secret {
+        Some(secret) => request.bearer_auth(secret),
+        None => request,
+    }
+}
+
+/// Holds every connection of the pool, so that requests wait for one.
+async fn hold_the_pool(app: &TestApp) -> Vec<sqlx::pool::PoolConnection<sqlx::Postgres>> {
+    let pool = app.store.pool();
+    let mut held = Vec::new();
+    for _ in 0..pool.options().get_max_connections() {
+        held.push(pool.acquire().await.unwrap());
+    }
+    held
+}
+
+#[tokio::test]
+async fn each_identity_has_its_own_rate() {
+    let mut options = HttpOptions::default();
+    options.auth.mode = AuthMode::Tokens;
+    options.throttle.rate_limit_per_second = 5;
+    let app = TestApp::start_with(options).await;
+    let (busy, calm) = (token(&app, "busy").await, token(&app, "calm").await);
+    let mut limited = None;
+    for _ in 0..20 {
+        let response = query(&app, Some(&busy)).send().await.unwrap();
+        if response.status() == StatusCode::TOO_MANY_REQUESTS {
+            limited = Some(response);
+            break;
+        }
+    }
+    let limited = limited.expect("20 requests at once exceed 5 per second");
+    let retry_after: u64 = limited.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=2).contains(&retry_after), "{retry_after}");
+    let body: Value = limited.json().await.unwrap();
+    assert_eq!(code(&body), "RATE_LIMITED", "{body}");
+    // Another identity is not slowed down by it.
+    assert_eq!(
+        query(&app, Some(&calm)).send().await.unwrap().status(),
+        StatusCode::OK
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn requests_in_flight_are_bounded_per_identity_and_in_all() {
+    let mut options = HttpOptions::default();
+    options.auth.mode = AuthMode::Tokens;
+    options.throttle.max_concurrent_per_identity = 1;
+    options.throttle.max_concurrent_requests = 2;
+    options.throttle.request_timeout = Duration::from_millis(800);
+    let app = TestApp::start_with(options).await;
+    let (a, b, c) = (
+        token(&app, "a").await,
+        token(&app, "b").await,
+        token(&app, "c").await,
+    );
+    // Verified once (and cached), so that authentication needs no connection below.
+    for secret in [&a, &b, &c] {
+        assert_eq!(query(&app, Some(secret)).send().await.unwrap().status(), StatusCode::OK);
+    }
+    let held = hold_the_pool(&app).await;
+    // Each waits for a database connection, in flight until the request timeout.
+    let first = tokio::spawn(query(&app, Some(&a)).send());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let second = query(&app, Some(&a)).send().await.unwrap();
+    assert_eq!(
+        second.status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "a has one in flight"
+    );
+    let other = tokio::spawn(query(&app, Some(&b)).send());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let third = query(&app, Some(&c)).send().await.unwrap();
+    assert_eq!(
+        third.status(),
+        StatusCode::SERVICE_UNAVAILABLE,
+        "two in flight in all"
+    );
+    assert_eq!(third.headers()["retry-after"], "1");
+    let body: Value = third.json().await.unwrap();
+    assert_eq!(code(&body), "SERVER_BUSY");
+
+    // The ones in flight end at the request timeout, with a retryable code.
+    let started = Instant::now();
+    let first = first.await.unwrap().unwrap();
+    assert_eq!(first.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let body: Value = first.json().await.unwrap();
+    assert_eq!(code(&body), "TIMEOUT", "{body}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert_eq!(
+        other.await.unwrap().unwrap().status(),
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    drop(held);
+    assert_eq!(
+        query(&app, Some(&a)).send().await.unwrap().status(),
+        StatusCode::OK
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_client_trickling_its_headers_is_dropped() {
+    let mut options = HttpOptions::default();
+    options.header_read_timeout = Duration::from_millis(500);
+    let app = TestApp::start_with(options).await;
+    let mut socket = tokio::net::TcpStream::connect(app.addr).await.unwrap();
+    socket
+        .write_all(b"POST /graphql HTTP/1.1\r\nHost: loc")
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), socket.read_to_end(&mut answer)).await;
+    assert!(read.is_ok(), "the server closed the connection");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    // A prompt client is served on the same server.
+    assert_eq!(
+        query(&app, None).send().await.unwrap().status(),
+        StatusCode::OK
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn subscriptions_are_capped_per_connection_and_per_process() {
+    let mut options = HttpOptions::default();
+    options.live.max_subscriptions_per_connection = 2;
+    options.live.max_subscriptions = 3;
+    let app = TestApp::start_with(options).await;
+    let feed = "subscription { sessions { status } }";
+    let mut socket = Subscription::connect(app.addr, false, &[]).await.unwrap();
+    assert_eq!(socket.init(json!({})).await["type"], "connection_ack");
+    socket.start_operation("a", feed, json!({})).await;
+    socket.start_operation("b", feed, json!({})).await;
+    socket.start_operation("c", feed, json!({})).await;
+    let refused = socket.message().await;
+    assert_eq!(refused["id"], "c", "{refused}");
+    assert_eq!(refused["type"], "error");
+    assert_eq!(
+        refused["payload"][0]["extensions"]["code"],
+        "TOO_MANY_SUBSCRIPTIONS"
+    );
+
+    // The connection stays; a third subscription elsewhere fills the process.
+    let mut sse = SseSubscription::start(app.addr, feed, json!({})).await;
+    let refused = SseSubscription::start(app.addr, feed, json!({}))
+        .await
+        .next()
+        .await;
+    let refused = refused.unwrap_err();
+    assert_eq!(
+        refused["errors"][0]["extensions"]["code"], "TOO_MANY_SUBSCRIPTIONS",
+        "{refused}"
+    );
+
+    // Those open still deliver.
+    app.data(
+        "mutation { createSession(input: { alertType: \"A\", chainId: \"c\" }) { uuid } }",
+        json!({}),
+    )
+    .await;
+    let mut delivered = std::collections::BTreeSet::new();
+    while delivered.len() < 2 {
+        let message = socket.message().await;
+        assert_eq!(message["type"], "next", "{message}");
+        delivered.insert(message["id"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(sse.next().await.unwrap()["sessions"]["status"], "PENDING");
+
+    // Completing one frees its place on the connection (the process is still full: the SSE
+    // stream holds the third place).
+    socket.stop_operation("a").await;
+    drop(sse);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    socket.start_operation("d", feed, json!({})).await;
+    app.data(
+        "mutation { createSession(input: { alertType: \"B\", chainId: \"c\" }) { uuid } }",
+        json!({}),
+    )
+    .await;
+    let mut delivered = std::collections::BTreeSet::new();
+    while delivered.len() < 2 {
+        let message = socket.message().await;
+        if message["type"] == "complete" {
+            assert_eq!(message["id"], "a", "{message}");
+            continue;
+        }
+        assert_eq!(message["type"], "next", "{message}");
+        delivered.insert(message["id"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(delivered, ["b".to_owned(), "d".to_owned()].into());
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn idle_and_old_streams_end_with_a_code_to_resume_on() {
+    let mut options = HttpOptions::default();
+    options.live.stream_idle = Duration::from_millis(700);
+    let app = TestApp::start_with(options).await;
+    let started = Instant::now();
+    let mut sse =
+        SseSubscription::start(app.addr, "subscription { sessions { status } }", json!({})).await;
+    let ended = sse.next().await.unwrap_err();
+    assert_eq!(
+        ended["errors"][0]["extensions"]["code"], "STREAM_EXPIRED",
+        "{ended}"
+    );
+    assert!(started.elapsed() >= Duration::from_millis(600));
+    app.stop().await;
+
+    let mut options = HttpOptions::default();
+    options.live.stream_lifetime = Duration::from_millis(700);
+    let app = TestApp::start_with(options).await;
+    let mut sse =
+        SseSubscription::start(app.addr, "subscription { sessions { status } }", json!({})).await;
+    // Busy, yet it ends at its lifetime.
+    for name in ["A", "B"] {
+        app.data(&format!("mutation {{ createSession(input: {{ alertType: \"{name}\", chainId: \"c\" }}) {{ uuid }} }}"), json!({}))
+            .await;
+        assert_eq!(sse.next().await.unwrap()["sessions"]["status"], "PENDING");
+    }
+    let ended = loop {
+        match sse.next().await {
+            Ok(_) => continue,
+            Err(ended) => break ended,
+        }
+    };
+    assert_eq!(
+        ended["errors"][0]["extensions"]["code"], "STREAM_EXPIRED",
+        "{ended}"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_stopping_server_closes_its_streams_at_once() {
+    let app = TestApp::start().await;
+    let feed = "subscription { sessions { status } }";
+    let mut socket = Subscription::connect(app.addr, false, &[]).await.unwrap();
+    assert_eq!(socket.init(json!({})).await["type"], "connection_ack");
+    socket.subscribe(feed, json!({})).await;
+    let mut sse = SseSubscription::start(app.addr, feed, json!({})).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = Instant::now();
+    let stopping = tokio::spawn(app.stop());
+    assert_eq!(socket.closed_with().await, Some(1001));
+    let ended = sse.next().await.unwrap_err();
+    assert_eq!(ended["event"], "complete", "{ended}");
+    stopping.await.unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
