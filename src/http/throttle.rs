@@ -57,13 +57,42 @@ impl Drop for Admitted {
     }
 }
 
-fn too_many(retry_after_secs: u64, message: &str) -> Response {
-    let mut response = error_response(StatusCode::TOO_MANY_REQUESTS, RATE_LIMITED, message);
-    response.headers_mut().insert(
-        header::RETRY_AFTER,
-        HeaderValue::from(retry_after_secs.max(1)),
-    );
-    response
+/// Why a request was not admitted.
+pub enum Refusal {
+    /// Its identity is over its rate or its requests in flight (429).
+    TooMany {
+        retry_after_secs: u64,
+        message: String,
+    },
+    /// The process is at its limit of requests in flight (503).
+    Busy,
+}
+
+impl Refusal {
+    pub fn response(self) -> Response {
+        let (status, code, message, retry_after) = match self {
+            Refusal::TooMany {
+                retry_after_secs,
+                message,
+            } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                RATE_LIMITED,
+                message,
+                retry_after_secs.max(1),
+            ),
+            Refusal::Busy => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                SERVER_BUSY,
+                "the server is at its limit of requests in flight; retry shortly".to_owned(),
+                1,
+            ),
+        };
+        let mut response = error_response(status, code, &message);
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
+        response
+    }
 }
 
 impl Throttle {
@@ -88,7 +117,7 @@ impl Throttle {
     }
 
     /// One more request of `key` per second, if its rate allows.
-    pub fn check_rate(&self, key: &str) -> Result<(), Response> {
+    pub fn check_rate(&self, key: &str) -> Result<(), Refusal> {
         let Some(rate) = &self.rate else {
             return Ok(());
         };
@@ -97,37 +126,31 @@ impl Throttle {
         }
         rate.check_key(&key.to_owned()).map_err(|not_until| {
             let wait = not_until.wait_time_from(DefaultClock::default().now());
-            too_many(
-                wait.as_secs_f64().ceil() as u64,
-                &format!("too many requests from {key}: slow down"),
-            )
+            Refusal::TooMany {
+                retry_after_secs: wait.as_secs_f64().ceil() as u64,
+                message: format!("too many requests from {key}: slow down"),
+            }
         })
     }
 
-    fn admit(self: &Arc<Self>, key: String) -> Result<Admitted, Response> {
+    fn admit(self: &Arc<Self>, key: String) -> Result<Admitted, Refusal> {
         self.check_rate(&key)?;
-        let global = self.everyone.clone().try_acquire_owned().map_err(|_| {
-            let mut response = error_response(
-                StatusCode::SERVICE_UNAVAILABLE,
-                SERVER_BUSY,
-                "the server is at its limit of requests in flight; retry shortly",
-            );
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(1));
-            response
-        })?;
+        let global = self
+            .everyone
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| Refusal::Busy)?;
         {
             let mut in_flight = self.in_flight.lock().expect("not poisoned");
             let n = in_flight.entry(key.clone()).or_insert(0);
             if *n >= self.per_identity {
-                return Err(too_many(
-                    1,
-                    &format!(
+                return Err(Refusal::TooMany {
+                    retry_after_secs: 1,
+                    message: format!(
                         "{key} already has {} requests in flight (the limit); wait for one to finish",
                         self.per_identity
                     ),
-                ));
+                });
             }
             *n += 1;
         }
@@ -149,7 +172,7 @@ pub async fn admitted(State(state): State<AppState>, request: Request, next: Nex
     };
     let admitted = match state.throttle.admit(key) {
         Ok(admitted) => admitted,
-        Err(response) => return response,
+        Err(refusal) => return refusal.response(),
     };
     let timeout = state.throttle.request_timeout;
     let response = match tokio::time::timeout(timeout, next.run(request)).await {

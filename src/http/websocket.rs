@@ -86,7 +86,7 @@ pub async fn upgrade(
     if let Some(Extension(ConnectInfo(peer))) = peer
         && let Err(refused) = state.throttle.check_rate(&peer.ip().to_string())
     {
-        return refused;
+        return refused.response();
     }
     // A page on another site must not read live data with the browser's credentials.
     if !state.origins.allows(&headers, &uri) {

@@ -110,7 +110,10 @@ async fn requests_in_flight_are_bounded_per_identity_and_in_all() {
     );
     // Verified once (and cached), so that authentication needs no connection below.
     for secret in [&a, &b, &c] {
-        assert_eq!(query(&app, Some(secret)).send().await.unwrap().status(), StatusCode::OK);
+        assert_eq!(
+            query(&app, Some(secret)).send().await.unwrap().status(),
+            StatusCode::OK
+        );
     }
     let held = hold_the_pool(&app).await;
     // Each waits for a database connection, in flight until the request timeout.
