@@ -158,8 +158,10 @@ async fn requests_in_flight_are_bounded_per_identity_and_in_all() {
 
 #[tokio::test]
 async fn a_client_trickling_its_headers_is_dropped() {
-    let mut options = HttpOptions::default();
-    options.header_read_timeout = Duration::from_millis(500);
+    let options = HttpOptions {
+        header_read_timeout: Duration::from_millis(500),
+        ..HttpOptions::default()
+    };
     let app = TestApp::start_with(options).await;
     let mut socket = tokio::net::TcpStream::connect(app.addr).await.unwrap();
     socket
