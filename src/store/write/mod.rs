@@ -172,14 +172,26 @@ pub(crate) fn ensure_not_deleted(session: &SessionRow) -> Result<()> {
     Ok(())
 }
 
-/// Maps a violated uniqueness on a client-supplied id to a conflict.
+/// Maps a violated uniqueness of the id (the primary key, or a key that starts with it) to a
+/// conflict on the client-supplied id. Any other violation (a stage index taken by a writer
+/// outside casefile, say) is left to the edge, which names its rule.
 pub(crate) fn id_taken(err: sqlx::Error, id: Uuid) -> Error {
     match &err {
-        sqlx::Error::Database(db) if db.is_unique_violation() => {
+        sqlx::Error::Database(db)
+            if db.is_unique_violation()
+                && db.table().zip(db.constraint()).is_some_and(is_id_key) =>
+        {
             Error::Conflict(format!("id {id} is already used by another record"))
         }
         _ => Error::Database(err),
     }
+}
+
+/// `sessions_pkey`, `stages_id_session_id_key`, …: the keys whose first column is `id`.
+fn is_id_key((table, constraint): (&str, &str)) -> bool {
+    constraint
+        .strip_prefix(table)
+        .is_some_and(|rest| rest == "_pkey" || rest.starts_with("_id_"))
 }
 
 pub(crate) use receipts::is_retry;
