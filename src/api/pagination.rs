@@ -22,7 +22,19 @@ pub const DEFAULT_PAGE_SIZE: usize = 20;
 pub fn complexity_of_page(first: Option<i32>, child_complexity: usize) -> usize {
     let cap = crate::config::DEFAULT_MAX_PAGE_SIZE as i32;
     let rows = first.unwrap_or(DEFAULT_PAGE_SIZE as i32).clamp(0, cap) as usize;
-    rows * child_complexity + 1
+    complexity_of_rows(rows, child_complexity)
+}
+
+/// Highest complexity one field reports: far above any sensible limit, and low enough that
+/// async-graphql's unchecked sums over a document's fields cannot overflow (nested pages and
+/// long `nodes` lists multiply).
+const COMPLEXITY_CEILING: usize = 1 << 40;
+
+/// The complexity of `rows` copies of a selection.
+pub fn complexity_of_rows(rows: usize, child_complexity: usize) -> usize {
+    rows.saturating_mul(child_complexity)
+        .saturating_add(1)
+        .min(COMPLEXITY_CEILING)
 }
 
 /// Validates `first` against the configured maximum.
