@@ -5,6 +5,7 @@ mod bad_input;
 mod common;
 mod demo;
 mod http;
+mod input_limits;
 mod integrity;
 mod lifecycle;
 mod live;
