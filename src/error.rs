@@ -2,7 +2,10 @@
 //!
 //! Resolvers and the store return [`Error`] and use `?` freely; async-graphql keeps the original
 //! value as the error's `source`, and [`crate::extensions::ErrorCodes`] maps it once, at the edge,
-//! to `extensions.code` and a public message. Internal failures are logged there, never leaked.
+//! to `extensions.code` and a public message. Internal failures are logged there, never leaked;
+//! the database's refusals of a client's values are the client's errors, said in words.
+
+use crate::store::refusals::{self, Refused};
 
 /// What went wrong, in terms a client can act on.
 #[derive(Debug, thiserror::Error)]
@@ -47,31 +50,60 @@ impl Error {
         Self::NotFound(message.into())
     }
 
-    /// The `extensions.code` clients see.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::NotFound(_) => "NOT_FOUND",
-            Self::BadUserInput(_) => "BAD_USER_INPUT",
-            Self::Conflict(_) => "CONFLICT",
-            Self::Unauthenticated(_) => "UNAUTHENTICATED",
-            Self::Forbidden(_) => "FORBIDDEN",
-            Self::SubscriberTooSlow(_) => "SUBSCRIBER_TOO_SLOW",
-            Self::TooManySubscriptions(_) => "TOO_MANY_SUBSCRIPTIONS",
-            Self::Database(_) | Self::Internal(_) => "INTERNAL_SERVER_ERROR",
-        }
+    /// What the client sees of this error, and how loudly it is logged. A database error that
+    /// refuses the client's values (SQLSTATE classes 22 and 23, see
+    /// [`crate::store::refusals`]) is the client's: said in words, logged as a warning.
+    pub fn public(&self) -> Public {
+        let (code, log) = match self {
+            Self::NotFound(_) => ("NOT_FOUND", Log::No),
+            Self::BadUserInput(_) => ("BAD_USER_INPUT", Log::No),
+            Self::Conflict(_) => ("CONFLICT", Log::No),
+            Self::Unauthenticated(_) => ("UNAUTHENTICATED", Log::No),
+            Self::Forbidden(_) => ("FORBIDDEN", Log::No),
+            Self::SubscriberTooSlow(_) => ("SUBSCRIBER_TOO_SLOW", Log::No),
+            Self::TooManySubscriptions(_) => ("TOO_MANY_SUBSCRIPTIONS", Log::No),
+            Self::Database(err) => {
+                if let Some(refusal) = refusals::of(err) {
+                    let code = match refusal.kind {
+                        Refused::BadInput => "BAD_USER_INPUT",
+                        Refused::Conflict => "CONFLICT",
+                        Refused::Timeout => "TIMEOUT",
+                        Refused::Unavailable => "SERVICE_UNAVAILABLE",
+                    };
+                    return Public {
+                        code,
+                        message: refusal.message,
+                        log: Log::Warn,
+                    };
+                }
+                ("INTERNAL_SERVER_ERROR", Log::Error)
+            }
+            Self::Internal(_) => ("INTERNAL_SERVER_ERROR", Log::Error),
+        };
+        let message = match log {
+            Log::Error => "internal server error".to_owned(),
+            _ => self.to_string(),
+        };
+        Public { code, message, log }
     }
+}
 
-    /// Whether this is our fault (logged, message hidden) rather than the client's.
-    pub fn is_internal(&self) -> bool {
-        matches!(self, Self::Database(_) | Self::Internal(_))
-    }
+/// An error as the client sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Public {
+    /// `extensions.code`.
+    pub code: &'static str,
+    pub message: String,
+    pub log: Log,
+}
 
-    /// The message clients see.
-    pub fn public_message(&self) -> String {
-        if self.is_internal() {
-            "internal server error".to_owned()
-        } else {
-            self.to_string()
-        }
-    }
+/// How an error is logged (with its details, which the client never sees).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Log {
+    /// The client's mistake, told to it in full.
+    No,
+    /// The client's mistake that only the database caught.
+    Warn,
+    /// Our fault.
+    Error,
 }

@@ -5,8 +5,10 @@
 //! count or roll-up by the SQL it runs. Every figure saturates at [`CAP`], so no query can wrap
 //! the sum around and slip under the limit.
 
-/// No field costs more than this (far above any limit; sums of many stay below `usize::MAX`).
-const CAP: usize = 1 << 48;
+/// No field costs more than this: far above any limit, and low enough that async-graphql's
+/// unchecked sums over the fields of a document (at most a few million in a body) cannot
+/// overflow.
+const CAP: usize = 1 << 40;
 
 /// `totalCount`: a count over every row the filter matches (as a field of the connection, it is
 /// also multiplied by the page size: the cost of a page covers all of its selection).

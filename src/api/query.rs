@@ -12,6 +12,7 @@ use crate::config::Limits;
 use crate::error::Error;
 use crate::model::{Role, SessionStatus};
 use crate::store::sessions::{SessionFilter, SessionSort};
+use crate::store::write::{check_optional, check_time, limits};
 use crate::store::{Store, tokens};
 use async_graphql::Result;
 
@@ -23,31 +24,53 @@ const MIN_SEARCH_LEN: usize = 3;
 pub struct SessionFilterInput {
     /// Any of these statuses.
     status: Option<Vec<SessionStatus>>,
-    /// Exactly this alert type.
+    /// Exactly this alert type (at most 200 characters).
     alert_type: Option<String>,
-    /// Exactly this chain.
+    /// Exactly this chain (at most 200 characters).
     chain_id: Option<String>,
-    /// Exactly this author.
+    /// Exactly this author (at most 200 characters).
     author: Option<String>,
     /// Created strictly after this instant.
     created_after: Option<DateTime<Utc>>,
     /// Created strictly before this instant.
     created_before: Option<DateTime<Utc>>,
-    /// Case-insensitive substring (at least 3 characters) of alert type, author or final analysis.
+    /// Case-insensitive substring (3–1,000,000 characters) of alert type, author or final
+    /// analysis.
     search: Option<String>,
     /// Include soft-deleted sessions.
     #[graphql(default = false)]
     include_deleted: bool,
-    /// Created by this identity (`token:NAME`, or a person's user name from the SSO proxy).
+    /// Created by this identity (`token:NAME`, or a person's user name from the SSO proxy; at
+    /// most 200 characters).
     created_by: Option<String>,
-    /// Whose cancellation request (or whose action that cancelled it) is in the status history.
+    /// Whose cancellation request (or whose action that cancelled it) is in the status history
+    /// (at most 200 characters).
     cancelled_by: Option<String>,
-    /// Deleted by this identity, according to the status history (includes deleted sessions).
+    /// Deleted by this identity, according to the status history (includes deleted sessions; at
+    /// most 200 characters).
     deleted_by: Option<String>,
 }
 
 impl SessionFilterInput {
     fn validate(self) -> crate::error::Result<SessionFilter> {
+        // Nothing longer than its column can match; a NUL cannot even be sent to the database.
+        for (field, value, max) in [
+            ("alertType", &self.alert_type, limits::NAME),
+            ("chainId", &self.chain_id, limits::NAME),
+            ("author", &self.author, limits::NAME),
+            ("createdBy", &self.created_by, limits::NAME),
+            ("cancelledBy", &self.cancelled_by, limits::NAME),
+            ("deletedBy", &self.deleted_by, limits::NAME),
+            ("search", &self.search, limits::TEXT),
+        ] {
+            check_optional(field, value.as_deref(), max)?;
+        }
+        for (field, value) in [
+            ("createdAfter", self.created_after),
+            ("createdBefore", self.created_before),
+        ] {
+            value.map_or(Ok(()), |t| check_time(field, t))?;
+        }
         let search = match self.search.map(|s| s.trim().to_owned()) {
             Some(s) if s.chars().count() < MIN_SEARCH_LEN => {
                 return Err(Error::bad_input(format!(

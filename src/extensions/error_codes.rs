@@ -15,7 +15,7 @@ use async_graphql::{Response, ServerError, ServerResult, ValidationResult, Varia
 use futures::StreamExt as _;
 use futures::stream::BoxStream;
 
-use crate::error::Error;
+use crate::error::{Error, Log};
 
 pub const PARSE_FAILED: &str = "GRAPHQL_PARSE_FAILED";
 pub const VALIDATION_FAILED: &str = "GRAPHQL_VALIDATION_FAILED";
@@ -104,18 +104,21 @@ fn set_code(err: &mut ServerError, code: &str) {
 fn assign_code(err: &mut ServerError) {
     let ours = err
         .source::<Error>()
-        .map(|e| (e.code(), e.is_internal(), e.public_message(), e.to_string()))
-        .or_else(|| {
-            err.source::<Arc<Error>>()
-                .map(|e| (e.code(), e.is_internal(), e.public_message(), e.to_string()))
-        });
+        .or_else(|| err.source::<Arc<Error>>().map(|e| &**e))
+        .map(|e| (e.public(), e.to_string()));
     match ours {
-        Some((code, internal, public, detail)) => {
-            if internal {
-                tracing::error!(path = ?err.path, error = %detail, "internal error while resolving");
+        Some((public, detail)) => {
+            match public.log {
+                Log::No => {}
+                Log::Warn => {
+                    tracing::warn!(path = ?err.path, error = %detail, "refused by the database");
+                }
+                Log::Error => {
+                    tracing::error!(path = ?err.path, error = %detail, "internal error while resolving");
+                }
             }
-            err.message = public;
-            set_code(err, code);
+            err.message = public.message;
+            set_code(err, public.code);
         }
         None if has_code(err) => {}
         // async-graphql's own coercion of argument values inside resolvers.

@@ -180,6 +180,12 @@ impl Position {
         }
     }
 
+    /// Whether events between the watermark and `seq` were never announced. Saturating: a
+    /// forged cursor may put the watermark at the largest sequence number there is.
+    fn missed_before(&self, seq: i64) -> bool {
+        self.seen.saturating_add(1) < seq
+    }
+
     /// Passes over an event outside the view.
     fn pass(&mut self, seq: i64) {
         self.seen = self.seen.max(seq);
@@ -337,7 +343,7 @@ async fn fill_before(
     seq: i64,
     out: &mut Vec<Update>,
 ) -> Result<()> {
-    while position.seen + 1 < seq {
+    while position.missed_before(seq) {
         let rows = events_between(store, position, position.seen, seq).await?;
         let Some(last) = rows.last() else {
             // Nothing there (yet): those sequence numbers are not visible; don't re-read.
@@ -368,7 +374,7 @@ async fn apply(
     if !row.kind.starts_with("event_") {
         return Ok(());
     }
-    if seq > position.seen + 1 {
+    if position.missed_before(seq) {
         fill_before(store, position, seq, out).await?;
     }
     if !position.view.covers(row.stage_id, row.execution_id) {

@@ -3,6 +3,7 @@
 
 mod children;
 mod records;
+pub mod refusals;
 mod rollups;
 pub mod sessions;
 mod timeline;

@@ -4,6 +4,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{Postgres, QueryBuilder};
 use uuid::Uuid;
 
+use super::write::storable_time;
 use super::{SessionRow, Store};
 use crate::error::Result;
 use crate::model::{SessionStatus, db_name};
@@ -81,17 +82,17 @@ impl SessionSort {
         SessionKey { value, id: row.id }
     }
 
-    /// Whether a cursor value has the type this ordering compares with.
+    /// Whether a cursor value has the type this ordering compares with, and a value the
+    /// database can compare (a forged cursor may hold anything).
     pub fn accepts(self, value: &SortValue) -> bool {
-        matches!(
-            (self, value),
-            (Self::CreatedAt, SortValue::Time(_))
-                | (
-                    Self::Status | Self::AlertType | Self::Author,
-                    SortValue::Text(_)
-                )
-                | (Self::Duration, SortValue::Int(_))
-        )
+        match (self, value) {
+            (Self::CreatedAt, SortValue::Time(t)) => storable_time(*t),
+            (Self::Status | Self::AlertType | Self::Author, SortValue::Text(s)) => {
+                !s.contains('\0')
+            }
+            (Self::Duration, SortValue::Int(_)) => true,
+            _ => false,
+        }
     }
 }
 
@@ -115,12 +116,9 @@ fn push_filter(qb: &mut QueryBuilder<'_, Postgres>, filter: &SessionFilter) {
         qb.push(" AND deleted_at IS NULL");
     }
     if !filter.statuses.is_empty() {
-        qb.push(" AND status IN (");
-        let mut list = qb.separated(", ");
-        for status in &filter.statuses {
-            list.push_bind(*status);
-        }
-        qb.push(")");
+        // One array parameter, however long the list (a parameter each would hit the limit).
+        let names: Vec<String> = filter.statuses.iter().map(|s| db_name(*s)).collect();
+        qb.push(" AND status = ANY(").push_bind(names).push(")");
     }
     if let Some(v) = &filter.alert_type {
         qb.push(" AND alert_type = ").push_bind(v.clone());
@@ -209,7 +207,17 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
-    use super::like_pattern;
+    use super::{SessionSort, SortValue, like_pattern};
+
+    #[test]
+    fn cursor_values_the_database_cannot_compare_are_not_accepted() {
+        let value = |json: &str| serde_json::from_str::<SortValue>(json).unwrap();
+        let ancient = value(r#"{"t": "-200000-01-01T00:00:00Z"}"#);
+        assert!(!SessionSort::CreatedAt.accepts(&ancient));
+        assert!(SessionSort::CreatedAt.accepts(&value(r#"{"t": "-4713-11-24T00:00:00Z"}"#)));
+        assert!(!SessionSort::Author.accepts(&value(r#"{"s": "a\u0000"}"#)));
+        assert!(SessionSort::Duration.accepts(&value(&format!(r#"{{"i": {}}}"#, i64::MIN))));
+    }
 
     #[test]
     fn search_terms_match_literally() {

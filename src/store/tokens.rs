@@ -101,6 +101,7 @@ pub async fn list(pool: &PgPool, include_revoked: bool) -> Result<Vec<ApiTokenRo
 
 /// Revokes a token by name (revoking a revoked token changes nothing).
 pub async fn revoke(conn: &mut PgConnection, name: &str, by: Option<&str>) -> Result<ApiTokenRow> {
+    check_name(name)?;
     sqlx::query_as::<_, ApiTokenRow>(&format!(
         "UPDATE api_tokens SET revoked_at = coalesce(revoked_at, now()), \
             revoked_by = CASE WHEN revoked_at IS NULL THEN $2 ELSE revoked_by END \

@@ -3,9 +3,11 @@
 mod access;
 mod bad_input;
 mod common;
+mod db_timeouts;
 mod demo;
 mod hardening;
 mod http;
+mod input_limits;
 mod integrity;
 mod lifecycle;
 mod limits;

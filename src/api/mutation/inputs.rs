@@ -6,7 +6,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::api::ids::{NodeType, decode_as};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::model::*;
 use crate::store::write::{
     chats::{NewChat, NewChatMessage},
@@ -24,6 +24,22 @@ fn uuid(node_type: NodeType, id: &ID) -> Result<Uuid> {
 
 fn optional_uuid(node_type: NodeType, id: Option<&ID>) -> Result<Option<Uuid>> {
     id.map(|id| uuid(node_type, id)).transpose()
+}
+
+/// A GraphQL `Int` stored in a 32-bit column. Read as 64 bits, so that a larger value is refused
+/// naming its field (async-graphql's own refusal names only the input type).
+fn int32(field: &str, value: i64) -> Result<i32> {
+    i32::try_from(value).map_err(|_| {
+        Error::bad_input(format!(
+            "`{field}` is {value}, outside the range {} to {}",
+            i32::MIN,
+            i32::MAX
+        ))
+    })
+}
+
+fn optional_int32(field: &str, value: Option<i64>) -> Result<Option<i32>> {
+    value.map(|v| int32(field, v)).transpose()
 }
 
 fn json_or(value: Option<Json<Value>>, default: Value) -> Value {
@@ -75,13 +91,14 @@ pub struct CreateStageInput {
     pub id: Option<Uuid>,
     /// The session (global ID or UUID).
     pub session_id: ID,
-    /// Position in the chain (0, 1, 2, …; unique in the session).
-    pub stage_index: i32,
+    /// Position in the chain (0, 1, 2, …; unique in the session). A chat's answering stage
+    /// takes the next index after the largest, so a chat cannot follow a stage at 2147483647.
+    pub stage_index: i64,
     /// Stage name (1–200 characters).
     pub name: String,
-    /// How many agents run in it (default 1).
+    /// How many agents run in it (default 1; at least 1).
     #[graphql(default = 1)]
-    pub expected_agent_count: i32,
+    pub expected_agent_count: i64,
     /// Required with several agents, absent with one.
     pub parallel_type: Option<ParallelType>,
     /// Required with several agents, absent with one.
@@ -97,9 +114,9 @@ impl CreateStageInput {
         Ok(NewStage {
             id: self.id,
             session_id: uuid(NodeType::Session, &self.session_id)?,
-            stage_index: self.stage_index,
+            stage_index: int32("stageIndex", self.stage_index)?,
             name: self.name,
-            expected_agent_count: self.expected_agent_count,
+            expected_agent_count: int32("expectedAgentCount", self.expected_agent_count)?,
             parallel_type: self.parallel_type,
             success_policy: self.success_policy,
             chat_id: optional_uuid(NodeType::Chat, self.chat_id.as_ref())?,
@@ -121,8 +138,8 @@ pub struct CreateAgentExecutionInput {
     /// Agent name (1–200 characters).
     pub agent_name: String,
     /// Position among the stage's agents (1…N, unique in the stage).
-    pub agent_index: i32,
-    /// How the agent iterates, e.g. "react" (1–200 characters).
+    pub agent_index: i64,
+    /// How the agent iterates, e.g. "react" (1–100 characters).
     pub iteration_strategy: String,
     /// LLM provider (at most 200 characters).
     pub llm_provider: Option<String>,
@@ -138,7 +155,7 @@ impl CreateAgentExecutionInput {
             id: self.id,
             stage_id: uuid(NodeType::Stage, &self.stage_id)?,
             agent_name: self.agent_name,
-            agent_index: self.agent_index,
+            agent_index: int32("agentIndex", self.agent_index)?,
             iteration_strategy: self.iteration_strategy,
             llm_provider: self.llm_provider,
             llm_model: self.llm_model,
@@ -230,9 +247,9 @@ pub struct AppendTimelineContentInput {
     /// The streaming event.
     pub event_id: ID,
     /// Where `delta` starts, in characters (Unicode code points) from the start of the content:
-    /// the length of everything appended before. Resending an applied chunk is harmless; a
-    /// gap is refused.
-    pub offset: i32,
+    /// the length of everything appended before (0 or more). Resending an applied chunk is
+    /// harmless; a gap is refused.
+    pub offset: i64,
     /// The text to append (1–65,536 characters).
     pub delta: String,
 }
@@ -241,7 +258,7 @@ impl AppendTimelineContentInput {
     pub fn into_command(self) -> Result<Append> {
         Ok(Append {
             event_id: uuid(NodeType::TimelineEvent, &self.event_id)?,
-            offset: i64::from(self.offset),
+            offset: i64::from(int32("offset", self.offset)?),
             delta: self.delta,
         })
     }
@@ -294,9 +311,9 @@ pub struct AppendMessageInput {
     pub role: MessageRole,
     /// Message text (at most 1,000,000 characters).
     pub content: String,
-    /// For `TOOL` (required): the tool call it answers.
+    /// For `TOOL` (required): the tool call it answers (at most 200 characters).
     pub tool_call_id: Option<String>,
-    /// For `TOOL`: the tool that produced it.
+    /// For `TOOL`: the tool that produced it (at most 200 characters).
     pub tool_name: Option<String>,
     /// For `ASSISTANT`: the tool calls it requests (JSON, at most 4 MiB).
     pub tool_calls: Option<Json<Value>>,
@@ -340,18 +357,18 @@ pub struct RecordLlmInteractionInput {
     /// Grounding, tool usage and other provider metadata (JSON, at most 256 KiB).
     pub response_metadata: Option<Json<Value>>,
     /// Tokens sent (0 or more).
-    pub input_tokens: Option<i32>,
+    pub input_tokens: Option<i64>,
     /// Tokens produced (0 or more).
-    pub output_tokens: Option<i32>,
-    /// Total tokens (default: input + output).
-    pub total_tokens: Option<i32>,
+    pub output_tokens: Option<i64>,
+    /// Total tokens (0 or more; default: input + output).
+    pub total_tokens: Option<i64>,
     /// Thinking tokens (0 or more).
-    pub thinking_tokens: Option<i32>,
-    /// Estimated cost in US dollars (0 or more).
+    pub thinking_tokens: Option<i64>,
+    /// Estimated cost in US dollars (0 to 1,000,000,000).
     pub estimated_cost_usd: Option<f64>,
-    /// How long the call took, in milliseconds.
+    /// How long the call took, in milliseconds (0 or more).
     pub duration_ms: Option<i64>,
-    /// Why the call failed (absent when it succeeded).
+    /// Why the call failed (absent when it succeeded; at most 1,000,000 characters).
     pub error_message: Option<String>,
 }
 
@@ -367,10 +384,10 @@ impl RecordLlmInteractionInput {
             llm_response: json_or(self.llm_response, serde_json::json!({})),
             thinking_content: self.thinking_content,
             response_metadata: json_or(self.response_metadata, serde_json::json!({})),
-            input_tokens: self.input_tokens,
-            output_tokens: self.output_tokens,
-            total_tokens: self.total_tokens,
-            thinking_tokens: self.thinking_tokens,
+            input_tokens: optional_int32("inputTokens", self.input_tokens)?,
+            output_tokens: optional_int32("outputTokens", self.output_tokens)?,
+            total_tokens: optional_int32("totalTokens", self.total_tokens)?,
+            thinking_tokens: optional_int32("thinkingTokens", self.thinking_tokens)?,
             estimated_cost_usd: self.estimated_cost_usd,
             duration_ms: self.duration_ms,
             error_message: self.error_message,
@@ -390,7 +407,7 @@ pub struct RecordMcpInteractionInput {
     pub interaction_type: McpInteractionType,
     /// MCP server (1–200 characters).
     pub server_name: String,
-    /// Tool called (required for `TOOL_CALL`).
+    /// Tool called (required for `TOOL_CALL`; 1–200 characters).
     pub tool_name: Option<String>,
     /// Arguments passed (JSON, at most 4 MiB).
     pub tool_arguments: Option<Json<Value>>,
@@ -398,9 +415,9 @@ pub struct RecordMcpInteractionInput {
     pub tool_result: Option<Json<Value>>,
     /// For a listing: the tools offered (JSON, at most 4 MiB).
     pub available_tools: Option<Json<Value>>,
-    /// How long the call took, in milliseconds.
+    /// How long the call took, in milliseconds (0 or more).
     pub duration_ms: Option<i64>,
-    /// Why the call failed (absent when it succeeded).
+    /// Why the call failed (absent when it succeeded; at most 1,000,000 characters).
     pub error_message: Option<String>,
 }
 
@@ -464,15 +481,15 @@ pub struct PostChatMessageInput {
     pub stage_id: Option<Uuid>,
     /// UUID for the answering agent execution (generated when absent).
     pub execution_id: Option<Uuid>,
-    /// The answering agent (default "ChatAgent").
+    /// The answering agent (default "ChatAgent"; 1–200 characters).
     #[graphql(default_with = "String::from(\"ChatAgent\")")]
     pub agent_name: String,
-    /// Its iteration strategy (default "react").
+    /// Its iteration strategy (default "react"; 1–100 characters).
     #[graphql(default_with = "String::from(\"react\")")]
     pub iteration_strategy: String,
-    /// Its LLM provider.
+    /// Its LLM provider (at most 200 characters).
     pub llm_provider: Option<String>,
-    /// Its LLM model.
+    /// Its LLM model (at most 200 characters).
     pub llm_model: Option<String>,
 }
 

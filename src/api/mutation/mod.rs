@@ -84,7 +84,8 @@ pub struct TimelineAppend {
 /// pending executions and leaves it `CANCELLING` until no execution is active, then
 /// `CANCELLED`. Stage status is aggregated from its executions. Repeating a move to the state a
 /// record is already in (same values) is a harmless retry; any other move out of a final state
-/// is a `CONFLICT` naming the current state.
+/// is a `CONFLICT` naming the current state. No text or JSON input may hold a NUL character
+/// (`\u0000`): PostgreSQL cannot store one.
 pub struct Mutation;
 
 /// Records an investigation as it happens. Session status rule: created `PENDING`;
@@ -94,7 +95,8 @@ pub struct Mutation;
 /// pending executions and leaves it `CANCELLING` until no execution is active, then
 /// `CANCELLED`. Stage status is aggregated from its executions. Repeating a move to the state a
 /// record is already in (same values) is a harmless retry; any other move out of a final state
-/// is a `CONFLICT` naming the current state.
+/// is a `CONFLICT` naming the current state. No text or JSON input may hold a NUL character
+/// (`\u0000`): PostgreSQL cannot store one.
 #[Object]
 impl Mutation {
     /// Creates a session from an alert (`PENDING`). Writer.

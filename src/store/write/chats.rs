@@ -7,7 +7,10 @@ use uuid::Uuid;
 
 use super::stages::{NewStage, ensure_accepts_work};
 use super::timeline::NewEvent;
-use super::{check_name, check_optional, fetch, id_taken, is_retry, limits, lock_session};
+use super::{
+    check_name, check_optional, check_required, check_text, fetch, id_taken, is_retry, limits,
+    lock_session,
+};
 use crate::error::{Error, Result};
 use crate::model::{TimelineEventStatus, TimelineEventType};
 use crate::store::{ChatRow, ChatUserMessageRow, ExecutionRow};
@@ -70,7 +73,7 @@ pub fn validate_question(content: &str) -> Result<()> {
             limits::CHAT_MESSAGE
         )));
     }
-    Ok(())
+    check_text("content", content, limits::CHAT_MESSAGE)
 }
 
 /// Who may post to a chat.
@@ -93,7 +96,11 @@ pub async fn post(
     check_optional("author", new.author.as_deref(), limits::NAME)?;
     check_optional("createdBy", new.created_by.as_deref(), limits::NAME)?;
     check_name("agentName", &new.agent_name)?;
-    check_name("iterationStrategy", &new.iteration_strategy)?;
+    check_required(
+        "iterationStrategy",
+        &new.iteration_strategy,
+        limits::STRATEGY,
+    )?;
     check_optional("llmProvider", new.llm_provider.as_deref(), limits::NAME)?;
     check_optional("llmModel", new.llm_model.as_deref(), limits::NAME)?;
     let (session_id, owner): (Uuid, Option<String>) =
@@ -129,6 +136,7 @@ pub async fn post(
             new.chat_id
         )));
     }
+    let stage_index = next_stage_index(conn, session_id).await?;
     let message: ChatUserMessageRow = sqlx::query_as(
         "INSERT INTO chat_user_messages (id, chat_id, session_id, content, author, created_by) \
          VALUES ($1, $2, $3, $4, $5, $6) RETURNING *",
@@ -147,17 +155,11 @@ pub async fn post(
         .execute(&mut *conn)
         .await?;
 
-    let next_index: i32 = sqlx::query_scalar(
-        "SELECT coalesce(max(stage_index) + 1, 0) FROM stages WHERE session_id = $1",
-    )
-    .bind(session_id)
-    .fetch_one(&mut *conn)
-    .await?;
     let stage_id = new.stage_id.unwrap_or_else(Uuid::now_v7);
     let stage = NewStage {
         id: Some(stage_id),
         session_id,
-        stage_index: next_index,
+        stage_index,
         name: "Chat".to_owned(),
         expected_agent_count: 1,
         parallel_type: None,
@@ -200,4 +202,23 @@ pub async fn post(
     )
     .await?;
     Ok(message)
+}
+
+/// The index of a session's next stage (its chat answers come after everything else). The
+/// session is locked by the caller. Past the largest index there is none left.
+async fn next_stage_index(conn: &mut PgConnection, session_id: Uuid) -> Result<i32> {
+    let last: Option<i32> =
+        sqlx::query_scalar("SELECT max(stage_index) FROM stages WHERE session_id = $1")
+            .bind(session_id)
+            .fetch_one(conn)
+            .await?;
+    match last {
+        None => Ok(0),
+        Some(last) => last.checked_add(1).ok_or_else(|| {
+            Error::Conflict(format!(
+                "session {session_id} has a stage at index {last}, the largest there is: no \
+                 index is left for the stage that would answer this question"
+            ))
+        }),
+    }
 }

@@ -6,9 +6,9 @@ use uuid::Uuid;
 
 use super::stages::{ensure_accepts_work, refresh};
 use super::{
-    check_name, check_optional, fetch, id_taken, is_finished_execution, is_finished_stage,
-    is_retry, limits, lock_execution, lock_session, lock_stage, session_of_execution, sessions,
-    snake, timeline,
+    check_name, check_optional, check_required, fetch, id_taken, is_finished_execution,
+    is_finished_stage, is_retry, limits, lock_execution, lock_session, lock_stage,
+    session_of_execution, sessions, snake, timeline,
 };
 use crate::error::{Error, Result};
 use crate::model::ExecutionStatus;
@@ -28,7 +28,11 @@ pub struct NewExecution {
 
 pub async fn create(conn: &mut PgConnection, new: &NewExecution) -> Result<ExecutionRow> {
     check_name("agentName", &new.agent_name)?;
-    check_name("iterationStrategy", &new.iteration_strategy)?;
+    check_required(
+        "iterationStrategy",
+        &new.iteration_strategy,
+        limits::STRATEGY,
+    )?;
     check_optional("llmProvider", new.llm_provider.as_deref(), limits::NAME)?;
     check_optional("llmModel", new.llm_model.as_deref(), limits::NAME)?;
     if new.agent_index < 1 {

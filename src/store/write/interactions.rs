@@ -70,10 +70,11 @@ pub async fn record_llm(
         check_count(field, value)?;
     }
     if let Some(cost) = new.estimated_cost_usd
-        && !(cost.is_finite() && cost >= 0.0)
+        && !(0.0..=limits::COST_USD).contains(&cost)
     {
         return Err(Error::bad_input(format!(
-            "`estimatedCostUsd` must be 0 or more, got {cost}"
+            "`estimatedCostUsd` must be between 0 and {}, got {cost}",
+            limits::COST_USD
         )));
     }
     let session_id = super::session_of_execution(conn, new.execution_id).await?;

@@ -14,6 +14,7 @@ pub mod sessions;
 pub mod stages;
 pub mod timeline;
 
+use chrono::{DateTime, NaiveDate, Utc};
 use serde_json::Value as Json;
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -23,10 +24,13 @@ use crate::error::{Error, Result};
 pub(crate) use crate::model::db_name as snake;
 use crate::model::{ExecutionStatus, SessionStatus, StageStatus};
 
-/// Size limits, stated in the schema's descriptions too.
+/// Size limits, stated in the schema's descriptions too. Where a column has a CHECK, the limit
+/// is the column's (migrations 0001 and 0005), so the database never refuses what the API let in.
 pub mod limits {
     /// Names, types, models, servers, tools, authors: characters.
     pub const NAME: usize = 200;
+    /// An agent's iteration strategy: characters (`agent_executions.iteration_strategy`).
+    pub const STRATEGY: usize = 100;
     /// URLs: characters.
     pub const URL: usize = 2_000;
     /// Any text field (content, analyses, error messages, thinking): characters.
@@ -43,9 +47,20 @@ pub mod limits {
     pub const REASON: usize = 2_000;
     /// Operations in one batched ingest.
     pub const BATCH: usize = 1_000;
+    /// The estimated cost of one LLM call, in US dollars: costs are summed in `tokenUsage`, and
+    /// a sum of `double precision` that overflows is an error, not infinity.
+    pub const COST_USD: f64 = 1e9;
 }
 
+/// PostgreSQL stores no NUL character in `text` (nor in `jsonb` strings).
+const NUL: char = '\0';
+
 pub(crate) fn check_text(field: &str, value: &str, max: usize) -> Result<()> {
+    if value.contains(NUL) {
+        return Err(Error::bad_input(format!(
+            "`{field}` contains a NUL character (\\u0000), which cannot be stored"
+        )));
+    }
     let len = value.chars().count();
     if len > max {
         return Err(Error::bad_input(format!(
@@ -55,11 +70,16 @@ pub(crate) fn check_text(field: &str, value: &str, max: usize) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn check_name(field: &str, value: &str) -> Result<()> {
+/// A text that must not be blank, of at most `max` characters.
+pub(crate) fn check_required(field: &str, value: &str, max: usize) -> Result<()> {
     if value.trim().is_empty() {
         return Err(Error::bad_input(format!("`{field}` must not be empty")));
     }
-    check_text(field, value, limits::NAME)
+    check_text(field, value, max)
+}
+
+pub(crate) fn check_name(field: &str, value: &str) -> Result<()> {
+    check_required(field, value, limits::NAME)
 }
 
 pub(crate) fn check_optional(field: &str, value: Option<&str>, max: usize) -> Result<()> {
@@ -73,7 +93,54 @@ pub(crate) fn check_json(field: &str, value: &Json, max: usize) -> Result<()> {
             "`{field}` is {len} bytes of JSON; at most {max} are allowed"
         )));
     }
+    if has_nul(value) {
+        return Err(Error::bad_input(format!(
+            "`{field}` contains a NUL character (\\u0000) in a string or key, which cannot be stored"
+        )));
+    }
     Ok(())
+}
+
+/// The earliest instant PostgreSQL's `timestamptz` holds (4714-11-24 BC, Julian day 0); the
+/// latest is beyond what a client can send.
+fn earliest_time() -> DateTime<Utc> {
+    NaiveDate::from_ymd_opt(-4713, 11, 24)
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+        .expect("a valid date")
+        .and_utc()
+}
+
+/// Whether PostgreSQL can store (and compare with) this instant.
+pub(crate) fn storable_time(value: DateTime<Utc>) -> bool {
+    value >= earliest_time()
+}
+
+pub(crate) fn check_time(field: &str, value: DateTime<Utc>) -> Result<()> {
+    if storable_time(value) {
+        return Ok(());
+    }
+    Err(Error::bad_input(format!(
+        "`{field}` is {value}; the earliest date allowed is 4714-11-24 BC"
+    )))
+}
+
+/// Whether a string or key anywhere in `value` holds a NUL (walked without recursion).
+fn has_nul(value: &Json) -> bool {
+    let mut pending = vec![value];
+    while let Some(value) = pending.pop() {
+        match value {
+            Json::String(s) if s.contains(NUL) => return true,
+            Json::Array(items) => pending.extend(items),
+            Json::Object(map) => {
+                if map.keys().any(|k| k.contains(NUL)) {
+                    return true;
+                }
+                pending.extend(map.values());
+            }
+            _ => {}
+        }
+    }
+    false
 }
 
 /// A row by id, as it is now (the record a retried create returns).
@@ -172,14 +239,26 @@ pub(crate) fn ensure_not_deleted(session: &SessionRow) -> Result<()> {
     Ok(())
 }
 
-/// Maps a violated uniqueness on a client-supplied id to a conflict.
+/// Maps a violated uniqueness of the id (the primary key, or a key that starts with it) to a
+/// conflict on the client-supplied id. Any other violation (a stage index taken by a writer
+/// outside casefile, say) is left to the edge, which names its rule.
 pub(crate) fn id_taken(err: sqlx::Error, id: Uuid) -> Error {
     match &err {
-        sqlx::Error::Database(db) if db.is_unique_violation() => {
+        sqlx::Error::Database(db)
+            if db.is_unique_violation()
+                && db.table().zip(db.constraint()).is_some_and(is_id_key) =>
+        {
             Error::Conflict(format!("id {id} is already used by another record"))
         }
         _ => Error::Database(err),
     }
+}
+
+/// `sessions_pkey`, `stages_id_session_id_key`, …: the keys whose first column is `id`.
+fn is_id_key((table, constraint): (&str, &str)) -> bool {
+    constraint
+        .strip_prefix(table)
+        .is_some_and(|rest| rest == "_pkey" || rest.starts_with("_id_"))
 }
 
 pub(crate) use receipts::is_retry;

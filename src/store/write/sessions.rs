@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use super::executions::{finish_locked, running_executions};
 use super::{
-    check_json, check_name, check_optional, ensure_not_deleted, fetch, id_taken,
+    check_json, check_name, check_optional, check_required, ensure_not_deleted, fetch, id_taken,
     is_finished_session, is_retry, limits, lock_session, snake,
 };
 use crate::error::{Error, Result};
@@ -191,8 +191,7 @@ pub async fn fail(
     timed_out: bool,
     error_message: &str,
 ) -> Result<SessionRow> {
-    check_name("errorMessage", error_message)?;
-    super::check_text("errorMessage", error_message, limits::TEXT)?;
+    check_required("errorMessage", error_message, limits::TEXT)?;
     let (status, execution_status) = if timed_out {
         (SessionStatus::TimedOut, ExecutionStatus::TimedOut)
     } else {

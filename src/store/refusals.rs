@@ -1,0 +1,272 @@
+//! The database's refusals, in words: of values (data exceptions, SQLSTATE class 22, and
+//! integrity constraint violations, class 23), of time (statement, lock and idle-transaction
+//! timeouts) and of service (it cannot be reached). Every input is checked before it reaches
+//! SQL; for values this is the safety net for what gets past the checks (a row written by a
+//! writer outside casefile between a check and an insert, a rule added to the schema later).
+
+/// Whose mistake a refusal is, as far as the request can tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// A value the database does not accept.
+    BadInput,
+    /// A value that is already taken (unique and exclusion constraints).
+    Conflict,
+    /// The request took the database too long (nothing of it was kept): retry.
+    Timeout,
+    /// The database cannot be reached now: retry.
+    Unavailable,
+}
+
+/// A refusal and what it says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub kind: Refused,
+    pub message: String,
+}
+
+/// The refusal behind a database error, when it is one.
+pub fn of(err: &sqlx::Error) -> Option<Refusal> {
+    if matches!(
+        err,
+        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_)
+    ) {
+        return Some(unavailable());
+    }
+    let db = err.as_database_error()?;
+    let pg = db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>()?;
+    classify(pg.code(), pg.constraint(), pg.column())
+}
+
+/// What a SQLSTATE (with the constraint or column it names) means for the client.
+pub fn classify(code: &str, constraint: Option<&str>, column: Option<&str>) -> Option<Refusal> {
+    let (kind, message) = match code {
+        "23505" | "23P01" => (Refused::Conflict, rule(constraint)),
+        "23502" => (
+            Refused::BadInput,
+            format!("`{}` is required", column.unwrap_or("a value")),
+        ),
+        c if c.starts_with("23") => (Refused::BadInput, rule(constraint)),
+        c if c.starts_with("22") => (Refused::BadInput, data_exception(c)),
+        "57014" | "55P03" | "25P03" => (
+            Refused::Timeout,
+            "the database took too long (a statement or lock timeout); nothing of this request \
+             was kept: retry"
+                .to_owned(),
+        ),
+        // Connection exceptions, and a server shutting down or starting.
+        c if c.starts_with("08") || matches!(c, "57P01" | "57P02" | "57P03") => {
+            return Some(unavailable());
+        }
+        _ => return None,
+    };
+    Some(Refusal { kind, message })
+}
+
+fn unavailable() -> Refusal {
+    Refusal {
+        kind: Refused::Unavailable,
+        message: "the database cannot be reached right now; nothing of this request was kept: \
+                  retry shortly"
+            .to_owned(),
+    }
+}
+
+fn rule(constraint: Option<&str>) -> String {
+    match constraint {
+        Some(name) => describe(name).map_or_else(
+            || format!("the values break the rule \"{}\"", name.replace('_', " ")),
+            str::to_owned,
+        ),
+        None => "the values break a rule of the database".to_owned(),
+    }
+}
+
+fn data_exception(code: &str) -> String {
+    match code {
+        "22001" => "a text is longer than its field allows".to_owned(),
+        "22003" => "a number is out of the range its field allows".to_owned(),
+        "22007" | "22008" => "a date or time is out of range".to_owned(),
+        "22021" => "a text contains a NUL character (\\u0000), which cannot be stored".to_owned(),
+        "22P05" => {
+            "a JSON value contains a NUL character (\\u0000), which cannot be stored".to_owned()
+        }
+        "22P02" => "a value is not in the form its field expects".to_owned(),
+        other => format!("a value is not valid for its field (SQLSTATE {other})"),
+    }
+}
+
+/// A constraint of the schema (migrations 0001–0005), in words; `None` for one it does not know.
+pub fn describe(constraint: &str) -> Option<&'static str> {
+    Some(match constraint {
+        "sessions_alert_type_check" => "`alertType` must be 1–200 characters",
+        "sessions_chain_id_check" => "`chainId` must be 1–200 characters",
+        "sessions_check" => "a session cannot complete before it started",
+        "chat_user_messages_content_check" => {
+            "a chat question must not be empty or only whitespace, and at most 5,000 characters"
+        }
+        "chat_user_messages_chat_id_session_id_fkey" => "the chat is not a chat of this session",
+        "stages_session_id_stage_index_key" => {
+            "this stage index is already used in the session (`stageIndex` is unique in a session)"
+        }
+        "stages_stage_index_check" => "`stageIndex` must be 0 or more",
+        "stages_stage_name_check" => "a stage's `name` must be 1–200 characters",
+        "stages_expected_agent_count_check" => "`expectedAgentCount` must be at least 1",
+        "stages_check" => {
+            "a single-agent stage takes no `parallelType` or `successPolicy`; a stage of several \
+             agents needs both"
+        }
+        "stages_check1" => "`chatUserMessageId` needs `chatId`",
+        "stages_chat_id_session_id_fkey" => "the chat is not a chat of this session",
+        "stages_chat_user_message_id_session_id_fkey" => {
+            "the chat question is not a question of this session"
+        }
+        "stages_chat_user_message_idx" => "the chat question already has its answering stage",
+        "stages_parallel_type_check" => "`parallelType` is not one of its values",
+        "stages_success_policy_check" => "`successPolicy` is not one of its values",
+        "agent_executions_agent_index_check" => "`agentIndex` must be at least 1",
+        "agent_executions_agent_name_check" => "`agentName` must be 1–200 characters",
+        "agent_executions_iteration_strategy_check" => {
+            "`iterationStrategy` must be 1–100 characters"
+        }
+        "agent_executions_check" => "an agent execution cannot be its own parent",
+        "agent_executions_stage_id_agent_index_key" => {
+            "this agent index is already used in the stage (`agentIndex` is unique in a stage)"
+        }
+        "agent_executions_stage_id_session_id_fkey" => "the stage is not a stage of this session",
+        "agent_executions_parent_execution_id_session_id_fkey" => {
+            "the parent execution is not an execution of this session"
+        }
+        "messages_check" => "only a `TOOL` message has a `toolCallId`",
+        "messages_check1" => "only an `ASSISTANT` message requests `toolCalls`",
+        "messages_execution_id_sequence_number_key" => {
+            "this sequence number is already used in the conversation"
+        }
+        "messages_role_check" => "`role` is not one of its values",
+        "llm_interactions_model_name_check" => "`modelName` must be 1–200 characters",
+        "llm_interactions_last_message_id_execution_id_fkey" => {
+            "`lastMessageId` is not a message of this agent execution"
+        }
+        "llm_interactions_estimated_cost_usd_check" => "`estimatedCostUsd` must be 0 or more",
+        "llm_interactions_input_tokens_check" => "`inputTokens` must be 0 or more",
+        "llm_interactions_output_tokens_check" => "`outputTokens` must be 0 or more",
+        "llm_interactions_total_tokens_check" => "`totalTokens` must be 0 or more",
+        "llm_interactions_thinking_tokens_check" => "`thinkingTokens` must be 0 or more",
+        "mcp_interactions_server_name_check" => "`serverName` must be 1–200 characters",
+        "mcp_interactions_check" => "a `TOOL_CALL` interaction needs a `toolName`",
+        "timeline_events_session_id_sequence_number_key" => {
+            "this sequence number is already used in the session's timeline"
+        }
+        "timeline_events_llm_interaction_id_session_id_fkey" => {
+            "`llmInteractionId` is not an LLM interaction of this session"
+        }
+        "timeline_events_mcp_interaction_id_session_id_fkey" => {
+            "`mcpInteractionId` is not an MCP interaction of this session"
+        }
+        "timeline_events_event_type_check" => "`eventType` is not one of its values",
+        "timeline_event_chunks_pkey" => "content was already appended at this offset",
+        "timeline_event_chunks_content_check" => "`delta` must not be empty",
+        "timeline_event_chunks_start_offset_check" => "`offset` must be 0 or more",
+        "timeline_event_chunks_event_id_fkey" => "the timeline event does not exist",
+        "api_tokens_name_key" => "a token of this name exists (names are never reused)",
+        "api_tokens_name_check" => {
+            "a token `name` is 1–100 letters, digits, '.', '_' or '-', starting with a letter or \
+             digit"
+        }
+        "api_tokens_secret_hash_key" => "this token secret is already in use",
+        "api_tokens_secret_hash_check" => "a token secret hash is 32 bytes",
+        "api_tokens_role_check" => "`role` is not one of its values",
+        "session_status_changes_action_check" => "the status change is not one of its kinds",
+        "create_receipts_session_id_fkey" => "the session does not exist",
+        other => return by_pattern(other),
+    })
+}
+
+/// Rules every table states alike.
+fn by_pattern(constraint: &str) -> Option<&'static str> {
+    let ends = |suffix: &str| constraint.ends_with(suffix);
+    Some(if ends("_pkey") || ID_KEYS.contains(&constraint) {
+        "this id is already used by another record"
+    } else if ends("_execution_id_stage_id_session_id_fkey") {
+        "the agent execution is not an execution of this stage and session"
+    } else if ends("_session_id_fkey") {
+        "the session does not exist"
+    } else if ends("_status_check") {
+        "`status` is not one of its values"
+    } else if ends("_interaction_type_check") {
+        "`interactionType` is not one of its values"
+    } else if ends("_duration_ms_check") {
+        "`durationMs` must be 0 or more"
+    } else if ends("_sequence_number_check") {
+        "sequence numbers start at 1"
+    } else {
+        return None;
+    })
+}
+
+/// The unique keys that start with the row's `id` (they let composite foreign keys point at it).
+const ID_KEYS: [&str; 8] = [
+    "chats_id_session_id_key",
+    "chat_user_messages_id_session_id_key",
+    "stages_id_session_id_key",
+    "agent_executions_id_session_id_key",
+    "agent_executions_id_stage_id_session_id_key",
+    "messages_id_execution_id_key",
+    "llm_interactions_id_session_id_key",
+    "mcp_interactions_id_session_id_key",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_22_and_23_are_the_clients() {
+        let conflict = classify("23505", Some("stages_session_id_stage_index_key"), None).unwrap();
+        assert_eq!(conflict.kind, Refused::Conflict);
+        assert!(
+            conflict.message.contains("`stageIndex` is unique"),
+            "{conflict:?}"
+        );
+        let check = classify(
+            "23514",
+            Some("agent_executions_iteration_strategy_check"),
+            None,
+        );
+        assert_eq!(check.unwrap().kind, Refused::BadInput);
+        let missing = classify("23502", None, Some("chain_id")).unwrap();
+        assert_eq!(missing.message, "`chain_id` is required");
+        let unknown = classify("23514", Some("widgets_size_check"), None).unwrap();
+        assert_eq!(
+            unknown.message,
+            "the values break the rule \"widgets size check\""
+        );
+        assert_eq!(
+            classify("22021", None, None).unwrap().kind,
+            Refused::BadInput
+        );
+        assert!(
+            classify("22P05", None, None)
+                .unwrap()
+                .message
+                .contains("JSON")
+        );
+        assert_eq!(classify("40001", None, None), None);
+        assert_eq!(classify("42P01", None, None), None);
+    }
+
+    #[test]
+    fn keys_that_start_with_the_id_are_ids_and_others_are_not() {
+        assert_eq!(
+            describe("stages_id_session_id_key"),
+            Some("this id is already used by another record")
+        );
+        assert_eq!(
+            describe("sessions_pkey"),
+            Some("this id is already used by another record")
+        );
+        assert_ne!(
+            describe("agent_executions_stage_id_agent_index_key"),
+            Some("this id is already used by another record")
+        );
+    }
+}
