@@ -123,6 +123,12 @@ fn assign_code(err: &mut ServerError) {
         None if has_code(err) => {}
         // async-graphql's own coercion of argument values inside resolvers.
         None if err.message.starts_with("Failed to parse") => set_code(err, "BAD_USER_INPUT"),
+        // The request names no operation the document has: the client's mistake.
+        None if err.message.starts_with("Unknown operation named")
+            || err.message == "Operation name required in request." =>
+        {
+            set_code(err, "BAD_REQUEST")
+        }
         None => {
             tracing::error!(path = ?err.path, error = %err.message, "unclassified error while resolving");
             err.message = "internal server error".to_owned();

@@ -145,7 +145,15 @@ async fn execute(
         }
         _ => StatusCode::OK,
     };
-    let body = match serde_json::to_vec(&response) {
+    // A request that never executed has no `data` entry at all (the spec's rule for this
+    // media type; plain JSON clients keep the `"data": null` they know).
+    let serialized = match &response {
+        BatchResponse::Single(r) if status == StatusCode::BAD_REQUEST => {
+            serde_json::to_vec(&serde_json::json!({ "errors": r.errors }))
+        }
+        _ => serde_json::to_vec(&response),
+    };
+    let body = match serialized {
         Ok(body) => body,
         Err(err) => {
             tracing::error!("cannot serialize a GraphQL response: {err}");

@@ -59,6 +59,45 @@ async fn post_negotiates_the_response_media_type() {
         body["errors"][0]["extensions"]["code"],
         "GRAPHQL_PARSE_FAILED"
     );
+    assert!(
+        body.get("data").is_none(),
+        "a request error has no data entry: {body}"
+    );
+
+    // Naming no operation of the document is the client's mistake, not ours.
+    let two = "query A { sessions { totalCount } } query B { viewer { role } }";
+    for (name, message) in [
+        (Some("C"), "Unknown operation named \"C\""),
+        (None, "Operation name required in request."),
+    ] {
+        let r = app
+            .client
+            .post(app.url("/graphql"))
+            .header(ACCEPT, "application/graphql-response+json")
+            .json(&json!({ "query": two, "operationName": name }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(
+            body["errors"][0]["extensions"]["code"], "BAD_REQUEST",
+            "{body}"
+        );
+        assert_eq!(body["errors"][0]["message"], message);
+        assert!(body.get("data").is_none(), "{body}");
+    }
+    let r = app
+        .client
+        .post(app.url("/graphql"))
+        .json(&json!({ "query": two, "operationName": "B" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.json::<Value>().await.unwrap()["data"]["viewer"]["role"],
+        "ADMIN"
+    );
 
     for accept in [Some("application/json"), None] {
         let r = post(accept, broken).await.unwrap();
