@@ -167,3 +167,42 @@ async fn an_oversized_response_is_refused_whole() {
     assert!(body.to_string().len() < 1_000);
     app.stop().await;
 }
+
+/// What a frontend reads to open a session: everything of every agent.
+const SESSION_PAGE: &str = "query ($id: ID!) { session(id: $id) {
+    id alertType status createdAt durationMs
+    stages { id name status successPolicy
+      executions { id agentName status
+        timeline(first: 100) { edges { node { id sequenceNumber eventType status content metadata createdAt } } }
+        messages { id sequenceNumber role content }
+        llmInteractions { id modelName inputTokens outputTokens durationMs errorMessage }
+        mcpInteractions { id serverName toolName durationMs errorMessage }
+      }
+    }
+} }";
+
+#[tokio::test]
+async fn a_frontends_session_page_fits_well_within_the_default_budget() {
+    let options = HttpOptions {
+        limits: Limits {
+            max_query_complexity: 100_000,
+            ..Limits::default()
+        },
+        ..HttpOptions::default()
+    };
+    let app = TestApp::start_with(options).await;
+    let id = app
+        .data(
+            "mutation { createSession(input: { alertType: \"A\", chainId: \"c\" }) { uuid } }",
+            json!({}),
+        )
+        .await["createSession"]["uuid"]
+        .clone();
+    let (_, body) = post(
+        &app,
+        json!({ "query": SESSION_PAGE, "variables": { "id": id } }),
+    )
+    .await;
+    assert!(body.get("errors").is_none(), "{body}");
+    app.stop().await;
+}
