@@ -322,3 +322,49 @@ async fn cross_origin_access_only_for_configured_origins() {
     );
     app.stop().await;
 }
+
+/// graphql-http's own audits of the GraphQL-over-HTTP spec: every MUST and every SHOULD holds
+/// (only MAY notices are allowed). Needs Node.js and `npm ci --prefix tests/http-audit`
+/// (`.ci/run` does it).
+#[tokio::test]
+async fn the_graphql_over_http_audits_pass() {
+    let audit_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/http-audit");
+    if !std::path::Path::new(audit_dir)
+        .join("node_modules/graphql-http")
+        .exists()
+    {
+        eprintln!("skipped: the GraphQL-over-HTTP audit needs `npm ci --prefix tests/http-audit`");
+        return;
+    }
+    let app = TestApp::start().await;
+    let output = tokio::process::Command::new("node")
+        .arg(format!("{audit_dir}/audit.mjs"))
+        .arg(app.url("/graphql"))
+        .output()
+        .await;
+    let output = match output {
+        Ok(output) => output,
+        Err(err) => {
+            eprintln!("skipped: the GraphQL-over-HTTP audit needs Node.js ({err})");
+            app.stop().await;
+            return;
+        }
+    };
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let results: Vec<Value> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert!(results.len() > 30, "the audits ran: {results:?}");
+    let failed: Vec<&Value> = results
+        .iter()
+        .filter(|r| r["status"] != "ok" && r["status"] != "notice")
+        .collect();
+    assert!(failed.is_empty(), "{failed:#?}");
+    app.stop().await;
+}
