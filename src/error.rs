@@ -57,6 +57,18 @@ impl Error {
         }
     }
 
+    /// Whether PostgreSQL aborted the transaction to resolve a collision with concurrent ones (a
+    /// deadlock, SQLSTATE 40P01, or a serialization failure, 40001): running it again can
+    /// succeed.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Database(sqlx::Error::Database(db)) => {
+                matches!(db.code().as_deref(), Some("40P01" | "40001"))
+            }
+            _ => false,
+        }
+    }
+
     /// Whether this is our fault (logged, message hidden) rather than the client's.
     pub fn is_internal(&self) -> bool {
         matches!(self, Self::Database(_) | Self::Internal(_))

@@ -3,6 +3,7 @@
 mod access;
 mod bad_input;
 mod common;
+mod deadlocks;
 mod demo;
 mod http;
 mod integrity;
