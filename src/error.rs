@@ -86,6 +86,18 @@ impl Error {
         };
         Public { code, message, log }
     }
+
+    /// Whether PostgreSQL aborted the transaction to resolve a collision with concurrent ones (a
+    /// deadlock, SQLSTATE 40P01, or a serialization failure, 40001): running it again can
+    /// succeed.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Database(sqlx::Error::Database(db)) => {
+                matches!(db.code().as_deref(), Some("40P01" | "40001"))
+            }
+            _ => false,
+        }
+    }
 }
 
 /// An error as the client sees it.

@@ -45,9 +45,22 @@ impl Server {
         let hub = Hub::start(store.clone(), options.subscriber_buffer).await?;
         // One process per embedded database: revocations happen in this process, which
         // forgets at once. Several processes share an external one and hear of them by NOTIFY.
-        let token_follower = (auth.mode() != AuthMode::None
-            && store.pool().options().get_max_connections() > 1)
-            .then(|| tokio::spawn(auth.tokens().clone().follow_changes()));
+        let token_follower =
+            if auth.mode() != AuthMode::None && store.pool().options().get_max_connections() > 1 {
+                let (listening, listens) = tokio::sync::oneshot::channel();
+                let follower = tokio::spawn(auth.tokens().clone().follow_changes(listening));
+                // Serve once revocations are heard (or after a while: a database that is slow to
+                // answer must not keep the server from starting; the cache's TTL still bounds it).
+                if tokio::time::timeout(Duration::from_secs(5), listens)
+                    .await
+                    .is_err()
+                {
+                    tracing::warn!("not yet listening for token changes; serving anyway");
+                }
+                Some(follower)
+            } else {
+                None
+            };
         let closing = watch::Sender::new(false);
         let app = router(store, hub.clone(), auth, options, closing.subscribe())?;
         let task = tokio::spawn(serve(

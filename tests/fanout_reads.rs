@@ -47,14 +47,13 @@ async fn delta_reads(app: &TestApp, subscribers: usize) -> usize {
     for sub in &mut subs {
         assert_eq!(sub.next().await.unwrap()["timeline"]["delta"], "hello");
     }
-    let statements = statements::recorded();
+    let reads =
+        statements::settled_count(|s| s.contains("timeline_event_chunks") && s.contains("unnest"))
+            .await;
     for sub in subs {
         sub.disconnect().await;
     }
-    statements
-        .iter()
-        .filter(|s| s.contains("timeline_event_chunks") && s.contains("unnest"))
-        .count()
+    reads
 }
 
 /// Adds a stage while `subscribers` follow the session's changes, each selecting the stage;
@@ -80,14 +79,11 @@ async fn stage_reads(app: &TestApp, subscribers: usize) -> usize {
             }
         }
     }
-    let statements = statements::recorded();
+    let reads = statements::settled_count(|s| s.contains("FROM stages WHERE id = ANY")).await;
     for sub in subs {
         sub.disconnect().await;
     }
-    statements
-        .iter()
-        .filter(|s| s.contains("FROM stages WHERE id = ANY"))
-        .count()
+    reads
 }
 
 /// Sends `requests` queries with one token; returns how many statements looked it up and how

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use sha2::{Digest as _, Sha256};
 use sqlx::postgres::PgListener;
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
@@ -216,13 +216,21 @@ impl TokenVerifier {
     /// Listens for token changes made by any process on the database and forgets cached
     /// verifications when one arrives (or when the listening connection was lost, since one may
     /// have been missed). Runs until the task is aborted.
-    pub async fn follow_changes(self: Arc<Self>) {
+    pub async fn follow_changes(self: Arc<Self>, listening: oneshot::Sender<()>) {
+        let mut listening = Some(listening);
         loop {
             match PgListener::connect_with(self.store.pool()).await {
                 Ok(mut listener) => match listener.listen(CHANGES_CHANNEL).await {
                     Ok(()) => {
-                        // Anything may have changed while no one listened.
-                        self.invalidate();
+                        match listening.take() {
+                            // The server starts serving once this is said: nothing was cached
+                            // before.
+                            Some(listening) => {
+                                let _ = listening.send(());
+                            }
+                            // Anything may have changed while no one listened.
+                            None => self.invalidate(),
+                        }
                         loop {
                             match listener.try_recv().await {
                                 Ok(Some(notification)) if notification.payload() == "INSERT" => {

@@ -4,6 +4,7 @@ mod access;
 mod bad_input;
 mod common;
 mod db_timeouts;
+mod deadlocks;
 mod demo;
 mod hardening;
 mod http;

@@ -10,6 +10,7 @@ use crate::api::types::{
     AgentExecution, LlmInteraction, McpInteraction, Message, Stage, TimelineEvent,
 };
 use crate::error::Error;
+use crate::store::write::locks::{LockPlan, Target};
 use crate::store::write::{executions, interactions, limits, messages, stages, timeline};
 
 /// One operation of a batch: exactly one field is set.
@@ -85,6 +86,25 @@ impl Command {
             IngestOperation::RecordLlmInteraction(i) => Command::RecordLlm(i.into_command()?),
             IngestOperation::RecordMcpInteraction(i) => Command::RecordMcp(i.into_command()?),
         })
+    }
+
+    /// Adds the locks this operation takes to the batch's.
+    fn plan(&self, plan: &mut LockPlan) {
+        match self {
+            Command::CreateStage(new) => plan.session_of(Target::Session(new.session_id)),
+            Command::CreateExecution(new) => plan.session_of(Target::Stage(new.stage_id)),
+            Command::StartExecution(id) => plan.session_of(Target::Execution(*id)),
+            Command::FinishExecution(id, ..) => plan.finishing(*id),
+            Command::CreateEvent(new) => plan.session_of(Target::Execution(new.execution_id)),
+            Command::Append(append) => plan.stream(append.event_id),
+            Command::FinishEvent(finish) => {
+                plan.session_of(Target::Event(finish.event_id));
+                plan.stream(finish.event_id);
+            }
+            Command::AppendMessage(new) => plan.session_of(Target::Execution(new.execution_id)),
+            Command::RecordLlm(new) => plan.session_of(Target::Execution(new.execution_id)),
+            Command::RecordMcp(new) => plan.session_of(Target::Execution(new.execution_id)),
+        }
     }
 
     fn name(&self) -> &'static str {
@@ -170,33 +190,44 @@ pub(super) async fn run(
         .enumerate()
         .map(|(i, op)| Command::from_input(op).map_err(|e| in_operation(i, "input", e)))
         .collect::<crate::error::Result<Vec<_>>>()?;
-    let items = transaction(ctx, Audit::Caller, move |conn| {
-        Box::pin(async move {
-            let mut items = Vec::with_capacity(commands.len());
-            let mut i = 0;
-            while i < commands.len() {
-                let run = contiguous_appends(&commands[i..]);
-                if run.len() > 1 {
-                    let applied = append_run(conn, &run)
-                        .await
-                        .map_err(|e| in_operation(i, "appendTimelineContent", e))?;
-                    items.extend(applied);
-                    i += run.len();
-                    continue;
-                }
-                let command = &commands[i];
-                items.push(
-                    command
-                        .run(conn)
-                        .await
-                        .map_err(|e| in_operation(i, command.name(), e))?,
-                );
-                i += 1;
-            }
-            Ok(items)
-        })
+    let mut plan = LockPlan::default();
+    commands.iter().for_each(|c| c.plan(&mut plan));
+    let batch = (plan, commands);
+    let items = transaction(ctx, Audit::Caller, batch, |conn, (plan, commands)| {
+        Box::pin(apply(conn, plan, commands))
     })
     .await?;
+    Ok(items)
+}
+
+/// Takes the batch's locks, then applies its operations in order.
+async fn apply(
+    conn: &mut sqlx::PgConnection,
+    plan: &LockPlan,
+    commands: &[Command],
+) -> crate::error::Result<Vec<IngestItem>> {
+    plan.acquire(conn).await?;
+    let mut items = Vec::with_capacity(commands.len());
+    let mut i = 0;
+    while i < commands.len() {
+        let run = contiguous_appends(&commands[i..]);
+        if run.len() > 1 {
+            let applied = append_run(conn, &run)
+                .await
+                .map_err(|e| in_operation(i, "appendTimelineContent", e))?;
+            items.extend(applied);
+            i += run.len();
+            continue;
+        }
+        let command = &commands[i];
+        items.push(
+            command
+                .run(conn)
+                .await
+                .map_err(|e| in_operation(i, command.name(), e))?,
+        );
+        i += 1;
+    }
     Ok(items)
 }
 

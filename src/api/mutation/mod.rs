@@ -3,6 +3,7 @@
 
 mod ingest;
 mod inputs;
+mod retry;
 mod tokens;
 
 use std::sync::Arc;
@@ -40,11 +41,19 @@ pub(crate) enum Audit<'a> {
     Nothing,
 }
 
-/// Runs `op` in one transaction: committed when it succeeds, rolled back otherwise.
-pub(crate) async fn transaction<T, F>(ctx: &Context<'_>, audit: Audit<'_>, op: F) -> Result<T>
+/// Runs `op` on `args` in one transaction: committed when it succeeds, rolled back otherwise.
+/// A transaction PostgreSQL aborts for a deadlock or a serialization failure runs again, from
+/// the start, a few times (see [`retry`]), so `op` may be called more than once.
+pub(crate) async fn transaction<A, T, F>(
+    ctx: &Context<'_>,
+    audit: Audit<'_>,
+    args: A,
+    op: F,
+) -> Result<T>
 where
+    A: Sync,
     T: Send,
-    F: for<'c> FnOnce(&'c mut PgConnection) -> BoxFuture<'c, crate::error::Result<T>>,
+    F: for<'c> Fn(&'c mut PgConnection, &'c A) -> BoxFuture<'c, crate::error::Result<T>> + Sync,
 {
     let actor = caller(ctx)?.actor.as_deref();
     let reason = match audit {
@@ -52,13 +61,20 @@ where
         Audit::Caller | Audit::Nothing => None,
     };
     check_optional("reason", reason, limits::REASON)?;
+    let audit = !matches!(audit, Audit::Nothing) && (actor.is_some() || reason.is_some());
     let store = ctx.data_unchecked::<Store>();
-    let mut tx = store.pool().begin().await.map_err(Error::from)?;
-    if !matches!(audit, Audit::Nothing) && (actor.is_some() || reason.is_some()) {
-        write::set_audit(&mut tx, actor, reason).await?;
-    }
-    let value = op(&mut tx).await?;
-    tx.commit().await.map_err(Error::from)?;
+    let (args, op) = (&args, &op);
+    let value = retry::retrying(|| async move {
+        let mut tx = store.pool().begin().await?;
+        // Transaction-local: set again in every attempt.
+        if audit {
+            write::set_audit(&mut tx, actor, reason).await?;
+        }
+        let value = op(&mut tx, args).await?;
+        tx.commit().await?;
+        Ok(value)
+    })
+    .await?;
     // Deliver to this process's subscribers now rather than at the hub's next tick.
     ctx.data_unchecked::<Arc<Hub>>().poke();
     Ok(value)
@@ -109,10 +125,8 @@ impl Mutation {
         let created_by = created_by(ctx, input.created_by.take())?;
         let reason = input.reason.take();
         let new = input.into_command(created_by);
-        let row = transaction(ctx, Audit::CallerBecause(reason.as_deref()), move |c| {
-            Box::pin(async move { sessions::create(c, &new).await })
-        })
-        .await?;
+        let audit = Audit::CallerBecause(reason.as_deref());
+        let row = transaction(ctx, audit, new, |c, new| Box::pin(sessions::create(c, new))).await?;
         Ok(Session(row))
     }
 
@@ -125,8 +139,8 @@ impl Mutation {
     ) -> Result<Session> {
         let id = decode_as(NodeType::Session, &id)?;
         Ok(Session(
-            transaction(ctx, Audit::Caller, move |c| {
-                Box::pin(sessions::start(c, id))
+            transaction(ctx, Audit::Caller, id, |c, id| {
+                Box::pin(sessions::start(c, *id))
             })
             .await?,
         ))
@@ -146,8 +160,8 @@ impl Mutation {
             executive_summary: input.executive_summary,
         };
         let audit = Audit::CallerBecause(input.reason.as_deref());
-        let row = transaction(ctx, audit, move |c| {
-            Box::pin(async move { sessions::complete(c, id, &completion).await })
+        let row = transaction(ctx, audit, (id, completion), |c, (id, completion)| {
+            Box::pin(sessions::complete(c, *id, completion))
         })
         .await?;
         Ok(Session(row))
@@ -187,8 +201,8 @@ impl Mutation {
         let id = decode_as(NodeType::Session, &id)?;
         let audit = Audit::CallerBecause(reason.as_deref());
         Ok(Session(
-            transaction(ctx, audit, move |c| {
-                Box::pin(sessions::request_cancellation(c, id))
+            transaction(ctx, audit, id, |c, id| {
+                Box::pin(sessions::request_cancellation(c, *id))
             })
             .await?,
         ))
@@ -207,7 +221,7 @@ impl Mutation {
         let id = decode_as(NodeType::Session, &id)?;
         let audit = Audit::CallerBecause(reason.as_deref());
         Ok(Session(
-            transaction(ctx, audit, move |c| Box::pin(sessions::delete(c, id))).await?,
+            transaction(ctx, audit, id, |c, id| Box::pin(sessions::delete(c, *id))).await?,
         ))
     }
 
@@ -224,7 +238,7 @@ impl Mutation {
         let id = decode_as(NodeType::Session, &id)?;
         let audit = Audit::CallerBecause(reason.as_deref());
         Ok(Session(
-            transaction(ctx, audit, move |c| Box::pin(sessions::restore(c, id))).await?,
+            transaction(ctx, audit, id, |c, id| Box::pin(sessions::restore(c, *id))).await?,
         ))
     }
 
@@ -237,8 +251,8 @@ impl Mutation {
         #[graphql(desc = "What to record.")] input: CreateStageInput,
     ) -> Result<Stage> {
         let new = input.into_command()?;
-        let row = transaction(ctx, Audit::Caller, move |c| {
-            Box::pin(async move { stages::create(c, &new).await })
+        let row = transaction(ctx, Audit::Caller, new, |c, new| {
+            Box::pin(stages::create(c, new))
         })
         .await?;
         Ok(Stage(row))
@@ -252,8 +266,8 @@ impl Mutation {
         #[graphql(desc = "What to record.")] input: CreateAgentExecutionInput,
     ) -> Result<AgentExecution> {
         let new = input.into_command()?;
-        let row = transaction(ctx, Audit::Caller, move |c| {
-            Box::pin(async move { executions::create(c, &new).await })
+        let row = transaction(ctx, Audit::Caller, new, |c, new| {
+            Box::pin(executions::create(c, new))
         })
         .await?;
         Ok(AgentExecution(row))
@@ -269,8 +283,8 @@ impl Mutation {
     ) -> Result<AgentExecution> {
         let id = decode_as(NodeType::AgentExecution, &input.id)?;
         Ok(AgentExecution(
-            transaction(ctx, Audit::Caller, move |c| {
-                Box::pin(executions::start(c, id))
+            transaction(ctx, Audit::Caller, id, |c, id| {
+                Box::pin(executions::start(c, *id))
             })
             .await?,
         ))
@@ -287,8 +301,9 @@ impl Mutation {
         let id = decode_as(NodeType::AgentExecution, &input.id)?;
         let status = input.status.into();
         let error = input.error_message;
-        let row = transaction(ctx, Audit::Caller, move |c| {
-            Box::pin(async move { executions::finish(c, id, status, error.as_deref()).await })
+        let finish = (id, status, error);
+        let row = transaction(ctx, Audit::Caller, finish, |c, (id, status, error)| {
+            Box::pin(executions::finish(c, *id, *status, error.as_deref()))
         })
         .await?;
         Ok(AgentExecution(row))
@@ -302,8 +317,8 @@ impl Mutation {
         #[graphql(desc = "What to record.")] input: CreateTimelineEventInput,
     ) -> Result<TimelineEvent> {
         let new = input.into_command()?;
-        let row = transaction(ctx, Audit::Caller, move |c| {
-            Box::pin(async move { timeline::create(c, &new).await })
+        let row = transaction(ctx, Audit::Caller, new, |c, new| {
+            Box::pin(timeline::create(c, new))
         })
         .await?;
         Ok(TimelineEvent(row))
@@ -318,8 +333,8 @@ impl Mutation {
     ) -> Result<TimelineAppend> {
         let append = input.into_command()?;
         let (event_id, offset) = (append.event_id, append.offset);
-        let done = transaction(ctx, Audit::Nothing, move |c| {
-            Box::pin(async move { timeline::append(c, &append).await })
+        let done = transaction(ctx, Audit::Nothing, append, |c, append| {
+            Box::pin(timeline::append(c, append))
         })
         .await?;
         Ok(TimelineAppend {
@@ -339,8 +354,8 @@ impl Mutation {
         #[graphql(desc = "What to record.")] input: FinishTimelineEventInput,
     ) -> Result<TimelineEvent> {
         let finish = input.into_command()?;
-        let row = transaction(ctx, Audit::Caller, move |c| {
-            Box::pin(async move { timeline::finish(c, &finish).await })
+        let row = transaction(ctx, Audit::Caller, finish, |c, finish| {
+            Box::pin(timeline::finish(c, finish))
         })
         .await?;
         Ok(TimelineEvent(row))
@@ -354,8 +369,8 @@ impl Mutation {
         #[graphql(desc = "What to record.")] input: AppendMessageInput,
     ) -> Result<Message> {
         let new = input.into_command()?;
-        let row = transaction(ctx, Audit::Caller, move |c| {
-            Box::pin(async move { messages::append(c, &new).await })
+        let row = transaction(ctx, Audit::Caller, new, |c, new| {
+            Box::pin(messages::append(c, new))
         })
         .await?;
         Ok(Message(row))
@@ -369,8 +384,8 @@ impl Mutation {
         #[graphql(desc = "What to record.")] input: RecordLlmInteractionInput,
     ) -> Result<LlmInteraction> {
         let new = input.into_command()?;
-        let row = transaction(ctx, Audit::Caller, move |c| {
-            Box::pin(async move { interactions::record_llm(c, &new).await })
+        let row = transaction(ctx, Audit::Caller, new, |c, new| {
+            Box::pin(interactions::record_llm(c, new))
         })
         .await?;
         Ok(LlmInteraction(row))
@@ -384,8 +399,8 @@ impl Mutation {
         #[graphql(desc = "What to record.")] input: RecordMcpInteractionInput,
     ) -> Result<McpInteraction> {
         let new = input.into_command()?;
-        let row = transaction(ctx, Audit::Caller, move |c| {
-            Box::pin(async move { interactions::record_mcp(c, &new).await })
+        let row = transaction(ctx, Audit::Caller, new, |c, new| {
+            Box::pin(interactions::record_mcp(c, new))
         })
         .await?;
         Ok(McpInteraction(row))
@@ -400,8 +415,8 @@ impl Mutation {
     ) -> Result<Chat> {
         let created_by = created_by(ctx, input.created_by.take())?;
         let new = input.into_command(created_by)?;
-        let row = transaction(ctx, Audit::Caller, move |c| {
-            Box::pin(async move { chats::open(c, &new).await })
+        let row = transaction(ctx, Audit::Caller, new, |c, new| {
+            Box::pin(chats::open(c, new))
         })
         .await?;
         Ok(Chat(row))
@@ -423,14 +438,12 @@ impl Mutation {
             _ => None,
         };
         let new = input.into_command(created_by)?;
-        let row = transaction(ctx, Audit::Caller, move |c| {
-            Box::pin(async move {
-                let poster = match owner_only.as_deref() {
-                    Some(actor) => chats::Poster::Owner(actor),
-                    None => chats::Poster::Anyone,
-                };
-                chats::post(c, &new, poster).await
-            })
+        let row = transaction(ctx, Audit::Caller, (new, owner_only), |c, (new, owner)| {
+            let poster = match owner.as_deref() {
+                Some(actor) => chats::Poster::Owner(actor),
+                None => chats::Poster::Anyone,
+            };
+            Box::pin(chats::post(c, new, poster))
         })
         .await?;
         Ok(ChatUserMessage(row))
@@ -488,12 +501,11 @@ fn created_by(ctx: &Context<'_>, input: Option<String>) -> Result<Option<String>
 
 async fn fail(ctx: &Context<'_>, input: FailSessionInput, timed_out: bool) -> Result<Session> {
     let id = decode_as(NodeType::Session, &input.id)?;
-    let error = input.error_message;
-    let row = transaction(
-        ctx,
-        Audit::CallerBecause(input.reason.as_deref()),
-        move |c| Box::pin(async move { sessions::fail(c, id, timed_out, &error).await }),
-    )
+    let audit = Audit::CallerBecause(input.reason.as_deref());
+    let failure = (id, input.error_message);
+    let row = transaction(ctx, audit, failure, |c, (id, error)| {
+        Box::pin(sessions::fail(c, *id, timed_out, error))
+    })
     .await?;
     Ok(Session(row))
 }

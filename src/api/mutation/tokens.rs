@@ -43,12 +43,13 @@ pub(super) async fn create(
     let actor = caller(ctx)?.actor.clone();
     let secret = generate_secret();
     let secret_hash = hash(&secret);
-    let row = transaction(ctx, Audit::Caller, move |c| {
+    let token = (input, secret_hash, actor);
+    let row = transaction(ctx, Audit::Caller, token, |c, (input, digest, actor)| {
         Box::pin(async move {
             let new = NewToken {
                 name: &input.name,
                 role: input.role,
-                secret_hash: &secret_hash,
+                secret_hash: digest,
                 expires_at: input.expires_at,
                 created_by: actor.as_deref(),
             };
@@ -67,8 +68,8 @@ pub(super) async fn create(
 
 pub(super) async fn revoke(ctx: &Context<'_>, name: String) -> Result<ApiToken> {
     let actor = caller(ctx)?.actor.clone();
-    let row = transaction(ctx, Audit::Caller, move |c| {
-        Box::pin(async move { token_store::revoke(c, &name, actor.as_deref()).await })
+    let row = transaction(ctx, Audit::Caller, (name, actor), |c, (name, actor)| {
+        Box::pin(token_store::revoke(c, name, actor.as_deref()))
     })
     .await?;
     // This process forgets at once; others when the NOTIFY reaches them.

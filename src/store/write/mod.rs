@@ -1,13 +1,16 @@
 //! The write side: every change an orchestrator and its agents record.
 //!
 //! Each function takes the connection of an open transaction, so a mutation (or a whole batch
-//! of them) commits or rolls back as one. Rows are locked in one order — session, stage,
-//! execution, event — so concurrent writers queue instead of deadlocking; appends to a
-//! streaming event lock only that event.
+//! of them) commits or rolls back as one. Locks are taken in one order — sessions (by id), then
+//! event streams (by key) — so concurrent writers queue instead of deadlocking; stage,
+//! execution and event rows are locked only under their session's lock. Appends to a streaming
+//! event lock only its stream. A batch takes its sessions and streams up front
+//! ([`locks::LockPlan`]).
 
 pub mod chats;
 pub mod executions;
 pub mod interactions;
+pub mod locks;
 pub mod messages;
 mod receipts;
 pub mod sessions;

@@ -15,6 +15,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::executions::{finish_locked, running_executions};
+use super::locks::lock_streams_of;
 use super::{
     check_json, check_name, check_optional, check_required, ensure_not_deleted, fetch, id_taken,
     is_finished_session, is_retry, limits, lock_session, snake,
@@ -212,7 +213,11 @@ pub async fn fail(
         }
     }
     let reason = format!("session {}: {error_message}", snake(status));
-    for execution in running_executions(conn, id).await? {
+    let running = running_executions(conn, id).await?;
+    // All their streams at once, in key order, rather than execution by execution.
+    let ids: Vec<Uuid> = running.iter().map(|e| e.id).collect();
+    lock_streams_of(conn, &ids).await?;
+    for execution in running {
         finish_locked(conn, execution.id, execution_status, Some(&reason)).await?;
     }
     set_status(conn, id, status, Some(error_message)).await

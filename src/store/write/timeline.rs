@@ -16,6 +16,7 @@ use serde_json::Value as Json;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use super::locks::{lock_stream, lock_streams_of};
 use super::{
     check_json, check_text, fetch, id_taken, is_retry, limits, lock_running_execution,
     lock_session, snake,
@@ -200,20 +201,6 @@ pub async fn append(conn: &mut PgConnection, append: &Append) -> Result<Appended
     })
 }
 
-/// Serializes the appends to one event and its finishing, until the transaction ends. An
-/// advisory lock rather than a row lock: locking the row would write to it (and to the WAL) on
-/// every append, the cost this design avoids.
-async fn lock_stream(conn: &mut PgConnection, event_id: Uuid) -> Result<()> {
-    // The low 64 bits of a UUIDv7 are random: a fine lock key (a rare collision only makes two
-    // streams take turns).
-    let key = event_id.as_u128() as i64;
-    sqlx::query("SELECT pg_advisory_xact_lock($1)")
-        .bind(key)
-        .execute(conn)
-        .await?;
-    Ok(())
-}
-
 /// How a streaming event ends.
 #[derive(Debug, Clone, Serialize)]
 pub struct Finish {
@@ -358,29 +345,22 @@ pub(crate) async fn close_streaming_events(
         ExecutionStatus::Cancelled => TimelineEventStatus::Cancelled,
         _ => TimelineEventStatus::Completed,
     };
-    let streaming: Vec<TimelineEventRow> = sqlx::query_as(
-        "SELECT * FROM timeline_events_live WHERE execution_id = $1 AND status = 'streaming'",
-    )
-    .bind(execution_id)
-    .fetch_all(&mut *conn)
-    .await?;
-    for event in streaming {
+    for event_id in lock_streams_of(conn, &[execution_id]).await? {
         let finish = Finish {
-            event_id: event.id,
+            event_id,
             status,
             content: None,
             metadata: None,
             llm_interaction_id: None,
             mcp_interaction_id: None,
         };
-        lock_stream(conn, event.id).await?;
-        // Re-read under the lock: an append may have landed since.
+        // Read under the lock: every append so far is in.
         let content: String =
             sqlx::query_scalar("SELECT content FROM timeline_events_live WHERE id = $1")
-                .bind(event.id)
+                .bind(event_id)
                 .fetch_one(&mut *conn)
                 .await?;
-        fold(conn, event.id, status, &content, &finish).await?;
+        fold(conn, event_id, status, &content, &finish).await?;
     }
     Ok(())
 }

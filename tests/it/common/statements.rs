@@ -51,3 +51,16 @@ impl tracing::field::Visit for StatementText {
         }
     }
 }
+
+/// How many recorded statements match, once the count has settled: sqlx records a statement
+/// when it completes, which can be just after its result reached a client.
+pub async fn settled_count(matches: impl Fn(&str) -> bool) -> usize {
+    let count = || recorded().iter().filter(|s| matches(s)).count();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(2);
+    while count() == 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // Anything that was still completing.
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    count()
+}
