@@ -5,6 +5,7 @@ mod bad_input;
 mod common;
 mod db_timeouts;
 mod demo;
+mod faults;
 mod hardening;
 mod http;
 mod input_limits;
