@@ -108,7 +108,7 @@ const CONTENT: &str = "query ($id: ID!) { session(id: $id) { stages { executions
 /// of the external PostgreSQL.
 enum Storage {
     Embedded(PathBuf),
-    External(TestDb, String),
+    External(Box<TestDb>, String),
 }
 
 impl Storage {
@@ -135,7 +135,7 @@ async fn a_writer_retrying_through_a_sigkill_stores_exactly_what_it_meant() {
         Ok(url) if !url.is_empty() => {
             let db = TestDb::start().await;
             let url = db.url().expect("an external database has a URL");
-            writer_survives_sigkill(Storage::External(db, url)).await;
+            writer_survives_sigkill(Storage::External(Box::new(db), url)).await;
         }
         _ => {
             eprintln!("the external-database half of this test is skipped: DATABASE_URL is not set")
