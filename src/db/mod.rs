@@ -15,6 +15,9 @@ pub use embedded::EmbeddedPostgres;
 /// The migrations in `migrations/`, compiled into the binary.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
+/// How long a request waits for an external pool's connection before it is refused.
+const EXTERNAL_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// A connection pool and, when embedded, the in-process PostgreSQL behind it.
 pub struct Database {
     pool: PgPool,
@@ -54,7 +57,9 @@ impl Database {
         let options = with_timeouts(options, timeouts);
         let pool = PgPoolOptions::new()
             .max_connections(max_connections.max(1))
-            .acquire_timeout(Duration::from_secs(10))
+            // Short: while the database is down, sqlx keeps retrying the connect until this
+            // runs out, and a request should fail fast (SERVICE_UNAVAILABLE) rather than hang.
+            .acquire_timeout(EXTERNAL_ACQUIRE_TIMEOUT)
             .connect_with(
                 options.log_slow_statements(log::LevelFilter::Warn, Duration::from_secs(1)),
             )

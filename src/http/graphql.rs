@@ -138,10 +138,15 @@ async fn execute(
 
     let graphql_media = accepts(headers, GRAPHQL_RESPONSE_JSON);
     // With application/graphql-response+json, a request that never executed (unparsable,
-    // invalid) is a 400; plain JSON keeps the legacy "always 200" behaviour clients expect.
+    // invalid) is a 400, and one that got no data because the database is unreachable a 503
+    // (retryable, as proxies and clients know it); plain JSON keeps the legacy "always 200"
+    // behaviour clients expect.
     let status = match &response {
         BatchResponse::Single(r) if graphql_media && r.data == Value::Null && request_error(r) => {
             StatusCode::BAD_REQUEST
+        }
+        BatchResponse::Single(r) if graphql_media && r.data == Value::Null && unavailable(r) => {
+            StatusCode::SERVICE_UNAVAILABLE
         }
         _ => StatusCode::OK,
     };
@@ -174,6 +179,15 @@ async fn execute(
 /// An error before execution: the document could not be parsed or validated.
 fn request_error(response: &async_graphql::Response) -> bool {
     !response.errors.is_empty() && response.errors.iter().all(|e| e.path.is_empty())
+}
+
+/// Every error says the database could not be reached.
+fn unavailable(response: &async_graphql::Response) -> bool {
+    !response.errors.is_empty()
+        && response.errors.iter().all(|e| {
+            e.extensions.as_ref().and_then(|x| x.get("code"))
+                == Some(&Value::String("SERVICE_UNAVAILABLE".to_owned()))
+        })
 }
 
 fn accepts(headers: &HeaderMap, media: &str) -> bool {

@@ -6,6 +6,7 @@ mod common;
 mod db_timeouts;
 mod deadlocks;
 mod demo;
+mod faults;
 mod hardening;
 mod http;
 mod input_limits;
