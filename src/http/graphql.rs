@@ -150,10 +150,10 @@ async fn execute(
         }
         _ => StatusCode::OK,
     };
-    // A request that never executed has no `data` entry at all (the spec's rule for this
+    // A response with a non-2xx status has no `data` entry at all (the spec's rule for this
     // media type; plain JSON clients keep the `"data": null` they know).
     let serialized = match &response {
-        BatchResponse::Single(r) if status == StatusCode::BAD_REQUEST => {
+        BatchResponse::Single(r) if status != StatusCode::OK => {
             serde_json::to_vec(&serde_json::json!({ "errors": r.errors }))
         }
         _ => serde_json::to_vec(&response),
