@@ -122,7 +122,15 @@ fn assign_code(err: &mut ServerError) {
         }
         None if has_code(err) => {}
         // async-graphql's own coercion of argument values inside resolvers.
-        None if err.message.starts_with("Failed to parse") => set_code(err, "BAD_USER_INPUT"),
+        None if err.message.starts_with("Failed to parse")
+            || err.message.starts_with("Expected input type") =>
+        {
+            set_code(err, "BAD_USER_INPUT");
+        }
+        // A subscription sent where only a stream can carry it (a plain POST or GET).
+        None if err.message.starts_with("Subscriptions are not supported") => {
+            set_code(err, "BAD_REQUEST");
+        }
         // The request names no operation the document has: the client's mistake.
         None if err.message.starts_with("Unknown operation named")
             || err.message == "Operation name required in request." =>
