@@ -235,3 +235,23 @@ async fn internal_errors_do_not_leak_sql() {
         .unwrap();
     app.stop().await;
 }
+
+/// Found by the fuzzer: both were INTERNAL_SERVER_ERROR.
+#[tokio::test]
+async fn fuzzer_findings_are_client_errors() {
+    let app = TestApp::start().await;
+    // An input object given a scalar.
+    let (code, _) = app
+        .error(
+            "mutation ($v: CreateStageInput!) { createStage(input: $v) { uuid } }",
+            json!({ "v": "x" }),
+        )
+        .await;
+    assert_eq!(code, "BAD_USER_INPUT");
+    // A subscription over plain HTTP, where no stream can carry it.
+    let (code, message) = app
+        .error("subscription { sessions { status } }", json!({}))
+        .await;
+    assert_eq!(code, "BAD_REQUEST", "{message}");
+    app.stop().await;
+}
