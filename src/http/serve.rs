@@ -43,8 +43,7 @@ pub async fn serve(
                     continue;
                 }
             },
-            // The guard `wait_for` returns is not `Send`: drop it at once.
-            _ = async { closing.wait_for(|closing| *closing).await.map(|_| ()) } => break,
+            () = stopping(&mut closing) => break,
         };
         let app = app.clone();
         let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
@@ -74,6 +73,14 @@ pub async fn serve(
         .is_err()
     {
         tracing::warn!("connections still open after {grace:?}; dropping them");
+    }
+}
+
+/// Resolves once `closing` turns true. A dropped sender means no stop will ever be asked for:
+/// then never (it must not read as a stop).
+pub async fn stopping(closing: &mut watch::Receiver<bool>) {
+    if closing.wait_for(|closing| *closing).await.is_err() {
+        std::future::pending::<()>().await;
     }
 }
 

@@ -15,6 +15,7 @@ use axum::response::{IntoResponse, Response};
 use futures::{Stream, StreamExt as _};
 
 use super::AppState;
+use super::serve::stopping;
 use crate::api::Loaders;
 use crate::auth::Identity;
 use crate::config::LiveOptions;
@@ -83,7 +84,7 @@ fn results(
         loop {
             tokio::select! {
                 // The server stops: end the stream (clients resume from their cursor).
-                _ = async { closing.wait_for(|closing| *closing).await.map(|_| ()) } => break,
+                () = stopping(&mut closing) => break,
                 next = results.next() => match next {
                     Some(response) => {
                         idle.as_mut().reset(tokio::time::Instant::now() + stream_idle);

@@ -33,6 +33,7 @@ use tokio::time::Instant;
 
 use super::AppState;
 use super::access::OriginPolicy;
+use super::serve::stopping;
 use crate::api::Loaders;
 use crate::auth::Rejection;
 
@@ -255,7 +256,7 @@ pub(crate) async fn serve<E: Executor>(socket: WebSocket, executor: E, connectio
         Some(id) = refuse_rx.recv() => {
                 vec![Message::Text(too_many_operations(protocol, &id, max_operations).into())]
             }
-            _ = async { closing.wait_for(|closing| *closing).await.map(|_| ()) } => {vec![close(CLOSE_GOING_AWAY, "the server is shutting down")]
+            () = stopping(&mut closing) => {vec![close(CLOSE_GOING_AWAY, "the server is shutting down")]
                     }
                     () = &mut lapsed => {
                         let message = "the credentials of this connection were revoked or expired";
