@@ -89,22 +89,8 @@ async fn stage_reads(app: &TestApp, subscribers: usize) -> usize {
 /// Sends `requests` queries with one token; returns how many statements looked it up and how
 /// many wrote its last use.
 async fn token_statements(app: &TestApp, requests: usize) -> (usize, usize) {
-    let secret = casefile::auth::tokens::generate_secret();
     let name = format!("t{requests}");
-    let mut tx = app.store.pool().begin().await.unwrap();
-    casefile::store::tokens::create(
-        &mut tx,
-        &casefile::store::tokens::NewToken {
-            name: &name,
-            role: casefile::model::Role::Reader,
-            secret_hash: &casefile::auth::tokens::hash(&secret),
-            expires_at: None,
-            created_by: None,
-        },
-    )
-    .await
-    .unwrap();
-    tx.commit().await.unwrap();
+    let secret = app.token(&name, casefile::model::Role::Reader, None).await;
     statements::clear();
     for _ in 0..requests {
         let response = app

@@ -66,7 +66,8 @@ struct LimitsOfOne {
     too_large: AtomicBool,
 }
 
-fn limit_error(code: &str, message: String) -> ServerError {
+/// An error with its `extensions.code`, for errors raised outside any resolver.
+pub fn coded_error(code: &str, message: impl Into<String>) -> ServerError {
     let mut err = ServerError::new(message, None);
     err.extensions
         .get_or_insert_with(Default::default)
@@ -99,7 +100,7 @@ impl Extension for LimitsOfOne {
         let document = next.run(ctx, query, variables).await?;
         let aliases = count_aliases(&document);
         if aliases > self.limits.max_aliases {
-            return Err(limit_error(
+            return Err(coded_error(
                 TOO_MANY_ALIASES,
                 format!(
                     "{} aliases exceed the limit of {}",
@@ -110,7 +111,7 @@ impl Extension for LimitsOfOne {
         }
         let roots = most_root_fields(&document);
         if roots > self.limits.max_root_fields {
-            return Err(limit_error(
+            return Err(coded_error(
                 TOO_MANY_ROOT_FIELDS,
                 format!(
                     "{} root fields in one operation exceed the limit of {}",
@@ -130,7 +131,7 @@ impl Extension for LimitsOfOne {
         let result = next.run(ctx).await?;
         let limits = &self.limits;
         if result.depth > limits.max_query_depth {
-            return Err(vec![limit_error(
+            return Err(vec![coded_error(
                 TOO_DEEP,
                 format!(
                     "query depth {} exceeds the limit of {}",
@@ -139,7 +140,7 @@ impl Extension for LimitsOfOne {
             )]);
         }
         if result.complexity > limits.max_query_complexity {
-            return Err(vec![limit_error(
+            return Err(vec![coded_error(
                 TOO_COMPLEX,
                 format!(
                     "query cost {} exceeds the limit of {}",
@@ -151,7 +152,7 @@ impl Extension for LimitsOfOne {
         if let Some(budget) = ctx.data_opt::<CostBudget>() {
             let spent = budget.spend(result.complexity);
             if spent > limits.max_query_complexity {
-                return Err(vec![limit_error(
+                return Err(vec![coded_error(
                     TOO_COMPLEX,
                     format!(
                         "the batch's cost {} so far exceeds the limit of {} for one request",
@@ -176,7 +177,7 @@ impl Extension for LimitsOfOne {
         let response = next.run(ctx, operation_name).await;
         if self.too_large.load(Ordering::Relaxed) {
             // Nothing of an oversized response goes out: it was not finished anyway.
-            return Response::from_errors(vec![limit_error(
+            return Response::from_errors(vec![coded_error(
                 RESPONSE_TOO_LARGE,
                 format!(
                     "the response exceeds the limit of {} bytes; select fewer fields or rows",
@@ -195,7 +196,7 @@ impl Extension for LimitsOfOne {
     ) -> ServerResult<Option<Value>> {
         // Once over the limit, nothing more is resolved.
         if self.too_large.load(Ordering::Relaxed) {
-            return Err(limit_error(
+            return Err(coded_error(
                 RESPONSE_TOO_LARGE,
                 "response too large".to_owned(),
             ));

@@ -6,8 +6,8 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
+use async_graphql::Request;
 use async_graphql::http::create_multipart_mixed_stream;
-use async_graphql::{Request, ServerError};
 use axum::body::Body;
 use axum::http::{HeaderValue, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -19,6 +19,7 @@ use super::serve::stopping;
 use crate::api::Loaders;
 use crate::auth::Identity;
 use crate::config::LiveOptions;
+use crate::extensions::limits::coded_error;
 
 /// How often an idle stream carries a heartbeat, so proxies keep it open.
 const HEARTBEAT: Duration = Duration::from_secs(15);
@@ -123,10 +124,5 @@ pub const STREAM_EXPIRED: &str = "STREAM_EXPIRED";
 
 /// The last result of a stream the server ends.
 fn closing_response(code: &str, message: &str) -> async_graphql::Response {
-    let mut error = ServerError::new(message, None);
-    error
-        .extensions
-        .get_or_insert_with(Default::default)
-        .set("code", code);
-    async_graphql::Response::from_errors(vec![error])
+    async_graphql::Response::from_errors(vec![coded_error(code, message)])
 }

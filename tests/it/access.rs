@@ -12,7 +12,6 @@ use casefile::auth::tokens::{generate_secret, hash};
 use casefile::config::{AuthOptions, HttpOptions, ProxyOptions};
 use casefile::model::Role;
 use casefile::server::Server;
-use casefile::store::tokens::{self, NewToken};
 
 use crate::common::sse::SseSubscription;
 use crate::common::ws::Subscription;
@@ -58,22 +57,7 @@ async fn token_expiring(
     role: Role,
     expires_at: Option<chrono::DateTime<Utc>>,
 ) -> String {
-    let secret = generate_secret();
-    let mut tx = app.store.pool().begin().await.unwrap();
-    tokens::create(
-        &mut tx,
-        &NewToken {
-            name,
-            role,
-            secret_hash: &hash(&secret),
-            expires_at,
-            created_by: None,
-        },
-    )
-    .await
-    .unwrap();
-    tx.commit().await.unwrap();
-    secret
+    app.token(name, role, expires_at).await
 }
 
 /// POSTs an operation with the given headers; the status and the body.

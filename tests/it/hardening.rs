@@ -8,10 +8,8 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use casefile::auth::AuthMode;
-use casefile::auth::tokens::{generate_secret, hash};
 use casefile::config::HttpOptions;
 use casefile::model::Role;
-use casefile::store::tokens::{self, NewToken};
 
 use crate::common::TestApp;
 use crate::common::sse::SseSubscription;
@@ -24,22 +22,7 @@ fn code(body: &Value) -> &str {
 }
 
 async fn token(app: &TestApp, name: &str) -> String {
-    let secret = generate_secret();
-    let mut tx = app.store.pool().begin().await.unwrap();
-    tokens::create(
-        &mut tx,
-        &NewToken {
-            name,
-            role: Role::Writer,
-            secret_hash: &hash(&secret),
-            expires_at: None,
-            created_by: None,
-        },
-    )
-    .await
-    .unwrap();
-    tx.commit().await.unwrap();
-    secret
+    app.token(name, Role::Writer, None).await
 }
 
 fn query(app: &TestApp, secret: Option<&str>) -> reqwest::RequestBuilder {

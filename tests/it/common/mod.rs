@@ -191,6 +191,31 @@ impl TestApp {
         )
     }
 
+    /// Stores an API token the way `casefile token create` does; returns its secret.
+    pub async fn token(
+        &self,
+        name: &str,
+        role: casefile::model::Role,
+        expires_at: Option<chrono::DateTime<chrono::Utc>>,
+    ) -> String {
+        let secret = casefile::auth::tokens::generate_secret();
+        let mut tx = self.store.pool().begin().await.unwrap();
+        casefile::store::tokens::create(
+            &mut tx,
+            &casefile::store::tokens::NewToken {
+                name,
+                role,
+                secret_hash: &casefile::auth::tokens::hash(&secret),
+                expires_at,
+                created_by: None,
+            },
+        )
+        .await
+        .unwrap();
+        tx.commit().await.unwrap();
+        secret
+    }
+
     pub async fn stop(self) {
         let TestApp {
             db,
