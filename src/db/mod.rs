@@ -73,8 +73,7 @@ impl Database {
 
     /// A pool of exactly one connection on an embedded PostgreSQL (it serves one client at a time).
     pub async fn embedded(server: EmbeddedPostgres, timeouts: &DbTimeouts) -> anyhow::Result<Self> {
-        let options: PgConnectOptions = server.url().parse().context("embedded database URL")?;
-        let options = with_timeouts(options, timeouts);
+        let options = with_timeouts(server.connect_options(), timeouts);
         let pool = PgPoolOptions::new()
             .max_connections(1)
             // Requests queue for the single connection; give them time rather than failing fast.

@@ -6,6 +6,7 @@ mod common;
 mod db_timeouts;
 mod deadlocks;
 mod demo;
+mod embedded_db;
 mod faults;
 mod hardening;
 mod http;
