@@ -14,7 +14,7 @@
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use async_graphql::http::{
@@ -34,6 +34,7 @@ use tokio::time::Instant;
 use super::AppState;
 use super::access::OriginPolicy;
 use super::serve::stopping;
+use super::throttle::{RATE_LIMITED, Refusal, Throttle};
 use crate::api::Loaders;
 use crate::auth::Rejection;
 
@@ -69,12 +70,21 @@ pub(crate) struct Connection {
     pub max_operations: usize,
 }
 
-pub(crate) type Authorize = Box<
-    dyn FnOnce(
-            serde_json::Value,
-        ) -> BoxFuture<'static, Result<(Data, BoxFuture<'static, ()>), Rejection>>
-        + Send,
->;
+pub(crate) type Authorize =
+    Box<dyn FnOnce(serde_json::Value) -> BoxFuture<'static, Result<Authorized, Rejection>> + Send>;
+
+/// What an accepted `connection_init` gives the connection.
+pub(crate) struct Authorized {
+    /// What its operations run with.
+    pub data: Data,
+    /// Resolves when its credentials lapse.
+    pub lapsed: BoxFuture<'static, ()>,
+    /// Checks one more operation against its identity's rate: operations over a WebSocket
+    /// count like requests.
+    pub pace: Pace,
+}
+
+pub(crate) type Pace = Box<dyn Fn() -> Result<(), Refusal> + Send + Sync>;
 
 pub async fn upgrade(
     State(state): State<AppState>,
@@ -84,7 +94,7 @@ pub async fn upgrade(
     upgrade: WebSocketUpgrade,
 ) -> Response {
     // Connections count against their client's rate like requests (its identity comes later).
-    if let Some(Extension(ConnectInfo(peer))) = peer
+    if let Some(Extension(ConnectInfo(peer))) = &peer
         && let Err(refused) = state.throttle.check_rate(&peer.ip().to_string())
     {
         return refused.response();
@@ -103,6 +113,8 @@ pub async fn upgrade(
     let mut data = Data::default();
     data.insert(Loaders::uncached(&state.store));
     let auth = state.auth.clone();
+    let throttle = state.throttle.clone();
+    let peer = peer.map(|Extension(ConnectInfo(peer))| peer);
     // Credentials come in `connection_init` (or, failing that, the upgrade request's headers).
     let authorize: Authorize = Box::new(move |payload| {
         async move {
@@ -110,8 +122,10 @@ pub async fn upgrade(
             let mut data = Data::default();
             data.insert(ConnectionInit(payload));
             data.insert(identity.clone());
+            let key = Throttle::key(&identity, peer);
+            let pace: Pace = Box::new(move || throttle.check_rate(&key));
             let lapsed = async move { auth.until_lapsed(&identity).await }.boxed();
-            Ok((data, lapsed))
+            Ok(Authorized { data, lapsed, pace })
         }
         .boxed()
     });
@@ -166,11 +180,14 @@ pub(crate) async fn serve<E: Executor>(socket: WebSocket, executor: E, connectio
     let (lapse_tx, lapse_rx) = oneshot::channel::<BoxFuture<'static, ()>>();
 
     let (mut sink, stream) = socket.split();
-    let running = Arc::new(Running::new(max_operations));
+    let running = Arc::new(Running::new(protocol, max_operations));
+    // Set once `connection_init` is accepted.
+    let pace: Arc<OnceLock<Pace>> = Arc::default();
     let (refuse_tx, mut refuse_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     let input = {
         let heard = heard.clone();
         let running = running.clone();
+        let pace = pace.clone();
         stream
             .take_while(|frame| future::ready(frame.is_ok()))
             .filter_map(move |frame| {
@@ -178,12 +195,12 @@ pub(crate) async fn serve<E: Executor>(socket: WebSocket, executor: E, connectio
                 future::ready(match frame {
                     Ok(message @ (Message::Text(_) | Message::Binary(_))) => {
                         let data = message.into_data();
-                        match running.admit(&data) {
+                        match running.admit(&data, pace.get()) {
                             Ok(()) => Some(data),
-                            Err(id) => {
-                                // Over the limit: this operation gets an error, the
+                            Err(error) => {
+                                // Over a limit: this operation gets an error, the
                                 // connection stays.
-                                let _ = refuse_tx.send(id);
+                                let _ = refuse_tx.send(error);
                                 None
                             }
                         }
@@ -199,9 +216,14 @@ pub(crate) async fn serve<E: Executor>(socket: WebSocket, executor: E, connectio
         let refused = refused.clone();
         move |payload: serde_json::Value| async move {
             match authorize(payload).await {
-                Ok((data, lapsed)) => {
+                Ok(Authorized {
+                    data,
+                    lapsed,
+                    pace: paced,
+                }) => {
                     initialized.store(true, Ordering::Relaxed);
                     let _ = lapse_tx.send(lapsed);
+                    let _ = pace.set(paced);
                     Ok(data)
                 }
                 Err(rejection) => {
@@ -253,9 +275,7 @@ pub(crate) async fn serve<E: Executor>(socket: WebSocket, executor: E, connectio
                         }
                         None => break,
                     },
-        Some(id) = refuse_rx.recv() => {
-                vec![Message::Text(too_many_operations(protocol, &id, max_operations).into())]
-            }
+        Some(error) = refuse_rx.recv() => vec![Message::Text(error.into())],
             () = stopping(&mut closing) => {vec![close(CLOSE_GOING_AWAY, "the server is shutting down")]
                     }
                     () = &mut lapsed => {
@@ -303,6 +323,7 @@ pub(crate) async fn serve<E: Executor>(socket: WebSocket, executor: E, connectio
 /// The operations a client has running on a connection, bounded.
 struct Running {
     ids: Mutex<HashSet<String>>,
+    protocol: WebSocketProtocols,
     max: usize,
 }
 
@@ -315,15 +336,17 @@ struct Envelope {
 }
 
 impl Running {
-    fn new(max: usize) -> Running {
+    fn new(protocol: WebSocketProtocols, max: usize) -> Running {
         Running {
             ids: Mutex::new(HashSet::new()),
+            protocol,
             max,
         }
     }
 
-    /// Notes a client message; `Err(id)` when it would start one operation too many.
-    fn admit(&self, message: &[u8]) -> Result<(), String> {
+    /// Notes a client message; `Err` with the error message to send for an operation that
+    /// would be one too many for the connection, or over its identity's rate.
+    fn admit(&self, message: &[u8], pace: Option<&Pace>) -> Result<(), String> {
         let Ok(Envelope { kind, id: Some(id) }) = serde_json::from_slice(message) else {
             return Ok(());
         };
@@ -331,7 +354,22 @@ impl Running {
         match kind.as_str() {
             "subscribe" | "start" if !ids.contains(&id) => {
                 if ids.len() >= self.max {
-                    return Err(id);
+                    let error = serde_json::json!({
+                        "message": format!("this connection already runs {} operations (the limit); complete one first", self.max),
+                        "extensions": { "code": "TOO_MANY_SUBSCRIPTIONS" },
+                    });
+                    return Err(operation_error(self.protocol, &id, error));
+                }
+                if let Some(Err(Refusal::TooMany {
+                    retry_after_secs,
+                    message,
+                })) = pace.map(|pace| pace())
+                {
+                    let error = serde_json::json!({
+                        "message": message,
+                        "extensions": { "code": RATE_LIMITED, "retryAfter": retry_after_secs.max(1) },
+                    });
+                    return Err(operation_error(self.protocol, &id, error));
                 }
                 ids.insert(id);
             }
@@ -357,12 +395,8 @@ impl Running {
     }
 }
 
-/// The error for an operation refused because the connection runs too many.
-fn too_many_operations(protocol: WebSocketProtocols, id: &str, max: usize) -> String {
-    let error = serde_json::json!({
-        "message": format!("this connection already runs {max} operations (the limit); complete one first"),
-        "extensions": { "code": "TOO_MANY_SUBSCRIPTIONS" },
-    });
+/// The protocol's error message for an operation refused before it started.
+fn operation_error(protocol: WebSocketProtocols, id: &str, error: serde_json::Value) -> String {
     let payload = match protocol {
         WebSocketProtocols::GraphQLWS => serde_json::json!([error]),
         WebSocketProtocols::SubscriptionsTransportWS => error,
@@ -434,7 +468,11 @@ mod tests {
                                     async move {
                                         let mut data = Data::default();
                                         data.insert(ConnectionInit(payload));
-                                        Ok((data, future::pending().boxed()))
+                                        Ok(Authorized {
+                                            data,
+                                            lapsed: future::pending().boxed(),
+                                            pace: Box::new(|| Ok(())),
+                                        })
                                     }
                                     .boxed()
                                 }),

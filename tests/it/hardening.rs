@@ -79,6 +79,47 @@ async fn each_identity_has_its_own_rate() {
         query(&app, Some(&calm)).send().await.unwrap().status(),
         StatusCode::OK
     );
+
+    // Operations over a WebSocket count like requests: no way around the rate. The one over
+    // it gets an error with the code and the wait; the connection stays.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let mut socket = Subscription::connect(app.addr, false, &[]).await.unwrap();
+    let init = json!({ "Authorization": format!("Bearer {busy}") });
+    assert_eq!(socket.init(init).await["type"], "connection_ack");
+    for id in 0..20 {
+        socket
+            .start_operation(
+                &id.to_string(),
+                "{ sessions(first: 1) { totalCount } }",
+                json!({}),
+            )
+            .await;
+    }
+    let mut refused = None;
+    for _ in 0..40 {
+        let message = socket.message().await;
+        if message["type"] == "error" {
+            refused = Some(message);
+            break;
+        }
+    }
+    let refused = refused.expect("20 operations at once exceed 5 per second");
+    assert_eq!(
+        refused["payload"][0]["extensions"]["code"], "RATE_LIMITED",
+        "{refused}"
+    );
+    assert!(refused["payload"][0]["extensions"]["retryAfter"].as_u64() >= Some(1));
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    socket
+        .start_operation("later", "{ sessions(first: 1) { totalCount } }", json!({}))
+        .await;
+    loop {
+        let message = socket.message().await;
+        if message["id"] == "later" {
+            assert_eq!(message["type"], "next", "{message}");
+            break;
+        }
+    }
     app.stop().await;
 }
 
