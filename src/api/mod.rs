@@ -15,7 +15,7 @@ use std::sync::Arc;
 use async_graphql::{Schema, SchemaBuilder};
 
 use crate::config::Limits;
-use crate::extensions::{ErrorCodes, RequestLimits};
+use crate::extensions::{Batching, ErrorCodes, RequestLimits};
 use crate::store::Store;
 pub use loaders::Loaders;
 pub use mutation::Mutation;
@@ -31,8 +31,8 @@ fn builder() -> SchemaBuilder<Query, Mutation, Subscription> {
     Schema::build(Query, Mutation, Subscription).extension(ErrorCodes)
 }
 
-/// The schema served, with its limits. Each request must also get fresh [`Loaders`] and the
-/// caller's [`crate::auth::Identity`].
+/// The schema served, with its limits. Each request must also get the caller's
+/// [`crate::auth::Identity`]; its loaders come from the [`Batching`] extension.
 pub fn build_schema(
     store: Store,
     hub: Arc<Hub>,
@@ -41,13 +41,14 @@ pub fn build_schema(
     limits: Limits,
 ) -> CasefileSchema {
     builder()
-        .data(store)
+        .data(store.clone())
         .data(hub)
         .data(auth)
         .data(slots)
         .data(limits)
         // Inside ErrorCodes, so the limits' own codes are kept.
         .extension(RequestLimits(limits))
+        .extension(Batching(store))
         .finish()
 }
 

@@ -14,7 +14,6 @@ use axum::response::{Html, IntoResponse, Response};
 
 use super::access::{self, OriginPolicy};
 use super::{AppState, streaming};
-use crate::api::Loaders;
 use crate::auth::Identity;
 use crate::extensions::CostBudget;
 
@@ -125,11 +124,7 @@ async fn execute(
     }
     // The operations of one request share one cost budget.
     let budget = CostBudget::new();
-    let with_loaders = |r: Request| {
-        r.data(Loaders::new(&state.store))
-            .data(identity.clone())
-            .data(budget.clone())
-    };
+    let with_loaders = |r: Request| r.data(identity.clone()).data(budget.clone());
     let batch = match batch {
         BatchRequest::Single(r) => BatchRequest::Single(with_loaders(r)),
         BatchRequest::Batch(rs) => BatchRequest::Batch(rs.into_iter().map(with_loaders).collect()),

@@ -16,7 +16,6 @@ use futures::{Stream, StreamExt as _};
 
 use super::AppState;
 use super::serve::stopping;
-use crate::api::Loaders;
 use crate::auth::Identity;
 use crate::config::LiveOptions;
 use crate::extensions::limits::coded_error;
@@ -65,11 +64,7 @@ fn results(
     request: Request,
     identity: Identity,
 ) -> impl Stream<Item = async_graphql::Response> + Send + Unpin + 'static {
-    let results = state.schema.execute_stream(
-        request
-            .data(Loaders::uncached(&state.store))
-            .data(identity.clone()),
-    );
+    let results = state.schema.execute_stream(request.data(identity.clone()));
     let auth = state.auth.clone();
     let mut closing = state.closing.clone();
     let LiveOptions {

@@ -35,7 +35,6 @@ use super::AppState;
 use super::access::OriginPolicy;
 use super::serve::stopping;
 use super::throttle::{RATE_LIMITED, Refusal, Throttle};
-use crate::api::Loaders;
 use crate::auth::Rejection;
 
 /// The payload a client sent with `connection_init`.
@@ -54,13 +53,9 @@ const CLOSE_GOING_AWAY: u16 = 1001;
 /// Close code when credentials cannot be checked now (RFC 6455 "Try Again Later").
 const CLOSE_TRY_AGAIN_LATER: u16 = 1013;
 
-/// Accepts (or refuses) a connection's `connection_init` payload: the data its operations run
-/// with, and a future that resolves when its credentials lapse (the connection is closed then).
 /// How one connection is served.
 pub(crate) struct Connection {
     pub protocol: WebSocketProtocols,
-    /// What every operation of the connection gets.
-    pub data: Data,
     /// Interval of the server's pings.
     pub keepalive: Duration,
     pub authorize: Authorize,
@@ -70,6 +65,7 @@ pub(crate) struct Connection {
     pub max_operations: usize,
 }
 
+/// Accepts (or refuses) a connection's `connection_init` payload.
 pub(crate) type Authorize =
     Box<dyn FnOnce(serde_json::Value) -> BoxFuture<'static, Result<Authorized, Rejection>> + Send>;
 
@@ -110,8 +106,6 @@ pub async fn upgrade(
         )
             .into_response();
     };
-    let mut data = Data::default();
-    data.insert(Loaders::uncached(&state.store));
     let auth = state.auth.clone();
     let throttle = state.throttle.clone();
     let peer = peer.map(|Extension(ConnectInfo(peer))| peer);
@@ -139,7 +133,6 @@ pub async fn upgrade(
         .on_upgrade(move |socket| {
             let connection = Connection {
                 protocol,
-                data,
                 keepalive: state.ws_keepalive,
                 authorize,
                 closing: state.closing.clone(),
@@ -163,7 +156,6 @@ pub(crate) fn requested_protocol(headers: &HeaderMap) -> Option<WebSocketProtoco
 pub(crate) async fn serve<E: Executor>(socket: WebSocket, executor: E, connection: Connection) {
     let Connection {
         protocol,
-        data,
         keepalive,
         authorize,
         mut closing,
@@ -234,9 +226,7 @@ pub(crate) async fn serve<E: Executor>(socket: WebSocket, executor: E, connectio
             }
         }
     };
-    let mut messages = Protocol::new(executor, input, protocol)
-        .connection_data(data)
-        .on_connection_init(on_init);
+    let mut messages = Protocol::new(executor, input, protocol).on_connection_init(on_init);
     // Resolves once the credentials the connection was initialized with lapse.
     let lapsed = async move {
         match lapse_rx.await {
@@ -462,7 +452,6 @@ mod tests {
                         .on_upgrade(move |socket| {
                             let connection = Connection {
                                 protocol,
-                                data: Data::default(),
                                 keepalive: Duration::from_secs(5),
                                 authorize: Box::new(|payload| {
                                     async move {

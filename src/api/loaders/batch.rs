@@ -1,0 +1,396 @@
+//! Batching without a timer. A request's loads are collected while its resolvers run and sent
+//! to the database only when the request can make no further progress without them, and only
+//! once the batches sent before have all come back. So a query costs one statement per loader
+//! per level of its shape, whatever the rows, the runtime's threads or the machine's load
+//! (a batching window, as async-graphql's DataLoader has, splits a level whenever resolving it
+//! takes longer than the window, and makes every level wait out the window).
+//!
+//! [`UntilIdle`] drives a request: it polls the execution and, when the execution is blocked
+//! (it returned pending without anything having woken it meanwhile), tells the request's
+//! [`Dispatcher`] to send what its loaders queued.
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::hash::Hash;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll, Wake, Waker};
+
+use futures::Stream;
+use futures::task::AtomicWaker;
+
+use super::LoadError;
+
+/// Loads the values of many keys at once (one SQL statement).
+pub trait Load: Send + Sync + 'static {
+    type Key: Clone + Eq + Hash + Send + Sync + 'static;
+    type Value: Clone + Send + Sync + 'static;
+
+    fn load(
+        &self,
+        keys: &[Self::Key],
+    ) -> impl Future<Output = Result<HashMap<Self::Key, Self::Value>, LoadError>> + Send;
+}
+
+/// Loads through `L`, batched by the request's dispatcher; with its cache on, each key is
+/// loaded at most once per request.
+pub struct Loader<L: Load> {
+    inner: Arc<Inner<L>>,
+}
+
+struct Inner<L: Load> {
+    load: L,
+    dispatcher: Arc<Dispatcher>,
+    state: Mutex<LoaderState<L>>,
+}
+
+struct LoaderState<L: Load> {
+    /// The batch collecting keys, until it is sent.
+    open: Option<Arc<Batch<L>>>,
+    /// The batch each key was (or is being) loaded by; `None` when caching is off (a
+    /// subscription resolves every event against the database as it is then).
+    loaded: Option<HashMap<L::Key, Arc<Batch<L>>>>,
+}
+
+/// What a batch brought back.
+type Loaded<L> = Result<HashMap<<L as Load>::Key, <L as Load>::Value>, LoadError>;
+
+/// Keys sent together, and then their values.
+struct Batch<L: Load> {
+    keys: Mutex<Vec<L::Key>>,
+    result: OnceLock<Loaded<L>>,
+    waiting: Mutex<Vec<Waker>>,
+}
+
+impl<L: Load> Loader<L> {
+    pub fn new(load: L, dispatcher: &Arc<Dispatcher>, cached: bool) -> Self {
+        Loader {
+            inner: Arc::new(Inner {
+                load,
+                dispatcher: dispatcher.clone(),
+                state: Mutex::new(LoaderState {
+                    open: None,
+                    loaded: cached.then(HashMap::new),
+                }),
+            }),
+        }
+    }
+
+    /// The value of `key`, `None` when the loader found none.
+    pub async fn load_one(&self, key: L::Key) -> Result<Option<L::Value>, LoadError> {
+        let batch = self.batch_for(&key);
+        Ready {
+            batch: &batch,
+            slot: None,
+        }
+        .await;
+        match batch.result.get().expect("a ready batch has its result") {
+            Ok(values) => Ok(values.get(&key).cloned()),
+            Err(err) => Err(err.clone()),
+        }
+    }
+
+    /// The batch that loads `key`: one that already did or will, or the open one.
+    fn batch_for(&self, key: &L::Key) -> Arc<Batch<L>> {
+        let (batch, opened) = {
+            let mut state = self.inner.state.lock().expect("not poisoned");
+            if let Some(batch) = state.loaded.as_ref().and_then(|loaded| loaded.get(key)) {
+                return batch.clone();
+            }
+            let (batch, opened) = match &state.open {
+                Some(batch) => (batch.clone(), false),
+                None => {
+                    let batch = Arc::new(Batch {
+                        keys: Mutex::default(),
+                        result: OnceLock::new(),
+                        waiting: Mutex::default(),
+                    });
+                    state.open = Some(batch.clone());
+                    (batch, true)
+                }
+            };
+            batch.keys.lock().expect("not poisoned").push(key.clone());
+            if let Some(loaded) = &mut state.loaded {
+                loaded.insert(key.clone(), batch.clone());
+            }
+            (batch, opened)
+        };
+        // Outside the lock: without a driver the batch is sent at once, which takes it.
+        if opened {
+            self.inner.dispatcher.queue(self.inner.clone());
+        }
+        batch
+    }
+}
+
+/// Resolves once the batch has its result.
+struct Ready<'a, L: Load> {
+    batch: &'a Batch<L>,
+    /// Where this future's waker is in the batch's list (a future polled again while it
+    /// waits replaces its waker rather than adding one).
+    slot: Option<usize>,
+}
+
+impl<L: Load> Future for Ready<'_, L> {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.batch.result.get().is_some() {
+            return Poll::Ready(());
+        }
+        let mut waiting = self.batch.waiting.lock().expect("not poisoned");
+        // Checked again under the lock the sender takes to wake: no wake-up is lost.
+        if self.batch.result.get().is_some() {
+            return Poll::Ready(());
+        }
+        match self.slot {
+            Some(slot) if !waiting[slot].will_wake(cx.waker()) => {
+                waiting[slot] = cx.waker().clone();
+            }
+            Some(_) => {}
+            None => {
+                waiting.push(cx.waker().clone());
+                let slot = waiting.len() - 1;
+                drop(waiting);
+                self.slot = Some(slot);
+            }
+        }
+        Poll::Pending
+    }
+}
+
+/// A loader with a batch to send.
+trait Queued: Send + Sync {
+    fn send(self: Arc<Self>);
+}
+
+impl<L: Load> Queued for Inner<L> {
+    fn send(self: Arc<Self>) {
+        let Some(batch) = self.state.lock().expect("not poisoned").open.take() else {
+            return;
+        };
+        let mut keys = std::mem::take(&mut *batch.keys.lock().expect("not poisoned"));
+        // Without a cache a key may have been asked for twice.
+        let mut seen = HashSet::with_capacity(keys.len());
+        keys.retain(|key| seen.insert(key.clone()));
+        tokio::spawn(async move {
+            let result = self.load.load(&keys).await;
+            let _ = batch.result.set(result);
+            let waiting = std::mem::take(&mut *batch.waiting.lock().expect("not poisoned"));
+            waiting.into_iter().for_each(Waker::wake);
+            self.dispatcher.sent_back();
+        });
+    }
+}
+
+/// Sends a request's queued batches when the request is blocked on them.
+#[derive(Default)]
+pub struct Dispatcher {
+    state: Mutex<DispatchState>,
+}
+
+#[derive(Default)]
+struct DispatchState {
+    queued: Vec<Arc<dyn Queued>>,
+    in_flight: usize,
+    /// Whether an [`UntilIdle`] drives the request; without one every batch goes at once.
+    driven: bool,
+    /// Woken when the last batch in flight comes back, to send the next ones.
+    driver: Option<Waker>,
+}
+
+impl Dispatcher {
+    fn queue(&self, loader: Arc<dyn Queued>) {
+        let mut state = self.state.lock().expect("not poisoned");
+        if state.driven {
+            state.queued.push(loader);
+        } else {
+            state.in_flight += 1;
+            drop(state);
+            loader.send();
+        }
+    }
+
+    /// Sends every queued batch if none is in flight and nothing woke the request (`woken`)
+    /// since it last blocked: then every load the request can make has been queued.
+    fn send_if_idle(&self, woken: &AtomicBool, driver: &Waker) {
+        let queued = {
+            let mut state = self.state.lock().expect("not poisoned");
+            if state.in_flight > 0 || woken.load(Ordering::SeqCst) {
+                state.driver = Some(driver.clone());
+                return;
+            }
+            state.in_flight = state.queued.len();
+            std::mem::take(&mut state.queued)
+        };
+        queued.into_iter().for_each(Queued::send);
+    }
+
+    /// From now on batches wait for the request to block.
+    fn drive(&self) {
+        self.state.lock().expect("not poisoned").driven = true;
+    }
+
+    /// A batch came back (its waiters already woken).
+    fn sent_back(&self) {
+        let mut state = self.state.lock().expect("not poisoned");
+        state.in_flight -= 1;
+        if state.in_flight == 0
+            && let Some(driver) = state.driver.take()
+        {
+            driver.wake();
+        }
+    }
+}
+
+/// Records that the execution was woken, and passes the wake on to the task.
+#[derive(Default)]
+struct Signal {
+    woken: AtomicBool,
+    task: AtomicWaker,
+}
+
+impl Wake for Signal {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, Ordering::SeqCst);
+        self.task.wake();
+    }
+}
+
+/// Drives a request's execution (a future) or its results (a stream), sending its loaders'
+/// batches each time it blocks.
+pub struct UntilIdle<F> {
+    inner: F,
+    dispatcher: Arc<Dispatcher>,
+    signal: Arc<Signal>,
+}
+
+impl<F> UntilIdle<F> {
+    pub fn new(inner: F, dispatcher: Arc<Dispatcher>) -> Self {
+        UntilIdle {
+            inner,
+            dispatcher,
+            signal: Arc::default(),
+        }
+    }
+
+    /// Polls the inner future or stream with a waker that records wake-ups, then sends the
+    /// queued batches if it is blocked.
+    fn drive<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        poll: impl FnOnce(&mut F, &mut Context<'_>) -> Poll<T>,
+    ) -> Poll<T> {
+        self.dispatcher.drive();
+        self.signal.task.register(cx.waker());
+        self.signal.woken.store(false, Ordering::SeqCst);
+        let waker = Waker::from(self.signal.clone());
+        let polled = poll(&mut self.inner, &mut Context::from_waker(&waker));
+        if polled.is_pending() {
+            self.dispatcher.send_if_idle(&self.signal.woken, cx.waker());
+        }
+        polled
+    }
+}
+
+impl<F: Future + Unpin> Future for UntilIdle<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        self.get_mut()
+            .drive(cx, |inner, cx| Pin::new(inner).poll(cx))
+    }
+}
+
+impl<S: Stream + Unpin> Stream for UntilIdle<S> {
+    type Item = S::Item;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<S::Item>> {
+        self.get_mut()
+            .drive(cx, |inner, cx| Pin::new(inner).poll_next(cx))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Doubles its keys, counting its calls; slow, like a database.
+    struct Doubler(Arc<AtomicUsize>);
+
+    impl Load for Doubler {
+        type Key = u32;
+        type Value = u32;
+        async fn load(&self, keys: &[u32]) -> Result<HashMap<u32, u32>, LoadError> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            Ok(keys.iter().map(|k| (*k, k * 2)).collect())
+        }
+    }
+
+    fn loader(cached: bool) -> (Loader<Doubler>, Arc<AtomicUsize>, Arc<Dispatcher>) {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let dispatcher = Arc::new(Dispatcher::default());
+        let loader = Loader::new(Doubler(calls.clone()), &dispatcher, cached);
+        (loader, calls, dispatcher)
+    }
+
+    /// Three levels of a tree, each level's loads made by the parents' results as they come.
+    async fn tree(loader: &Loader<Doubler>) -> u32 {
+        let children = |parent: u32| async move {
+            // Work between loads, longer than any batching window would wait.
+            std::thread::sleep(Duration::from_millis(2));
+            let child = loader.load_one(parent).await.unwrap().unwrap();
+            let leaves =
+                futures::future::join_all((0..3).map(|i| async move {
+                    loader.load_one(child * 10 + i).await.unwrap().unwrap()
+                }));
+            leaves.await.into_iter().sum::<u32>()
+        };
+        futures::future::join_all((1..=20).map(children))
+            .await
+            .into_iter()
+            .sum()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_batch_per_level_however_long_a_level_takes() {
+        let (loader, calls, dispatcher) = loader(true);
+        let sum = UntilIdle::new(Box::pin(tree(&loader)), dispatcher).await;
+        assert_eq!(
+            sum,
+            (1..=20)
+                .map(|p| (0..3).map(|i| (p * 20 + i) * 2).sum::<u32>())
+                .sum::<u32>()
+        );
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn cached_keys_are_loaded_once_and_uncached_ones_each_time() {
+        for (cached, expected) in [(true, 1), (false, 2)] {
+            let (loader, calls, dispatcher) = loader(cached);
+            let twice = async {
+                loader.load_one(7).await.unwrap();
+                loader.load_one(7).await.unwrap()
+            };
+            assert_eq!(UntilIdle::new(Box::pin(twice), dispatcher).await, Some(14));
+            assert_eq!(calls.load(Ordering::SeqCst), expected, "cached: {cached}");
+        }
+    }
+
+    #[tokio::test]
+    async fn without_a_driver_every_load_goes_at_once() {
+        let (loader, calls, _) = loader(true);
+        assert_eq!(loader.load_one(2).await.unwrap(), Some(4));
+        assert_eq!(loader.load_one(3).await.unwrap(), Some(6));
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+    }
+}

@@ -1,0 +1,261 @@
+//! Batched loaders: every relationship and roll-up in the schema resolves through one of these,
+//! so a query costs one SQL statement per loader per level, however many rows it touches
+//! ([`batch`] says how levels are told apart). Each loader delegates to one `Store` query
+//! (`WHERE key = ANY($1)`); all of them are built per request in [`Loaders::new`], so their
+//! caches never outlive a request.
+
+mod batch;
+
+use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+pub use batch::{Dispatcher, Load, Loader, UntilIdle};
+
+use crate::error::Error;
+use crate::store::*;
+
+/// Loader errors must be `Clone`; the error mapping at the edge unwraps the `Arc`.
+pub type LoadError = Arc<Error>;
+
+/// Any table's rows by id.
+pub struct ById<R> {
+    store: Store,
+    row: PhantomData<fn() -> R>,
+}
+
+impl<R> ById<R> {
+    fn new(store: &Store) -> Self {
+        Self {
+            store: store.clone(),
+            row: PhantomData,
+        }
+    }
+}
+
+impl<R: Record> Load for ById<R> {
+    type Key = Uuid;
+    type Value = R;
+
+    async fn load(&self, keys: &[Uuid]) -> Result<HashMap<Uuid, R>, LoadError> {
+        let rows: Vec<R> = self.store.by_ids(keys).await?;
+        Ok(rows.into_iter().map(|r| (r.id(), r)).collect())
+    }
+}
+
+/// Declares a loader that hands its keys to one store query.
+macro_rules! loader {
+    ($(#[$doc:meta])* $name:ident: $key:ty => $value:ty, |$store:ident, $keys:ident| $query:expr) => {
+        $(#[$doc])*
+        pub struct $name {
+            store: Store,
+        }
+        impl Load for $name {
+            type Key = $key;
+            type Value = $value;
+            async fn load(&self, $keys: &[$key]) -> Result<HashMap<$key, $value>, LoadError> {
+                let $store = &self.store;
+                Ok($query.await?)
+            }
+        }
+    };
+    ($(#[$doc:meta])* $name:ident(scope): $key:ty => $value:ty, |$store:ident, $scope:ident, $keys:ident| $query:expr) => {
+        $(#[$doc])*
+        pub struct $name {
+            store: Store,
+            scope: Scope,
+        }
+        impl Load for $name {
+            type Key = $key;
+            type Value = $value;
+            async fn load(&self, $keys: &[$key]) -> Result<HashMap<$key, $value>, LoadError> {
+                let ($store, $scope) = (&self.store, self.scope);
+                Ok($query.await?)
+            }
+        }
+    };
+}
+
+loader!(
+    /// Stages of a session, by stage index.
+    StagesBySession: Uuid => Vec<StageRow>, |store, keys| store.stages_by_session(keys)
+);
+loader!(
+    /// Agent executions of a stage, by agent index.
+    ExecutionsByStage: Uuid => Vec<ExecutionRow>, |store, keys| store.executions_by_stage(keys)
+);
+loader!(
+    /// Sub-agents an execution spawned, by agent index.
+    SubAgentsByParent: Uuid => Vec<ExecutionRow>, |store, keys| store.executions_by_parent(keys)
+);
+loader!(
+    /// An execution's LLM conversation, by sequence number.
+    MessagesByExecution: Uuid => Vec<MessageRow>, |store, keys| store.messages_by_execution(keys)
+);
+loader!(
+    /// The messages sent to the model in an LLM interaction.
+    ConversationByLlmInteraction: Uuid => Vec<MessageRow>,
+    |store, keys| store.conversation_by_llm_interaction(keys)
+);
+loader!(
+    /// Follow-up chats of a session.
+    ChatsBySession: Uuid => Vec<ChatRow>, |store, keys| store.chats_by_session(keys)
+);
+loader!(
+    /// Questions asked in a chat.
+    UserMessagesByChat: Uuid => Vec<ChatUserMessageRow>, |store, keys| store.user_messages_by_chat(keys)
+);
+loader!(
+    /// The stage answering a chat question.
+    StageByChatUserMessage: Uuid => StageRow, |store, keys| store.stage_by_chat_user_message(keys)
+);
+loader!(
+    /// A session's status history, oldest first.
+    StatusChangesBySession: Uuid => Vec<SessionStatusChangeRow>,
+    |store, keys| store.status_changes_by_session(keys)
+);
+loader!(
+    /// Counts of what a session holds.
+    CountsBySession: Uuid => SessionCountsRow, |store, keys| store.session_counts(keys)
+);
+loader!(
+    /// Pages of the timeline of a session, stage or execution.
+    TimelinePages(scope): TimelinePageKey => Vec<TimelineEventRow>,
+    |store, scope, keys| store.timeline_pages(scope, keys)
+);
+loader!(
+    /// LLM interactions under a session, stage or execution, chronologically.
+    LlmInteractionsBy(scope): Uuid => Vec<LlmInteractionRow>,
+    |store, scope, keys| store.llm_interactions_by(scope, keys)
+);
+loader!(
+    /// MCP interactions under a session, stage or execution, chronologically.
+    McpInteractionsBy(scope): Uuid => Vec<McpInteractionRow>,
+    |store, scope, keys| store.mcp_interactions_by(scope, keys)
+);
+loader!(
+    /// Token and cost totals under a session, stage or execution.
+    TokenUsageBy(scope): Uuid => TokenUsageRow, |store, scope, keys| store.token_usage_by(scope, keys)
+);
+
+/// One loader of each kind, per scope where a relationship exists at several levels.
+pub struct PerScope<L: Load> {
+    session: Loader<L>,
+    stage: Loader<L>,
+    execution: Loader<L>,
+}
+
+impl<L: Load> PerScope<L> {
+    pub fn get(&self, scope: Scope) -> &Loader<L> {
+        match scope {
+            Scope::Session => &self.session,
+            Scope::Stage => &self.stage,
+            Scope::Execution => &self.execution,
+        }
+    }
+}
+
+/// Every loader of one request.
+pub struct Loaders {
+    pub sessions: Loader<ById<SessionRow>>,
+    pub stages: Loader<ById<StageRow>>,
+    pub executions: Loader<ById<ExecutionRow>>,
+    pub timeline_events: Loader<ById<TimelineEventRow>>,
+    pub messages: Loader<ById<MessageRow>>,
+    pub llm_interactions: Loader<ById<LlmInteractionRow>>,
+    pub mcp_interactions: Loader<ById<McpInteractionRow>>,
+    pub chats: Loader<ById<ChatRow>>,
+    pub chat_user_messages: Loader<ById<ChatUserMessageRow>>,
+    pub stages_by_session: Loader<StagesBySession>,
+    pub executions_by_stage: Loader<ExecutionsByStage>,
+    pub sub_agents_by_parent: Loader<SubAgentsByParent>,
+    pub messages_by_execution: Loader<MessagesByExecution>,
+    pub conversation_by_llm_interaction: Loader<ConversationByLlmInteraction>,
+    pub chats_by_session: Loader<ChatsBySession>,
+    pub user_messages_by_chat: Loader<UserMessagesByChat>,
+    pub stage_by_chat_user_message: Loader<StageByChatUserMessage>,
+    pub counts_by_session: Loader<CountsBySession>,
+    pub status_changes_by_session: Loader<StatusChangesBySession>,
+    pub timeline: PerScope<TimelinePages>,
+    pub llm_interactions_by: PerScope<LlmInteractionsBy>,
+    pub mcp_interactions_by: PerScope<McpInteractionsBy>,
+    pub token_usage_by: PerScope<TokenUsageBy>,
+}
+
+impl Loaders {
+    /// The loaders of one operation, batched by `dispatcher`. `cached`: each key is loaded at
+    /// most once; a subscription's loaders keep nothing, so every update is resolved against
+    /// the database as it is then.
+    pub fn new(store: &Store, dispatcher: &Arc<Dispatcher>, cached: bool) -> Self {
+        macro_rules! batched {
+            ($load:expr) => {
+                Loader::new($load, dispatcher, cached)
+            };
+        }
+        macro_rules! per_scope {
+            ($name:ident) => {
+                PerScope {
+                    session: batched!($name {
+                        store: store.clone(),
+                        scope: Scope::Session,
+                    }),
+                    stage: batched!($name {
+                        store: store.clone(),
+                        scope: Scope::Stage,
+                    }),
+                    execution: batched!($name {
+                        store: store.clone(),
+                        scope: Scope::Execution,
+                    }),
+                }
+            };
+        }
+        Self {
+            sessions: batched!(ById::new(store)),
+            stages: batched!(ById::new(store)),
+            executions: batched!(ById::new(store)),
+            timeline_events: batched!(ById::new(store)),
+            messages: batched!(ById::new(store)),
+            llm_interactions: batched!(ById::new(store)),
+            mcp_interactions: batched!(ById::new(store)),
+            chats: batched!(ById::new(store)),
+            chat_user_messages: batched!(ById::new(store)),
+            stages_by_session: batched!(StagesBySession {
+                store: store.clone()
+            }),
+            executions_by_stage: batched!(ExecutionsByStage {
+                store: store.clone()
+            }),
+            sub_agents_by_parent: batched!(SubAgentsByParent {
+                store: store.clone()
+            }),
+            messages_by_execution: batched!(MessagesByExecution {
+                store: store.clone()
+            }),
+            conversation_by_llm_interaction: batched!(ConversationByLlmInteraction {
+                store: store.clone()
+            }),
+            chats_by_session: batched!(ChatsBySession {
+                store: store.clone()
+            }),
+            user_messages_by_chat: batched!(UserMessagesByChat {
+                store: store.clone()
+            }),
+            stage_by_chat_user_message: batched!(StageByChatUserMessage {
+                store: store.clone()
+            }),
+            counts_by_session: batched!(CountsBySession {
+                store: store.clone()
+            }),
+            status_changes_by_session: batched!(StatusChangesBySession {
+                store: store.clone()
+            }),
+            timeline: per_scope!(TimelinePages),
+            llm_interactions_by: per_scope!(LlmInteractionsBy),
+            mcp_interactions_by: per_scope!(McpInteractionsBy),
+            token_usage_by: per_scope!(TokenUsageBy),
+        }
+    }
+}
