@@ -13,6 +13,12 @@ use casefile::store::Store;
 use casefile::store::tokens::FirstAdmin;
 use casefile::token_command;
 
+/// A response is built from many small allocations (every field, key and string), freed
+/// together at its end, from several threads: mimalloc does that at a fraction of glibc
+/// malloc's cost (which spent a third of the server's time in malloc and free).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();

@@ -146,6 +146,46 @@ async fn a_deep_query_costs_one_statement_per_relationship_level() {
 
     println!("deep query over 20 sessions: {twenty} SQL statements");
     assert_eq!(twenty, EXPECTED_STATEMENTS);
+    // It asks for no payload, so none is read: they are tens of KB per interaction.
+    let heavy = [
+        "llm_request",
+        "llm_response",
+        "thinking_content",
+        "response_metadata",
+        "tool_arguments",
+        "tool_result",
+        "available_tools",
+    ];
+    let reading_payloads = |statements: &[String]| {
+        statements
+            .iter()
+            .filter(|s| s.starts_with("SELECT") && heavy.iter().any(|c| s.contains(c)))
+            .count()
+    };
+    assert_eq!(
+        reading_payloads(&statements::recorded()),
+        0,
+        "{:#?}",
+        statements::recorded()
+    );
+    // Asked for, each kind is read once for all the interactions of the level.
+    statements::clear();
+    let debug = app
+        .data(
+            "{ sessions(first: 20) { edges { node { llmInteractions { llmRequest thinkingContent }
+               mcpInteractions { toolResult } } } } }",
+            json!({}),
+        )
+        .await;
+    let requests =
+        debug["sessions"]["edges"][0]["node"]["llmInteractions"][0]["llmRequest"].clone();
+    assert!(requests.is_object(), "{debug}");
+    assert_eq!(
+        reading_payloads(&statements::recorded()),
+        2,
+        "{:#?}",
+        statements::recorded()
+    );
 
     // Fewer rows, same query shape: the same number of statements; and the same again, run
     // after run, with every core busy.

@@ -7,6 +7,7 @@ pub mod loaders;
 mod mutation;
 pub mod pagination;
 mod query;
+pub mod scalars;
 mod subscription;
 pub mod types;
 

@@ -234,7 +234,7 @@ impl Query {
             .into_iter()
             .map(|row| SessionEdge {
                 cursor: session_cursor(sort, sort.key_of(&row)),
-                node: Session(row),
+                node: Session(row.into()),
             })
             .collect();
         let page_info = page_info(

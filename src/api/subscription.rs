@@ -57,7 +57,7 @@ impl TimelineUpdate {
         if self.0.kind == TimelineUpdateKind::Created {
             row.content.clear();
         }
-        Some(TimelineEvent(row))
+        Some(TimelineEvent(row.into()))
     }
     /// Pass as `after` to resume right after this update (on any server process).
     async fn cursor(&self) -> &str {
@@ -265,7 +265,7 @@ impl SessionChange {
     /// The session, as it is now.
     async fn session(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<Session>> {
         let row = self.change.session(store(ctx)).await?;
-        Ok(row.map(|r| Session(r.as_ref().clone())))
+        Ok(row.map(Session))
     }
     /// For `STAGE`: the stage, as it is now.
     async fn stage(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<Stage>> {
@@ -327,12 +327,11 @@ impl SessionChange {
         &self,
         ctx: &Context<'_>,
         kind: SessionChangeKind,
-    ) -> async_graphql::Result<Option<R>> {
+    ) -> async_graphql::Result<Option<Arc<R>>> {
         if self.kind != kind {
             return Ok(None);
         }
-        let row = self.change.record::<R>(store(ctx)).await?;
-        Ok(row.map(|r| r.as_ref().clone()))
+        Ok(self.change.record::<R>(store(ctx)).await?)
     }
 }
 
@@ -349,7 +348,7 @@ impl SessionStatusChange {
     /// The session, as it is now.
     async fn session(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<Session>> {
         let row = self.0.session(store(ctx)).await?;
-        Ok(row.map(|r| Session(r.as_ref().clone())))
+        Ok(row.map(Session))
     }
     /// Its new status.
     async fn status(&self) -> Option<SessionStatus> {

@@ -10,8 +10,8 @@ use uuid::Uuid;
 use super::builder::Demo;
 use crate::error::Result;
 use crate::store::{
-    ChatRow, ChatUserMessageRow, ExecutionRow, LlmInteractionRow, McpInteractionRow, MessageRow,
-    SessionRow, StageRow, Store, TimelineEventRow,
+    ChatRow, ChatUserMessageRow, ExecutionRow, LlmInteractionRow, LlmPayloadRow, McpInteractionRow,
+    McpPayloadRow, MessageRow, SessionRow, StageRow, Store, TimelineEventRow,
 };
 
 impl Demo {
@@ -242,7 +242,7 @@ impl Insert for MessageRow {
     }
 }
 
-impl Insert for LlmInteractionRow {
+impl Insert for (LlmInteractionRow, LlmPayloadRow) {
     const SQL: &'static str = "INSERT INTO llm_interactions (id, session_id, stage_id, \
         execution_id, interaction_type, model_name, last_message_id, llm_request, llm_response, \
         thinking_content, response_metadata, input_tokens, output_tokens, total_tokens, \
@@ -250,56 +250,58 @@ impl Insert for LlmInteractionRow {
         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
         $18, $19) ON CONFLICT (id) DO NOTHING";
     fn session_id(&self) -> Uuid {
-        self.session_id
+        self.0.session_id
     }
     fn bind<'q>(&'q self, query: PgQuery<'q>) -> PgQuery<'q> {
+        let (row, payload) = self;
         query
-            .bind(self.id)
-            .bind(self.session_id)
-            .bind(self.stage_id)
-            .bind(self.execution_id)
-            .bind(self.interaction_type)
-            .bind(&self.model_name)
-            .bind(self.last_message_id)
-            .bind(&self.llm_request)
-            .bind(&self.llm_response)
-            .bind(&self.thinking_content)
-            .bind(&self.response_metadata)
-            .bind(self.input_tokens)
-            .bind(self.output_tokens)
-            .bind(self.total_tokens)
-            .bind(self.thinking_tokens)
-            .bind(self.estimated_cost_usd)
-            .bind(self.duration_ms)
-            .bind(&self.error_message)
-            .bind(self.created_at)
+            .bind(row.id)
+            .bind(row.session_id)
+            .bind(row.stage_id)
+            .bind(row.execution_id)
+            .bind(row.interaction_type)
+            .bind(&row.model_name)
+            .bind(row.last_message_id)
+            .bind(&payload.llm_request)
+            .bind(&payload.llm_response)
+            .bind(&payload.thinking_content)
+            .bind(&payload.response_metadata)
+            .bind(row.input_tokens)
+            .bind(row.output_tokens)
+            .bind(row.total_tokens)
+            .bind(row.thinking_tokens)
+            .bind(row.estimated_cost_usd)
+            .bind(row.duration_ms)
+            .bind(&row.error_message)
+            .bind(row.created_at)
     }
 }
 
-impl Insert for McpInteractionRow {
+impl Insert for (McpInteractionRow, McpPayloadRow) {
     const SQL: &'static str = "INSERT INTO mcp_interactions (id, session_id, stage_id, \
         execution_id, interaction_type, server_name, tool_name, tool_arguments, tool_result, \
         available_tools, duration_ms, error_message, created_at) \
         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
         ON CONFLICT (id) DO NOTHING";
     fn session_id(&self) -> Uuid {
-        self.session_id
+        self.0.session_id
     }
     fn bind<'q>(&'q self, query: PgQuery<'q>) -> PgQuery<'q> {
+        let (row, payload) = self;
         query
-            .bind(self.id)
-            .bind(self.session_id)
-            .bind(self.stage_id)
-            .bind(self.execution_id)
-            .bind(self.interaction_type)
-            .bind(&self.server_name)
-            .bind(&self.tool_name)
-            .bind(&self.tool_arguments)
-            .bind(&self.tool_result)
-            .bind(&self.available_tools)
-            .bind(self.duration_ms)
-            .bind(&self.error_message)
-            .bind(self.created_at)
+            .bind(row.id)
+            .bind(row.session_id)
+            .bind(row.stage_id)
+            .bind(row.execution_id)
+            .bind(row.interaction_type)
+            .bind(&row.server_name)
+            .bind(&row.tool_name)
+            .bind(&payload.tool_arguments)
+            .bind(&payload.tool_result)
+            .bind(&payload.available_tools)
+            .bind(row.duration_ms)
+            .bind(&row.error_message)
+            .bind(row.created_at)
     }
 }
 

@@ -1,13 +1,14 @@
 //! Children of many parents at once, in their natural order.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use sqlx::FromRow;
 use uuid::Uuid;
 
 use super::{
     ChatRow, ChatUserMessageRow, ExecutionRow, LlmInteractionRow, McpInteractionRow, MessageRow,
-    Scope, SessionStatusChangeRow, StageRow, Store, group_by,
+    Record as _, Scope, SessionStatusChangeRow, StageRow, Store, group_by,
 };
 use crate::error::Result;
 
@@ -16,7 +17,7 @@ impl Store {
     pub async fn status_changes_by_session(
         &self,
         ids: &[Uuid],
-    ) -> Result<HashMap<Uuid, Vec<SessionStatusChangeRow>>> {
+    ) -> Result<HashMap<Uuid, Vec<Arc<SessionStatusChangeRow>>>> {
         let rows: Vec<SessionStatusChangeRow> = sqlx::query_as(
             "SELECT * FROM session_status_changes WHERE session_id = ANY($1) \
              ORDER BY session_id, id",
@@ -28,7 +29,10 @@ impl Store {
     }
 
     /// Stages of each session, by stage_index.
-    pub async fn stages_by_session(&self, ids: &[Uuid]) -> Result<HashMap<Uuid, Vec<StageRow>>> {
+    pub async fn stages_by_session(
+        &self,
+        ids: &[Uuid],
+    ) -> Result<HashMap<Uuid, Vec<Arc<StageRow>>>> {
         let rows: Vec<StageRow> = sqlx::query_as(
             "SELECT * FROM stages WHERE session_id = ANY($1) ORDER BY session_id, stage_index",
         )
@@ -42,7 +46,7 @@ impl Store {
     pub async fn executions_by_stage(
         &self,
         ids: &[Uuid],
-    ) -> Result<HashMap<Uuid, Vec<ExecutionRow>>> {
+    ) -> Result<HashMap<Uuid, Vec<Arc<ExecutionRow>>>> {
         let rows: Vec<ExecutionRow> = sqlx::query_as(
             "SELECT * FROM agent_executions WHERE stage_id = ANY($1) ORDER BY stage_id, agent_index",
         )
@@ -56,7 +60,7 @@ impl Store {
     pub async fn executions_by_parent(
         &self,
         ids: &[Uuid],
-    ) -> Result<HashMap<Uuid, Vec<ExecutionRow>>> {
+    ) -> Result<HashMap<Uuid, Vec<Arc<ExecutionRow>>>> {
         let rows: Vec<ExecutionRow> = sqlx::query_as(
             "SELECT * FROM agent_executions WHERE parent_execution_id = ANY($1) \
              ORDER BY parent_execution_id, agent_index",
@@ -73,7 +77,7 @@ impl Store {
     pub async fn messages_by_execution(
         &self,
         ids: &[Uuid],
-    ) -> Result<HashMap<Uuid, Vec<MessageRow>>> {
+    ) -> Result<HashMap<Uuid, Vec<Arc<MessageRow>>>> {
         let rows: Vec<MessageRow> = sqlx::query_as(
             "SELECT * FROM messages WHERE execution_id = ANY($1) ORDER BY execution_id, sequence_number",
         )
@@ -88,7 +92,7 @@ impl Store {
     pub async fn conversation_by_llm_interaction(
         &self,
         ids: &[Uuid],
-    ) -> Result<HashMap<Uuid, Vec<MessageRow>>> {
+    ) -> Result<HashMap<Uuid, Vec<Arc<MessageRow>>>> {
         #[derive(FromRow)]
         struct Row {
             interaction_id: Uuid,
@@ -107,11 +111,15 @@ impl Store {
         .bind(ids)
         .fetch_all(&self.pool)
         .await?;
-        let mut groups = group_by(ids, rows, |r| r.interaction_id);
-        Ok(groups
-            .drain()
-            .map(|(k, rows)| (k, rows.into_iter().map(|r| r.message).collect()))
-            .collect())
+        let mut conversations: HashMap<Uuid, Vec<Arc<MessageRow>>> =
+            ids.iter().map(|id| (*id, Vec::new())).collect();
+        for row in rows {
+            conversations
+                .entry(row.interaction_id)
+                .or_default()
+                .push(Arc::new(row.message));
+        }
+        Ok(conversations)
     }
 
     /// LLM interactions under each parent, chronologically.
@@ -119,10 +127,12 @@ impl Store {
         &self,
         scope: Scope,
         ids: &[Uuid],
-    ) -> Result<HashMap<Uuid, Vec<LlmInteractionRow>>> {
+    ) -> Result<HashMap<Uuid, Vec<Arc<LlmInteractionRow>>>> {
         let column = scope.column();
         let sql = format!(
-            "SELECT * FROM llm_interactions WHERE {column} = ANY($1) ORDER BY {column}, created_at, id"
+            "SELECT {} FROM llm_interactions WHERE {column} = ANY($1) \
+             ORDER BY {column}, created_at, id",
+            LlmInteractionRow::COLUMNS
         );
         let rows: Vec<LlmInteractionRow> =
             sqlx::query_as(&sql).bind(ids).fetch_all(&self.pool).await?;
@@ -136,10 +146,12 @@ impl Store {
         &self,
         scope: Scope,
         ids: &[Uuid],
-    ) -> Result<HashMap<Uuid, Vec<McpInteractionRow>>> {
+    ) -> Result<HashMap<Uuid, Vec<Arc<McpInteractionRow>>>> {
         let column = scope.column();
         let sql = format!(
-            "SELECT * FROM mcp_interactions WHERE {column} = ANY($1) ORDER BY {column}, created_at, id"
+            "SELECT {} FROM mcp_interactions WHERE {column} = ANY($1) \
+             ORDER BY {column}, created_at, id",
+            McpInteractionRow::COLUMNS
         );
         let rows: Vec<McpInteractionRow> =
             sqlx::query_as(&sql).bind(ids).fetch_all(&self.pool).await?;
@@ -149,7 +161,7 @@ impl Store {
     }
 
     /// Follow-up chats of each session, oldest first.
-    pub async fn chats_by_session(&self, ids: &[Uuid]) -> Result<HashMap<Uuid, Vec<ChatRow>>> {
+    pub async fn chats_by_session(&self, ids: &[Uuid]) -> Result<HashMap<Uuid, Vec<Arc<ChatRow>>>> {
         let rows: Vec<ChatRow> = sqlx::query_as(
             "SELECT * FROM chats WHERE session_id = ANY($1) ORDER BY session_id, created_at, id",
         )
@@ -163,7 +175,7 @@ impl Store {
     pub async fn user_messages_by_chat(
         &self,
         ids: &[Uuid],
-    ) -> Result<HashMap<Uuid, Vec<ChatUserMessageRow>>> {
+    ) -> Result<HashMap<Uuid, Vec<Arc<ChatUserMessageRow>>>> {
         let rows: Vec<ChatUserMessageRow> = sqlx::query_as(
             "SELECT * FROM chat_user_messages WHERE chat_id = ANY($1) ORDER BY chat_id, created_at, id",
         )
@@ -177,7 +189,7 @@ impl Store {
     pub async fn stage_by_chat_user_message(
         &self,
         ids: &[Uuid],
-    ) -> Result<HashMap<Uuid, StageRow>> {
+    ) -> Result<HashMap<Uuid, Arc<StageRow>>> {
         let rows: Vec<StageRow> =
             sqlx::query_as("SELECT * FROM stages WHERE chat_user_message_id = ANY($1)")
                 .bind(ids)
@@ -185,7 +197,7 @@ impl Store {
                 .await?;
         Ok(rows
             .into_iter()
-            .filter_map(|r| r.chat_user_message_id.map(|k| (k, r)))
+            .filter_map(|r| r.chat_user_message_id.map(|k| (k, Arc::new(r))))
             .collect())
     }
 }

@@ -12,6 +12,7 @@ pub mod write;
 
 use std::collections::HashMap;
 use std::hash::Hash;
+use std::sync::Arc;
 
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -56,7 +57,7 @@ impl Store {
 
     /// Rows of one table by id; ids that do not exist are simply absent.
     pub async fn by_ids<R: Record>(&self, ids: &[Uuid]) -> Result<Vec<R>> {
-        let sql = format!("SELECT * FROM {} WHERE id = ANY($1)", R::TABLE);
+        let sql = format!("SELECT {} FROM {} WHERE id = ANY($1)", R::COLUMNS, R::TABLE);
         Ok(sqlx::query_as::<_, R>(&sql)
             .bind(ids)
             .fetch_all(&self.pool)
@@ -65,13 +66,14 @@ impl Store {
 }
 
 /// Groups rows by a key, keeping their order; every requested key gets an entry (maybe empty).
-pub fn group_by<K, R>(keys: &[K], rows: Vec<R>, key_of: impl Fn(&R) -> K) -> HashMap<K, Vec<R>>
+pub fn group_by<K, R>(keys: &[K], rows: Vec<R>, key_of: impl Fn(&R) -> K) -> HashMap<K, Vec<Arc<R>>>
 where
     K: Eq + Hash + Clone,
 {
-    let mut groups: HashMap<K, Vec<R>> = keys.iter().map(|k| (k.clone(), Vec::new())).collect();
+    let mut groups: HashMap<K, Vec<Arc<R>>> =
+        keys.iter().map(|k| (k.clone(), Vec::new())).collect();
     for row in rows {
-        groups.entry(key_of(&row)).or_default().push(row);
+        groups.entry(key_of(&row)).or_default().push(Arc::new(row));
     }
     groups
 }

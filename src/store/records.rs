@@ -15,14 +15,21 @@ pub trait Record:
     const TABLE: &'static str;
     /// What one row is called in messages.
     const NAME: &'static str;
+    /// The columns read: every one, but for tables whose large columns are read apart, only
+    /// when a query asks for them.
+    const COLUMNS: &'static str;
     fn id(&self) -> Uuid;
 }
 
 macro_rules! record {
     ($row:ty, $table:literal, $name:literal) => {
+        record!($row, $table, $name, "*");
+    };
+    ($row:ty, $table:literal, $name:literal, $columns:expr) => {
         impl Record for $row {
             const TABLE: &'static str = $table;
             const NAME: &'static str = $name;
+            const COLUMNS: &'static str = $columns;
             fn id(&self) -> Uuid {
                 self.id
             }
@@ -142,6 +149,7 @@ pub struct MessageRow {
 }
 record!(MessageRow, "messages", "message");
 
+/// An LLM interaction without its payloads (tens of KB each), which [`LlmPayloadRow`] holds.
 #[derive(Debug, Clone, FromRow)]
 pub struct LlmInteractionRow {
     pub id: Uuid,
@@ -151,10 +159,6 @@ pub struct LlmInteractionRow {
     pub interaction_type: LlmInteractionType,
     pub model_name: String,
     pub last_message_id: Option<Uuid>,
-    pub llm_request: Json,
-    pub llm_response: Json,
-    pub thinking_content: Option<String>,
-    pub response_metadata: Json,
     pub input_tokens: Option<i32>,
     pub output_tokens: Option<i32>,
     pub total_tokens: Option<i32>,
@@ -164,8 +168,32 @@ pub struct LlmInteractionRow {
     pub error_message: Option<String>,
     pub created_at: DateTime<Utc>,
 }
-record!(LlmInteractionRow, "llm_interactions", "LLM interaction");
+record!(
+    LlmInteractionRow,
+    "llm_interactions",
+    "LLM interaction",
+    "id, session_id, stage_id, execution_id, interaction_type, model_name, last_message_id, \
+     input_tokens, output_tokens, total_tokens, thinking_tokens, estimated_cost_usd, \
+     duration_ms, error_message, created_at"
+);
 
+/// The payloads of an LLM interaction: read only for a query that asks for one of them.
+#[derive(Debug, Clone, FromRow)]
+pub struct LlmPayloadRow {
+    pub id: Uuid,
+    pub llm_request: Json,
+    pub llm_response: Json,
+    pub thinking_content: Option<String>,
+    pub response_metadata: Json,
+}
+record!(
+    LlmPayloadRow,
+    "llm_interactions",
+    "LLM interaction",
+    "id, llm_request, llm_response, thinking_content, response_metadata"
+);
+
+/// An MCP interaction without its payloads, which [`McpPayloadRow`] holds.
 #[derive(Debug, Clone, FromRow)]
 pub struct McpInteractionRow {
     pub id: Uuid,
@@ -175,14 +203,32 @@ pub struct McpInteractionRow {
     pub interaction_type: McpInteractionType,
     pub server_name: String,
     pub tool_name: Option<String>,
-    pub tool_arguments: Json,
-    pub tool_result: Json,
-    pub available_tools: Json,
     pub duration_ms: Option<i64>,
     pub error_message: Option<String>,
     pub created_at: DateTime<Utc>,
 }
-record!(McpInteractionRow, "mcp_interactions", "MCP interaction");
+record!(
+    McpInteractionRow,
+    "mcp_interactions",
+    "MCP interaction",
+    "id, session_id, stage_id, execution_id, interaction_type, server_name, tool_name, \
+     duration_ms, error_message, created_at"
+);
+
+/// The arguments, result and tool list of an MCP interaction: read only when asked for.
+#[derive(Debug, Clone, FromRow)]
+pub struct McpPayloadRow {
+    pub id: Uuid,
+    pub tool_arguments: Json,
+    pub tool_result: Json,
+    pub available_tools: Json,
+}
+record!(
+    McpPayloadRow,
+    "mcp_interactions",
+    "MCP interaction",
+    "id, tool_arguments, tool_result, available_tools"
+);
 
 #[derive(Debug, Clone, FromRow)]
 pub struct ChatRow {

@@ -1,6 +1,7 @@
 //! Pages of the timeline (by sequence_number) under many parents in one statement.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use sqlx::FromRow;
 use uuid::Uuid;
@@ -23,7 +24,7 @@ impl Store {
         &self,
         scope: Scope,
         keys: &[TimelinePageKey],
-    ) -> Result<HashMap<TimelinePageKey, Vec<TimelineEventRow>>> {
+    ) -> Result<HashMap<TimelinePageKey, Vec<Arc<TimelineEventRow>>>> {
         #[derive(FromRow)]
         struct Row {
             ord: i64,
@@ -49,11 +50,11 @@ impl Store {
             .bind(&limits)
             .fetch_all(&self.pool)
             .await?;
-        let mut pages: HashMap<TimelinePageKey, Vec<TimelineEventRow>> =
+        let mut pages: HashMap<TimelinePageKey, Vec<Arc<TimelineEventRow>>> =
             keys.iter().map(|k| (*k, Vec::new())).collect();
         for row in rows {
             let key = keys[(row.ord - 1) as usize];
-            pages.entry(key).or_default().push(row.event);
+            pages.entry(key).or_default().push(Arc::new(row.event));
         }
         Ok(pages)
     }

@@ -37,11 +37,11 @@ impl<R> ById<R> {
 
 impl<R: Record> Load for ById<R> {
     type Key = Uuid;
-    type Value = R;
+    type Value = Arc<R>;
 
-    async fn load(&self, keys: &[Uuid]) -> Result<HashMap<Uuid, R>, LoadError> {
+    async fn load(&self, keys: &[Uuid]) -> Result<HashMap<Uuid, Arc<R>>, LoadError> {
         let rows: Vec<R> = self.store.by_ids(keys).await?;
-        Ok(rows.into_iter().map(|r| (r.id(), r)).collect())
+        Ok(rows.into_iter().map(|r| (r.id(), Arc::new(r))).collect())
     }
 }
 
@@ -80,40 +80,40 @@ macro_rules! loader {
 
 loader!(
     /// Stages of a session, by stage index.
-    StagesBySession: Uuid => Vec<StageRow>, |store, keys| store.stages_by_session(keys)
+    StagesBySession: Uuid => Vec<Arc<StageRow>>, |store, keys| store.stages_by_session(keys)
 );
 loader!(
     /// Agent executions of a stage, by agent index.
-    ExecutionsByStage: Uuid => Vec<ExecutionRow>, |store, keys| store.executions_by_stage(keys)
+    ExecutionsByStage: Uuid => Vec<Arc<ExecutionRow>>, |store, keys| store.executions_by_stage(keys)
 );
 loader!(
     /// Sub-agents an execution spawned, by agent index.
-    SubAgentsByParent: Uuid => Vec<ExecutionRow>, |store, keys| store.executions_by_parent(keys)
+    SubAgentsByParent: Uuid => Vec<Arc<ExecutionRow>>, |store, keys| store.executions_by_parent(keys)
 );
 loader!(
     /// An execution's LLM conversation, by sequence number.
-    MessagesByExecution: Uuid => Vec<MessageRow>, |store, keys| store.messages_by_execution(keys)
+    MessagesByExecution: Uuid => Vec<Arc<MessageRow>>, |store, keys| store.messages_by_execution(keys)
 );
 loader!(
     /// The messages sent to the model in an LLM interaction.
-    ConversationByLlmInteraction: Uuid => Vec<MessageRow>,
+    ConversationByLlmInteraction: Uuid => Vec<Arc<MessageRow>>,
     |store, keys| store.conversation_by_llm_interaction(keys)
 );
 loader!(
     /// Follow-up chats of a session.
-    ChatsBySession: Uuid => Vec<ChatRow>, |store, keys| store.chats_by_session(keys)
+    ChatsBySession: Uuid => Vec<Arc<ChatRow>>, |store, keys| store.chats_by_session(keys)
 );
 loader!(
     /// Questions asked in a chat.
-    UserMessagesByChat: Uuid => Vec<ChatUserMessageRow>, |store, keys| store.user_messages_by_chat(keys)
+    UserMessagesByChat: Uuid => Vec<Arc<ChatUserMessageRow>>, |store, keys| store.user_messages_by_chat(keys)
 );
 loader!(
     /// The stage answering a chat question.
-    StageByChatUserMessage: Uuid => StageRow, |store, keys| store.stage_by_chat_user_message(keys)
+    StageByChatUserMessage: Uuid => Arc<StageRow>, |store, keys| store.stage_by_chat_user_message(keys)
 );
 loader!(
     /// A session's status history, oldest first.
-    StatusChangesBySession: Uuid => Vec<SessionStatusChangeRow>,
+    StatusChangesBySession: Uuid => Vec<Arc<SessionStatusChangeRow>>,
     |store, keys| store.status_changes_by_session(keys)
 );
 loader!(
@@ -122,17 +122,17 @@ loader!(
 );
 loader!(
     /// Pages of the timeline of a session, stage or execution.
-    TimelinePages(scope): TimelinePageKey => Vec<TimelineEventRow>,
+    TimelinePages(scope): TimelinePageKey => Vec<Arc<TimelineEventRow>>,
     |store, scope, keys| store.timeline_pages(scope, keys)
 );
 loader!(
     /// LLM interactions under a session, stage or execution, chronologically.
-    LlmInteractionsBy(scope): Uuid => Vec<LlmInteractionRow>,
+    LlmInteractionsBy(scope): Uuid => Vec<Arc<LlmInteractionRow>>,
     |store, scope, keys| store.llm_interactions_by(scope, keys)
 );
 loader!(
     /// MCP interactions under a session, stage or execution, chronologically.
-    McpInteractionsBy(scope): Uuid => Vec<McpInteractionRow>,
+    McpInteractionsBy(scope): Uuid => Vec<Arc<McpInteractionRow>>,
     |store, scope, keys| store.mcp_interactions_by(scope, keys)
 );
 loader!(
@@ -166,6 +166,8 @@ pub struct Loaders {
     pub messages: Loader<ById<MessageRow>>,
     pub llm_interactions: Loader<ById<LlmInteractionRow>>,
     pub mcp_interactions: Loader<ById<McpInteractionRow>>,
+    pub llm_payloads: Loader<ById<LlmPayloadRow>>,
+    pub mcp_payloads: Loader<ById<McpPayloadRow>>,
     pub chats: Loader<ById<ChatRow>>,
     pub chat_user_messages: Loader<ById<ChatUserMessageRow>>,
     pub stages_by_session: Loader<StagesBySession>,
@@ -220,6 +222,8 @@ impl Loaders {
             messages: batched!(ById::new(store)),
             llm_interactions: batched!(ById::new(store)),
             mcp_interactions: batched!(ById::new(store)),
+            llm_payloads: batched!(ById::new(store)),
+            mcp_payloads: batched!(ById::new(store)),
             chats: batched!(ById::new(store)),
             chat_user_messages: batched!(ById::new(store)),
             stages_by_session: batched!(StagesBySession {

@@ -124,18 +124,24 @@ impl Command {
 
     async fn run(&self, conn: &mut sqlx::PgConnection) -> crate::error::Result<IngestItem> {
         Ok(match self {
-            Command::CreateStage(new) => IngestItem::Stage(Stage(stages::create(conn, new).await?)),
-            Command::CreateExecution(new) => {
-                IngestItem::AgentExecution(AgentExecution(executions::create(conn, new).await?))
+            Command::CreateStage(new) => {
+                IngestItem::Stage(Stage(stages::create(conn, new).await?.into()))
             }
-            Command::StartExecution(id) => {
-                IngestItem::AgentExecution(AgentExecution(executions::start(conn, *id).await?))
+            Command::CreateExecution(new) => IngestItem::AgentExecution(AgentExecution(
+                executions::create(conn, new).await?.into(),
+            )),
+            Command::StartExecution(id) => IngestItem::AgentExecution(AgentExecution(
+                executions::start(conn, *id).await?.into(),
+            )),
+            Command::FinishExecution(id, status, error) => {
+                IngestItem::AgentExecution(AgentExecution(
+                    executions::finish(conn, *id, *status, error.as_deref())
+                        .await?
+                        .into(),
+                ))
             }
-            Command::FinishExecution(id, status, error) => IngestItem::AgentExecution(
-                AgentExecution(executions::finish(conn, *id, *status, error.as_deref()).await?),
-            ),
             Command::CreateEvent(new) => {
-                IngestItem::TimelineEvent(TimelineEvent(timeline::create(conn, new).await?))
+                IngestItem::TimelineEvent(TimelineEvent(timeline::create(conn, new).await?.into()))
             }
             Command::Append(append) => {
                 let done = timeline::append(conn, append).await?;
@@ -146,17 +152,17 @@ impl Command {
                     applied: done.stored,
                 })
             }
-            Command::FinishEvent(finish) => {
-                IngestItem::TimelineEvent(TimelineEvent(timeline::finish(conn, finish).await?))
-            }
+            Command::FinishEvent(finish) => IngestItem::TimelineEvent(TimelineEvent(
+                timeline::finish(conn, finish).await?.into(),
+            )),
             Command::AppendMessage(new) => {
-                IngestItem::Message(Message(messages::append(conn, new).await?))
+                IngestItem::Message(Message(messages::append(conn, new).await?.into()))
             }
             Command::RecordLlm(new) => IngestItem::LlmInteraction(LlmInteraction(
-                interactions::record_llm(conn, new).await?,
+                interactions::record_llm(conn, new).await?.into(),
             )),
             Command::RecordMcp(new) => IngestItem::McpInteraction(McpInteraction(
-                interactions::record_mcp(conn, new).await?,
+                interactions::record_mcp(conn, new).await?.into(),
             )),
         })
     }

@@ -127,7 +127,7 @@ impl Mutation {
         let new = input.into_command(created_by);
         let audit = Audit::CallerBecause(reason.as_deref());
         let row = transaction(ctx, audit, new, |c, new| Box::pin(sessions::create(c, new))).await?;
-        Ok(Session(row))
+        Ok(Session(row.into()))
     }
 
     /// `PENDING` → `IN_PROGRESS`. Writer.
@@ -142,7 +142,8 @@ impl Mutation {
             transaction(ctx, Audit::Caller, id, |c, id| {
                 Box::pin(sessions::start(c, *id))
             })
-            .await?,
+            .await?
+            .into(),
         ))
     }
 
@@ -164,7 +165,7 @@ impl Mutation {
             Box::pin(sessions::complete(c, *id, completion))
         })
         .await?;
-        Ok(Session(row))
+        Ok(Session(row.into()))
     }
 
     /// → `FAILED`, with the error; executions still running fail with it. Writer.
@@ -204,7 +205,8 @@ impl Mutation {
             transaction(ctx, audit, id, |c, id| {
                 Box::pin(sessions::request_cancellation(c, *id))
             })
-            .await?,
+            .await?
+            .into(),
         ))
     }
 
@@ -221,7 +223,9 @@ impl Mutation {
         let id = decode_as(NodeType::Session, &id)?;
         let audit = Audit::CallerBecause(reason.as_deref());
         Ok(Session(
-            transaction(ctx, audit, id, |c, id| Box::pin(sessions::delete(c, *id))).await?,
+            transaction(ctx, audit, id, |c, id| Box::pin(sessions::delete(c, *id)))
+                .await?
+                .into(),
         ))
     }
 
@@ -238,7 +242,9 @@ impl Mutation {
         let id = decode_as(NodeType::Session, &id)?;
         let audit = Audit::CallerBecause(reason.as_deref());
         Ok(Session(
-            transaction(ctx, audit, id, |c, id| Box::pin(sessions::restore(c, *id))).await?,
+            transaction(ctx, audit, id, |c, id| Box::pin(sessions::restore(c, *id)))
+                .await?
+                .into(),
         ))
     }
 
@@ -255,7 +261,7 @@ impl Mutation {
             Box::pin(stages::create(c, new))
         })
         .await?;
-        Ok(Stage(row))
+        Ok(Stage(row.into()))
     }
 
     /// Creates an agent execution (`PENDING`) in a stage that has not finished. Writer.
@@ -270,7 +276,7 @@ impl Mutation {
             Box::pin(executions::create(c, new))
         })
         .await?;
-        Ok(AgentExecution(row))
+        Ok(AgentExecution(row.into()))
     }
 
     /// `PENDING` → `ACTIVE` (recording anything under a pending execution also starts it).
@@ -286,7 +292,8 @@ impl Mutation {
             transaction(ctx, Audit::Caller, id, |c, id| {
                 Box::pin(executions::start(c, *id))
             })
-            .await?,
+            .await?
+            .into(),
         ))
     }
 
@@ -306,7 +313,7 @@ impl Mutation {
             Box::pin(executions::finish(c, *id, *status, error.as_deref()))
         })
         .await?;
-        Ok(AgentExecution(row))
+        Ok(AgentExecution(row.into()))
     }
 
     /// Creates a timeline event with the session's next sequence number. Writer.
@@ -321,7 +328,7 @@ impl Mutation {
             Box::pin(timeline::create(c, new))
         })
         .await?;
-        Ok(TimelineEvent(row))
+        Ok(TimelineEvent(row.into()))
     }
 
     /// Appends to a streaming event's content, exactly once per offset. Writer.
@@ -358,7 +365,7 @@ impl Mutation {
             Box::pin(timeline::finish(c, finish))
         })
         .await?;
-        Ok(TimelineEvent(row))
+        Ok(TimelineEvent(row.into()))
     }
 
     /// Appends the next message of an agent's conversation. Writer.
@@ -373,7 +380,7 @@ impl Mutation {
             Box::pin(messages::append(c, new))
         })
         .await?;
-        Ok(Message(row))
+        Ok(Message(row.into()))
     }
 
     /// Records a completed LLM call. Writer.
@@ -388,7 +395,7 @@ impl Mutation {
             Box::pin(interactions::record_llm(c, new))
         })
         .await?;
-        Ok(LlmInteraction(row))
+        Ok(LlmInteraction(row.into()))
     }
 
     /// Records a completed MCP call. Writer.
@@ -403,7 +410,7 @@ impl Mutation {
             Box::pin(interactions::record_mcp(c, new))
         })
         .await?;
-        Ok(McpInteraction(row))
+        Ok(McpInteraction(row.into()))
     }
 
     /// Opens a follow-up chat on a finished session; its creator owns it. Operator.
@@ -419,7 +426,7 @@ impl Mutation {
             Box::pin(chats::open(c, new))
         })
         .await?;
-        Ok(Chat(row))
+        Ok(Chat(row.into()))
     }
 
     /// Posts a question in a chat: stores it, creates its answering stage and execution, and
@@ -446,7 +453,7 @@ impl Mutation {
             Box::pin(chats::post(c, new, poster))
         })
         .await?;
-        Ok(ChatUserMessage(row))
+        Ok(ChatUserMessage(row.into()))
     }
 
     /// Applies many operations in one transaction, in order (at most 1,000): all of them or
@@ -507,5 +514,5 @@ async fn fail(ctx: &Context<'_>, input: FailSessionInput, timed_out: bool) -> Re
         Box::pin(sessions::fail(c, *id, timed_out, error))
     })
     .await?;
-    Ok(Session(row))
+    Ok(Session(row.into()))
 }

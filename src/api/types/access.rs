@@ -1,5 +1,7 @@
 //! Who did what: the caller's identity, API tokens, and a session's status history.
 
+use std::sync::Arc;
+
 use async_graphql::Object;
 use chrono::{DateTime, Utc};
 
@@ -63,7 +65,7 @@ impl ApiToken {
     }
 }
 
-pub struct SessionHistoryEntry(pub SessionStatusChangeRow);
+pub struct SessionHistoryEntry(pub Arc<SessionStatusChangeRow>);
 
 /// One entry of a session's status history.
 #[Object]

@@ -1,3 +1,5 @@
+use std::sync::Arc;
+
 use crate::api::cost;
 use async_graphql::{Context, ID, Object};
 use chrono::{DateTime, Utc};
@@ -8,7 +10,7 @@ use crate::api::ids::{self, NodeType};
 use crate::store::{ChatRow, ChatUserMessageRow};
 use async_graphql::Result;
 
-pub struct Chat(pub ChatRow);
+pub struct Chat(pub Arc<ChatRow>);
 
 /// A follow-up conversation on a finished session; each question is answered by a new stage.
 #[Object]
@@ -54,7 +56,7 @@ impl Chat {
     }
 }
 
-pub struct ChatUserMessage(pub ChatUserMessageRow);
+pub struct ChatUserMessage(pub Arc<ChatUserMessageRow>);
 
 /// A question a person asked in a chat (1 to 5,000 characters, not only whitespace).
 #[Object]

@@ -1,3 +1,5 @@
+use std::sync::Arc;
+
 use crate::api::cost;
 use async_graphql::{Context, ID, Object};
 use chrono::{DateTime, Utc};
@@ -12,7 +14,7 @@ use crate::model::ExecutionStatus;
 use crate::store::{ExecutionRow, Scope};
 use async_graphql::Result;
 
-pub struct AgentExecution(pub ExecutionRow);
+pub struct AgentExecution(pub Arc<ExecutionRow>);
 
 /// The work of one agent in a stage, or of a sub-agent an orchestrator agent spawned.
 #[Object]

@@ -1,15 +1,18 @@
+use std::sync::Arc;
+
 use crate::api::cost;
-use async_graphql::{Context, ID, Json, Object};
+use async_graphql::{Context, ID, Object};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::{AgentExecution, Message, Session, Stage, loaders, required};
 use crate::api::ids::{self, NodeType};
+use crate::api::scalars::SharedJson;
 use crate::model::{LlmInteractionType, McpInteractionType};
-use crate::store::{LlmInteractionRow, McpInteractionRow};
+use crate::store::{LlmInteractionRow, LlmPayloadRow, McpInteractionRow, McpPayloadRow};
 use async_graphql::Result;
 
-pub struct LlmInteraction(pub LlmInteractionRow);
+pub struct LlmInteraction(pub Arc<LlmInteractionRow>);
 
 /// The full technical record of one LLM call (debug view). Immutable.
 #[Object(name = "LLMInteraction")]
@@ -31,20 +34,26 @@ impl LlmInteraction {
         &self.0.model_name
     }
     /// The request sent to the provider.
-    async fn llm_request(&self) -> Json<&serde_json::Value> {
-        Json(&self.0.llm_request)
+    async fn llm_request(&self, ctx: &Context<'_>) -> Result<SharedJson<LlmPayloadRow>> {
+        Ok(SharedJson::new(self.payload(ctx).await?, |p| {
+            &p.llm_request
+        }))
     }
     /// The provider's response.
-    async fn llm_response(&self) -> Json<&serde_json::Value> {
-        Json(&self.0.llm_response)
+    async fn llm_response(&self, ctx: &Context<'_>) -> Result<SharedJson<LlmPayloadRow>> {
+        Ok(SharedJson::new(self.payload(ctx).await?, |p| {
+            &p.llm_response
+        }))
     }
     /// The model's native thinking, when it exposes it.
-    async fn thinking_content(&self) -> Option<&str> {
-        self.0.thinking_content.as_deref()
+    async fn thinking_content(&self, ctx: &Context<'_>) -> Result<Option<String>> {
+        Ok(self.payload(ctx).await?.thinking_content.clone())
     }
     /// Grounding, tool usage and other provider metadata.
-    async fn response_metadata(&self) -> Json<&serde_json::Value> {
-        Json(&self.0.response_metadata)
+    async fn response_metadata(&self, ctx: &Context<'_>) -> Result<SharedJson<LlmPayloadRow>> {
+        Ok(SharedJson::new(self.payload(ctx).await?, |p| {
+            &p.response_metadata
+        }))
     }
     /// Tokens sent.
     async fn input_tokens(&self) -> Option<i32> {
@@ -119,7 +128,7 @@ impl LlmInteraction {
     }
 }
 
-pub struct McpInteraction(pub McpInteractionRow);
+pub struct McpInteraction(pub Arc<McpInteractionRow>);
 
 /// The full technical record of one MCP tool call or tool listing (debug view). Immutable.
 #[Object(name = "MCPInteraction")]
@@ -145,16 +154,22 @@ impl McpInteraction {
         self.0.tool_name.as_deref()
     }
     /// Arguments passed to the tool.
-    async fn tool_arguments(&self) -> Json<&serde_json::Value> {
-        Json(&self.0.tool_arguments)
+    async fn tool_arguments(&self, ctx: &Context<'_>) -> Result<SharedJson<McpPayloadRow>> {
+        Ok(SharedJson::new(self.payload(ctx).await?, |p| {
+            &p.tool_arguments
+        }))
     }
     /// What the tool returned.
-    async fn tool_result(&self) -> Json<&serde_json::Value> {
-        Json(&self.0.tool_result)
+    async fn tool_result(&self, ctx: &Context<'_>) -> Result<SharedJson<McpPayloadRow>> {
+        Ok(SharedJson::new(self.payload(ctx).await?, |p| {
+            &p.tool_result
+        }))
     }
     /// The tools the server offered (for a listing).
-    async fn available_tools(&self) -> Json<&serde_json::Value> {
-        Json(&self.0.available_tools)
+    async fn available_tools(&self, ctx: &Context<'_>) -> Result<SharedJson<McpPayloadRow>> {
+        Ok(SharedJson::new(self.payload(ctx).await?, |p| {
+            &p.available_tools
+        }))
     }
     /// How long the call took, in milliseconds.
     async fn duration_ms(&self) -> Option<i64> {
@@ -189,5 +204,21 @@ impl McpInteraction {
     async fn session(&self, ctx: &Context<'_>) -> Result<Session> {
         let row = loaders(ctx).sessions.load_one(self.0.session_id).await?;
         Ok(Session(required(row, "session")?))
+    }
+}
+
+impl LlmInteraction {
+    /// Its payloads, read (for all interactions of the level at once) only when asked for.
+    async fn payload(&self, ctx: &Context<'_>) -> Result<Arc<LlmPayloadRow>> {
+        let payload = loaders(ctx).llm_payloads.load_one(self.0.id).await?;
+        Ok(required(payload, "an LLM interaction's payload")?)
+    }
+}
+
+impl McpInteraction {
+    /// Its arguments, result and tools, read only when asked for.
+    async fn payload(&self, ctx: &Context<'_>) -> Result<Arc<McpPayloadRow>> {
+        let payload = loaders(ctx).mcp_payloads.load_one(self.0.id).await?;
+        Ok(required(payload, "an MCP interaction's payload")?)
     }
 }

@@ -1,3 +1,5 @@
+use std::sync::Arc;
+
 use async_graphql::{Context, ID, Json, Object};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -8,7 +10,7 @@ use crate::model::MessageRole;
 use crate::store::MessageRow;
 use async_graphql::Result;
 
-pub struct Message(pub MessageRow);
+pub struct Message(pub Arc<MessageRow>);
 
 /// One message of an agent's LLM conversation. Stored once and never changed.
 #[Object]

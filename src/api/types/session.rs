@@ -1,3 +1,5 @@
+use std::sync::Arc;
+
 use async_graphql::connection::PageInfo;
 use async_graphql::{ComplexObject, Context, ID, Json, Object, SimpleObject};
 use chrono::{DateTime, Utc};
@@ -46,7 +48,7 @@ impl SessionConnection {
     }
 }
 
-pub struct Session(pub SessionRow);
+pub struct Session(pub Arc<SessionRow>);
 
 /// One investigation of one alert: a chain of stages run by agents.
 ///

@@ -1,3 +1,5 @@
+use std::sync::Arc;
+
 use crate::api::cost;
 use async_graphql::{Context, ID, Object};
 use chrono::{DateTime, Utc};
@@ -13,7 +15,7 @@ use crate::model::{ParallelType, StageStatus, SuccessPolicy};
 use crate::store::{Scope, StageRow};
 use async_graphql::Result;
 
-pub struct Stage(pub StageRow);
+pub struct Stage(pub Arc<StageRow>);
 
 /// A stage of the chain: runs one agent, or several in parallel, and aggregates their status.
 #[Object]

@@ -1,3 +1,5 @@
+use std::sync::Arc;
+
 use async_graphql::connection::PageInfo;
 use async_graphql::{Context, ID, Json, Object, SimpleObject};
 use chrono::{DateTime, Utc};
@@ -89,7 +91,7 @@ pub(crate) async fn timeline_page(
     Ok(TimelineConnection { edges, page_info })
 }
 
-pub struct TimelineEvent(pub TimelineEventRow);
+pub struct TimelineEvent(pub Arc<TimelineEventRow>);
 
 /// One entry of the reasoning timeline: created when streaming starts, updated while it streams,
 /// immutable once finished.

@@ -15,8 +15,8 @@ use uuid::Uuid;
 use super::catalog::Profile;
 use super::ids::demo_id;
 use crate::store::{
-    ChatRow, ChatUserMessageRow, ExecutionRow, LlmInteractionRow, McpInteractionRow, MessageRow,
-    SessionRow, StageRow, TimelineEventRow,
+    ChatRow, ChatUserMessageRow, ExecutionRow, LlmInteractionRow, LlmPayloadRow, McpInteractionRow,
+    McpPayloadRow, MessageRow, SessionRow, StageRow, TimelineEventRow,
 };
 
 // What the scenarios build with, whichever file it lives in.
@@ -61,8 +61,8 @@ pub(super) struct Demo {
     pub(super) stages: Vec<StageRow>,
     pub(super) executions: Vec<ExecutionRow>,
     pub(super) messages: Vec<MessageRow>,
-    pub(super) llm: Vec<LlmInteractionRow>,
-    pub(super) mcp: Vec<McpInteractionRow>,
+    pub(super) llm: Vec<(LlmInteractionRow, LlmPayloadRow)>,
+    pub(super) mcp: Vec<(McpInteractionRow, McpPayloadRow)>,
     pub(super) events: Vec<TimelineEventRow>,
 }
 

@@ -12,7 +12,10 @@ use crate::demo::ids::{FNV_OFFSET, fnv1a};
 use crate::model::{
     LlmInteractionType, McpInteractionType, MessageRole, TimelineEventStatus, TimelineEventType,
 };
-use crate::store::{LlmInteractionRow, McpInteractionRow, MessageRow, TimelineEventRow};
+use crate::store::{
+    LlmInteractionRow, LlmPayloadRow, McpInteractionRow, McpPayloadRow, MessageRow,
+    TimelineEventRow,
+};
 
 /// One message of an execution's LLM conversation.
 pub(in crate::demo) enum Msg<'a> {
@@ -184,14 +187,8 @@ impl Demo {
         self.wait(ms);
         let n = self.next(a.id, "llm");
         let id = Self::child_id(a.id, "llm", n, self.now);
-        self.llm.push(LlmInteractionRow {
+        let payload = LlmPayloadRow {
             id,
-            session_id: a.session,
-            stage_id: a.stage,
-            execution_id: a.id,
-            interaction_type: kind,
-            model_name: model.name.into(),
-            last_message_id: last_message.map(|(id, _)| id),
             llm_request: request,
             llm_response: response,
             thinking_content: reply.thinking.map(Into::into),
@@ -201,6 +198,15 @@ impl Demo {
                 "streamed": true,
                 "attempts": attempts,
             }),
+        };
+        let row = LlmInteractionRow {
+            id,
+            session_id: a.session,
+            stage_id: a.stage,
+            execution_id: a.id,
+            interaction_type: kind,
+            model_name: model.name.into(),
+            last_message_id: last_message.map(|(id, _)| id),
             input_tokens: usage.map(|u| u.input),
             output_tokens: usage.map(|u| u.output),
             total_tokens: usage.map(|u| u.input + u.output + u.thinking.unwrap_or(0)),
@@ -209,7 +215,8 @@ impl Demo {
             duration_ms: Some(ms),
             error_message: error,
             created_at: self.now,
-        });
+        };
+        self.llm.push((row, payload));
         id
     }
 
@@ -228,7 +235,7 @@ impl Demo {
         self.wait(ms);
         let n = self.next(a.id, "mcp");
         let id = Self::child_id(a.id, "mcp", n, self.now);
-        self.mcp.push(McpInteractionRow {
+        let row = McpInteractionRow {
             id,
             session_id: a.session,
             stage_id: a.stage,
@@ -236,13 +243,17 @@ impl Demo {
             interaction_type: McpInteractionType::ToolCall,
             server_name: step.server.into(),
             tool_name: Some(step.tool.into()),
-            tool_arguments: step.args.clone(),
-            tool_result: result,
-            available_tools: json!([]),
             duration_ms: Some(ms),
             error_message: error,
             created_at: self.now,
-        });
+        };
+        let payload = McpPayloadRow {
+            id,
+            tool_arguments: step.args.clone(),
+            tool_result: result,
+            available_tools: json!([]),
+        };
+        self.mcp.push((row, payload));
         id
     }
 
@@ -263,7 +274,7 @@ impl Demo {
             self.wait(85);
             let n = self.next(a.id, "mcp");
             let id = Self::child_id(a.id, "mcp", n, self.now);
-            self.mcp.push(McpInteractionRow {
+            let row = McpInteractionRow {
                 id,
                 session_id: a.session,
                 stage_id: a.stage,
@@ -271,13 +282,17 @@ impl Demo {
                 interaction_type: McpInteractionType::ToolList,
                 server_name: (*server).into(),
                 tool_name: None,
-                tool_arguments: json!({}),
-                tool_result: json!({}),
-                available_tools: Json::Array(tools),
                 duration_ms: Some(85),
                 error_message: None,
                 created_at: self.now,
-            });
+            };
+            let payload = McpPayloadRow {
+                id,
+                tool_arguments: json!({}),
+                tool_result: json!({}),
+                available_tools: Json::Array(tools),
+            };
+            self.mcp.push((row, payload));
         }
     }
 }

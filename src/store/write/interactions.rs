@@ -11,7 +11,7 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::model::{LlmInteractionType, McpInteractionType};
-use crate::store::{LlmInteractionRow, McpInteractionRow};
+use crate::store::{LlmInteractionRow, McpInteractionRow, Record as _};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct NewLlmInteraction {
@@ -104,14 +104,15 @@ pub async fn record_llm(
             .zip(new.output_tokens)
             .map(|(i, o)| i.saturating_add(o))
     });
-    sqlx::query_as(
+    sqlx::query_as(&format!(
         "INSERT INTO llm_interactions (id, session_id, stage_id, execution_id, interaction_type, \
             model_name, last_message_id, llm_request, llm_response, thinking_content, \
             response_metadata, input_tokens, output_tokens, total_tokens, thinking_tokens, \
             estimated_cost_usd, duration_ms, error_message) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) \
-         RETURNING *",
-    )
+         RETURNING {}",
+        LlmInteractionRow::COLUMNS
+    ))
     .bind(id)
     .bind(execution.session_id)
     .bind(execution.stage_id)
@@ -176,12 +177,13 @@ pub async fn record_mcp(
     }
     let (_, execution) =
         lock_running_execution(conn, new.execution_id, "an MCP interaction").await?;
-    sqlx::query_as(
+    sqlx::query_as(&format!(
         "INSERT INTO mcp_interactions (id, session_id, stage_id, execution_id, interaction_type, \
             server_name, tool_name, tool_arguments, tool_result, available_tools, duration_ms, \
             error_message) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING *",
-    )
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING {}",
+        McpInteractionRow::COLUMNS
+    ))
     .bind(id)
     .bind(execution.session_id)
     .bind(execution.stage_id)
