@@ -91,6 +91,8 @@ pub async fn external(
             .unwrap_or(0);
         if sessions > 8 {
             pool.execute(CONVERSATION_FUNCTION).await?;
+            // The admin token of an earlier run would keep this run's from being bootstrapped.
+            pool.execute("DELETE FROM api_tokens").await?;
             println!("reusing database {name}");
             return Ok(url);
         }

@@ -70,7 +70,7 @@ impl Options {
             skip_embedded: has("--skip-embedded"),
             reuse: has("--reuse"),
             copies: value("--copies").map_or(255, |s| s.parse().expect("--copies N")),
-            embedded_copies: if quick { 5 } else { 25 },
+            embedded_copies: if quick { 10 } else { 60 },
         }
     }
 
