@@ -36,19 +36,22 @@ pub struct Volume {
     pub mcp: i64,
     /// Bytes of LLM requests and responses as JSON text.
     pub payload_bytes: i64,
+    /// The database on disk (TOAST compresses the payloads).
+    pub database_bytes: i64,
 }
 
 impl std::fmt::Display for Volume {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} sessions, {} timeline events, {} messages, {} LLM interactions, {} MCP interactions, {:.1} MB of LLM request/response JSON",
+            "{} sessions, {} timeline events, {} messages, {} LLM interactions, {} MCP interactions, {:.1} MB of LLM request/response JSON; database {:.1} MB on disk",
             self.sessions,
             self.events,
             self.messages,
             self.llm,
             self.mcp,
-            self.payload_bytes as f64 / 1e6
+            self.payload_bytes as f64 / 1e6,
+            self.database_bytes as f64 / 1e6
         )
     }
 }
@@ -139,12 +142,12 @@ pub async fn embedded(dir: &Path, copies: u32) -> anyhow::Result<Volume> {
 }
 
 pub async fn volume(pool: &PgPool) -> anyhow::Result<Volume> {
-    let (sessions, events, messages, llm, mcp, payload_bytes) = sqlx::query_as(
+    let (sessions, events, messages, llm, mcp, payload_bytes, database_bytes) = sqlx::query_as(
         "SELECT (SELECT count(*) FROM sessions), (SELECT count(*) FROM timeline_events), \
                 (SELECT count(*) FROM messages), (SELECT count(*) FROM llm_interactions), \
                 (SELECT count(*) FROM mcp_interactions), \
                 (SELECT coalesce(sum(octet_length(llm_request::text) + octet_length(llm_response::text)), 0)::bigint \
-                 FROM llm_interactions)",
+                 FROM llm_interactions), pg_database_size(current_database())",
     )
     .fetch_one(pool)
     .await?;
@@ -155,6 +158,7 @@ pub async fn volume(pool: &PgPool) -> anyhow::Result<Volume> {
         llm,
         mcp,
         payload_bytes,
+        database_bytes,
     })
 }
 
