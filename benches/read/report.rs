@@ -72,5 +72,8 @@ pub fn print(rows: &[Row]) {
             versus
         );
     }
+    println!(
+        "(vs PG5: casefile / PostGraphile 5; CPU is the server's plus PostgreSQL's per request)"
+    );
     println!();
 }
