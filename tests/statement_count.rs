@@ -168,7 +168,8 @@ async fn a_deep_query_costs_one_statement_per_relationship_level() {
         "{:#?}",
         statements::recorded()
     );
-    // Asked for, each kind is read once for all the interactions of the level.
+    // Asked for, each kind is read once for all the interactions of the level: the LLM request
+    // (the prompt, the largest) apart from the rest, so a page showing responses never reads it.
     statements::clear();
     let debug = app
         .data(
@@ -182,10 +183,19 @@ async fn a_deep_query_costs_one_statement_per_relationship_level() {
     assert!(requests.is_object(), "{debug}");
     assert_eq!(
         reading_payloads(&statements::recorded()),
-        2,
+        3,
         "{:#?}",
         statements::recorded()
     );
+    statements::clear();
+    app.data(
+        "{ sessions(first: 20) { edges { node { llmInteractions { llmResponse } } } } }",
+        json!({}),
+    )
+    .await;
+    let read = statements::recorded();
+    assert!(read.iter().all(|s| !s.contains("llm_request")), "{read:#?}");
+    assert_eq!(reading_payloads(&read), 1, "{read:#?}");
 
     // Fewer rows, same query shape: the same number of statements; and the same again, run
     // after run, with every core busy.

@@ -10,8 +10,8 @@ use uuid::Uuid;
 use super::builder::Demo;
 use crate::error::Result;
 use crate::store::{
-    ChatRow, ChatUserMessageRow, ExecutionRow, LlmInteractionRow, LlmPayloadRow, McpInteractionRow,
-    McpPayloadRow, MessageRow, SessionRow, StageRow, Store, TimelineEventRow,
+    ChatRow, ChatUserMessageRow, ExecutionRow, LlmInteractionRow, LlmPayloadRow, LlmRequestRow,
+    McpInteractionRow, McpPayloadRow, MessageRow, SessionRow, StageRow, Store, TimelineEventRow,
 };
 
 impl Demo {
@@ -242,7 +242,7 @@ impl Insert for MessageRow {
     }
 }
 
-impl Insert for (LlmInteractionRow, LlmPayloadRow) {
+impl Insert for (LlmInteractionRow, LlmRequestRow, LlmPayloadRow) {
     const SQL: &'static str = "INSERT INTO llm_interactions (id, session_id, stage_id, \
         execution_id, interaction_type, model_name, last_message_id, llm_request, llm_response, \
         thinking_content, response_metadata, input_tokens, output_tokens, total_tokens, \
@@ -253,7 +253,7 @@ impl Insert for (LlmInteractionRow, LlmPayloadRow) {
         self.0.session_id
     }
     fn bind<'q>(&'q self, query: PgQuery<'q>) -> PgQuery<'q> {
-        let (row, payload) = self;
+        let (row, request, payload) = self;
         query
             .bind(row.id)
             .bind(row.session_id)
@@ -262,7 +262,7 @@ impl Insert for (LlmInteractionRow, LlmPayloadRow) {
             .bind(row.interaction_type)
             .bind(&row.model_name)
             .bind(row.last_message_id)
-            .bind(&payload.llm_request)
+            .bind(&request.llm_request)
             .bind(&payload.llm_response)
             .bind(&payload.thinking_content)
             .bind(&payload.response_metadata)

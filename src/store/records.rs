@@ -149,7 +149,8 @@ pub struct MessageRow {
 }
 record!(MessageRow, "messages", "message");
 
-/// An LLM interaction without its payloads (tens of KB each), which [`LlmPayloadRow`] holds.
+/// An LLM interaction without its payloads (tens of KB each): [`LlmRequestRow`] holds the
+/// request (the prompt, the largest), [`LlmPayloadRow`] the rest.
 #[derive(Debug, Clone, FromRow)]
 pub struct LlmInteractionRow {
     pub id: Uuid,
@@ -177,11 +178,23 @@ record!(
      duration_ms, error_message, created_at"
 );
 
-/// The payloads of an LLM interaction: read only for a query that asks for one of them.
+/// The request of an LLM interaction: read only for a query that asks for it.
+#[derive(Debug, Clone, FromRow)]
+pub struct LlmRequestRow {
+    pub id: Uuid,
+    pub llm_request: Json,
+}
+record!(
+    LlmRequestRow,
+    "llm_interactions",
+    "LLM interaction",
+    "id, llm_request"
+);
+
+/// The response side of an LLM interaction: read only for a query that asks for part of it.
 #[derive(Debug, Clone, FromRow)]
 pub struct LlmPayloadRow {
     pub id: Uuid,
-    pub llm_request: Json,
     pub llm_response: Json,
     pub thinking_content: Option<String>,
     pub response_metadata: Json,
@@ -190,7 +203,7 @@ record!(
     LlmPayloadRow,
     "llm_interactions",
     "LLM interaction",
-    "id, llm_request, llm_response, thinking_content, response_metadata"
+    "id, llm_response, thinking_content, response_metadata"
 );
 
 /// An MCP interaction without its payloads, which [`McpPayloadRow`] holds.

@@ -9,7 +9,9 @@ use super::{AgentExecution, Message, Session, Stage, loaders, required};
 use crate::api::ids::{self, NodeType};
 use crate::api::scalars::SharedJson;
 use crate::model::{LlmInteractionType, McpInteractionType};
-use crate::store::{LlmInteractionRow, LlmPayloadRow, McpInteractionRow, McpPayloadRow};
+use crate::store::{
+    LlmInteractionRow, LlmPayloadRow, LlmRequestRow, McpInteractionRow, McpPayloadRow,
+};
 use async_graphql::Result;
 
 pub struct LlmInteraction(pub Arc<LlmInteractionRow>);
@@ -34,10 +36,10 @@ impl LlmInteraction {
         &self.0.model_name
     }
     /// The request sent to the provider.
-    async fn llm_request(&self, ctx: &Context<'_>) -> Result<SharedJson<LlmPayloadRow>> {
-        Ok(SharedJson::new(self.payload(ctx).await?, |p| {
-            &p.llm_request
-        }))
+    async fn llm_request(&self, ctx: &Context<'_>) -> Result<SharedJson<LlmRequestRow>> {
+        let request = loaders(ctx).llm_requests.load_one(self.0.id).await?;
+        let request = required(request, "an LLM interaction's request")?;
+        Ok(SharedJson::new(request, |r| &r.llm_request))
     }
     /// The provider's response.
     async fn llm_response(&self, ctx: &Context<'_>) -> Result<SharedJson<LlmPayloadRow>> {
@@ -208,7 +210,8 @@ impl McpInteraction {
 }
 
 impl LlmInteraction {
-    /// Its payloads, read (for all interactions of the level at once) only when asked for.
+    /// Its response, thinking and metadata, read (for all interactions of the level at once)
+    /// only when asked for.
     async fn payload(&self, ctx: &Context<'_>) -> Result<Arc<LlmPayloadRow>> {
         let payload = loaders(ctx).llm_payloads.load_one(self.0.id).await?;
         Ok(required(payload, "an LLM interaction's payload")?)

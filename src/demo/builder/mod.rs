@@ -15,8 +15,8 @@ use uuid::Uuid;
 use super::catalog::Profile;
 use super::ids::demo_id;
 use crate::store::{
-    ChatRow, ChatUserMessageRow, ExecutionRow, LlmInteractionRow, LlmPayloadRow, McpInteractionRow,
-    McpPayloadRow, MessageRow, SessionRow, StageRow, TimelineEventRow,
+    ChatRow, ChatUserMessageRow, ExecutionRow, LlmInteractionRow, LlmPayloadRow, LlmRequestRow,
+    McpInteractionRow, McpPayloadRow, MessageRow, SessionRow, StageRow, TimelineEventRow,
 };
 
 // What the scenarios build with, whichever file it lives in.
@@ -61,7 +61,7 @@ pub(super) struct Demo {
     pub(super) stages: Vec<StageRow>,
     pub(super) executions: Vec<ExecutionRow>,
     pub(super) messages: Vec<MessageRow>,
-    pub(super) llm: Vec<(LlmInteractionRow, LlmPayloadRow)>,
+    pub(super) llm: Vec<(LlmInteractionRow, LlmRequestRow, LlmPayloadRow)>,
     pub(super) mcp: Vec<(McpInteractionRow, McpPayloadRow)>,
     pub(super) events: Vec<TimelineEventRow>,
 }

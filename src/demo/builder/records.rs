@@ -13,7 +13,7 @@ use crate::model::{
     LlmInteractionType, McpInteractionType, MessageRole, TimelineEventStatus, TimelineEventType,
 };
 use crate::store::{
-    LlmInteractionRow, LlmPayloadRow, McpInteractionRow, McpPayloadRow, MessageRow,
+    LlmInteractionRow, LlmPayloadRow, LlmRequestRow, McpInteractionRow, McpPayloadRow, MessageRow,
     TimelineEventRow,
 };
 
@@ -187,9 +187,12 @@ impl Demo {
         self.wait(ms);
         let n = self.next(a.id, "llm");
         let id = Self::child_id(a.id, "llm", n, self.now);
-        let payload = LlmPayloadRow {
+        let request = LlmRequestRow {
             id,
             llm_request: request,
+        };
+        let payload = LlmPayloadRow {
+            id,
             llm_response: response,
             thinking_content: reply.thinking.map(Into::into),
             response_metadata: json!({
@@ -216,7 +219,7 @@ impl Demo {
             error_message: error,
             created_at: self.now,
         };
-        self.llm.push((row, payload));
+        self.llm.push((row, request, payload));
         id
     }
 
