@@ -6,8 +6,8 @@
 //! takes longer than the window, and makes every level wait out the window).
 //!
 //! [`UntilIdle`] drives a request: it polls the execution and, when the execution is blocked
-//! (it returned pending without anything having woken it meanwhile), tells the request's
-//! [`Dispatcher`] to send what its loaders queued.
+//! (it returned pending without anything having woken it meanwhile) and no batch is in flight,
+//! sends what its loaders queued with the request's [`Dispatcher`], and runs those statements.
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -17,8 +17,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll, Wake, Waker};
 
-use futures::Stream;
+use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
 use futures::task::AtomicWaker;
+use futures::{Stream, StreamExt as _};
 
 use super::LoadError;
 
@@ -162,29 +164,29 @@ impl<L: Load> Future for Ready<'_, L> {
 
 /// A loader with a batch to send.
 trait Queued: Send + Sync {
-    fn send(self: Arc<Self>);
+    /// Takes the open batch: the statement to run, which hands each waiter its values.
+    fn send(self: Arc<Self>) -> BoxFuture<'static, ()>;
 }
 
 impl<L: Load> Queued for Inner<L> {
-    fn send(self: Arc<Self>) {
+    fn send(self: Arc<Self>) -> BoxFuture<'static, ()> {
         let Some(batch) = self.state.lock().expect("not poisoned").open.take() else {
-            return;
+            return Box::pin(std::future::ready(()));
         };
         let mut keys = std::mem::take(&mut *batch.keys.lock().expect("not poisoned"));
         // Without a cache a key may have been asked for twice.
         let mut seen = HashSet::with_capacity(keys.len());
         keys.retain(|key| seen.insert(key.clone()));
-        tokio::spawn(async move {
+        Box::pin(async move {
             let result = self.load.load(&keys).await;
             let _ = batch.result.set(result);
             let waiting = std::mem::take(&mut *batch.waiting.lock().expect("not poisoned"));
             waiting.into_iter().for_each(Waker::wake);
-            self.dispatcher.sent_back();
-        });
+        })
     }
 }
 
-/// Sends a request's queued batches when the request is blocked on them.
+/// Holds a request's queued batches until the request is blocked on them.
 #[derive(Default)]
 pub struct Dispatcher {
     state: Mutex<DispatchState>,
@@ -193,11 +195,8 @@ pub struct Dispatcher {
 #[derive(Default)]
 struct DispatchState {
     queued: Vec<Arc<dyn Queued>>,
-    in_flight: usize,
     /// Whether an [`UntilIdle`] drives the request; without one every batch goes at once.
     driven: bool,
-    /// Woken when the last batch in flight comes back, to send the next ones.
-    driver: Option<Waker>,
 }
 
 impl Dispatcher {
@@ -206,25 +205,9 @@ impl Dispatcher {
         if state.driven {
             state.queued.push(loader);
         } else {
-            state.in_flight += 1;
             drop(state);
-            loader.send();
+            tokio::spawn(loader.send());
         }
-    }
-
-    /// Sends every queued batch if none is in flight and nothing woke the request (`woken`)
-    /// since it last blocked: then every load the request can make has been queued.
-    fn send_if_idle(&self, woken: &AtomicBool, driver: &Waker) {
-        let queued = {
-            let mut state = self.state.lock().expect("not poisoned");
-            if state.in_flight > 0 || woken.load(Ordering::SeqCst) {
-                state.driver = Some(driver.clone());
-                return;
-            }
-            state.in_flight = state.queued.len();
-            std::mem::take(&mut state.queued)
-        };
-        queued.into_iter().for_each(Queued::send);
     }
 
     /// From now on batches wait for the request to block.
@@ -232,15 +215,10 @@ impl Dispatcher {
         self.state.lock().expect("not poisoned").driven = true;
     }
 
-    /// A batch came back (its waiters already woken).
-    fn sent_back(&self) {
-        let mut state = self.state.lock().expect("not poisoned");
-        state.in_flight -= 1;
-        if state.in_flight == 0
-            && let Some(driver) = state.driver.take()
-        {
-            driver.wake();
-        }
+    /// The statements of every queued batch.
+    fn take_queued(&self) -> Vec<BoxFuture<'static, ()>> {
+        let queued = std::mem::take(&mut self.state.lock().expect("not poisoned").queued);
+        queued.into_iter().map(Queued::send).collect()
     }
 }
 
@@ -261,12 +239,18 @@ impl Wake for Signal {
     }
 }
 
-/// Drives a request's execution (a future) or its results (a stream), sending its loaders'
-/// batches each time it blocks.
+/// How many times one poll goes round (execution, then batches) before it lets other tasks
+/// run.
+const ROUNDS_PER_POLL: usize = 64;
+
+/// Drives a request's execution (a future) or its results (a stream): each time the execution
+/// is blocked and no batch is in flight, it sends the queued batches. It runs them itself, in
+/// the request's task, so a batch coming back wakes no other thread.
 pub struct UntilIdle<F> {
     inner: F,
     dispatcher: Arc<Dispatcher>,
     signal: Arc<Signal>,
+    in_flight: FuturesUnordered<BoxFuture<'static, ()>>,
 }
 
 impl<F> UntilIdle<F> {
@@ -275,25 +259,41 @@ impl<F> UntilIdle<F> {
             inner,
             dispatcher,
             signal: Arc::default(),
+            in_flight: FuturesUnordered::new(),
         }
     }
 
-    /// Polls the inner future or stream with a waker that records wake-ups, then sends the
-    /// queued batches if it is blocked.
+    /// Polls the inner future or stream with a waker that records wake-ups, then the batches
+    /// in flight; sends the queued ones once the inner is blocked and none is in flight.
     fn drive<T>(
         &mut self,
         cx: &mut Context<'_>,
-        poll: impl FnOnce(&mut F, &mut Context<'_>) -> Poll<T>,
+        mut poll: impl FnMut(&mut F, &mut Context<'_>) -> Poll<T>,
     ) -> Poll<T> {
         self.dispatcher.drive();
         self.signal.task.register(cx.waker());
-        self.signal.woken.store(false, Ordering::SeqCst);
         let waker = Waker::from(self.signal.clone());
-        let polled = poll(&mut self.inner, &mut Context::from_waker(&waker));
-        if polled.is_pending() {
-            self.dispatcher.send_if_idle(&self.signal.woken, cx.waker());
+        for _ in 0..ROUNDS_PER_POLL {
+            self.signal.woken.store(false, Ordering::SeqCst);
+            if let Poll::Ready(value) = poll(&mut self.inner, &mut Context::from_waker(&waker)) {
+                return Poll::Ready(value);
+            }
+            // Batches that come back wake their waiters, which sets `woken`.
+            while let Poll::Ready(Some(())) = self.in_flight.poll_next_unpin(cx) {}
+            if self.signal.woken.load(Ordering::SeqCst) {
+                continue;
+            }
+            if !self.in_flight.is_empty() {
+                return Poll::Pending;
+            }
+            let batches = self.dispatcher.take_queued();
+            if batches.is_empty() {
+                return Poll::Pending;
+            }
+            self.in_flight.extend(batches);
         }
-        polled
+        cx.waker().wake_by_ref();
+        Poll::Pending
     }
 }
 
