@@ -772,6 +772,34 @@ async fn a_taken_id_is_said_to_be_taken() {
 /// was taken). It needs two connections at once, so an external database.
 #[tokio::test]
 async fn a_constraint_violation_reaches_the_safety_net_in_words() {
+    safety_net_catches(
+        CREATE_STAGE,
+        |session| json!({ "v": { "sessionId": session, "stageIndex": 0, "name": "Mine" } }),
+        "this stage index is already used in the session (`stageIndex` is unique in a session)",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn in_a_batch_the_safety_net_names_the_operation() {
+    safety_net_catches(
+        "mutation ($ops: [IngestOperation!]!) { ingest(operations: $ops) { __typename } }",
+        |session| {
+            json!({ "ops": [
+                { "createStage": { "sessionId": session, "stageIndex": 5, "name": "Fine" } },
+                { "createStage": { "sessionId": session, "stageIndex": 0, "name": "Mine" } },
+            ] })
+        },
+        "operation 1 (createStage): this stage index is already used in the session \
+         (`stageIndex` is unique in a session)",
+    )
+    .await;
+}
+
+/// A stage index taken by a concurrent writer between casefile's check and its insert: only
+/// the database's unique index sees it; `request` (given the session) must get `CONFLICT` with
+/// `expected` and store nothing.
+async fn safety_net_catches(query: &str, variables: fn(&str) -> Value, expected: &str) {
     let Some((app, _)) = TestApp::start_external("a concurrent writer").await else {
         return;
     };
@@ -789,10 +817,7 @@ async fn a_constraint_violation_reaches_the_safety_net_in_words() {
     .await
     .unwrap();
     let before = rows(&app).await;
-    let request = app.error(
-        CREATE_STAGE,
-        json!({ "v": { "sessionId": session, "stageIndex": 0, "name": "Mine" } }),
-    );
+    let request = app.error(query, variables(&session));
     let commit = async {
         // Once casefile's insert waits for the intruder's row, the intruder commits.
         loop {
@@ -812,10 +837,7 @@ async fn a_constraint_violation_reaches_the_safety_net_in_words() {
     };
     let ((code, message), ()) = tokio::join!(request, commit);
     assert_eq!(code, "CONFLICT", "{message}");
-    assert_eq!(
-        message,
-        "this stage index is already used in the session (`stageIndex` is unique in a session)"
-    );
+    assert_eq!(message, expected);
     let mut after = rows(&app).await;
     let stages = after.iter_mut().find(|(t, _)| *t == "stages").unwrap();
     stages.1 -= 1; // the intruder's

@@ -10,6 +10,7 @@ use crate::api::types::{
     AgentExecution, LlmInteraction, McpInteraction, Message, Stage, TimelineEvent,
 };
 use crate::error::Error;
+use crate::store::refusals::{self, Refusal, Refused};
 use crate::store::write::locks::{LockPlan, Target};
 use crate::store::write::{executions, interactions, limits, messages, stages, timeline};
 
@@ -168,13 +169,32 @@ impl Command {
     }
 }
 
-/// Says which operation of the batch failed, keeping the error's kind (and so its code).
+/// Says which operation of the batch failed, keeping the error's kind (and so its code): the
+/// client's mistakes, including those only the database caught (its refusals, in words).
 fn in_operation(index: usize, name: &str, err: Error) -> Error {
     let at = |m: String| format!("operation {index} ({name}): {m}");
     match err {
         Error::NotFound(m) => Error::NotFound(at(m)),
         Error::BadUserInput(m) => Error::BadUserInput(at(m)),
         Error::Conflict(m) => Error::Conflict(at(m)),
+        Error::Database(db) => match refusals::of(&db) {
+            Some(Refusal {
+                kind: kind @ (Refused::BadInput | Refused::Conflict),
+                message,
+            }) => {
+                // The input checks missed it: worth a look, as at the edge.
+                tracing::warn!(
+                    operation = index,
+                    "the database refused a batch's value: {db}"
+                );
+                if kind == Refused::BadInput {
+                    Error::BadUserInput(at(message))
+                } else {
+                    Error::Conflict(at(message))
+                }
+            }
+            _ => Error::Database(db),
+        },
         other => other,
     }
 }
