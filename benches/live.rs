@@ -16,7 +16,7 @@ mod token;
 mod ws;
 
 use std::net::SocketAddr;
-use std::process::{Child, Command};
+use std::process::Child;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use casefile::simulate::Api;
@@ -58,20 +58,15 @@ impl Server {
     }
 
     fn rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap()
+        let kib = process::status_kib(self.child.id(), "VmRSS");
+        assert!(kib > 0, "the server's RSS cannot be read");
+        kib
     }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
+        process::sigterm(&self.child);
         let _ = self.child.wait();
         if let Some(dir) = &self.data_dir {
             let _ = std::fs::remove_dir_all(dir);

@@ -20,8 +20,6 @@ use base64::engine::general_purpose::STANDARD as B64;
 use futures::{SinkExt as _, StreamExt as _};
 use serde_json::{Map, Value, json};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
-use tokio_tungstenite::tungstenite::http::HeaderValue;
 
 use common::TestApp;
 
@@ -656,17 +654,7 @@ impl Fuzzer<'_> {
             offence: None,
             request: format!("WS legacy={legacy} {}", body_text(&payload)),
         };
-        let mut request = format!("ws://{}/graphql/ws", self.app.addr)
-            .into_client_request()
-            .unwrap();
-        let protocol = if legacy {
-            "graphql-ws"
-        } else {
-            "graphql-transport-ws"
-        };
-        request
-            .headers_mut()
-            .insert("sec-websocket-protocol", HeaderValue::from_static(protocol));
+        let request = common::ws::upgrade_request(self.app.addr, legacy);
         let mut socket = match tokio_tungstenite::connect_async(request).await {
             Ok((socket, _)) => socket,
             Err(err) => {

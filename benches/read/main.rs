@@ -312,12 +312,12 @@ async fn external(options: &Options, started: Instant) -> anyhow::Result<()> {
         let body = Arc::new(vec![
             queries::DEBUG.body(server.name == "PG5", &Value::String(big.to_string())),
         ]);
-        let before = servers::status_kib(server.pid(), "VmHWM");
+        let before = process::status_kib(server.pid(), "VmHWM");
         let run = load::run(server, body, 8, Duration::from_secs_f64(options.seconds)).await;
         println!(
             "  {}: peak RSS (VmHWM) {:.1} MiB (before this load {:.1} MiB{}), response {:.1} MB, p50 {:.0} ms, {} requests, {} failed{}",
             server.name,
-            servers::status_kib(server.pid(), "VmHWM") as f64 / 1024.0,
+            process::status_kib(server.pid(), "VmHWM") as f64 / 1024.0,
             before as f64 / 1024.0,
             if server.name == "PG5" {
                 ", after the table's runs"

@@ -86,9 +86,7 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         // start.sh execs node, so this pid is the server itself.
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
+        process::sigterm(&self.child);
         let _ = self.child.wait();
     }
 }
@@ -114,21 +112,4 @@ pub fn cpu_ticks(pid: u32) -> u64 {
     let fields: Vec<&str> = rest.split_whitespace().collect();
     let field = |n: usize| fields.get(n - 3).and_then(|v| v.parse::<u64>().ok());
     field(14).unwrap_or(0) + field(15).unwrap_or(0)
-}
-
-/// A `kB` line of `/proc/<pid>/status` (VmHWM, VmRSS), in KiB.
-pub fn status_kib(pid: u32, key: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines().find_map(|l| l.strip_prefix(key)).and_then(|v| {
-                v.trim_start_matches(':')
-                    .trim()
-                    .trim_end_matches("kB")
-                    .trim()
-                    .parse()
-                    .ok()
-            })
-        })
-        .unwrap_or(0)
 }

@@ -66,11 +66,7 @@ impl Served {
     /// SIGTERM, then wait (bounded) for a clean exit.
     fn terminate(mut self) -> Duration {
         let started = Instant::now();
-        let status = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
+        assert!(process::sigterm(&self.child), "SIGTERM could not be sent");
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
                 assert!(status.success(), "exit status {status}");

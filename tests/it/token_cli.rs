@@ -169,9 +169,7 @@ async fn tokens_are_managed_from_the_command_line_and_through_a_running_server()
     let (status, _) = viewer(addr, "cf_nope").await;
     assert_eq!(status, 401);
 
-    let _ = Command::new("kill")
-        .args(["-TERM", &server.id().to_string()])
-        .status();
+    process::sigterm(&server);
     server.wait().unwrap();
 }
 
@@ -196,17 +194,13 @@ async fn the_first_admin_token_is_printed_once() {
     };
     let (_, body) = viewer(addr, &secret).await;
     assert_eq!(body["data"]["viewer"]["role"], "ADMIN", "{body}");
-    let _ = Command::new("kill")
-        .args(["-TERM", &server.id().to_string()])
-        .status();
+    process::sigterm(&server);
     server.wait().unwrap();
     drop(out);
 
     // A second start finds the admin and prints nothing.
     let (mut server, _) = start();
-    let _ = Command::new("kill")
-        .args(["-TERM", &server.id().to_string()])
-        .status();
+    process::sigterm(&server);
     let mut printed = String::new();
     std::io::Read::read_to_string(&mut server.stdout.take().unwrap(), &mut printed).unwrap();
     server.wait().unwrap();

@@ -36,3 +36,28 @@ where
     std::thread::spawn(move || lines.for_each(drop));
     (child, addr)
 }
+
+/// Asks a child process to stop, as an operator would (SIGTERM); whether the signal went out.
+pub fn sigterm(child: &Child) -> bool {
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+/// A `kB` line of `/proc/<pid>/status` (`VmHWM`, `VmRSS`), in KiB; 0 when it cannot be read.
+pub fn status_kib(pid: u32, key: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| l.strip_prefix(key)).and_then(|v| {
+                v.trim_start_matches(':')
+                    .trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse()
+                    .ok()
+            })
+        })
+        .unwrap_or(0)
+}

@@ -9,6 +9,26 @@ use tokio_tungstenite::tungstenite::http::HeaderValue;
 type Socket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
+/// The upgrade request of a GraphQL WebSocket: the legacy `graphql-ws` protocol or
+/// `graphql-transport-ws`.
+pub fn upgrade_request(
+    addr: std::net::SocketAddr,
+    legacy: bool,
+) -> tokio_tungstenite::tungstenite::handshake::client::Request {
+    let mut request = format!("ws://{addr}/graphql/ws")
+        .into_client_request()
+        .unwrap();
+    let protocol = if legacy {
+        "graphql-ws"
+    } else {
+        "graphql-transport-ws"
+    };
+    request
+        .headers_mut()
+        .insert("sec-websocket-protocol", HeaderValue::from_static(protocol));
+    request
+}
+
 pub struct Subscription {
     socket: Socket,
     legacy: bool,
@@ -38,17 +58,7 @@ impl Subscription {
         legacy: bool,
         headers: &[(&'static str, &str)],
     ) -> Result<Subscription, u16> {
-        let mut request = format!("ws://{addr}/graphql/ws")
-            .into_client_request()
-            .unwrap();
-        let protocol = if legacy {
-            "graphql-ws"
-        } else {
-            "graphql-transport-ws"
-        };
-        request
-            .headers_mut()
-            .insert("sec-websocket-protocol", HeaderValue::from_static(protocol));
+        let mut request = upgrade_request(addr, legacy);
         for (name, value) in headers {
             request
                 .headers_mut()
