@@ -48,8 +48,9 @@ struct Inner<L: Load> {
 }
 
 struct LoaderState<L: Load> {
-    /// The batch collecting keys, until it is sent.
+    /// The batch collecting keys, until it is sent, and its keys.
     open: Option<Arc<Batch<L>>>,
+    open_keys: Vec<L::Key>,
     /// The batch each key was (or is being) loaded by; `None` when caching is off (a
     /// subscription resolves every event against the database as it is then).
     loaded: Option<HashMap<L::Key, Arc<Batch<L>>>>,
@@ -58,9 +59,8 @@ struct LoaderState<L: Load> {
 /// What a batch brought back.
 type Loaded<L> = Result<HashMap<<L as Load>::Key, <L as Load>::Value>, LoadError>;
 
-/// Keys sent together, and then their values.
+/// Keys sent together: their values, once loaded, and who waits for them.
 struct Batch<L: Load> {
-    keys: Mutex<Vec<L::Key>>,
     result: OnceLock<Loaded<L>>,
     waiting: Mutex<Vec<Waker>>,
 }
@@ -73,6 +73,7 @@ impl<L: Load> Loader<L> {
                 dispatcher: dispatcher.clone(),
                 state: Mutex::new(LoaderState {
                     open: None,
+                    open_keys: Vec::new(),
                     loaded: cached.then(HashMap::new),
                 }),
             }),
@@ -104,7 +105,6 @@ impl<L: Load> Loader<L> {
                 Some(batch) => (batch.clone(), false),
                 None => {
                     let batch = Arc::new(Batch {
-                        keys: Mutex::default(),
                         result: OnceLock::new(),
                         waiting: Mutex::default(),
                     });
@@ -112,7 +112,7 @@ impl<L: Load> Loader<L> {
                     (batch, true)
                 }
             };
-            batch.keys.lock().expect("not poisoned").push(key.clone());
+            state.open_keys.push(key.clone());
             if let Some(loaded) = &mut state.loaded {
                 loaded.insert(key.clone(), batch.clone());
             }
@@ -170,10 +170,13 @@ trait Queued: Send + Sync {
 
 impl<L: Load> Queued for Inner<L> {
     fn send(self: Arc<Self>) -> BoxFuture<'static, ()> {
-        let Some(batch) = self.state.lock().expect("not poisoned").open.take() else {
-            return Box::pin(std::future::ready(()));
+        let (batch, mut keys) = {
+            let mut state = self.state.lock().expect("not poisoned");
+            let Some(batch) = state.open.take() else {
+                return Box::pin(std::future::ready(()));
+            };
+            (batch, std::mem::take(&mut state.open_keys))
         };
-        let mut keys = std::mem::take(&mut *batch.keys.lock().expect("not poisoned"));
         // Without a cache a key may have been asked for twice.
         let mut seen = HashSet::with_capacity(keys.len());
         keys.retain(|key| seen.insert(key.clone()));
