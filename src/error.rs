@@ -1,7 +1,7 @@
 //! The one error type of casefile and its mapping to GraphQL error codes.
 //!
 //! Resolvers and the store return [`Error`] and use `?` freely; async-graphql keeps the original
-//! value as the error's `source`, and [`crate::extensions::ErrorCodes`] maps it once, at the edge,
+//! value as the error's `source`, and [`crate::api::runner::codes`] maps it once, at the edge,
 //! to `extensions.code` and a public message. Internal failures are logged there, never leaked;
 //! the database's refusals of a client's values are the client's errors, said in words.
 

@@ -11,7 +11,6 @@ pub mod config;
 pub mod db;
 pub mod demo;
 pub mod error;
-pub mod extensions;
 pub mod http;
 pub mod live;
 pub mod model;

@@ -7,6 +7,7 @@ pub mod loaders;
 mod mutation;
 pub mod pagination;
 mod query;
+pub mod runner;
 pub mod scalars;
 mod subscription;
 pub mod types;
@@ -16,11 +17,11 @@ use std::sync::Arc;
 use async_graphql::{Schema, SchemaBuilder};
 
 use crate::config::Limits;
-use crate::extensions::{Batching, ErrorCodes, RequestLimits};
 use crate::store::Store;
 pub use loaders::Loaders;
 pub use mutation::Mutation;
 pub use query::Query;
+pub use runner::Runner;
 pub use subscription::Subscription;
 
 use crate::auth::Authenticator;
@@ -29,28 +30,27 @@ use crate::live::{Hub, SubscriptionSlots};
 pub type CasefileSchema = Schema<Query, Mutation, Subscription>;
 
 fn builder() -> SchemaBuilder<Query, Mutation, Subscription> {
-    Schema::build(Query, Mutation, Subscription).extension(ErrorCodes)
+    Schema::build(Query, Mutation, Subscription)
 }
 
-/// The schema served, with its limits. Each request must also get the caller's
-/// [`crate::auth::Identity`]; its loaders come from the [`Batching`] extension.
-pub fn build_schema(
+/// What the schema is served with, with its limits. Each request must also get the caller's
+/// [`crate::auth::Identity`]; its loaders come from the [`Runner`].
+pub fn build_runner(
     store: Store,
     hub: Arc<Hub>,
     auth: Arc<Authenticator>,
     slots: Arc<SubscriptionSlots>,
     limits: Limits,
-) -> CasefileSchema {
-    builder()
-        .data(store.clone())
-        .data(hub)
-        .data(auth)
-        .data(slots)
-        .data(limits)
-        // Inside ErrorCodes, so the limits' own codes are kept.
-        .extension(RequestLimits(limits))
-        .extension(Batching(store))
-        .finish()
+) -> Runner {
+    let build = || {
+        builder()
+            .data(store.clone())
+            .data(hub.clone())
+            .data(auth.clone())
+            .data(slots.clone())
+            .data(limits)
+    };
+    Runner::new(build, store.clone(), limits)
 }
 
 /// The SDL of the served schema (what `schema.graphql` holds).

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{ConnectOptions as _, PgPool};
+use sqlx::{ConnectOptions as _, Connection as _, PgPool};
 
 use crate::config::{DatabaseArgs, DbTimeouts};
 pub use embedded::EmbeddedPostgres;
@@ -17,6 +17,25 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
 /// How long a request waits for an external pool's connection before it is refused.
 const EXTERNAL_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// A connection idle longer than this is pinged before it is used again (the server, or a proxy
+/// on the way, may have dropped it meanwhile). sqlx's default pings before every use: a round
+/// trip, and a task switch on each side, for every statement.
+const PING_IF_IDLE_FOR: Duration = Duration::from_secs(10);
+
+/// Pool options both databases share.
+fn pool_options() -> PgPoolOptions {
+    PgPoolOptions::new()
+        .test_before_acquire(false)
+        .before_acquire(|connection, meta| {
+            Box::pin(async move {
+                if meta.idle_for > PING_IF_IDLE_FOR {
+                    connection.ping().await?;
+                }
+                Ok(true)
+            })
+        })
+}
 
 /// A connection pool and, when embedded, the in-process PostgreSQL behind it.
 pub struct Database {
@@ -55,7 +74,7 @@ impl Database {
         timeouts: &DbTimeouts,
     ) -> anyhow::Result<Self> {
         let options = with_timeouts(options, timeouts);
-        let pool = PgPoolOptions::new()
+        let pool = pool_options()
             .max_connections(max_connections.max(1))
             // Short: while the database is down, sqlx keeps retrying the connect until this
             // runs out, and a request should fail fast (SERVICE_UNAVAILABLE) rather than hang.
@@ -74,7 +93,7 @@ impl Database {
     /// A pool of exactly one connection on an embedded PostgreSQL (it serves one client at a time).
     pub async fn embedded(server: EmbeddedPostgres, timeouts: &DbTimeouts) -> anyhow::Result<Self> {
         let options = with_timeouts(server.connect_options(), timeouts);
-        let pool = PgPoolOptions::new()
+        let pool = pool_options()
             .max_connections(1)
             // Requests queue for the single connection; give them time rather than failing fast.
             .acquire_timeout(Duration::from_secs(30))

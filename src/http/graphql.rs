@@ -15,7 +15,9 @@ use axum::response::{Html, IntoResponse, Response};
 use super::access::{self, OriginPolicy};
 use super::{AppState, streaming};
 use crate::auth::Identity;
-use crate::extensions::CostBudget;
+use async_graphql::Executor as _;
+
+use crate::api::runner::CostBudget;
 
 const GRAPHQL_RESPONSE_JSON: &str = "application/graphql-response+json";
 const JSON: &str = "application/json";
@@ -129,7 +131,7 @@ async fn execute(
         BatchRequest::Single(r) => BatchRequest::Single(with_loaders(r)),
         BatchRequest::Batch(rs) => BatchRequest::Batch(rs.into_iter().map(with_loaders).collect()),
     };
-    let response = state.schema.execute_batch(batch).await;
+    let response = state.runner.execute_batch(batch).await;
 
     let graphql_media = accepts(headers, GRAPHQL_RESPONSE_JSON);
     // With application/graphql-response+json, a request that never executed (unparsable,

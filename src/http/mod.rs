@@ -25,7 +25,7 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::trace::TraceLayer;
 
-use crate::api::{CasefileSchema, build_schema};
+use crate::api::{Runner, build_runner};
 use crate::auth::{AuthMode, Authenticator};
 use crate::config::{HttpOptions, Limits, LiveOptions};
 use crate::live::{Hub, SubscriptionSlots};
@@ -38,7 +38,8 @@ use throttle::Throttle;
 /// What every handler shares.
 #[derive(Clone)]
 pub struct AppState {
-    pub schema: CasefileSchema,
+    /// Runs GraphQL operations.
+    pub runner: Runner,
     pub store: Store,
     pub auth: Arc<Authenticator>,
     /// Browser origins that may open WebSocket and SSE streams.
@@ -68,7 +69,7 @@ pub fn router(
     let origins = Arc::new(OriginPolicy::new(options, auth.mode())?);
     let cors = cors(origins.cors_origins(), &options.cors_allow_headers)?;
     let state = AppState {
-        schema: build_schema(
+        runner: build_runner(
             store.clone(),
             hub,
             auth.clone(),

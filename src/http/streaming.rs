@@ -18,7 +18,9 @@ use super::AppState;
 use super::serve::stopping;
 use crate::auth::Identity;
 use crate::config::LiveOptions;
-use crate::extensions::limits::coded_error;
+use async_graphql::Executor as _;
+
+use crate::api::runner::coded_error;
 
 /// How often an idle stream carries a heartbeat, so proxies keep it open.
 const HEARTBEAT: Duration = Duration::from_secs(15);
@@ -64,7 +66,9 @@ fn results(
     request: Request,
     identity: Identity,
 ) -> impl Stream<Item = async_graphql::Response> + Send + Unpin + 'static {
-    let results = state.schema.execute_stream(request.data(identity.clone()));
+    let results = state
+        .runner
+        .execute_stream(request.data(identity.clone()), None);
     let auth = state.auth.clone();
     let mut closing = state.closing.clone();
     let LiveOptions {

@@ -138,7 +138,7 @@ pub async fn upgrade(
                 closing: state.closing.clone(),
                 max_operations: state.live.max_subscriptions_per_connection,
             };
-            serve(socket, state.schema, connection)
+            serve(socket, state.runner, connection)
         })
 }
 

@@ -1,6 +1,7 @@
 use std::sync::Arc;
 
 use crate::api::cost;
+use crate::api::scalars::Text;
 use async_graphql::{Context, ID, Object};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -25,8 +26,8 @@ impl Chat {
     }
     /// Who opened the chat, and so owns it (only they, or an admin, post in it): `token:NAME`
     /// or a person's user from the SSO proxy once authentication is on.
-    async fn created_by(&self) -> Option<&str> {
-        self.0.created_by.as_deref()
+    async fn created_by(&self) -> Option<Text<'_>> {
+        self.0.created_by.as_deref().map(Text)
     }
     /// When it was opened.
     async fn created_at(&self) -> DateTime<Utc> {
@@ -70,17 +71,17 @@ impl ChatUserMessage {
         self.0.id
     }
     /// The question.
-    async fn content(&self) -> &str {
-        &self.0.content
+    async fn content(&self) -> Text<'_> {
+        Text(&self.0.content)
     }
     /// Who asked, as a display name.
-    async fn author(&self) -> Option<&str> {
-        self.0.author.as_deref()
+    async fn author(&self) -> Option<Text<'_>> {
+        self.0.author.as_deref().map(Text)
     }
     /// The identity that posted it: `token:NAME` or a person's user from the SSO proxy (null
     /// under `--auth none` unless given).
-    async fn created_by(&self) -> Option<&str> {
-        self.0.created_by.as_deref()
+    async fn created_by(&self) -> Option<Text<'_>> {
+        self.0.created_by.as_deref().map(Text)
     }
     /// When it was asked.
     async fn created_at(&self) -> DateTime<Utc> {

@@ -1,6 +1,7 @@
 use std::sync::Arc;
 
 use crate::api::cost;
+use crate::api::scalars::Text;
 use async_graphql::{Context, ID, Object};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -28,8 +29,8 @@ impl AgentExecution {
         self.0.id
     }
     /// Agent name, e.g. "KubernetesAgent".
-    async fn agent_name(&self) -> &str {
-        &self.0.agent_name
+    async fn agent_name(&self) -> Text<'_> {
+        Text(&self.0.agent_name)
     }
     /// Position among the stage's agents: 1 for a single agent, 1…N in parallel.
     async fn agent_index(&self) -> i32 {
@@ -52,20 +53,20 @@ impl AgentExecution {
         self.0.duration_ms
     }
     /// Why it failed, timed out or was cancelled.
-    async fn error_message(&self) -> Option<&str> {
-        self.0.error_message.as_deref()
+    async fn error_message(&self) -> Option<Text<'_>> {
+        self.0.error_message.as_deref().map(Text)
     }
     /// How the agent iterates, e.g. "react" or "native_thinking".
-    async fn iteration_strategy(&self) -> &str {
-        &self.0.iteration_strategy
+    async fn iteration_strategy(&self) -> Text<'_> {
+        Text(&self.0.iteration_strategy)
     }
     /// LLM provider the agent uses.
-    async fn llm_provider(&self) -> Option<&str> {
-        self.0.llm_provider.as_deref()
+    async fn llm_provider(&self) -> Option<Text<'_>> {
+        self.0.llm_provider.as_deref().map(Text)
     }
     /// LLM model the agent uses.
-    async fn llm_model(&self) -> Option<&str> {
-        self.0.llm_model.as_deref()
+    async fn llm_model(&self) -> Option<Text<'_>> {
+        self.0.llm_model.as_deref().map(Text)
     }
     /// When it was created.
     async fn created_at(&self) -> DateTime<Utc> {

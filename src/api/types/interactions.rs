@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::{AgentExecution, Message, Session, Stage, loaders, required};
 use crate::api::ids::{self, NodeType};
-use crate::api::scalars::SharedJson;
+use crate::api::scalars::{SharedJson, SharedText, Text};
 use crate::model::{LlmInteractionType, McpInteractionType};
 use crate::store::{
     LlmInteractionRow, LlmPayloadRow, LlmRequestRow, McpInteractionRow, McpPayloadRow,
@@ -32,8 +32,8 @@ impl LlmInteraction {
         self.0.interaction_type
     }
     /// Model name, e.g. "gemini-2.5-pro".
-    async fn model_name(&self) -> &str {
-        &self.0.model_name
+    async fn model_name(&self) -> Text<'_> {
+        Text(&self.0.model_name)
     }
     /// The request sent to the provider.
     async fn llm_request(&self, ctx: &Context<'_>) -> Result<SharedJson<LlmRequestRow>> {
@@ -48,8 +48,16 @@ impl LlmInteraction {
         }))
     }
     /// The model's native thinking, when it exposes it.
-    async fn thinking_content(&self, ctx: &Context<'_>) -> Result<Option<String>> {
-        Ok(self.payload(ctx).await?.thinking_content.clone())
+    async fn thinking_content(
+        &self,
+        ctx: &Context<'_>,
+    ) -> Result<Option<SharedText<LlmPayloadRow>>> {
+        let payload = self.payload(ctx).await?;
+        Ok(payload.thinking_content.is_some().then(|| {
+            SharedText::new(payload, |p| {
+                p.thinking_content.as_deref().unwrap_or_default()
+            })
+        }))
     }
     /// Grounding, tool usage and other provider metadata.
     async fn response_metadata(&self, ctx: &Context<'_>) -> Result<SharedJson<LlmPayloadRow>> {
@@ -82,8 +90,8 @@ impl LlmInteraction {
         self.0.duration_ms
     }
     /// Why the call failed (null when it succeeded).
-    async fn error_message(&self) -> Option<&str> {
-        self.0.error_message.as_deref()
+    async fn error_message(&self) -> Option<Text<'_>> {
+        self.0.error_message.as_deref().map(Text)
     }
     /// Whether the call succeeded (no error message).
     async fn success(&self) -> bool {
@@ -148,12 +156,12 @@ impl McpInteraction {
         self.0.interaction_type
     }
     /// MCP server, e.g. "kubernetes".
-    async fn server_name(&self) -> &str {
-        &self.0.server_name
+    async fn server_name(&self) -> Text<'_> {
+        Text(&self.0.server_name)
     }
     /// Tool called (null for a listing).
-    async fn tool_name(&self) -> Option<&str> {
-        self.0.tool_name.as_deref()
+    async fn tool_name(&self) -> Option<Text<'_>> {
+        self.0.tool_name.as_deref().map(Text)
     }
     /// Arguments passed to the tool.
     async fn tool_arguments(&self, ctx: &Context<'_>) -> Result<SharedJson<McpPayloadRow>> {
@@ -178,8 +186,8 @@ impl McpInteraction {
         self.0.duration_ms
     }
     /// Why the call failed (null when it succeeded).
-    async fn error_message(&self) -> Option<&str> {
-        self.0.error_message.as_deref()
+    async fn error_message(&self) -> Option<Text<'_>> {
+        self.0.error_message.as_deref().map(Text)
     }
     /// Whether the call succeeded (no error message).
     async fn success(&self) -> bool {

@@ -1,11 +1,12 @@
 use std::sync::Arc;
 
-use async_graphql::{Context, ID, Json, Object};
+use async_graphql::{Context, ID, Object};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::{AgentExecution, loaders, required};
 use crate::api::ids::{self, NodeType};
+use crate::api::scalars::{JsonRef, Text};
 use crate::model::MessageRole;
 use crate::store::MessageRow;
 use async_graphql::Result;
@@ -32,20 +33,20 @@ impl Message {
         self.0.role
     }
     /// Message text.
-    async fn content(&self) -> &str {
-        &self.0.content
+    async fn content(&self) -> Text<'_> {
+        Text(&self.0.content)
     }
     /// For a `TOOL` message: the id of the tool call it answers.
-    async fn tool_call_id(&self) -> Option<&str> {
-        self.0.tool_call_id.as_deref()
+    async fn tool_call_id(&self) -> Option<Text<'_>> {
+        self.0.tool_call_id.as_deref().map(Text)
     }
     /// For a `TOOL` message: the tool that produced it.
-    async fn tool_name(&self) -> Option<&str> {
-        self.0.tool_name.as_deref()
+    async fn tool_name(&self) -> Option<Text<'_>> {
+        self.0.tool_name.as_deref().map(Text)
     }
     /// For an `ASSISTANT` message: the tool calls it requested.
-    async fn tool_calls(&self) -> Option<Json<&serde_json::Value>> {
-        self.0.tool_calls.as_ref().map(Json)
+    async fn tool_calls(&self) -> Option<JsonRef<'_>> {
+        self.0.tool_calls.as_ref().map(JsonRef)
     }
     /// When it was stored.
     async fn created_at(&self) -> DateTime<Utc> {

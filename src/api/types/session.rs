@@ -1,7 +1,7 @@
 use std::sync::Arc;
 
 use async_graphql::connection::PageInfo;
-use async_graphql::{ComplexObject, Context, ID, Json, Object, SimpleObject};
+use async_graphql::{ComplexObject, Context, ID, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -10,6 +10,7 @@ use super::timeline::{TimelineConnection, timeline_page};
 use super::{Chat, LlmInteraction, McpInteraction, SessionCounts, Stage, TokenUsage, loaders};
 use crate::api::cost;
 use crate::api::ids::{self, NodeType};
+use crate::api::scalars::{JsonRef, Text};
 use crate::model::SessionStatus;
 use crate::store::sessions::SessionFilter;
 use crate::store::{Scope, SessionRow, Store};
@@ -65,29 +66,29 @@ impl Session {
         self.0.id
     }
     /// Kind of alert investigated (e.g. `PodCrashLooping`).
-    async fn alert_type(&self) -> &str {
-        &self.0.alert_type
+    async fn alert_type(&self) -> Text<'_> {
+        Text(&self.0.alert_type)
     }
     /// The alert as received.
-    async fn alert_data(&self) -> Json<&serde_json::Value> {
-        Json(&self.0.alert_data)
+    async fn alert_data(&self) -> JsonRef<'_> {
+        JsonRef(&self.0.alert_data)
     }
     /// Where the session is in its lifecycle.
     async fn status(&self) -> SessionStatus {
         self.0.status
     }
     /// The chain (sequence of stages) that processes it.
-    async fn chain_id(&self) -> &str {
-        &self.0.chain_id
+    async fn chain_id(&self) -> Text<'_> {
+        Text(&self.0.chain_id)
     }
     /// Who or what submitted the alert.
-    async fn author(&self) -> Option<&str> {
-        self.0.author.as_deref()
+    async fn author(&self) -> Option<Text<'_>> {
+        self.0.author.as_deref().map(Text)
     }
     /// The identity that created it: `token:NAME` for an API token, the user for a person
     /// signed in through the SSO proxy (null under `--auth none` unless given).
-    async fn created_by(&self) -> Option<&str> {
-        self.0.created_by.as_deref()
+    async fn created_by(&self) -> Option<Text<'_>> {
+        self.0.created_by.as_deref().map(Text)
     }
     /// Every status change, delete and restore, oldest first: from, to, who and why.
     #[graphql(complexity = "cost::list(cost::rows::STATUS_CHANGES, child_complexity)")]
@@ -103,20 +104,20 @@ impl Session {
             .collect())
     }
     /// Runbook the agents follow.
-    async fn runbook_url(&self) -> Option<&str> {
-        self.0.runbook_url.as_deref()
+    async fn runbook_url(&self) -> Option<Text<'_>> {
+        self.0.runbook_url.as_deref().map(Text)
     }
     /// The investigation's conclusion.
-    async fn final_analysis(&self) -> Option<&str> {
-        self.0.final_analysis.as_deref()
+    async fn final_analysis(&self) -> Option<Text<'_>> {
+        self.0.final_analysis.as_deref().map(Text)
     }
     /// A short summary of the conclusion.
-    async fn executive_summary(&self) -> Option<&str> {
-        self.0.executive_summary.as_deref()
+    async fn executive_summary(&self) -> Option<Text<'_>> {
+        self.0.executive_summary.as_deref().map(Text)
     }
     /// Why it failed or timed out.
-    async fn error_message(&self) -> Option<&str> {
-        self.0.error_message.as_deref()
+    async fn error_message(&self) -> Option<Text<'_>> {
+        self.0.error_message.as_deref().map(Text)
     }
     /// When processing started.
     async fn started_at(&self) -> Option<DateTime<Utc>> {

@@ -1,6 +1,7 @@
 use std::sync::Arc;
 
 use crate::api::cost;
+use crate::api::scalars::Text;
 use async_graphql::{Context, ID, Object};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -29,8 +30,8 @@ impl Stage {
         self.0.id
     }
     /// Stage name, e.g. "Initial Analysis".
-    async fn name(&self) -> &str {
-        &self.0.stage_name
+    async fn name(&self) -> Text<'_> {
+        Text(&self.0.stage_name)
     }
     /// Position in the chain: 0, 1, 2, …
     async fn stage_index(&self) -> i32 {
@@ -65,8 +66,8 @@ impl Stage {
         self.0.duration_ms
     }
     /// Why it did not complete (names the agents that did not succeed).
-    async fn error_message(&self) -> Option<&str> {
-        self.0.error_message.as_deref()
+    async fn error_message(&self) -> Option<Text<'_>> {
+        self.0.error_message.as_deref().map(Text)
     }
     /// When it was created.
     async fn created_at(&self) -> DateTime<Utc> {

@@ -1,7 +1,7 @@
 use std::sync::Arc;
 
 use async_graphql::connection::PageInfo;
-use async_graphql::{Context, ID, Json, Object, SimpleObject};
+use async_graphql::{Context, ID, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -10,6 +10,7 @@ use crate::api::ids::{self, NodeType};
 use crate::api::pagination::{
     TimelineCursor, decode_timeline_cursor, page_info, page_size, timeline_cursor,
 };
+use crate::api::scalars::{JsonRef, Text};
 use crate::config::Limits;
 use crate::model::{TimelineEventStatus, TimelineEventType};
 use crate::store::{Scope, TimelineEventRow, TimelinePageKey};
@@ -118,12 +119,12 @@ impl TimelineEvent {
         self.0.status
     }
     /// The text so far (final once the event is finished).
-    async fn content(&self) -> &str {
-        &self.0.content
+    async fn content(&self) -> Text<'_> {
+        Text(&self.0.content)
     }
     /// Type-specific details (tool name, server name, …).
-    async fn metadata(&self) -> Json<&serde_json::Value> {
-        Json(&self.0.metadata)
+    async fn metadata(&self) -> JsonRef<'_> {
+        JsonRef(&self.0.metadata)
     }
     /// When the event was created.
     async fn created_at(&self) -> DateTime<Utc> {

@@ -6,85 +6,31 @@
 
 use std::sync::Arc;
 
-use async_graphql::extensions::{
-    Extension, ExtensionContext, ExtensionFactory, NextParseQuery, NextRequest, NextSubscribe,
-    NextValidation,
-};
-use async_graphql::parser::types::ExecutableDocument;
-use async_graphql::{Response, ServerError, ServerResult, ValidationResult, Variables};
-use futures::StreamExt as _;
-use futures::stream::BoxStream;
+use async_graphql::ServerError;
 
 use crate::error::{Error, Log};
 
 pub const PARSE_FAILED: &str = "GRAPHQL_PARSE_FAILED";
 pub const VALIDATION_FAILED: &str = "GRAPHQL_VALIDATION_FAILED";
 
-/// Installs the error-code mapping.
-pub struct ErrorCodes;
-
-impl ExtensionFactory for ErrorCodes {
-    fn create(&self) -> Arc<dyn Extension> {
-        Arc::new(ErrorCodes)
-    }
+/// A document that does not parse.
+pub fn parse_failed(err: impl Into<ServerError>) -> ServerError {
+    let mut err = err.into();
+    set_code(&mut err, PARSE_FAILED);
+    err
 }
 
-#[async_graphql::async_trait::async_trait]
-impl Extension for ErrorCodes {
-    async fn request(&self, ctx: &ExtensionContext<'_>, next: NextRequest<'_>) -> Response {
-        let mut response = next.run(ctx).await;
-        response.errors.iter_mut().for_each(assign_code);
-        response
-    }
-
-    fn subscribe<'s>(
-        &self,
-        ctx: &ExtensionContext<'_>,
-        stream: BoxStream<'s, Response>,
-        next: NextSubscribe<'_>,
-    ) -> BoxStream<'s, Response> {
-        next.run(ctx, stream)
-            .map(|mut response| {
-                response.errors.iter_mut().for_each(assign_code);
-                response
-            })
-            .boxed()
-    }
-
-    async fn parse_query(
-        &self,
-        ctx: &ExtensionContext<'_>,
-        query: &str,
-        variables: &Variables,
-        next: NextParseQuery<'_>,
-    ) -> ServerResult<ExecutableDocument> {
-        next.run(ctx, query, variables).await.map_err(|mut err| {
-            set_code(&mut err, PARSE_FAILED);
-            err
-        })
-    }
-
-    async fn validation(
-        &self,
-        ctx: &ExtensionContext<'_>,
-        next: NextValidation<'_>,
-    ) -> Result<ValidationResult, Vec<ServerError>> {
-        next.run(ctx).await.map_err(|mut errors| {
-            for err in &mut errors {
-                // A value of the wrong shape (bad enum value, wrong type) is the user's input;
-                // anything else (unknown field, limits exceeded) is an invalid document.
-                let code = if err.message.starts_with("Invalid value for argument")
-                    || err.message.starts_with("Invalid value for variable")
-                {
-                    "BAD_USER_INPUT"
-                } else {
-                    VALIDATION_FAILED
-                };
-                set_code(err, code);
-            }
-            errors
-        })
-    }
+/// An error of validation: a value of the wrong shape (bad enum value, wrong type) is the
+/// user's input; anything else (unknown field) is an invalid document.
+pub fn code_validation_error(err: &mut ServerError) {
+    let code = if err.message.starts_with("Invalid value for argument")
+        || err.message.starts_with("Invalid value for variable")
+    {
+        "BAD_USER_INPUT"
+    } else {
+        VALIDATION_FAILED
+    };
+    set_code(err, code);
 }
 
 fn has_code(err: &ServerError) -> bool {
@@ -101,7 +47,8 @@ fn set_code(err: &mut ServerError, code: &str) {
     }
 }
 
-fn assign_code(err: &mut ServerError) {
+/// Gives `err` its code (and its public message, if casefile raised it), unless it has one.
+pub fn assign_code(err: &mut ServerError) {
     let ours = err
         .source::<Error>()
         .or_else(|| err.source::<Arc<Error>>().map(|e| &**e))

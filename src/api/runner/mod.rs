@@ -1,0 +1,192 @@
+//! Runs GraphQL operations: parses them (keeping the parsed documents), checks the request
+//! limits, gives each operation its own loaders and drives it so that their batches go to the
+//! database only when the operation is blocked on them (see `api::loaders::batch`), and gives
+//! every error its code.
+//!
+//! This is the work async-graphql's extensions are for, done around the schema instead: once
+//! any extension is installed, async-graphql sends every field and every list item through a
+//! slower path (a `ResolveInfo` with registry lookups and formatted type names, a boxed future
+//! per extension). Measured on the dashboard's list, that was a third of the server's time.
+
+mod check;
+pub mod codes;
+mod documents;
+pub mod limits;
+pub mod response_size;
+
+use std::any::TypeId;
+use std::sync::Arc;
+
+use async_graphql::{Data, Executor, Request, Response, ServerError, ValidationMode};
+use futures::StreamExt as _;
+use futures::stream::{self, BoxStream};
+
+use super::{CasefileSchema, Loaders, loaders::Dispatcher, loaders::UntilIdle};
+use crate::config::Limits;
+use crate::store::Store;
+use check::{Check, Figures};
+use codes::assign_code;
+use documents::Documents;
+pub use limits::{CostBudget, coded_error};
+use response_size::ResponseSize;
+
+/// What the edge runs operations with (HTTP, SSE and WebSocket alike).
+#[derive(Clone)]
+pub struct Runner(Arc<Inner>);
+
+struct Inner {
+    /// Runs validated operations: no extensions, and only the checks validation must repeat.
+    schema: CasefileSchema,
+    /// Validates in full and keeps the figures; executes nothing.
+    checker: CasefileSchema,
+    store: Store,
+    limits: Limits,
+    documents: Documents,
+}
+
+/// An operation that passed every check, ready to run.
+struct Admitted {
+    request: Request,
+    dispatcher: Arc<Dispatcher>,
+    size: Arc<ResponseSize>,
+}
+
+impl Runner {
+    /// `build` makes the schema (with its data): once to run operations, once to check them.
+    pub fn new(
+        build: impl Fn() -> async_graphql::SchemaBuilder<
+            super::Query,
+            super::Mutation,
+            super::Subscription,
+        >,
+        store: Store,
+        limits: Limits,
+    ) -> Runner {
+        Runner(Arc::new(Inner {
+            schema: build().validation_mode(ValidationMode::Fast).finish(),
+            checker: build().extension(Check).finish(),
+            store,
+            limits,
+            documents: Documents::new(),
+        }))
+    }
+
+    /// The schema operations run on (for its data and SDL).
+    pub fn schema(&self) -> &CasefileSchema {
+        &self.0.schema
+    }
+
+    /// Parses and checks `request`, and gives it its loaders (`cached` unless it runs on a
+    /// stream, where each update must see the database as it is then); else the errors
+    /// that refuse it.
+    async fn admit(
+        &self,
+        mut request: Request,
+        cached: bool,
+    ) -> Result<Admitted, Vec<ServerError>> {
+        let inner = &self.0;
+        let document = match inner.documents.parse(&request.query) {
+            Ok(document) => document,
+            Err(err) => return Err(vec![err]),
+        };
+        if let Err(err) = limits::check_shape(&inner.limits, &document) {
+            return Err(vec![err]);
+        }
+
+        let figures = Figures::default();
+        let mut probe = Request::new(String::new())
+            .variables(request.variables.clone())
+            .data(figures.clone());
+        probe.operation_name = request.operation_name.clone();
+        probe.set_parsed_query(document.clone());
+        let checked = inner.checker.execute(probe).await;
+        if !checked.errors.is_empty() {
+            return Err(checked.errors);
+        }
+        let Some(figures) = figures.get() else {
+            return Err(vec![coded_error(
+                "INTERNAL_SERVER_ERROR",
+                "the operation was not validated",
+            )]);
+        };
+        let budget = request
+            .data
+            .get(&TypeId::of::<CostBudget>())
+            .and_then(|data| data.downcast_ref::<CostBudget>());
+        if let Err(err) = limits::check_cost(&inner.limits, &figures, budget) {
+            return Err(vec![err]);
+        }
+
+        request.set_parsed_query(document);
+        let dispatcher = Arc::new(Dispatcher::default());
+        let size = ResponseSize::new(inner.limits.max_response_bytes);
+        let request = request
+            .data(Loaders::new(&inner.store, &dispatcher, cached))
+            .data(size.clone());
+        Ok(Admitted {
+            request,
+            dispatcher,
+            size,
+        })
+    }
+
+    /// The response to an operation refused before it ran.
+    fn refused(&self, mut errors: Vec<ServerError>) -> Response {
+        errors.iter_mut().for_each(assign_code);
+        Response::from_errors(errors)
+    }
+
+    /// The response as it goes out: replaced if it grew too large, every error coded.
+    fn finish(&self, mut response: Response, size: &ResponseSize) -> Response {
+        if size.take_exceeded() {
+            return Response::from_errors(vec![limits::response_too_large(&self.0.limits)]);
+        }
+        response.errors.iter_mut().for_each(assign_code);
+        response
+    }
+}
+
+impl Executor for Runner {
+    async fn execute(&self, request: Request) -> Response {
+        let Admitted {
+            request,
+            dispatcher,
+            size,
+        } = match self.admit(request, true).await {
+            Ok(admitted) => admitted,
+            Err(errors) => return self.refused(errors),
+        };
+        let response = UntilIdle::new(Box::pin(self.0.schema.execute(request)), dispatcher).await;
+        self.finish(response, &size)
+    }
+
+    fn execute_stream(
+        &self,
+        request: Request,
+        session_data: Option<Arc<Data>>,
+    ) -> BoxStream<'static, Response> {
+        let runner = self.clone();
+        stream::once(async move {
+            let Admitted {
+                request,
+                dispatcher,
+                size,
+            } = match runner.admit(request, false).await {
+                Ok(admitted) => admitted,
+                Err(errors) => return stream::iter([runner.refused(errors)]).boxed(),
+            };
+            let responses = match session_data {
+                Some(data) => runner
+                    .0
+                    .schema
+                    .execute_stream_with_session_data(request, data),
+                None => runner.0.schema.execute_stream(request),
+            };
+            UntilIdle::new(responses, dispatcher)
+                .map(move |response| runner.finish(response, &size))
+                .boxed()
+        })
+        .flatten()
+        .boxed()
+    }
+}
