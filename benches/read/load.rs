@@ -152,7 +152,9 @@ impl Connection {
     }
 
     async fn outcome(&mut self, body: &Bytes) -> Outcome {
-        let mut request = hyper::Request::post(self.uri.clone())
+        // Origin form (`/graphql`) in the request line, as browsers and wrk send it.
+        let path = self.uri.path_and_query().map_or("/", |p| p.as_str());
+        let mut request = hyper::Request::post(path)
             .header(header::HOST, self.uri.authority().unwrap().as_str())
             .header(header::CONTENT_TYPE, "application/json");
         if let Some(authorization) = &self.authorization {

@@ -6,9 +6,12 @@ use std::sync::Arc;
 
 use async_graphql::parser::types::Field;
 use async_graphql::registry::Registry;
-use async_graphql::{ContextSelectionSet, Json, OutputType, Positioned, ServerResult, Value};
+use async_graphql::{
+    ContextSelectionSet, Json, OutputType, Positioned, ServerError, ServerResult, Value,
+};
 
 use crate::api::runner::response_size::{ResponseSize, size_of};
+use crate::store::RawJson;
 
 /// Adds `value`'s bytes to the response's size; an error past the limit.
 fn counted(ctx: &ContextSelectionSet<'_>, value: Value) -> ServerResult<Value> {
@@ -39,8 +42,9 @@ impl OutputType for Text<'_> {
     }
 }
 
-/// A JSON value of a row (the schema's `JSON` scalar, like async-graphql's own).
-pub struct JsonRef<'a>(pub &'a serde_json::Value);
+/// A JSON value of a row, as the database sent it (the schema's `JSON` scalar, like
+/// async-graphql's own).
+pub struct JsonRef<'a>(pub &'a RawJson);
 
 impl OutputType for JsonRef<'_> {
     fn type_name() -> Cow<'static, str> {
@@ -56,7 +60,9 @@ impl OutputType for JsonRef<'_> {
         ctx: &ContextSelectionSet<'_>,
         _: &Positioned<Field>,
     ) -> ServerResult<Value> {
-        counted(ctx, async_graphql::to_value(self.0).unwrap_or_default())
+        let value = serde_json::from_str(self.0.get())
+            .map_err(|e| ServerError::new(e.to_string(), None))?;
+        counted(ctx, value)
     }
 }
 
@@ -85,9 +91,12 @@ impl<R: Send + Sync> OutputType for SharedJson<R> {
     async fn resolve(
         &self,
         ctx: &ContextSelectionSet<'_>,
-        field: &Positioned<Field>,
+        _: &Positioned<Field>,
     ) -> ServerResult<Value> {
-        JsonRef((self.field)(&self.row)).resolve(ctx, field).await
+        counted(
+            ctx,
+            async_graphql::to_value((self.field)(&self.row)).unwrap_or_default(),
+        )
     }
 }
 

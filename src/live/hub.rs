@@ -150,9 +150,7 @@ impl Change {
             + text(&row.previous_status)
             + text(&self.delta)
             + self.event.as_ref().map_or(0, |e| {
-                std::mem::size_of::<TimelineEventRow>()
-                    + e.content.len()
-                    + e.metadata.to_string().len()
+                std::mem::size_of::<TimelineEventRow>() + e.content.len() + e.metadata.get().len()
             })
     }
 }

@@ -2,6 +2,7 @@
 //! (`WHERE key = ANY($1)`), so the GraphQL loaders above cost one statement per batch.
 
 mod children;
+mod lease;
 mod records;
 pub mod refusals;
 mod rollups;
@@ -14,8 +15,13 @@ use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::Arc;
 
-use sqlx::PgPool;
+use std::ops::{Deref, DerefMut};
+
+use sqlx::pool::PoolConnection;
+use sqlx::{PgConnection, PgPool, Postgres};
 use uuid::Uuid;
+
+use lease::{Lease, Leased};
 
 use crate::error::Result;
 pub use records::*;
@@ -44,15 +50,60 @@ impl Scope {
 #[derive(Clone)]
 pub struct Store {
     pool: PgPool,
+    /// Where this operation's reads keep their connection between statements, if it has one.
+    lease: Option<Arc<Lease>>,
+}
+
+/// A connection for one read: the operation's own, or one from the pool.
+enum Reader {
+    Leased(Leased),
+    Pooled(PoolConnection<Postgres>),
+}
+
+impl Deref for Reader {
+    type Target = PgConnection;
+
+    fn deref(&self) -> &PgConnection {
+        match self {
+            Reader::Leased(c) => c,
+            Reader::Pooled(c) => c,
+        }
+    }
+}
+
+impl DerefMut for Reader {
+    fn deref_mut(&mut self) -> &mut PgConnection {
+        match self {
+            Reader::Leased(c) => c,
+            Reader::Pooled(c) => c,
+        }
+    }
 }
 
 impl Store {
     pub fn new(pool: PgPool) -> Self {
-        Self { pool }
+        Self { pool, lease: None }
     }
 
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// The store for one operation (not a stream: it would hold a connection for as long as it
+    /// runs), whose reads keep one connection between statements (see [`lease`]).
+    pub fn for_operation(&self) -> Store {
+        Store {
+            pool: self.pool.clone(),
+            lease: Some(Lease::new(self.pool.clone())),
+        }
+    }
+
+    /// A connection for one read.
+    async fn reader(&self) -> Result<Reader> {
+        Ok(match &self.lease {
+            Some(lease) => Reader::Leased(lease.connection().await?),
+            None => Reader::Pooled(self.pool.acquire().await?),
+        })
     }
 
     /// Rows of one table by id; ids that do not exist are simply absent.
@@ -60,7 +111,7 @@ impl Store {
         let sql = format!("SELECT {} FROM {} WHERE id = ANY($1)", R::COLUMNS, R::TABLE);
         Ok(sqlx::query_as::<_, R>(&sql)
             .bind(ids)
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *self.reader().await?)
             .await?)
     }
 }

@@ -2,10 +2,20 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::Value as Json;
+use serde_json::value::RawValue;
 use sqlx::FromRow;
 use uuid::Uuid;
 
 use crate::model::*;
+
+/// JSON kept as the database sent it: checked, but not built into a tree unless a client asks
+/// for it (most reads of a row do not).
+pub type RawJson = sqlx::types::Json<Box<RawValue>>;
+
+/// `value` as kept in a row.
+pub fn raw_json(value: &Json) -> RawJson {
+    sqlx::types::Json(serde_json::value::to_raw_value(value).expect("a JSON value serializes"))
+}
 
 /// A table whose rows are addressed by a uuid `id`.
 pub trait Record:
@@ -41,7 +51,7 @@ macro_rules! record {
 pub struct SessionRow {
     pub id: Uuid,
     pub alert_type: String,
-    pub alert_data: Json,
+    pub alert_data: RawJson,
     pub status: SessionStatus,
     pub chain_id: String,
     pub author: Option<String>,
@@ -124,7 +134,7 @@ pub struct TimelineEventRow {
     pub event_type: TimelineEventType,
     pub status: TimelineEventStatus,
     pub content: String,
-    pub metadata: Json,
+    pub metadata: RawJson,
     pub llm_interaction_id: Option<Uuid>,
     pub mcp_interaction_id: Option<Uuid>,
     pub created_at: DateTime<Utc>,
@@ -144,7 +154,7 @@ pub struct MessageRow {
     pub content: String,
     pub tool_call_id: Option<String>,
     pub tool_name: Option<String>,
-    pub tool_calls: Option<Json>,
+    pub tool_calls: Option<RawJson>,
     pub created_at: DateTime<Utc>,
 }
 record!(MessageRow, "messages", "message");

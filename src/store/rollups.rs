@@ -32,7 +32,10 @@ impl Store {
                     count(*) AS interaction_count \
              FROM llm_interactions WHERE {column} = ANY($1) GROUP BY {column}"
         );
-        let rows: Vec<Row> = sqlx::query_as(&sql).bind(ids).fetch_all(&self.pool).await?;
+        let rows: Vec<Row> = sqlx::query_as(&sql)
+            .bind(ids)
+            .fetch_all(&mut *self.reader().await?)
+            .await?;
         let mut usage: HashMap<Uuid, TokenUsageRow> = ids
             .iter()
             .map(|id| (*id, TokenUsageRow::default()))
@@ -60,7 +63,7 @@ impl Store {
              FROM unnest($1::uuid[]) AS s(id)",
         )
         .bind(ids)
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *self.reader().await?)
         .await?;
         Ok(rows.into_iter().map(|r| (r.id, r.counts)).collect())
     }

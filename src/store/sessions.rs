@@ -194,14 +194,20 @@ impl Store {
         }
         qb.push(format_args!(" ORDER BY {expr} {dir}, id {dir} LIMIT "))
             .push_bind(limit);
-        Ok(qb.build_query_as().fetch_all(&self.pool).await?)
+        Ok(qb
+            .build_query_as()
+            .fetch_all(&mut *self.reader().await?)
+            .await?)
     }
 
     /// How many sessions match the filter.
     pub async fn count_sessions(&self, filter: &SessionFilter) -> Result<i64> {
         let mut qb = QueryBuilder::<Postgres>::new("SELECT count(*) FROM sessions");
         push_filter(&mut qb, filter);
-        Ok(qb.build_query_scalar().fetch_one(&self.pool).await?)
+        Ok(qb
+            .build_query_scalar()
+            .fetch_one(&mut *self.reader().await?)
+            .await?)
     }
 }
 

@@ -48,7 +48,7 @@ impl Store {
             .bind(&parents)
             .bind(&afters)
             .bind(&limits)
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *self.reader().await?)
             .await?;
         let mut pages: HashMap<TimelinePageKey, Vec<Arc<TimelineEventRow>>> =
             keys.iter().map(|k| (*k, Vec::new())).collect();

@@ -120,8 +120,15 @@ impl Runner {
         request.set_parsed_query(document);
         let dispatcher = Arc::new(Dispatcher::default());
         let size = ResponseSize::new(inner.limits.max_response_bytes);
+        // Its own store (for the root fields too): its reads keep one connection between
+        // statements. Not on a stream, which would hold it for as long as it runs.
+        let store = match cached {
+            true => inner.store.for_operation(),
+            false => inner.store.clone(),
+        };
         let request = request
-            .data(Loaders::new(&inner.store, &dispatcher, cached))
+            .data(Loaders::new(&store, &dispatcher, cached))
+            .data(store)
             .data(size.clone());
         Ok(Admitted {
             request,

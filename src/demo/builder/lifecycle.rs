@@ -47,7 +47,7 @@ impl Demo {
         self.sessions.push(SessionRow {
             id,
             alert_type: alert.alert_type.into(),
-            alert_data: alert.data,
+            alert_data: crate::store::raw_json(&alert.data),
             status: SessionStatus::Pending,
             chain_id: alert.chain_id.into(),
             author: Some("alertmanager".into()),

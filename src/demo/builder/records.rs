@@ -106,7 +106,7 @@ impl Demo {
             content: content.into(),
             tool_call_id,
             tool_name,
-            tool_calls,
+            tool_calls: tool_calls.as_ref().map(crate::store::raw_json),
             created_at: self.now,
         });
         self.wait(40);
@@ -124,7 +124,7 @@ impl Demo {
             event_type: event.kind,
             status: event.status,
             content: event.content,
-            metadata: event.metadata,
+            metadata: crate::store::raw_json(&event.metadata),
             llm_interaction_id: event.llm,
             mcp_interaction_id: event.mcp,
             created_at: event.since,

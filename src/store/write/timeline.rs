@@ -242,10 +242,10 @@ pub async fn finish(conn: &mut PgConnection, finish: &Finish) -> Result<Timeline
                 .content
                 .as_ref()
                 .is_none_or(|c| *c == current.content)
-            && finish
-                .metadata
-                .as_ref()
-                .is_none_or(|m| *m == current.metadata)
+            && finish.metadata.as_ref().is_none_or(|m| {
+                serde_json::from_str::<serde_json::Value>(current.metadata.get())
+                    .is_ok_and(|c| c == *m)
+            })
             && finish
                 .llm_interaction_id
                 .is_none_or(|l| Some(l) == current.llm_interaction_id)
