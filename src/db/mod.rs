@@ -18,10 +18,10 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 /// How long a request waits for an external pool's connection before it is refused.
 const EXTERNAL_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// A connection idle longer than this is pinged before it is used again (the server, or a proxy
-/// on the way, may have dropped it meanwhile). sqlx's default pings before every use: a round
-/// trip, and a task switch on each side, for every statement.
-const PING_IF_IDLE_FOR: Duration = Duration::from_secs(10);
+/// A connection idle longer than this is pinged before it is used again: the server, or a proxy
+/// on the way, may have dropped it meanwhile (HikariCP's window is half a second). sqlx's
+/// default pings before every use: a round trip, and a task switch on each side, per statement.
+const PING_IF_IDLE_FOR: Duration = Duration::from_secs(1);
 
 /// Pool options both databases share.
 fn pool_options() -> PgPoolOptions {
