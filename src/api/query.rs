@@ -11,9 +11,9 @@ use super::types::{ApiToken, Node, Session, SessionConnection, SessionEdge, View
 use crate::config::Limits;
 use crate::error::Error;
 use crate::model::{Role, SessionStatus};
+use crate::store::Store;
 use crate::store::sessions::{SessionFilter, SessionSort};
 use crate::store::write::{check_optional, check_time, limits};
-use crate::store::{Store, tokens};
 use async_graphql::Result;
 
 /// Shortest accepted text search.
@@ -263,7 +263,8 @@ impl Query {
         #[graphql(desc = "Include revoked tokens.", default = false)] include_revoked: bool,
     ) -> Result<Vec<ApiToken>> {
         let store = ctx.data_unchecked::<Store>();
-        Ok(tokens::list(store.pool(), include_revoked)
+        Ok(store
+            .tokens(include_revoked)
             .await?
             .into_iter()
             .map(ApiToken)

@@ -4,11 +4,12 @@
 //! migration 0005), so every casefile process on the database drops the tokens it has cached.
 
 use chrono::{DateTime, Utc};
-use sqlx::{FromRow, PgConnection, PgPool};
+use sqlx::{FromRow, PgConnection, PgExecutor, PgPool};
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
 use crate::model::Role;
+use crate::store::Store;
 
 /// The channel every process listens on to forget cached tokens (the trigger's).
 pub const CHANGES_CHANNEL: &str = "casefile_tokens";
@@ -90,13 +91,24 @@ pub async fn create(conn: &mut PgConnection, new: &NewToken<'_>) -> Result<ApiTo
 }
 
 /// Every token, oldest first; revoked ones only when asked for.
-pub async fn list(pool: &PgPool, include_revoked: bool) -> Result<Vec<ApiTokenRow>> {
+pub async fn list(
+    executor: impl PgExecutor<'_>,
+    include_revoked: bool,
+) -> Result<Vec<ApiTokenRow>> {
     Ok(sqlx::query_as(&format!(
         "SELECT {COLUMNS} FROM api_tokens WHERE $1 OR revoked_at IS NULL ORDER BY created_at, id"
     ))
     .bind(include_revoked)
-    .fetch_all(pool)
+    .fetch_all(executor)
     .await?)
+}
+
+impl Store {
+    /// Every token, oldest first (revoked ones too, if asked), read on the operation's own
+    /// connection.
+    pub async fn tokens(&self, include_revoked: bool) -> Result<Vec<ApiTokenRow>> {
+        list(&mut *self.reader().await?, include_revoked).await
+    }
 }
 
 /// Revokes a token by name (revoking a revoked token changes nothing).

@@ -3,6 +3,7 @@
 mod access;
 mod bad_input;
 mod common;
+mod connections;
 mod db_timeouts;
 mod deadlocks;
 mod demo;

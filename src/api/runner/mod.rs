@@ -17,6 +17,7 @@ pub mod response_size;
 use std::any::TypeId;
 use std::sync::Arc;
 
+use async_graphql::parser::types::{DocumentOperations, ExecutableDocument, OperationType};
 use async_graphql::{Data, Executor, Request, Response, ServerError, ValidationMode};
 use futures::StreamExt as _;
 use futures::stream::{self, BoxStream};
@@ -117,15 +118,18 @@ impl Runner {
             return Err(vec![err]);
         }
 
-        request.set_parsed_query(document);
         let dispatcher = Arc::new(Dispatcher::default());
         let size = ResponseSize::new(inner.limits.max_response_bytes);
-        // Its own store (for the root fields too): its reads keep one connection between
-        // statements. Not on a stream, which would hold it for as long as it runs.
-        let store = match cached {
-            true => inner.store.for_operation(),
-            false => inner.store.clone(),
+        // A query gets a store of its own (for the root fields too), whose reads keep one
+        // connection between statements. Not a mutation: its transactions take connections
+        // from the pool, which its parked one could be the last of. Nor a stream: it would
+        // hold a connection for as long as it runs.
+        let store = if cached && is_query(&document, request.operation_name.as_deref()) {
+            inner.store.for_operation()
+        } else {
+            inner.store.clone()
         };
+        request.set_parsed_query(document);
         let request = request
             .data(Loaders::new(&store, &dispatcher, cached))
             .data(store)
@@ -151,6 +155,16 @@ impl Runner {
         response.errors.iter_mut().for_each(assign_code);
         response
     }
+}
+
+/// Whether the operation `request` runs is a query (validated: it exists).
+fn is_query(document: &ExecutableDocument, operation_name: Option<&str>) -> bool {
+    let operation = match (&document.operations, operation_name) {
+        (DocumentOperations::Single(operation), _) => Some(operation),
+        (DocumentOperations::Multiple(operations), Some(name)) => operations.get(name),
+        (DocumentOperations::Multiple(operations), None) => operations.values().next(),
+    };
+    operation.is_some_and(|op| op.node.ty == OperationType::Query)
 }
 
 impl Executor for Runner {
