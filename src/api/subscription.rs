@@ -16,6 +16,7 @@ use crate::error::Error;
 use crate::live::timeline::{self, Position, Scope, TimelineUpdateKind, Update};
 use crate::live::{Change, Hub, Slot, SubscriptionSlots};
 use crate::model::{Role, SessionStatus, from_db_name};
+use crate::store::sessions::Membership;
 use crate::store::{Record, Store};
 use tokio::sync::broadcast::error::RecvError;
 use uuid::Uuid;
@@ -364,17 +365,11 @@ async fn view_of(
     stage: Option<Uuid>,
     execution: Option<Uuid>,
 ) -> async_graphql::Result<Scope> {
-    let (exists, stage_ok, execution_stage): (bool, bool, Option<Uuid>) = sqlx::query_as(
-        "SELECT EXISTS (SELECT 1 FROM sessions WHERE id = $1), \
-                $2::uuid IS NULL OR EXISTS (SELECT 1 FROM stages WHERE id = $2 AND session_id = $1), \
-                (SELECT stage_id FROM agent_executions WHERE id = $3 AND session_id = $1)",
-    )
-    .bind(session)
-    .bind(stage)
-    .bind(execution)
-    .fetch_one(store.pool())
-    .await
-    .map_err(Error::from)?;
+    let Membership {
+        session_exists: exists,
+        stage_in_session: stage_ok,
+        execution_stage,
+    } = store.membership(session, stage, execution).await?;
     if !exists {
         return Err(Error::not_found(format!("session {session} does not exist")).into());
     }

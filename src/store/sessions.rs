@@ -165,7 +165,40 @@ fn push_filter(qb: &mut QueryBuilder<'_, Postgres>, filter: &SessionFilter) {
     }
 }
 
+/// How a stage and an execution relate to a session.
+pub struct Membership {
+    pub session_exists: bool,
+    /// The stage, if one was named, is the session's.
+    pub stage_in_session: bool,
+    /// The stage of the execution named, if that execution is the session's.
+    pub execution_stage: Option<Uuid>,
+}
+
 impl Store {
+    /// Whether `session` exists, and how `stage` and `execution` relate to it.
+    pub async fn membership(
+        &self,
+        session: Uuid,
+        stage: Option<Uuid>,
+        execution: Option<Uuid>,
+    ) -> Result<Membership> {
+        let (session_exists, stage_in_session, execution_stage) = sqlx::query_as(
+            "SELECT EXISTS (SELECT 1 FROM sessions WHERE id = $1), \
+                    $2::uuid IS NULL OR EXISTS (SELECT 1 FROM stages WHERE id = $2 AND session_id = $1), \
+                    (SELECT stage_id FROM agent_executions WHERE id = $3 AND session_id = $1)",
+        )
+        .bind(session)
+        .bind(stage)
+        .bind(execution)
+        .fetch_one(&mut *self.reader().await?)
+        .await?;
+        Ok(Membership {
+            session_exists,
+            stage_in_session,
+            execution_stage,
+        })
+    }
+
     /// One page of sessions after `after` (exclusive) in the given order; `limit` rows at most.
     pub async fn list_sessions(
         &self,
