@@ -218,6 +218,14 @@ impl Dispatcher {
         self.state.lock().expect("not poisoned").driven = true;
     }
 
+    /// Lets go of the batches still queued when the request ends (they will never be sent).
+    /// Each holds its loader, which holds this dispatcher: kept, they would keep each other,
+    /// and the loaders' store (and the connection it keeps) alive for good.
+    fn forget_queued(&self) {
+        let queued = std::mem::take(&mut self.state.lock().expect("not poisoned").queued);
+        drop(queued);
+    }
+
     /// The statements of every queued batch.
     fn take_queued(&self) -> Vec<BoxFuture<'static, ()>> {
         let queued = std::mem::take(&mut self.state.lock().expect("not poisoned").queued);
@@ -254,6 +262,12 @@ pub struct UntilIdle<F> {
     dispatcher: Arc<Dispatcher>,
     signal: Arc<Signal>,
     in_flight: FuturesUnordered<BoxFuture<'static, ()>>,
+}
+
+impl<F> Drop for UntilIdle<F> {
+    fn drop(&mut self) {
+        self.dispatcher.forget_queued();
+    }
 }
 
 impl<F> UntilIdle<F> {
