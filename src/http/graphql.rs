@@ -5,7 +5,7 @@
 use async_graphql::http::parse_query_string;
 use async_graphql::parser::parse_query;
 use async_graphql::parser::types::{DocumentOperations, OperationType};
-use async_graphql::{BatchRequest, BatchResponse, Request, Value};
+use async_graphql::{BatchRequest, BatchResponse, Executor as _, Request, Value};
 use async_graphql_axum::GraphQLBatchRequest;
 use axum::Extension;
 use axum::extract::State;
@@ -14,10 +14,8 @@ use axum::response::{Html, IntoResponse, Response};
 
 use super::access::{self, OriginPolicy};
 use super::{AppState, streaming};
-use crate::auth::Identity;
-use async_graphql::Executor as _;
-
 use crate::api::runner::CostBudget;
+use crate::auth::Identity;
 
 const GRAPHQL_RESPONSE_JSON: &str = "application/graphql-response+json";
 const JSON: &str = "application/json";
@@ -126,10 +124,12 @@ async fn execute(
     }
     // The operations of one request share one cost budget.
     let budget = CostBudget::new();
-    let with_loaders = |r: Request| r.data(identity.clone()).data(budget.clone());
+    let with_caller_and_budget = |r: Request| r.data(identity.clone()).data(budget.clone());
     let batch = match batch {
-        BatchRequest::Single(r) => BatchRequest::Single(with_loaders(r)),
-        BatchRequest::Batch(rs) => BatchRequest::Batch(rs.into_iter().map(with_loaders).collect()),
+        BatchRequest::Single(r) => BatchRequest::Single(with_caller_and_budget(r)),
+        BatchRequest::Batch(rs) => {
+            BatchRequest::Batch(rs.into_iter().map(with_caller_and_budget).collect())
+        }
     };
     let response = state.runner.execute_batch(batch).await;
 

@@ -6,8 +6,8 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-use async_graphql::Request;
 use async_graphql::http::create_multipart_mixed_stream;
+use async_graphql::{Executor as _, Request};
 use axum::body::Body;
 use axum::http::{HeaderValue, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -16,11 +16,9 @@ use futures::{Stream, StreamExt as _};
 
 use super::AppState;
 use super::serve::stopping;
+use crate::api::runner::coded_error;
 use crate::auth::Identity;
 use crate::config::LiveOptions;
-use async_graphql::Executor as _;
-
-use crate::api::runner::coded_error;
 
 /// How often an idle stream carries a heartbeat, so proxies keep it open.
 const HEARTBEAT: Duration = Duration::from_secs(15);

@@ -13,9 +13,8 @@ pub mod write;
 
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::sync::Arc;
-
 use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
 
 use sqlx::pool::PoolConnection;
 use sqlx::{PgConnection, PgPool, Postgres};

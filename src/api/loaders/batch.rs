@@ -218,18 +218,14 @@ impl Dispatcher {
         self.state.lock().expect("not poisoned").driven = true;
     }
 
-    /// Lets go of the batches still queued when the request ends (they will never be sent).
-    /// Each holds its loader, which holds this dispatcher: kept, they would keep each other,
-    /// and the loaders' store (and the connection it keeps) alive for good.
-    fn forget_queued(&self) {
-        let queued = std::mem::take(&mut self.state.lock().expect("not poisoned").queued);
-        drop(queued);
+    /// The queued batches, taken out of the queue.
+    fn unqueue(&self) -> Vec<Arc<dyn Queued>> {
+        std::mem::take(&mut self.state.lock().expect("not poisoned").queued)
     }
 
     /// The statements of every queued batch.
     fn take_queued(&self) -> Vec<BoxFuture<'static, ()>> {
-        let queued = std::mem::take(&mut self.state.lock().expect("not poisoned").queued);
-        queued.into_iter().map(Queued::send).collect()
+        self.unqueue().into_iter().map(Queued::send).collect()
     }
 }
 
@@ -265,8 +261,11 @@ pub struct UntilIdle<F> {
 }
 
 impl<F> Drop for UntilIdle<F> {
+    /// Lets go of the batches still queued when the request ends (they will never be sent).
+    /// Each holds its loader, which holds the dispatcher: kept, they would keep each other,
+    /// and the loaders' store (and the connection it keeps) alive for good.
     fn drop(&mut self) {
-        self.dispatcher.forget_queued();
+        drop(self.dispatcher.unqueue());
     }
 }
 

@@ -51,7 +51,7 @@ pub fn coded_error(code: &str, message: impl Into<String>) -> ServerError {
 }
 
 /// `412000` as `412,000`.
-pub fn figure(n: usize) -> String {
+fn figure(n: usize) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {

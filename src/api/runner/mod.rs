@@ -72,11 +72,6 @@ impl Runner {
         }))
     }
 
-    /// The schema operations run on (for its data and SDL).
-    pub fn schema(&self) -> &CasefileSchema {
-        &self.0.schema
-    }
-
     /// Parses and checks `request`, and gives it its loaders (`cached` unless it runs on a
     /// stream, where each update must see the database as it is then); else the errors
     /// that refuse it.
@@ -157,7 +152,7 @@ impl Runner {
     }
 }
 
-/// Whether the operation `request` runs is a query (validated: it exists).
+/// Whether the operation to run (the one named, else the only one) is a query.
 fn is_query(document: &ExecutableDocument, operation_name: Option<&str>) -> bool {
     let operation = match (&document.operations, operation_name) {
         (DocumentOperations::Single(operation), _) => Some(operation),
