@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::model::Role;
+use crate::observe::logging::LogFormat;
 
 /// casefile: stores and serves the records of AI-agent investigation sessions over GraphQL.
 #[derive(Debug, Parser)]
@@ -14,6 +15,11 @@ use crate::model::Role;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+
+    /// Log line format: text (for people) or json (one object per line, for collectors).
+    /// Default: text on a terminal, json otherwise.
+    #[arg(long, global = true, env = "CASEFILE_LOG_FORMAT", value_enum)]
+    pub log_format: Option<LogFormat>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -226,6 +232,9 @@ pub struct HttpOptions {
     #[command(flatten)]
     pub live: LiveOptions,
 
+    #[command(flatten)]
+    pub metrics: MetricsOptions,
+
     /// The origin browsers see this server at, when it is behind a TLS-terminating proxy
     /// (`https://casefile.example.com`): what "same origin" means for WebSocket and SSE
     /// requests. Unset: `http://` and the request's Host.
@@ -288,6 +297,29 @@ const DEFAULT_CORS_ALLOW_HEADERS: [&str; 8] = [
     "apollographql-client-name",
     "apollographql-client-version",
 ];
+
+/// Where Prometheus scrapes `/metrics`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct MetricsOptions {
+    /// Serve `/metrics` on this address instead of the main one (e.g. `0.0.0.0:9464`, reachable
+    /// by the scraper but not published).
+    #[arg(
+        long = "metrics-listen",
+        id = "metrics_listen",
+        env = "CASEFILE_METRICS_LISTEN"
+    )]
+    pub listen: Option<SocketAddr>,
+
+    /// Require `Authorization: Bearer <this>` on `/metrics` (default: no credentials, like most
+    /// exporters).
+    #[arg(
+        long = "metrics-token",
+        id = "metrics_token",
+        env = "CASEFILE_METRICS_TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
+}
 
 /// Bounds on live streams.
 #[derive(Debug, Clone, Copy, Args)]
@@ -532,6 +564,7 @@ impl Default for HttpOptions {
             auth: AuthOptions::default(),
             throttle: ThrottleOptions::default(),
             live: LiveOptions::default(),
+            metrics: MetricsOptions::default(),
             public_origin: None,
             cors_allow_headers: DEFAULT_CORS_ALLOW_HEADERS.map(String::from).to_vec(),
             cors_allow_origins: Vec::new(),
@@ -609,6 +642,12 @@ impl Default for Limits {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        use clap::CommandFactory as _;
+        Cli::command().debug_assert();
+    }
 
     #[test]
     fn lifetimes() {

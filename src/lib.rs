@@ -14,6 +14,7 @@ pub mod error;
 pub mod http;
 pub mod live;
 pub mod model;
+pub mod observe;
 pub mod server;
 pub mod simulate;
 pub mod store;

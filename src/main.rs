@@ -1,7 +1,6 @@
 use std::time::Instant;
 
 use clap::Parser as _;
-use tracing_subscriber::EnvFilter;
 
 use casefile::auth::AuthMode;
 use casefile::auth::tokens::{generate_secret, hash, looks_like_token};
@@ -22,12 +21,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    // Kept to the end: dropping it sends the traces still buffered.
+    let _telemetry = casefile::observe::logging::init(cli.log_format)?;
     match cli.command {
         Command::Schema => {
             print!("{}", casefile::api::sdl());

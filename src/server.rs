@@ -11,7 +11,7 @@ use tokio::task::JoinHandle;
 
 use crate::auth::{AuthMode, Authenticator};
 use crate::config::{AuthOptions, HttpOptions};
-use crate::http::{router, serve};
+use crate::http::{router, serve, serve_metrics_apart};
 use crate::live::Hub;
 use crate::store::Store;
 
@@ -27,6 +27,8 @@ pub struct Server {
     /// Turned true to stop: the accept loop ends, and open streams close themselves.
     closing: watch::Sender<bool>,
     task: JoinHandle<()>,
+    /// `/metrics` on an address of its own, when configured.
+    metrics: Option<(SocketAddr, JoinHandle<()>)>,
 }
 
 impl Server {
@@ -37,6 +39,7 @@ impl Server {
         addr: SocketAddr,
     ) -> anyhow::Result<Self> {
         check_anonymous_exposure(&options.auth, addr)?;
+        crate::observe::metrics::handle();
         let auth = Authenticator::new(store.clone(), &options.auth)?;
         let listener = TcpListener::bind(addr)
             .await
@@ -62,6 +65,13 @@ impl Server {
                 None
             };
         let closing = watch::Sender::new(false);
+        let metrics = match options.metrics.listen {
+            Some(at) => Some(
+                serve_metrics_apart(at, &options.metrics, store.clone(), closing.subscribe())
+                    .await?,
+            ),
+            None => None,
+        };
         let app = router(store, hub.clone(), auth, options, closing.subscribe())?;
         let task = tokio::spawn(serve(
             listener,
@@ -76,11 +86,17 @@ impl Server {
             token_follower,
             closing,
             task,
+            metrics,
         })
     }
 
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Where `/metrics` is served when it has an address of its own.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().map(|(addr, _)| *addr)
     }
 
     /// Stops accepting connections, closes live streams (WebSocket with 1001, SSE and multipart
@@ -92,6 +108,9 @@ impl Server {
             follower.abort();
         }
         self.closing.send_replace(true);
+        if let Some((_, metrics)) = self.metrics {
+            let _ = metrics.await;
+        }
         let mut task = self.task;
         // The loop waits `DRAIN_GRACE` for connections itself; this only guards against a bug.
         if tokio::time::timeout(DRAIN_GRACE * 2, &mut task)

@@ -114,7 +114,7 @@ impl Subscription {
                 }
             },
         };
-        let slot = take_slot(ctx)?;
+        let slot = take_slot(ctx, "timeline")?;
         let hub = ctx.data_unchecked::<Arc<Hub>>().clone();
         Ok(timeline::stream(store, hub, position).map(move |item| {
             let _open = &slot;
@@ -134,7 +134,7 @@ impl Subscription {
     ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<SessionChange>> + use<>>
     {
         let session = decode_as(NodeType::Session, &id)?;
-        let slot = take_slot(ctx)?;
+        let slot = take_slot(ctx, "session")?;
         let hub = ctx.data_unchecked::<Arc<Hub>>();
         let mut live = hub.subscribe(session);
         // Start with the session as it is now: no window between reading it and following it.
@@ -146,7 +146,8 @@ impl Subscription {
                 match live.recv().await {
                     Ok(change) => {
                         if let Some(kind) = SessionChangeKind::of(&change.row.kind) {
-                            yield Ok(SessionChange { kind, change });
+                            yield Ok(SessionChange { kind, change: change.clone() });
+                            change.delivered();
                         }
                     }
                     Err(RecvError::Lagged(_)) => {
@@ -168,7 +169,7 @@ impl Subscription {
         #[graphql(desc = "Only changes into these statuses.")] status: Option<Vec<SessionStatus>>,
     ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<SessionStatusChange>> + use<>>
     {
-        let slot = take_slot(ctx)?;
+        let slot = take_slot(ctx, "sessions")?;
         let mut live = ctx.data_unchecked::<Arc<Hub>>().subscribe_feed();
         let wanted = status.unwrap_or_default();
         Ok(async_stream::stream! {
@@ -180,7 +181,8 @@ impl Subscription {
                         let parsed: Option<SessionStatus> =
                             change.row.status.as_deref().and_then(from_db_name);
                         if wanted.is_empty() || parsed.is_some_and(|s| wanted.contains(&s)) {
-                            yield Ok(SessionStatusChange(change));
+                            yield Ok(SessionStatusChange(change.clone()));
+                            change.delivered();
                         }
                     }
                     Err(RecvError::Lagged(_)) => {
@@ -195,8 +197,8 @@ impl Subscription {
 }
 
 /// A place among the process's open subscriptions, held while the stream lives.
-fn take_slot(ctx: &Context<'_>) -> crate::error::Result<Slot> {
-    ctx.data_unchecked::<Arc<SubscriptionSlots>>().take()
+fn take_slot(ctx: &Context<'_>, field: &'static str) -> crate::error::Result<Slot> {
+    ctx.data_unchecked::<Arc<SubscriptionSlots>>().take(field)
 }
 
 /// What kind of record a session change is about.

@@ -14,6 +14,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse as _, Response};
 
 use super::AppState;
+use super::graphql::carries_operation;
+use crate::api::runner::limits::figure;
 use crate::auth::{AuthMode, Rejection};
 use crate::config::HttpOptions;
 
@@ -25,13 +27,7 @@ pub async fn authenticated(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let wants_page = request.method() == Method::GET
-        && !request
-            .uri()
-            .query()
-            .unwrap_or_default()
-            .split('&')
-            .any(|pair| pair.starts_with("query="));
+    let wants_page = request.method() == Method::GET && !carries_operation(request.uri());
     if !wants_page {
         match state.auth.authenticate(request.headers()).await {
             Ok(identity) => {
@@ -70,6 +66,22 @@ pub fn error_response(status: StatusCode, code: &str, message: &str) -> Response
         HeaderValue::from_static("application/json"),
     );
     response
+}
+
+/// A body over `--max-body-bytes` (refused by the body limit with a bare 413), as a GraphQL
+/// error that names the limit.
+pub fn body_too_large(max_body_bytes: usize, response: Response) -> Response {
+    if response.status() != StatusCode::PAYLOAD_TOO_LARGE {
+        return response;
+    }
+    error_response(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "PAYLOAD_TOO_LARGE",
+        &format!(
+            "the request body exceeds the limit of {} bytes (--max-body-bytes)",
+            figure(max_body_bytes)
+        ),
+    )
 }
 
 /// POSTs must be `application/json`: every other type a browser may send cross-site without a

@@ -4,7 +4,7 @@
 
 use async_graphql::http::parse_query_string;
 use async_graphql::parser::parse_query;
-use async_graphql::parser::types::{DocumentOperations, OperationType};
+use async_graphql::parser::types::OperationType;
 use async_graphql::{BatchRequest, BatchResponse, Executor as _, Request, Value};
 use async_graphql_axum::GraphQLBatchRequest;
 use axum::Extension;
@@ -14,8 +14,10 @@ use axum::response::{Html, IntoResponse, Response};
 
 use super::access::{self, OriginPolicy};
 use super::{AppState, streaming};
-use crate::api::runner::CostBudget;
+use crate::api::runner::persisted::NOT_FOUND as PERSISTED_QUERY_NOT_FOUND;
+use crate::api::runner::{CostBudget, selected_operation};
 use crate::auth::Identity;
+use crate::observe::request::RequestInfo;
 
 const GRAPHQL_RESPONSE_JSON: &str = "application/graphql-response+json";
 const JSON: &str = "application/json";
@@ -25,10 +27,12 @@ pub const BATCH_TOO_LARGE: &str = "BATCH_TOO_LARGE";
 pub async fn post(
     State(state): State<AppState>,
     Extension(identity): Extension<Identity>,
+    info: Option<Extension<RequestInfo>>,
     headers: HeaderMap,
     uri: Uri,
     request: GraphQLBatchRequest,
 ) -> Response {
+    let info = info.map(|Extension(info)| info);
     let batch = request.into_inner();
     let streamed = accepts(&headers, "text/event-stream") || accepts(&headers, "multipart/mixed");
     if streamed && !state.origins.allows(&headers, &uri) {
@@ -37,28 +41,38 @@ pub async fn post(
     // A single operation may ask to be streamed (subscriptions, over SSE or multipart).
     if let BatchRequest::Single(single) = batch {
         if accepts(&headers, "text/event-stream") {
+            let single = with_info(single, info.as_ref(), "sse");
             return streaming::sse(&state, single, identity);
         }
         if accepts(&headers, "multipart/mixed") {
+            let single = with_info(single, info.as_ref(), "multipart");
             return streaming::multipart(&state, single, identity);
         }
-        return execute(&state, BatchRequest::Single(single), &headers, identity).await;
+        let batch = BatchRequest::Single(single);
+        return execute(&state, batch, &headers, identity, info.as_ref()).await;
     }
-    execute(&state, batch, &headers, identity).await
+    execute(&state, batch, &headers, identity, info.as_ref()).await
+}
+
+/// The request, told which HTTP request (and transport) it came with.
+fn with_info(request: Request, info: Option<&RequestInfo>, transport: &'static str) -> Request {
+    match info {
+        Some(info) => request.data(info.with_transport(transport)),
+        None => request,
+    }
 }
 
 /// Runs a GET query (authenticated, as `identity`, unless it asks for no query: GraphiQL).
 pub async fn get(
     State(state): State<AppState>,
     identity: Option<Extension<Identity>>,
+    info: Option<Extension<RequestInfo>>,
     headers: HeaderMap,
     uri: Uri,
 ) -> Response {
+    let info = info.map(|Extension(info)| info);
     let query_string = uri.query().unwrap_or_default();
-    if !query_string
-        .split('&')
-        .any(|pair| pair.starts_with("query="))
-    {
+    if !carries_operation(&uri) {
         if accepts(&headers, "text/html") {
             return Html(state.graphiql.clone()).into_response();
         }
@@ -67,7 +81,7 @@ pub async fn get(
             "GET /graphql needs a `query` parameter",
         );
     }
-    let request = match parse_query_string(query_string) {
+    let mut request = match parse_query_string(query_string) {
         Ok(request) => request,
         Err(err) => {
             return plain_error(
@@ -84,6 +98,7 @@ pub async fn get(
     let Some(Extension(identity)) = identity else {
         return access::rejected(&crate::auth::Rejection::Unauthenticated);
     };
+    state.runner.fill_persisted_query(&mut request);
     if is_mutation(&request) {
         let mut response = plain_error(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -95,9 +110,20 @@ pub async fn get(
         return response;
     }
     if streamed {
+        let request = with_info(request, info.as_ref(), "sse");
         return streaming::sse(&state, request, identity);
     }
-    execute(&state, BatchRequest::Single(request), &headers, identity).await
+    let batch = BatchRequest::Single(request);
+    execute(&state, batch, &headers, identity, info.as_ref()).await
+}
+
+/// Whether a GET asks for an operation: its query, or a persisted query's hash alone (in
+/// `extensions`). Without either it asks for GraphiQL.
+pub fn carries_operation(uri: &Uri) -> bool {
+    uri.query()
+        .unwrap_or_default()
+        .split('&')
+        .any(|pair| pair.starts_with("query=") || pair.starts_with("extensions="))
 }
 
 /// Runs each request with loaders of its own, as `identity`, and negotiates the response media
@@ -107,6 +133,7 @@ async fn execute(
     batch: BatchRequest,
     headers: &HeaderMap,
     identity: Identity,
+    info: Option<&RequestInfo>,
 ) -> Response {
     let limits = &state.limits;
     if let BatchRequest::Batch(requests) = &batch
@@ -116,7 +143,7 @@ async fn execute(
             StatusCode::BAD_REQUEST,
             BATCH_TOO_LARGE,
             &format!(
-                "a batch of {} operations exceeds the limit of {}",
+                "a batch of {} operations exceeds the limit of {} (--max-batch-operations)",
                 requests.len(),
                 limits.max_batch_operations
             ),
@@ -124,7 +151,11 @@ async fn execute(
     }
     // The operations of one request share one cost budget.
     let budget = CostBudget::new();
-    let with_caller_and_budget = |r: Request| r.data(identity.clone()).data(budget.clone());
+    let with_caller_and_budget = |r: Request| {
+        with_info(r, info, "http")
+            .data(identity.clone())
+            .data(budget.clone())
+    };
     let batch = match batch {
         BatchRequest::Single(r) => BatchRequest::Single(with_caller_and_budget(r)),
         BatchRequest::Batch(rs) => {
@@ -139,10 +170,15 @@ async fn execute(
     // (retryable, as proxies and clients know it); plain JSON keeps the legacy "always 200"
     // behaviour clients expect.
     let status = match &response {
+        // Not a failure: the client's cue to send the query (with 200, as Apollo's servers do,
+        // so no client or proxy treats it as one).
+        BatchResponse::Single(r) if all_coded(r, PERSISTED_QUERY_NOT_FOUND) => StatusCode::OK,
         BatchResponse::Single(r) if graphql_media && r.data == Value::Null && request_error(r) => {
             StatusCode::BAD_REQUEST
         }
-        BatchResponse::Single(r) if graphql_media && r.data == Value::Null && unavailable(r) => {
+        BatchResponse::Single(r)
+            if graphql_media && r.data == Value::Null && all_coded(r, "SERVICE_UNAVAILABLE") =>
+        {
             StatusCode::SERVICE_UNAVAILABLE
         }
         _ => StatusCode::OK,
@@ -178,12 +214,12 @@ fn request_error(response: &async_graphql::Response) -> bool {
     !response.errors.is_empty() && response.errors.iter().all(|e| e.path.is_empty())
 }
 
-/// Every error says the database could not be reached.
-fn unavailable(response: &async_graphql::Response) -> bool {
+/// Every error has `code` (SERVICE_UNAVAILABLE: the database could not be reached).
+fn all_coded(response: &async_graphql::Response, code: &str) -> bool {
     !response.errors.is_empty()
         && response.errors.iter().all(|e| {
-            e.extensions.as_ref().and_then(|x| x.get("code"))
-                == Some(&Value::String("SERVICE_UNAVAILABLE".to_owned()))
+            matches!(e.extensions.as_ref().and_then(|x| x.get("code")),
+                     Some(Value::String(c)) if c == code)
         })
 }
 
@@ -202,19 +238,13 @@ fn accepts(headers: &HeaderMap, media: &str) -> bool {
         })
 }
 
+/// Whether the operation the request would run is a mutation (one GET must not run).
 fn is_mutation(request: &Request) -> bool {
     let Ok(document) = parse_query(&request.query) else {
         return false;
     };
-    match document.operations {
-        DocumentOperations::Single(op) => op.node.ty == OperationType::Mutation,
-        DocumentOperations::Multiple(ops) => match &request.operation_name {
-            Some(name) => ops
-                .get(name.as_str())
-                .is_some_and(|op| op.node.ty == OperationType::Mutation),
-            None => false,
-        },
-    }
+    selected_operation(&document, request.operation_name.as_deref())
+        .is_some_and(|(_, operation)| operation.ty == OperationType::Mutation)
 }
 
 /// A GraphQL-shaped error for requests that never reach the executor.

@@ -1,8 +1,12 @@
-//! The HTTP edge: GraphQL over HTTP (POST and GET), GraphiQL, health and readiness probes.
+//! The HTTP edge: GraphQL over HTTP (POST and GET), GraphiQL, Prometheus metrics, liveness and
+//! readiness probes.
 
 mod access;
 mod graphiql;
 mod graphql;
+mod metrics;
+mod observed;
+mod probes;
 mod serve;
 mod streaming;
 mod throttle;
@@ -15,15 +19,18 @@ use anyhow::Context as _;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderName, HeaderValue, Method, StatusCode};
+use axum::http::{HeaderName, HeaderValue, Method};
 use axum::middleware;
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::Html;
 use axum::routing::get;
 use tokio::sync::watch;
 use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::compression::CompressionLayer;
+use tower_http::compression::predicate::{
+    DefaultPredicate, NotForContentType, Predicate, SizeAbove,
+};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::limit::RequestBodyLimitLayer;
-use tower_http::trace::TraceLayer;
 
 use crate::api::{Runner, build_runner};
 use crate::auth::{AuthMode, Authenticator};
@@ -32,6 +39,7 @@ use crate::live::{Hub, SubscriptionSlots};
 use crate::store::Store;
 use access::{HostPolicy, OriginPolicy};
 pub use graphiql::EXAMPLE_QUERY;
+pub use metrics::serve_apart as serve_metrics_apart;
 pub use serve::serve;
 use throttle::Throttle;
 
@@ -41,6 +49,7 @@ pub struct AppState {
     /// Runs GraphQL operations.
     pub runner: Runner,
     pub store: Store,
+    pub hub: Arc<Hub>,
     pub auth: Arc<Authenticator>,
     /// Browser origins that may open WebSocket and SSE streams.
     pub origins: Arc<OriginPolicy>,
@@ -71,12 +80,13 @@ pub fn router(
     let state = AppState {
         runner: build_runner(
             store.clone(),
-            hub,
+            hub.clone(),
             auth.clone(),
             SubscriptionSlots::new(options.live.max_subscriptions),
             limits,
         ),
         store,
+        hub,
         auth: auth.clone(),
         origins,
         ws_keepalive: options.ws_keepalive,
@@ -106,11 +116,19 @@ pub fn router(
         .route("/graphql", graphql_routes())
         .route("/graphql/ws", get(websocket::upgrade))
         .route("/graphql/stream", graphql_routes())
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
+        .route("/livez", get(probes::livez))
+        .route("/healthz", get(probes::livez))
+        .route("/readyz", get(probes::readyz));
+    if options.metrics.listen.is_none() {
+        router = router.route("/metrics", metrics::route(&options.metrics));
+    }
+    let mut router = router
+        .layer(CompressionLayer::new().compress_when(worth_compressing()))
         .layer(RequestBodyLimitLayer::new(limits.max_body_bytes))
+        .layer(middleware::map_response(move |response| async move {
+            access::body_too_large(limits.max_body_bytes, response)
+        }))
         .layer(CatchPanicLayer::new())
-        .layer(TraceLayer::new_for_http())
         .with_state(state.clone());
     // Without authentication, a page on another site could reach the server through DNS
     // rebinding; its requests name that site as Host.
@@ -120,10 +138,19 @@ pub fn router(
             access::check_host,
         ));
     }
-    Ok(match cors {
-        Some(cors) => router.layer(cors),
-        None => router,
-    })
+    if let Some(cors) = cors {
+        router = router.layer(cors);
+    }
+    // Outermost: every response is counted and carries its request id.
+    Ok(router.layer(middleware::from_fn(observed::observed)))
+}
+
+/// Responses of a kilobyte or more, except streams (SSE and multipart: each event must reach
+/// the client as it is sent, not when a compressor's block fills) and images.
+fn worth_compressing() -> impl Predicate {
+    DefaultPredicate::new()
+        .and(NotForContentType::const_new("multipart/mixed"))
+        .and(SizeAbove::new(1024))
 }
 
 /// Cross-origin access for browser apps served from other origins (none unless configured).
@@ -157,26 +184,4 @@ fn cors(origins: &[String], allow_headers: &[String]) -> anyhow::Result<Option<C
 
 async fn graphiql(State(state): State<AppState>) -> Html<Bytes> {
     Html(state.graphiql)
-}
-
-/// The process is up.
-async fn healthz() -> &'static str {
-    "ok"
-}
-
-/// The database answers.
-async fn readyz(State(state): State<AppState>) -> Response {
-    let ping = sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(state.store.pool());
-    match tokio::time::timeout(Duration::from_secs(2), ping).await {
-        Ok(Ok(_)) => "ready".into_response(),
-        Ok(Err(err)) => {
-            tracing::warn!("readiness check failed: {err}");
-            (StatusCode::SERVICE_UNAVAILABLE, "database unavailable").into_response()
-        }
-        Err(_) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "database did not answer in time",
-        )
-            .into_response(),
-    }
 }

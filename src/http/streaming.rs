@@ -19,13 +19,14 @@ use super::serve::stopping;
 use crate::api::runner::coded_error;
 use crate::auth::Identity;
 use crate::config::LiveOptions;
+use crate::observe::metrics::OpenStream;
 
 /// How often an idle stream carries a heartbeat, so proxies keep it open.
 const HEARTBEAT: Duration = Duration::from_secs(15);
 
 /// Runs the operation and streams each result as an SSE `next` event, then `complete`.
 pub fn sse(state: &AppState, request: Request, identity: Identity) -> Response {
-    let results = results(state, request, identity);
+    let results = results(state, request, identity, "sse");
     let events = results
         .map(|response| {
             let data = serde_json::to_string(&response).unwrap_or_else(|_| "{}".to_owned());
@@ -46,7 +47,7 @@ pub fn sse(state: &AppState, request: Request, identity: Identity) -> Response {
 
 /// Runs the operation and streams each result as a part of a `multipart/mixed` response.
 pub fn multipart(state: &AppState, request: Request, identity: Identity) -> Response {
-    let results = results(state, request, identity);
+    let results = results(state, request, identity, "multipart");
     let body = Body::from_stream(
         create_multipart_mixed_stream(results, HEARTBEAT).map(Ok::<_, std::io::Error>),
     );
@@ -63,6 +64,7 @@ fn results(
     state: &AppState,
     request: Request,
     identity: Identity,
+    transport: &'static str,
 ) -> impl Stream<Item = async_graphql::Response> + Send + Unpin + 'static {
     let results = state
         .runner
@@ -75,6 +77,7 @@ fn results(
         ..
     } = state.live;
     Box::pin(async_stream::stream! {
+        let _open = OpenStream::new(transport);
         let lapsed = auth.until_lapsed(&identity);
         let ends = tokio::time::Instant::now() + stream_lifetime;
         let idle = tokio::time::sleep(stream_idle);

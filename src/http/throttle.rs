@@ -32,9 +32,12 @@ const PRUNE_AT: usize = 10_000;
 
 pub struct Throttle {
     rate: Option<DefaultKeyedRateLimiter<String>>,
+    /// Requests per second one identity may make (0: unlimited).
+    per_second: u32,
     per_identity: usize,
     in_flight: Mutex<HashMap<String, usize>>,
     everyone: Arc<Semaphore>,
+    everyone_max: usize,
     request_timeout: Duration,
 }
 
@@ -64,8 +67,8 @@ pub enum Refusal {
         retry_after_secs: u64,
         message: String,
     },
-    /// The process is at its limit of requests in flight (503).
-    Busy,
+    /// The process is at its limit of requests in flight (503), this many.
+    Busy(usize),
 }
 
 impl Refusal {
@@ -80,10 +83,13 @@ impl Refusal {
                 message,
                 retry_after_secs.max(1),
             ),
-            Refusal::Busy => (
+            Refusal::Busy(max) => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 SERVER_BUSY,
-                "the server is at its limit of requests in flight; retry shortly".to_owned(),
+                format!(
+                    "the server is at its limit of {max} requests in flight \
+                     (--max-concurrent-requests); retry shortly"
+                ),
                 1,
             ),
         };
@@ -100,9 +106,11 @@ impl Throttle {
         Arc::new(Throttle {
             rate: NonZeroU32::new(options.rate_limit_per_second)
                 .map(|rate| RateLimiter::keyed(Quota::per_second(rate))),
+            per_second: options.rate_limit_per_second,
             per_identity: options.max_concurrent_per_identity,
             in_flight: Mutex::new(HashMap::new()),
             everyone: Arc::new(Semaphore::new(options.max_concurrent_requests)),
+            everyone_max: options.max_concurrent_requests,
             request_timeout: options.request_timeout,
         })
     }
@@ -128,7 +136,11 @@ impl Throttle {
             let wait = not_until.wait_time_from(DefaultClock::default().now());
             Refusal::TooMany {
                 retry_after_secs: wait.as_secs_f64().ceil() as u64,
-                message: format!("too many requests from {key}: slow down"),
+                message: format!(
+                    "too many requests from {key}: over the limit of {} per second \
+                     (--rate-limit-per-second); slow down",
+                    self.per_second
+                ),
             }
         })
     }
@@ -139,7 +151,7 @@ impl Throttle {
             .everyone
             .clone()
             .try_acquire_owned()
-            .map_err(|_| Refusal::Busy)?;
+            .map_err(|_| Refusal::Busy(self.everyone_max))?;
         {
             let mut in_flight = self.in_flight.lock().expect("not poisoned");
             let n = in_flight.entry(key.clone()).or_insert(0);
@@ -147,7 +159,8 @@ impl Throttle {
                 return Err(Refusal::TooMany {
                     retry_after_secs: 1,
                     message: format!(
-                        "{key} already has {} requests in flight (the limit); wait for one to finish",
+                        "{key} already has {} requests in flight, its limit \
+                         (--max-concurrent-per-identity); wait for one to finish",
                         self.per_identity
                     ),
                 });
@@ -181,7 +194,8 @@ pub async fn admitted(State(state): State<AppState>, request: Request, next: Nex
             StatusCode::SERVICE_UNAVAILABLE,
             TIMEOUT,
             &format!(
-                "the request took longer than {} s; nothing it wrote was kept",
+                "the request took longer than the limit of {} s (--request-timeout-secs); \
+                 nothing it wrote was kept",
                 timeout.as_secs_f64()
             ),
         ),

@@ -36,6 +36,8 @@ use super::access::OriginPolicy;
 use super::serve::stopping;
 use super::throttle::{RATE_LIMITED, Refusal, Throttle};
 use crate::auth::Rejection;
+use crate::observe::metrics::OpenStream;
+use crate::observe::request::RequestInfo;
 
 /// The payload a client sent with `connection_init`.
 #[derive(Debug, Clone)]
@@ -85,6 +87,7 @@ pub(crate) type Pace = Box<dyn Fn() -> Result<(), Refusal> + Send + Sync>;
 pub async fn upgrade(
     State(state): State<AppState>,
     peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    info: Option<Extension<RequestInfo>>,
     headers: HeaderMap,
     uri: Uri,
     upgrade: WebSocketUpgrade,
@@ -109,6 +112,7 @@ pub async fn upgrade(
     let auth = state.auth.clone();
     let throttle = state.throttle.clone();
     let peer = peer.map(|Extension(ConnectInfo(peer))| peer);
+    let info = info.map(|Extension(info)| info.with_transport("websocket"));
     // Credentials come in `connection_init` (or, failing that, the upgrade request's headers).
     let authorize: Authorize = Box::new(move |payload| {
         async move {
@@ -116,6 +120,9 @@ pub async fn upgrade(
             let mut data = Data::default();
             data.insert(ConnectionInit(payload));
             data.insert(identity.clone());
+            if let Some(info) = info {
+                data.insert(info);
+            }
             let key = Throttle::key(&identity, peer);
             let pace: Pace = Box::new(move || throttle.check_rate(&key));
             let lapsed = async move { auth.until_lapsed(&identity).await }.boxed();
@@ -130,7 +137,8 @@ pub async fn upgrade(
         // Clients only send subscribe requests and pings.
         .max_message_size(1024 * 1024)
         .protocols(ALL_WEBSOCKET_PROTOCOLS)
-        .on_upgrade(move |socket| {
+        .on_upgrade(move |socket| async move {
+            let _open = OpenStream::new("websocket");
             let connection = Connection {
                 protocol,
                 keepalive: state.ws_keepalive,
@@ -138,7 +146,7 @@ pub async fn upgrade(
                 closing: state.closing.clone(),
                 max_operations: state.live.max_subscriptions_per_connection,
             };
-            serve(socket, state.runner, connection)
+            serve(socket, state.runner, connection).await
         })
 }
 
@@ -345,7 +353,7 @@ impl Running {
             "subscribe" | "start" if !ids.contains(&id) => {
                 if ids.len() >= self.max {
                     let error = serde_json::json!({
-                        "message": format!("this connection already runs {} operations (the limit); complete one first", self.max),
+                        "message": format!("this connection already runs {} operations, its limit (--max-subscriptions-per-connection); complete one first", self.max),
                         "extensions": { "code": "TOO_MANY_SUBSCRIPTIONS" },
                     });
                     return Err(operation_error(self.protocol, &id, error));

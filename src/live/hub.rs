@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use chrono::{DateTime, Utc};
 use sqlx::postgres::{PgListener, PgRow};
 use sqlx::{FromRow, Row as _};
 use tokio::sync::broadcast::error::RecvError;
@@ -22,6 +23,9 @@ use tokio::sync::{Notify, OnceCell};
 use uuid::Uuid;
 
 use crate::error::Result;
+use crate::observe::metrics::{
+    CHANGE_LOG_BACKLOG, LIVE_DELIVERY_LAG, LIVE_SLOW_SUBSCRIBERS_CLOSED,
+};
 use crate::store::{Record, SessionRow, Store, TimelineEventRow};
 
 /// Approximate bytes of changes one subscriber may have pending.
@@ -66,6 +70,8 @@ pub struct ChangeRow {
     pub status: Option<String>,
     /// For an update of a session, stage or execution: its status before (`None` on creation).
     pub previous_status: Option<String>,
+    /// When it was logged (by the writing transaction, just before its commit).
+    pub created_at: DateTime<Utc>,
 }
 
 #[derive(Debug, Clone)]
@@ -134,10 +140,22 @@ impl Change {
                 end_offset: None,
                 status: None,
                 previous_status: None,
+                created_at: Utc::now(),
             },
             None,
             None,
         )
+    }
+
+    /// Records, once a subscriber was sent this change, how long after its commit that was.
+    pub fn delivered(&self) {
+        if self.row.id == 0 {
+            return; // Not a logged change: a subscription's first state.
+        }
+        let lag = (Utc::now() - self.row.created_at)
+            .to_std()
+            .unwrap_or_default();
+        metrics::histogram!(LIVE_DELIVERY_LAG).record(lag.as_secs_f64());
     }
 
     /// Roughly the memory a queued change holds.
@@ -183,6 +201,7 @@ impl Queue {
         let over = state.changes.len() >= options.buffer
             || (!state.changes.is_empty() && state.bytes + bytes > options.byte_budget);
         if over {
+            metrics::counter!(LIVE_SLOW_SUBSCRIBERS_CLOSED).increment(1);
             state.lagged = Some(state.changes.len() as u64 + 1);
             state.changes = VecDeque::new();
             state.bytes = 0;
@@ -268,6 +287,8 @@ impl Subscribers {
 pub struct Hub {
     store: Store,
     options: HubOptions,
+    /// When the pump last read the log, and how far behind the log's end it was then.
+    follower: Mutex<FollowerState>,
     subscribers: Mutex<Subscribers>,
     wake: Notify,
     stop: tokio::sync::watch::Sender<bool>,
@@ -290,6 +311,10 @@ impl Hub {
             store,
             options,
             subscribers: Mutex::new(Subscribers::default()),
+            follower: Mutex::new(FollowerState {
+                read_at: Instant::now(),
+                backlog: 0,
+            }),
             wake: Notify::new(),
             stop,
         });
@@ -303,6 +328,23 @@ impl Hub {
     /// Stops the hub's tasks (they hold database connections until then).
     pub fn shutdown(&self) {
         let _ = self.stop.send(true);
+    }
+
+    /// How the pump keeps up with the log (readiness reports it).
+    pub fn follower(&self) -> FollowerHealth {
+        let state = self.follower.lock().expect("hub lock");
+        FollowerHealth {
+            since_last_read: state.read_at.elapsed(),
+            backlog: state.backlog,
+        }
+    }
+
+    fn followed(&self, backlog: i64) {
+        *self.follower.lock().expect("hub lock") = FollowerState {
+            read_at: Instant::now(),
+            backlog,
+        };
+        metrics::gauge!(CHANGE_LOG_BACKLOG).set(backlog as f64);
     }
 
     /// Something was committed here: deliver it without waiting for the next tick.
@@ -378,6 +420,19 @@ impl Drop for Hub {
     }
 }
 
+struct FollowerState {
+    read_at: Instant,
+    backlog: i64,
+}
+
+/// How the pump keeps up with the log.
+#[derive(Debug, Clone, Copy)]
+pub struct FollowerHealth {
+    pub since_last_read: Duration,
+    /// Changes logged (or being logged) past the last one read.
+    pub backlog: i64,
+}
+
 /// Where the pump is in the log.
 struct Follow {
     /// The highest id read.
@@ -439,7 +494,7 @@ async fn read_log(store: &Store, last: i64, gaps: &[i64]) -> Result<Read> {
         "SELECT s.*, c.* FROM ({SNAPSHOT}) s \
          LEFT JOIN LATERAL ( \
              SELECT id, session_id, kind, entity_id, stage_id, execution_id, sequence_number, \
-                    start_offset, end_offset, status, previous_status \
+                    start_offset, end_offset, status, previous_status, created_at \
              FROM live_changes WHERE id > $1 OR id = ANY($2) ORDER BY id LIMIT $3) c ON true"
     ))
     .bind(last)
@@ -566,6 +621,7 @@ async fn read_once(hub: &Hub, follow: &mut Follow) -> Result<bool> {
     }
     follow.last = last;
     follow.gaps = gaps;
+    hub.followed((read.seq_last - last).max(0));
     Ok(full)
 }
 

@@ -5,18 +5,24 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::error::{Error, Result};
+use crate::observe::metrics::ACTIVE_SUBSCRIPTIONS;
 
 pub struct SubscriptionSlots {
     open: AtomicUsize,
     max: usize,
 }
 
-/// An open subscription's place; dropping it (the stream ends) frees it.
-pub struct Slot(Arc<SubscriptionSlots>);
+/// An open subscription's place (of a subscription to `field`); dropping it (the stream ends)
+/// frees it.
+pub struct Slot {
+    slots: Arc<SubscriptionSlots>,
+    field: &'static str,
+}
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.0.open.fetch_sub(1, Ordering::Relaxed);
+        self.slots.open.fetch_sub(1, Ordering::Relaxed);
+        metrics::gauge!(ACTIVE_SUBSCRIPTIONS, "field" => self.field).decrement(1);
     }
 }
 
@@ -28,17 +34,24 @@ impl SubscriptionSlots {
         })
     }
 
-    /// A place for one more subscription, if there is one.
-    pub fn take(self: &Arc<Self>) -> Result<Slot> {
+    /// A place for one more subscription (to the root field `field`), if there is one.
+    pub fn take(self: &Arc<Self>, field: &'static str) -> Result<Slot> {
         let taken = self
             .open
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |open| {
                 (open < self.max).then_some(open + 1)
             });
         match taken {
-            Ok(_) => Ok(Slot(self.clone())),
+            Ok(_) => {
+                metrics::gauge!(ACTIVE_SUBSCRIPTIONS, "field" => field).increment(1);
+                Ok(Slot {
+                    slots: self.clone(),
+                    field,
+                })
+            }
             Err(_) => Err(Error::TooManySubscriptions(format!(
-                "this server already holds {} subscriptions (its limit); retry later or elsewhere",
+                "this server already holds {} subscriptions, its limit (--max-subscriptions); retry \
+                 later or elsewhere",
                 self.max
             ))),
         }

@@ -24,6 +24,7 @@ use super::Change;
 use super::hub::Hub;
 use crate::error::{Error, Result};
 use crate::model::TimelineEventStatus;
+use crate::observe::metrics::LIVE_COALESCED_DELTAS;
 use crate::store::{Store, TimelineEventRow};
 
 /// What one update says about an event.
@@ -444,6 +445,7 @@ fn emit(sent: &mut Position, updates: Vec<Update>) -> Vec<Update> {
                     {
                         text.push_str(more);
                         into.end = update.end;
+                        metrics::counter!(LIVE_COALESCED_DELTAS).increment(1);
                         continue;
                     }
                 }
@@ -520,9 +522,13 @@ pub fn stream(
                 }
             }
             let mut ended = None;
+            let mut applied = Vec::with_capacity(received.len());
             for item in received {
                 match item {
-                    Ok(change) => apply(&store, &mut position, &change, &mut out).await?,
+                    Ok(change) => {
+                        apply(&store, &mut position, &change, &mut out).await?;
+                        applied.push(change);
+                    }
                     Err(error) => {
                         ended = Some(error);
                         break;
@@ -537,6 +543,7 @@ pub fn stream(
             for update in updates {
                 yield update;
             }
+            applied.iter().for_each(|change| change.delivered());
             // Sent and known are the same now, up to events outside the view passed over.
             sent = position.clone();
             match ended {

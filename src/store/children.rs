@@ -23,7 +23,7 @@ impl Store {
              ORDER BY session_id, id",
         )
         .bind(ids)
-        .fetch_all(&mut *self.reader().await?)
+        .fetch_all(self.reader().await?.traced())
         .await?;
         Ok(group_by(ids, rows, |r| r.session_id))
     }
@@ -37,7 +37,7 @@ impl Store {
             "SELECT * FROM stages WHERE session_id = ANY($1) ORDER BY session_id, stage_index",
         )
         .bind(ids)
-        .fetch_all(&mut *self.reader().await?)
+        .fetch_all(self.reader().await?.traced())
         .await?;
         Ok(group_by(ids, rows, |r| r.session_id))
     }
@@ -51,7 +51,7 @@ impl Store {
             "SELECT * FROM agent_executions WHERE stage_id = ANY($1) ORDER BY stage_id, agent_index",
         )
         .bind(ids)
-        .fetch_all(&mut *self.reader().await?)
+        .fetch_all(self.reader().await?.traced())
         .await?;
         Ok(group_by(ids, rows, |r| r.stage_id))
     }
@@ -66,7 +66,7 @@ impl Store {
              ORDER BY parent_execution_id, agent_index",
         )
         .bind(ids)
-        .fetch_all(&mut *self.reader().await?)
+        .fetch_all(self.reader().await?.traced())
         .await?;
         Ok(group_by(ids, rows, |r| {
             r.parent_execution_id.unwrap_or_default()
@@ -82,7 +82,7 @@ impl Store {
             "SELECT * FROM messages WHERE execution_id = ANY($1) ORDER BY execution_id, sequence_number",
         )
         .bind(ids)
-        .fetch_all(&mut *self.reader().await?)
+        .fetch_all(self.reader().await?.traced())
         .await?;
         Ok(group_by(ids, rows, |r| r.execution_id))
     }
@@ -109,7 +109,7 @@ impl Store {
              ORDER BY li.id, m.sequence_number",
         )
         .bind(ids)
-        .fetch_all(&mut *self.reader().await?)
+        .fetch_all(self.reader().await?.traced())
         .await?;
         let mut conversations: HashMap<Uuid, Vec<Arc<MessageRow>>> =
             ids.iter().map(|id| (*id, Vec::new())).collect();
@@ -136,7 +136,7 @@ impl Store {
         );
         let rows: Vec<LlmInteractionRow> = sqlx::query_as(&sql)
             .bind(ids)
-            .fetch_all(&mut *self.reader().await?)
+            .fetch_all(self.reader().await?.traced())
             .await?;
         Ok(group_by(ids, rows, |r| {
             scope_key(scope, r.session_id, r.stage_id, r.execution_id)
@@ -157,7 +157,7 @@ impl Store {
         );
         let rows: Vec<McpInteractionRow> = sqlx::query_as(&sql)
             .bind(ids)
-            .fetch_all(&mut *self.reader().await?)
+            .fetch_all(self.reader().await?.traced())
             .await?;
         Ok(group_by(ids, rows, |r| {
             scope_key(scope, r.session_id, r.stage_id, r.execution_id)
@@ -170,7 +170,7 @@ impl Store {
             "SELECT * FROM chats WHERE session_id = ANY($1) ORDER BY session_id, created_at, id",
         )
         .bind(ids)
-        .fetch_all(&mut *self.reader().await?)
+        .fetch_all(self.reader().await?.traced())
         .await?;
         Ok(group_by(ids, rows, |r| r.session_id))
     }
@@ -184,7 +184,7 @@ impl Store {
             "SELECT * FROM chat_user_messages WHERE chat_id = ANY($1) ORDER BY chat_id, created_at, id",
         )
         .bind(ids)
-        .fetch_all(&mut *self.reader().await?)
+        .fetch_all(self.reader().await?.traced())
         .await?;
         Ok(group_by(ids, rows, |r| r.chat_id))
     }
@@ -197,7 +197,7 @@ impl Store {
         let rows: Vec<StageRow> =
             sqlx::query_as("SELECT * FROM stages WHERE chat_user_message_id = ANY($1)")
                 .bind(ids)
-                .fetch_all(&mut *self.reader().await?)
+                .fetch_all(self.reader().await?.traced())
                 .await?;
         Ok(rows
             .into_iter()

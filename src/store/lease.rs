@@ -14,6 +14,8 @@ use sqlx::pool::PoolConnection;
 use sqlx::{PgConnection, PgPool, Postgres};
 use tokio::sync::Notify;
 
+use crate::observe::metrics::WaitingForConnection;
+
 pub struct Lease {
     pool: PgPool,
     parked: Mutex<Option<PoolConnection<Postgres>>>,
@@ -36,6 +38,7 @@ impl Lease {
             if let Some(connection) = self.parked.lock().expect("not poisoned").take() {
                 return Ok(self.leased(connection));
             }
+            let _waiting = WaitingForConnection::start();
             tokio::select! {
                 connection = self.pool.acquire() => return Ok(self.leased(connection?)),
                 () = self.parked_again.notified() => {}

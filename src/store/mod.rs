@@ -2,6 +2,7 @@
 //! (`WHERE key = ANY($1)`), so the GraphQL loaders above cost one statement per batch.
 
 mod children;
+mod health;
 mod lease;
 mod records;
 pub mod refusals;
@@ -9,6 +10,7 @@ mod rollups;
 pub mod sessions;
 mod timeline;
 pub mod tokens;
+mod traced;
 pub mod write;
 
 use std::collections::HashMap;
@@ -21,8 +23,11 @@ use sqlx::{PgConnection, PgPool, Postgres};
 use uuid::Uuid;
 
 use lease::{Lease, Leased};
+use traced::Traced;
 
 use crate::error::Result;
+use crate::observe::metrics::WaitingForConnection;
+pub use health::SchemaState;
 pub use records::*;
 pub use timeline::TimelinePageKey;
 
@@ -70,6 +75,13 @@ impl Deref for Reader {
     }
 }
 
+impl Reader {
+    /// The connection, its statements traced.
+    fn traced(&mut self) -> Traced<'_> {
+        Traced(self)
+    }
+}
+
 impl DerefMut for Reader {
     fn deref_mut(&mut self) -> &mut PgConnection {
         match self {
@@ -101,8 +113,17 @@ impl Store {
     async fn reader(&self) -> Result<Reader> {
         Ok(match &self.lease {
             Some(lease) => Reader::Leased(lease.connection().await?),
-            None => Reader::Pooled(self.pool.acquire().await?),
+            None => {
+                let _waiting = WaitingForConnection::start();
+                Reader::Pooled(self.pool.acquire().await?)
+            }
         })
+    }
+
+    /// A transaction for a write.
+    pub async fn begin(&self) -> Result<sqlx::Transaction<'static, Postgres>> {
+        let _waiting = WaitingForConnection::start();
+        Ok(self.pool.begin().await?)
     }
 
     /// Rows of one table by id; ids that do not exist are simply absent.
@@ -110,7 +131,7 @@ impl Store {
         let sql = format!("SELECT {} FROM {} WHERE id = ANY($1)", R::COLUMNS, R::TABLE);
         Ok(sqlx::query_as::<_, R>(&sql)
             .bind(ids)
-            .fetch_all(&mut *self.reader().await?)
+            .fetch_all(self.reader().await?.traced())
             .await?)
     }
 }

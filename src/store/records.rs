@@ -184,8 +184,8 @@ record!(
     "llm_interactions",
     "LLM interaction",
     "id, session_id, stage_id, execution_id, interaction_type, model_name, last_message_id, \
-     input_tokens, output_tokens, total_tokens, thinking_tokens, estimated_cost_usd, \
-     duration_ms, error_message, created_at"
+     input_tokens, output_tokens, total_tokens, thinking_tokens, \
+     estimated_cost_usd::float8 AS estimated_cost_usd, duration_ms, error_message, created_at"
 );
 
 /// The request of an LLM interaction: read only for a query that asks for it.

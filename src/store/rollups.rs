@@ -34,7 +34,7 @@ impl Store {
         );
         let rows: Vec<Row> = sqlx::query_as(&sql)
             .bind(ids)
-            .fetch_all(&mut *self.reader().await?)
+            .fetch_all(self.reader().await?.traced())
             .await?;
         let mut usage: HashMap<Uuid, TokenUsageRow> = ids
             .iter()
@@ -63,7 +63,7 @@ impl Store {
              FROM unnest($1::uuid[]) AS s(id)",
         )
         .bind(ids)
-        .fetch_all(&mut *self.reader().await?)
+        .fetch_all(self.reader().await?.traced())
         .await?;
         Ok(rows.into_iter().map(|r| (r.id, r.counts)).collect())
     }

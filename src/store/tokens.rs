@@ -10,6 +10,7 @@ use uuid::Uuid;
 use crate::error::{Error, Result};
 use crate::model::Role;
 use crate::store::Store;
+use crate::store::traced::traced;
 
 /// The channel every process listens on to forget cached tokens (the trigger's).
 pub const CHANGES_CHANNEL: &str = "casefile_tokens";
@@ -80,7 +81,7 @@ pub async fn create(conn: &mut PgConnection, new: &NewToken<'_>) -> Result<ApiTo
     .bind(&new.secret_hash[..])
     .bind(new.expires_at)
     .bind(new.created_by)
-    .fetch_optional(conn)
+    .fetch_optional(traced(conn))
     .await?
     .ok_or_else(|| {
         Error::Conflict(format!(
@@ -121,7 +122,7 @@ pub async fn revoke(conn: &mut PgConnection, name: &str, by: Option<&str>) -> Re
     ))
     .bind(name)
     .bind(by)
-    .fetch_optional(conn)
+    .fetch_optional(traced(conn))
     .await?
     .ok_or_else(|| Error::not_found(format!("no token is named {name:?}")))
 }
@@ -167,13 +168,13 @@ pub enum FirstAdmin {
 pub async fn create_first_admin(pool: &PgPool, name: &str, hash: &[u8; 32]) -> Result<FirstAdmin> {
     let mut tx = pool.begin().await?;
     sqlx::query("SELECT pg_advisory_xact_lock(hashtext('casefile_first_admin'))")
-        .execute(&mut *tx)
+        .execute(traced(&mut tx))
         .await?;
     let exists: bool = sqlx::query_scalar(
         "SELECT EXISTS (SELECT 1 FROM api_tokens WHERE role = 'admin' AND revoked_at IS NULL \
            AND (expires_at IS NULL OR expires_at > now()))",
     )
-    .fetch_one(&mut *tx)
+    .fetch_one(traced(&mut tx))
     .await?;
     if exists {
         return Ok(FirstAdmin::Exists);
@@ -181,7 +182,7 @@ pub async fn create_first_admin(pool: &PgPool, name: &str, hash: &[u8; 32]) -> R
     let spent: Option<String> =
         sqlx::query_scalar("SELECT name FROM api_tokens WHERE secret_hash = $1")
             .bind(&hash[..])
-            .fetch_optional(&mut *tx)
+            .fetch_optional(traced(&mut tx))
             .await?;
     if let Some(spent) = spent {
         return Ok(FirstAdmin::SecretSpent(spent));
@@ -189,7 +190,7 @@ pub async fn create_first_admin(pool: &PgPool, name: &str, hash: &[u8; 32]) -> R
     let taken: Vec<String> =
         sqlx::query_scalar("SELECT name FROM api_tokens WHERE name = $1 OR name LIKE $1 || '-%'")
             .bind(name)
-            .fetch_all(&mut *tx)
+            .fetch_all(traced(&mut tx))
             .await?;
     let name = std::iter::once(name.to_owned())
         .chain((2..).map(|n| format!("{name}-{n}")))

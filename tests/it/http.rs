@@ -205,10 +205,36 @@ async fn probes_report_process_and_database() {
         (r.status(), r.text().await.unwrap()),
         (StatusCode::OK, "ok".to_owned())
     );
-    let r = app.client.get(app.url("/readyz")).send().await.unwrap();
+    let r = app.client.get(app.url("/livez")).send().await.unwrap();
     assert_eq!(
         (r.status(), r.text().await.unwrap()),
-        (StatusCode::OK, "ready".to_owned())
+        (StatusCode::OK, "ok".to_owned())
+    );
+    let r = app.client.get(app.url("/readyz")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["status"], "ready", "{body}");
+    for check in ["database", "migrations", "change_log"] {
+        assert_eq!(body["checks"][check]["ok"], true, "{check}: {body}");
+    }
+
+    // A migration of this binary's that the database lacks: not ready, and it says which.
+    sqlx::query("DELETE FROM _sqlx_migrations WHERE version = 6")
+        .execute(app.store.pool())
+        .await
+        .unwrap();
+    let r = app.client.get(app.url("/readyz")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["status"], "not ready", "{body}");
+    assert_eq!(body["checks"]["database"]["ok"], true, "{body}");
+    assert_eq!(body["checks"]["migrations"]["ok"], false, "{body}");
+    assert!(
+        body["checks"]["migrations"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("[6]"),
+        "{body}"
     );
     app.stop().await;
 }
@@ -234,6 +260,13 @@ async fn limits_refuse_oversized_deep_and_complex_requests_but_not_introspection
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["errors"][0]["extensions"]["code"], "PAYLOAD_TOO_LARGE");
+    assert_eq!(
+        body["errors"][0]["message"],
+        "the request body exceeds the limit of 65,536 bytes (--max-body-bytes)",
+        "{body}"
+    );
 
     let mut deep = String::from("id");
     for _ in 0..10 {
@@ -256,7 +289,8 @@ async fn limits_refuse_oversized_deep_and_complex_requests_but_not_introspection
     let (code, message) = app.error(complex, json!({})).await;
     assert_eq!(code, "QUERY_TOO_COMPLEX");
     assert!(
-        message.starts_with("query cost ") && message.ends_with(" exceeds the limit of 250,000"),
+        message.starts_with("query cost ")
+            && message.ends_with(" exceeds the limit of 250,000 (--max-query-complexity)"),
         "{message}"
     );
 

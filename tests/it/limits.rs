@@ -56,7 +56,10 @@ async fn aliases_of_empty_pages_cannot_multiply_work() {
         "QUERY_TOO_COMPLEX",
         "a count costs what its SQL does: {body}"
     );
-    assert_eq!(message(&body), "query cost 101 exceeds the limit of 100");
+    assert_eq!(
+        message(&body),
+        "query cost 101 exceeds the limit of 100 (--max-query-complexity)"
+    );
     // A page of zero still costs its selection once: here a session's stages (10 × 1).
     let (_, body) = post(
         &strict,
@@ -99,7 +102,7 @@ async fn a_batch_is_bounded_and_shares_one_budget() {
     assert_eq!(code(&body[2]), "QUERY_TOO_COMPLEX", "{body}");
     assert_eq!(
         message(&body[2]),
-        "the batch's cost 6,003 so far exceeds the limit of 4,500 for one request"
+        "the batch's cost 6,003 so far exceeds the limit of 4,500 for one request (--max-query-complexity)"
     );
     // Separate requests each have the whole budget.
     let (_, body) = post(&app, count.clone()).await;
@@ -113,7 +116,7 @@ async fn a_batch_is_bounded_and_shares_one_budget() {
     assert_eq!(code(&body), "BATCH_TOO_LARGE", "{body}");
     assert_eq!(
         message(&body),
-        "a batch of 11 operations exceeds the limit of 10"
+        "a batch of 11 operations exceeds the limit of 10 (--max-batch-operations)"
     );
     let ten: Vec<Value> = (0..10)
         .map(|_| json!({ "query": "{ __typename }" }))
@@ -161,7 +164,7 @@ async fn an_oversized_response_is_refused_whole() {
     );
     assert_eq!(
         message(&body),
-        "the response exceeds the limit of 100,000 bytes; select fewer fields or rows"
+        "the response exceeds the limit of 100,000 bytes (--max-response-bytes); select fewer fields or rows"
     );
     assert_eq!(body["data"], Value::Null, "nothing of it is sent");
     assert!(body.to_string().len() < 1_000);

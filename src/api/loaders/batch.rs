@@ -21,6 +21,7 @@ use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use futures::task::AtomicWaker;
 use futures::{Stream, StreamExt as _};
+use tracing::Instrument as _;
 
 use super::LoadError;
 
@@ -180,13 +181,27 @@ impl<L: Load> Queued for Inner<L> {
         // Without a cache a key may have been asked for twice.
         let mut seen = HashSet::with_capacity(keys.len());
         keys.retain(|key| seen.insert(key.clone()));
+        let span = tracing::debug_span!(
+            "dataloader_batch",
+            otel.name = format!("load {}", short_type_name::<L>()),
+            loader = short_type_name::<L>(),
+            keys = keys.len(),
+        );
+        crate::observe::request::count_batch();
         Box::pin(async move {
-            let result = self.load.load(&keys).await;
+            let result = self.load.load(&keys).instrument(span).await;
             let _ = batch.result.set(result);
             let waiting = std::mem::take(&mut *batch.waiting.lock().expect("not poisoned"));
             waiting.into_iter().for_each(Waker::wake);
         })
     }
+}
+
+/// `StagesBySession` for `casefile::api::loaders::stages_by_session::StagesBySession`.
+fn short_type_name<T>() -> &'static str {
+    let name = std::any::type_name::<T>();
+    let path = name.split('<').next().unwrap_or(name);
+    &name[path.rfind("::").map_or(0, |at| at + 2)..]
 }
 
 /// Holds a request's queued batches until the request is blocked on them.

@@ -10,6 +10,7 @@ use crate::api::types::{
     AgentExecution, LlmInteraction, McpInteraction, Message, Stage, TimelineEvent,
 };
 use crate::error::Error;
+use crate::observe::metrics::{INGEST_APPENDED_BYTES, INGEST_BATCHED_OPERATIONS};
 use crate::store::refusals::{self, Refusal, Refused};
 use crate::store::write::locks::{LockPlan, Target};
 use crate::store::write::{executions, interactions, limits, messages, stages, timeline};
@@ -123,8 +124,12 @@ impl Command {
         }
     }
 
-    async fn run(&self, conn: &mut sqlx::PgConnection) -> crate::error::Result<IngestItem> {
-        Ok(match self {
+    /// Applies the command: what it did, and the bytes of timeline text it stored.
+    async fn run(
+        &self,
+        conn: &mut sqlx::PgConnection,
+    ) -> crate::error::Result<(IngestItem, usize)> {
+        let item = match self {
             Command::CreateStage(new) => {
                 IngestItem::Stage(Stage(stages::create(conn, new).await?.into()))
             }
@@ -146,12 +151,13 @@ impl Command {
             }
             Command::Append(append) => {
                 let done = timeline::append(conn, append).await?;
-                IngestItem::TimelineAppend(TimelineAppend {
+                let item = IngestItem::TimelineAppend(TimelineAppend {
                     event_id: ids::encode(NodeType::TimelineEvent, append.event_id),
                     offset: append.offset,
                     end: done.end,
                     applied: done.stored,
-                })
+                });
+                return Ok((item, done.stored_bytes));
             }
             Command::FinishEvent(finish) => IngestItem::TimelineEvent(TimelineEvent(
                 timeline::finish(conn, finish).await?.into(),
@@ -165,7 +171,8 @@ impl Command {
             Command::RecordMcp(new) => IngestItem::McpInteraction(McpInteraction(
                 interactions::record_mcp(conn, new).await?.into(),
             )),
-        })
+        };
+        Ok((item, 0))
     }
 }
 
@@ -218,43 +225,52 @@ pub(super) async fn run(
         .collect::<crate::error::Result<Vec<_>>>()?;
     let mut plan = LockPlan::default();
     commands.iter().for_each(|c| c.plan(&mut plan));
+    let names: Vec<&'static str> = commands.iter().map(Command::name).collect();
     let batch = (plan, commands);
-    let items = transaction(ctx, Audit::Caller, batch, |conn, (plan, commands)| {
-        Box::pin(apply(conn, plan, commands))
-    })
-    .await?;
+    let (items, appended_bytes) =
+        transaction(ctx, Audit::Caller, batch, |conn, (plan, commands)| {
+            Box::pin(apply(conn, plan, commands))
+        })
+        .await?;
+    for name in names {
+        metrics::counter!(INGEST_BATCHED_OPERATIONS, "operation" => name).increment(1);
+    }
+    metrics::counter!(INGEST_APPENDED_BYTES).increment(appended_bytes as u64);
     Ok(items)
 }
 
-/// Takes the batch's locks, then applies its operations in order.
+/// Takes the batch's locks, then applies its operations in order: what each did, and the
+/// bytes of timeline text stored.
 async fn apply(
     conn: &mut sqlx::PgConnection,
     plan: &LockPlan,
     commands: &[Command],
-) -> crate::error::Result<Vec<IngestItem>> {
+) -> crate::error::Result<(Vec<IngestItem>, usize)> {
     plan.acquire(conn).await?;
     let mut items = Vec::with_capacity(commands.len());
+    let mut appended_bytes = 0;
     let mut i = 0;
     while i < commands.len() {
         let run = contiguous_appends(&commands[i..]);
         if run.len() > 1 {
-            let applied = append_run(conn, &run)
+            let (applied, bytes) = append_run(conn, &run)
                 .await
                 .map_err(|e| in_operation(i, "appendTimelineContent", e))?;
             items.extend(applied);
+            appended_bytes += bytes;
             i += run.len();
             continue;
         }
         let command = &commands[i];
-        items.push(
-            command
-                .run(conn)
-                .await
-                .map_err(|e| in_operation(i, command.name(), e))?,
-        );
+        let (item, bytes) = command
+            .run(conn)
+            .await
+            .map_err(|e| in_operation(i, command.name(), e))?;
+        items.push(item);
+        appended_bytes += bytes;
         i += 1;
     }
-    Ok(items)
+    Ok((items, appended_bytes))
 }
 
 /// The appends at the start of `commands` that continue one another in the same event (each
@@ -289,7 +305,7 @@ fn contiguous_appends(commands: &[Command]) -> Vec<&timeline::Append> {
 async fn append_run(
     conn: &mut sqlx::PgConnection,
     run: &[&timeline::Append],
-) -> crate::error::Result<Vec<IngestItem>> {
+) -> crate::error::Result<(Vec<IngestItem>, usize)> {
     let merged = timeline::Append {
         event_id: run[0].event_id,
         offset: run[0].offset,
@@ -297,7 +313,7 @@ async fn append_run(
     };
     let done = timeline::append(conn, &merged).await?;
     let held_before = done.end - done.stored;
-    Ok(run
+    let items = run
         .iter()
         .map(|a| {
             let end = a.offset + a.delta.chars().count() as i64;
@@ -308,5 +324,6 @@ async fn append_run(
                 applied: (end - held_before.max(a.offset)).max(0),
             })
         })
-        .collect())
+        .collect();
+    Ok((items, done.stored_bytes))
 }

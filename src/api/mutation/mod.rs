@@ -21,6 +21,7 @@ use super::types::{
 use crate::error::Error;
 use crate::live::Hub;
 use crate::model::Role;
+use crate::observe::metrics::{INGEST_APPENDED_BYTES, INGEST_OPERATIONS};
 use crate::store::Store;
 use crate::store::write::{
     self as write, chats, check_optional, executions, interactions, limits, messages, sessions,
@@ -65,7 +66,7 @@ where
     let store = ctx.data_unchecked::<Store>();
     let (args, op) = (&args, &op);
     let value = retry::retrying(|| async move {
-        let mut tx = store.pool().begin().await?;
+        let mut tx = store.begin().await?;
         // Transaction-local: set again in every attempt.
         if audit {
             write::set_audit(&mut tx, actor, reason).await?;
@@ -75,6 +76,7 @@ where
         Ok(value)
     })
     .await?;
+    metrics::counter!(INGEST_OPERATIONS, "mutation" => ctx.field().name().to_owned()).increment(1);
     // Deliver to this process's subscribers now rather than at the hub's next tick.
     ctx.data_unchecked::<Arc<Hub>>().poke();
     Ok(value)
@@ -344,6 +346,7 @@ impl Mutation {
             Box::pin(timeline::append(c, append))
         })
         .await?;
+        metrics::counter!(INGEST_APPENDED_BYTES).increment(done.stored_bytes as u64);
         Ok(TimelineAppend {
             event_id: ids::encode(NodeType::TimelineEvent, event_id),
             offset,

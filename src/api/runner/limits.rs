@@ -51,7 +51,7 @@ pub fn coded_error(code: &str, message: impl Into<String>) -> ServerError {
 }
 
 /// `412000` as `412,000`.
-fn figure(n: usize) -> String {
+pub fn figure(n: usize) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
@@ -70,7 +70,7 @@ pub fn check_shape(limits: &Limits, document: &ExecutableDocument) -> Result<(),
         return Err(coded_error(
             TOO_MANY_ALIASES,
             format!(
-                "{} aliases exceed the limit of {}",
+                "{} aliases exceed the limit of {} (--max-aliases)",
                 figure(aliases),
                 figure(limits.max_aliases)
             ),
@@ -81,7 +81,7 @@ pub fn check_shape(limits: &Limits, document: &ExecutableDocument) -> Result<(),
         return Err(coded_error(
             TOO_MANY_ROOT_FIELDS,
             format!(
-                "{} root fields in one operation exceed the limit of {}",
+                "{} root fields in one operation exceed the limit of {} (--max-root-fields)",
                 figure(roots),
                 figure(limits.max_root_fields)
             ),
@@ -101,7 +101,7 @@ pub fn check_cost(
         return Err(coded_error(
             TOO_DEEP,
             format!(
-                "query depth {} exceeds the limit of {}",
+                "query depth {} exceeds the limit of {} (--max-query-depth)",
                 result.depth, limits.max_query_depth
             ),
         ));
@@ -110,7 +110,7 @@ pub fn check_cost(
         return Err(coded_error(
             TOO_COMPLEX,
             format!(
-                "query cost {} exceeds the limit of {}",
+                "query cost {} exceeds the limit of {} (--max-query-complexity)",
                 figure(result.complexity),
                 figure(limits.max_query_complexity)
             ),
@@ -122,7 +122,8 @@ pub fn check_cost(
             return Err(coded_error(
                 TOO_COMPLEX,
                 format!(
-                    "the batch's cost {} so far exceeds the limit of {} for one request",
+                    "the batch's cost {} so far exceeds the limit of {} for one request \
+                     (--max-query-complexity)",
                     figure(spent),
                     figure(limits.max_query_complexity)
                 ),
@@ -137,7 +138,8 @@ pub fn response_too_large(limits: &Limits) -> ServerError {
     coded_error(
         RESPONSE_TOO_LARGE,
         format!(
-            "the response exceeds the limit of {} bytes; select fewer fields or rows",
+            "the response exceeds the limit of {} bytes (--max-response-bytes); select fewer \
+             fields or rows",
             figure(limits.max_response_bytes)
         ),
     )

@@ -12,23 +12,30 @@ mod check;
 pub mod codes;
 mod documents;
 pub mod limits;
+pub mod persisted;
+mod report;
 pub mod response_size;
 
 use std::any::TypeId;
 use std::sync::Arc;
 
-use async_graphql::parser::types::{DocumentOperations, ExecutableDocument, OperationType};
+use async_graphql::parser::types::{ExecutableDocument, OperationType};
 use async_graphql::{Data, Executor, Request, Response, ServerError, ValidationMode};
 use futures::StreamExt as _;
 use futures::stream::{self, BoxStream};
+use tracing::Instrument as _;
 
 use super::{CasefileSchema, Loaders, loaders::Dispatcher, loaders::UntilIdle};
 use crate::config::Limits;
+use crate::observe::request::{OPERATION_WORK, OperationWork, RequestInfo};
 use crate::store::Store;
 use check::{Check, Figures};
 use codes::assign_code;
 use documents::Documents;
 pub use limits::{CostBudget, coded_error};
+use persisted::PersistedQueries;
+use report::Report;
+pub use report::selected_operation;
 use response_size::ResponseSize;
 
 /// What the edge runs operations with (HTTP, SSE and WebSocket alike).
@@ -43,6 +50,7 @@ struct Inner {
     store: Store,
     limits: Limits,
     documents: Documents,
+    persisted: PersistedQueries,
 }
 
 /// An operation that passed every check, ready to run.
@@ -69,22 +77,31 @@ impl Runner {
             store,
             limits,
             documents: Documents::new(),
+            persisted: PersistedQueries::new(),
         }))
     }
 
-    /// Parses and checks `request`, and gives it its loaders (`cached` unless it runs on a
+    /// The request's document (its persisted query's, if it sent only the hash), parsed.
+    fn parse(&self, request: &mut Request) -> Result<ExecutableDocument, ServerError> {
+        let inner = &self.0;
+        let persisted = inner.persisted.resolve(request)?;
+        let document = inner.documents.parse(&request.query)?;
+        if let Some(persisted) = persisted {
+            inner.persisted.register(persisted, &request.query);
+        }
+        Ok(document)
+    }
+
+    /// Checks a parsed `request`, and gives it its loaders (`cached` unless it runs on a
     /// stream, where each update must see the database as it is then); else the errors
     /// that refuse it.
     async fn admit(
         &self,
         mut request: Request,
+        document: ExecutableDocument,
         cached: bool,
     ) -> Result<Admitted, Vec<ServerError>> {
         let inner = &self.0;
-        let document = match inner.documents.parse(&request.query) {
-            Ok(document) => document,
-            Err(err) => return Err(vec![err]),
-        };
         if let Err(err) = limits::check_shape(&inner.limits, &document) {
             return Err(vec![err]);
         }
@@ -136,6 +153,15 @@ impl Runner {
         })
     }
 
+    /// Fills in the query of a request that sent only the hash of a persisted query this
+    /// server knows (see [`persisted`]), for the edge to see what it would run; anything amiss
+    /// is left for execution to refuse.
+    pub fn fill_persisted_query(&self, request: &mut Request) {
+        if request.query.is_empty() {
+            let _ = self.0.persisted.resolve(request);
+        }
+    }
+
     /// The response to an operation refused before it ran.
     fn refused(&self, mut errors: Vec<ServerError>) -> Response {
         errors.iter_mut().for_each(assign_code);
@@ -154,54 +180,105 @@ impl Runner {
 
 /// Whether the operation to run (the one named, else the only one) is a query.
 fn is_query(document: &ExecutableDocument, operation_name: Option<&str>) -> bool {
-    let operation = match (&document.operations, operation_name) {
-        (DocumentOperations::Single(operation), _) => Some(operation),
-        (DocumentOperations::Multiple(operations), Some(name)) => operations.get(name),
-        (DocumentOperations::Multiple(operations), None) => operations.values().next(),
-    };
-    operation.is_some_and(|op| op.node.ty == OperationType::Query)
+    selected_operation(document, operation_name)
+        .is_some_and(|(_, operation)| operation.ty == OperationType::Query)
+}
+
+/// The request an operation came with, as the edge described it (in the request's data, or
+/// for a WebSocket, the connection's).
+fn request_info(request: &Request, session_data: Option<&Data>) -> Option<RequestInfo> {
+    [Some(&request.data), session_data]
+        .into_iter()
+        .flatten()
+        .find_map(|data| data.get(&TypeId::of::<RequestInfo>()))
+        .and_then(|info| info.downcast_ref::<RequestInfo>())
+        .cloned()
 }
 
 impl Executor for Runner {
-    async fn execute(&self, request: Request) -> Response {
-        let Admitted {
-            request,
-            dispatcher,
-            size,
-        } = match self.admit(request, true).await {
-            Ok(admitted) => admitted,
-            Err(errors) => return self.refused(errors),
-        };
-        let response = UntilIdle::new(Box::pin(self.0.schema.execute(request)), dispatcher).await;
-        self.finish(response, &size)
-    }
-
-    fn execute_stream(
-        &self,
-        request: Request,
-        session_data: Option<Arc<Data>>,
-    ) -> BoxStream<'static, Response> {
-        let runner = self.clone();
-        stream::once(async move {
+    async fn execute(&self, mut request: Request) -> Response {
+        let mut report = Report::new(request_info(&request, None));
+        let document = self.parse(&mut request);
+        if let Ok(document) = &document {
+            report.identify(document, request.operation_name.as_deref());
+        }
+        let span = report.open_span();
+        async {
+            let admitted = match document {
+                Ok(document) => self.admit(request, document, true).await,
+                Err(err) => Err(vec![err]),
+            };
             let Admitted {
                 request,
                 dispatcher,
                 size,
-            } = match runner.admit(request, false).await {
+            } = match admitted {
                 Ok(admitted) => admitted,
-                Err(errors) => return stream::iter([runner.refused(errors)]).boxed(),
+                Err(errors) => {
+                    let response = self.refused(errors);
+                    report.sent(&response);
+                    return response;
+                }
             };
-            let responses = match session_data {
-                Some(data) => runner
-                    .0
-                    .schema
-                    .execute_stream_with_session_data(request, data),
-                None => runner.0.schema.execute_stream(request),
-            };
-            UntilIdle::new(responses, dispatcher)
-                .map(move |response| runner.finish(response, &size))
-                .boxed()
-        })
+            let work = Arc::new(OperationWork::default());
+            report.count_work(work.clone());
+            let execution = UntilIdle::new(Box::pin(self.0.schema.execute(request)), dispatcher);
+            let response = self.finish(OPERATION_WORK.scope(work, execution).await, &size);
+            report.sent(&response);
+            response
+        }
+        .instrument(span)
+        .await
+    }
+
+    fn execute_stream(
+        &self,
+        mut request: Request,
+        session_data: Option<Arc<Data>>,
+    ) -> BoxStream<'static, Response> {
+        let runner = self.clone();
+        let mut report = Report::new(request_info(&request, session_data.as_deref()));
+        let document = self.parse(&mut request);
+        if let Ok(document) = &document {
+            report.identify(document, request.operation_name.as_deref());
+        }
+        let span = report.open_span();
+        stream::once(
+            async move {
+                let admitted = match document {
+                    Ok(document) => runner.admit(request, document, false).await,
+                    Err(err) => Err(vec![err]),
+                };
+                let Admitted {
+                    request,
+                    dispatcher,
+                    size,
+                } = match admitted {
+                    Ok(admitted) => admitted,
+                    Err(errors) => {
+                        let response = runner.refused(errors);
+                        report.sent(&response);
+                        return stream::iter([response]).boxed();
+                    }
+                };
+                let responses = match session_data {
+                    Some(data) => runner
+                        .0
+                        .schema
+                        .execute_stream_with_session_data(request, data),
+                    None => runner.0.schema.execute_stream(request),
+                };
+                // The report lives as long as the stream: its line is written when it ends.
+                UntilIdle::new(responses, dispatcher)
+                    .map(move |response| {
+                        let response = runner.finish(response, &size);
+                        report.sent(&response);
+                        response
+                    })
+                    .boxed()
+            }
+            .instrument(span),
+        )
         .flatten()
         .boxed()
     }

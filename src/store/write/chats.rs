@@ -13,6 +13,7 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::model::{TimelineEventStatus, TimelineEventType};
+use crate::store::traced::traced;
 use crate::store::{ChatRow, ChatUserMessageRow, ExecutionRow};
 
 #[derive(Debug, Clone, Serialize)]
@@ -34,7 +35,7 @@ pub async fn open(conn: &mut PgConnection, new: &NewChat) -> Result<ChatRow> {
         .bind(id)
         .bind(session.id)
         .bind(&new.created_by)
-        .fetch_one(conn)
+        .fetch_one(traced(conn))
         .await
         .map_err(|e| id_taken(e, id))
 }
@@ -106,7 +107,7 @@ pub async fn post(
     let (session_id, owner): (Uuid, Option<String>) =
         sqlx::query_as("SELECT session_id, created_by FROM chats WHERE id = $1")
             .bind(new.chat_id)
-            .fetch_optional(&mut *conn)
+            .fetch_optional(traced(&mut *conn))
             .await?
             .ok_or_else(|| Error::not_found(format!("chat {} does not exist", new.chat_id)))?;
     if let Poster::Owner(poster) = poster
@@ -128,7 +129,7 @@ pub async fn post(
         "SELECT s.stage_name FROM stages s WHERE s.chat_id = $1 AND s.status IN ('pending', 'active') LIMIT 1",
     )
     .bind(new.chat_id)
-    .fetch_optional(&mut *conn)
+    .fetch_optional(traced(&mut *conn))
     .await?;
     if unanswered.is_some() {
         return Err(Error::Conflict(format!(
@@ -147,12 +148,12 @@ pub async fn post(
     .bind(&new.content)
     .bind(&new.author)
     .bind(&new.created_by)
-    .fetch_one(&mut *conn)
+    .fetch_one(traced(&mut *conn))
     .await
     .map_err(|e| id_taken(e, id))?;
     sqlx::query("UPDATE chats SET updated_at = now() WHERE id = $1")
         .bind(new.chat_id)
-        .execute(&mut *conn)
+        .execute(traced(&mut *conn))
         .await?;
 
     let stage_id = new.stage_id.unwrap_or_else(Uuid::now_v7);
@@ -181,7 +182,7 @@ pub async fn post(
     .bind(&new.iteration_strategy)
     .bind(&new.llm_provider)
     .bind(&new.llm_model)
-    .fetch_one(&mut *conn)
+    .fetch_one(traced(&mut *conn))
     .await
     .map_err(|e| id_taken(e, execution_id))?;
     let question = NewEvent {
@@ -210,7 +211,7 @@ async fn next_stage_index(conn: &mut PgConnection, session_id: Uuid) -> Result<i
     let last: Option<i32> =
         sqlx::query_scalar("SELECT max(stage_index) FROM stages WHERE session_id = $1")
             .bind(session_id)
-            .fetch_one(conn)
+            .fetch_one(traced(conn))
             .await?;
     match last {
         None => Ok(0),

@@ -12,6 +12,7 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::model::ExecutionStatus;
+use crate::store::traced::traced;
 use crate::store::{ExecutionRow, SessionRow};
 
 #[derive(Debug, Clone, Serialize)]
@@ -43,7 +44,7 @@ pub async fn create(conn: &mut PgConnection, new: &NewExecution) -> Result<Execu
     }
     let session_id: Uuid = sqlx::query_scalar("SELECT session_id FROM stages WHERE id = $1")
         .bind(new.stage_id)
-        .fetch_optional(&mut *conn)
+        .fetch_optional(traced(&mut *conn))
         .await?
         .ok_or_else(|| Error::not_found(format!("stage {} does not exist", new.stage_id)))?;
     let session = lock_session(conn, session_id).await?;
@@ -70,7 +71,7 @@ pub async fn create(conn: &mut PgConnection, new: &NewExecution) -> Result<Execu
     )
     .bind(stage.id)
     .bind(new.agent_index)
-    .fetch_one(&mut *conn)
+    .fetch_one(traced(&mut *conn))
     .await?;
     if let Some(name) = same_index {
         return Err(Error::Conflict(format!(
@@ -115,7 +116,7 @@ pub async fn create(conn: &mut PgConnection, new: &NewExecution) -> Result<Execu
     .bind(&new.iteration_strategy)
     .bind(&new.llm_provider)
     .bind(&new.llm_model)
-    .fetch_one(&mut *conn)
+    .fetch_one(traced(&mut *conn))
     .await
     .map_err(|e| id_taken(e, id))?;
     refresh(conn, stage.id).await?;
@@ -132,7 +133,7 @@ pub(crate) async fn running_executions(
          ORDER BY created_at, id FOR NO KEY UPDATE",
     )
     .bind(session_id)
-    .fetch_all(conn)
+    .fetch_all(traced(conn))
     .await?)
 }
 
@@ -165,7 +166,7 @@ pub(crate) async fn start_locked(
          WHERE id = $1 RETURNING *",
     )
     .bind(execution.id)
-    .fetch_one(&mut *conn)
+    .fetch_one(traced(&mut *conn))
     .await?;
     refresh(conn, stage.id).await?;
     if stage.chat_id.is_none() {
@@ -235,7 +236,7 @@ pub(crate) async fn finish_locked(
     .bind(id)
     .bind(status)
     .bind(error_message)
-    .fetch_one(&mut *conn)
+    .fetch_one(traced(&mut *conn))
     .await?;
     refresh(conn, finished.stage_id).await?;
     Ok(finished)

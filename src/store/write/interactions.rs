@@ -11,6 +11,7 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::model::{LlmInteractionType, McpInteractionType};
+use crate::store::traced::traced;
 use crate::store::{LlmInteractionRow, McpInteractionRow, Record as _};
 
 #[derive(Debug, Clone, Serialize)]
@@ -89,7 +90,7 @@ pub async fn record_llm(
         let owner: Option<Uuid> =
             sqlx::query_scalar("SELECT execution_id FROM messages WHERE id = $1")
                 .bind(message_id)
-                .fetch_optional(&mut *conn)
+                .fetch_optional(traced(&mut *conn))
                 .await?;
         if owner != Some(execution.id) {
             return Err(Error::bad_input(format!(
@@ -131,7 +132,7 @@ pub async fn record_llm(
     .bind(new.estimated_cost_usd)
     .bind(new.duration_ms)
     .bind(&new.error_message)
-    .fetch_one(conn)
+    .fetch_one(traced(conn))
     .await
     .map_err(|e| id_taken(e, id))
 }
@@ -196,7 +197,7 @@ pub async fn record_mcp(
     .bind(&new.available_tools)
     .bind(new.duration_ms)
     .bind(&new.error_message)
-    .fetch_one(conn)
+    .fetch_one(traced(conn))
     .await
     .map_err(|e| id_taken(e, id))
 }

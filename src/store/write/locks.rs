@@ -13,6 +13,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::error::Result;
+use crate::store::traced::traced;
 
 /// An event's stream lock key: the low 64 bits of a UUIDv7 are random, a fine key (a rare
 /// collision only makes two streams take turns).
@@ -26,7 +27,7 @@ fn stream_key(event_id: Uuid) -> i64 {
 pub(crate) async fn lock_stream(conn: &mut PgConnection, event_id: Uuid) -> Result<()> {
     sqlx::query("SELECT pg_advisory_xact_lock($1)")
         .bind(stream_key(event_id))
-        .execute(conn)
+        .execute(traced(conn))
         .await?;
     Ok(())
 }
@@ -43,7 +44,7 @@ async fn lock_streams(
     // `unnest` yields the keys in the (sorted) order given, each locked as it comes.
     sqlx::query("SELECT pg_advisory_xact_lock(k) FROM unnest($1::bigint[]) AS k")
         .bind(keys.into_iter().collect::<Vec<_>>())
-        .execute(conn)
+        .execute(traced(conn))
         .await?;
     Ok(())
 }
@@ -55,7 +56,7 @@ async fn streaming_events(conn: &mut PgConnection, execution_ids: &[Uuid]) -> Re
         "SELECT id FROM timeline_events WHERE execution_id = ANY($1) AND status = 'streaming'",
     )
     .bind(execution_ids)
-    .fetch_all(conn)
+    .fetch_all(traced(conn))
     .await?)
 }
 
@@ -145,7 +146,7 @@ impl LockPlan {
             .bind(stages)
             .bind(executions)
             .bind(events)
-            .execute(&mut *conn)
+            .execute(traced(&mut *conn))
             .await?;
         }
         let mut events: Vec<Uuid> = self.streams.iter().copied().collect();

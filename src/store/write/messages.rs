@@ -12,6 +12,7 @@ use super::{
 use crate::error::{Error, Result};
 use crate::model::MessageRole;
 use crate::store::MessageRow;
+use crate::store::traced::traced;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct NewMessage {
@@ -75,7 +76,7 @@ pub async fn append(conn: &mut PgConnection, new: &NewMessage) -> Result<Message
     .bind(&new.tool_call_id)
     .bind(&new.tool_name)
     .bind(&new.tool_calls)
-    .fetch_one(conn)
+    .fetch_one(traced(conn))
     .await
     .map_err(|e| id_taken(e, id))
 }

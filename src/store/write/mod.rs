@@ -26,6 +26,7 @@ use super::{ExecutionRow, Record, SessionRow, StageRow};
 use crate::error::{Error, Result};
 pub(crate) use crate::model::db_name as snake;
 use crate::model::{ExecutionStatus, SessionStatus, StageStatus};
+use crate::store::traced::traced;
 
 /// Size limits, stated in the schema's descriptions too. Where a column has a CHECK, the limit
 /// is the column's (migrations 0001 and 0005), so the database never refuses what the API let in.
@@ -150,7 +151,7 @@ fn has_nul(value: &Json) -> bool {
 pub(crate) async fn fetch<R: Record>(conn: &mut PgConnection, id: Uuid) -> Result<R> {
     sqlx::query_as(&format!("SELECT * FROM {} WHERE id = $1", R::TABLE))
         .bind(id)
-        .fetch_optional(conn)
+        .fetch_optional(traced(conn))
         .await?
         .ok_or_else(|| Error::not_found(format!("{} {id} does not exist", R::NAME)))
 }
@@ -162,7 +163,7 @@ async fn lock<R: Record>(conn: &mut PgConnection, id: Uuid) -> Result<R> {
         R::TABLE
     ))
     .bind(id)
-    .fetch_optional(conn)
+    .fetch_optional(traced(conn))
     .await?
     .ok_or_else(|| Error::not_found(format!("{} {id} does not exist", R::NAME)))
 }
@@ -184,7 +185,7 @@ pub(crate) async fn lock_execution(conn: &mut PgConnection, id: Uuid) -> Result<
 pub(crate) async fn session_of_execution(conn: &mut PgConnection, id: Uuid) -> Result<Uuid> {
     sqlx::query_scalar("SELECT session_id FROM agent_executions WHERE id = $1")
         .bind(id)
-        .fetch_optional(conn)
+        .fetch_optional(traced(conn))
         .await?
         .ok_or_else(|| Error::not_found(format!("agent execution {id} does not exist")))
 }
@@ -279,7 +280,7 @@ pub async fn set_audit(
     )
     .bind(actor)
     .bind(reason)
-    .execute(conn)
+    .execute(traced(conn))
     .await?;
     Ok(())
 }

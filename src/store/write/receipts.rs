@@ -6,6 +6,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
+use crate::store::traced::traced;
 
 /// Whether a create should happen.
 enum Claim {
@@ -53,7 +54,7 @@ async fn claim(
     .bind(session_id)
     .bind(operation)
     .bind(hash.as_slice())
-    .execute(&mut *conn)
+    .execute(traced(&mut *conn))
     .await?
     .rows_affected();
     if inserted == 1 {
@@ -62,7 +63,7 @@ async fn claim(
     let (previous_operation, previous_hash): (String, Vec<u8>) =
         sqlx::query_as("SELECT operation, request_hash FROM create_receipts WHERE id = $1")
             .bind(id)
-            .fetch_one(conn)
+            .fetch_one(traced(conn))
             .await?;
     if previous_operation == operation && previous_hash == hash.as_slice() {
         Ok(Claim::Retry)

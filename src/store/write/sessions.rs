@@ -23,6 +23,7 @@ use super::{
 use crate::error::{Error, Result};
 use crate::model::{ExecutionStatus, SessionStatus};
 use crate::store::SessionRow;
+use crate::store::traced::traced;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct NewSession {
@@ -57,7 +58,7 @@ pub async fn create(conn: &mut PgConnection, new: &NewSession) -> Result<Session
     .bind(&new.author)
     .bind(&new.runbook_url)
     .bind(&new.created_by)
-    .fetch_one(conn)
+    .fetch_one(traced(conn))
     .await
     .map_err(|e| id_taken(e, id))
 }
@@ -88,7 +89,7 @@ async fn set_status(
     .bind(status)
     .bind(finished)
     .bind(error_message)
-    .fetch_one(conn)
+    .fetch_one(traced(conn))
     .await?)
 }
 
@@ -181,7 +182,7 @@ pub async fn complete(
     .bind(id)
     .bind(&completion.final_analysis)
     .bind(&completion.executive_summary)
-    .fetch_one(conn)
+    .fetch_one(traced(conn))
     .await?)
 }
 
@@ -269,7 +270,7 @@ pub async fn delete(conn: &mut PgConnection, id: Uuid) -> Result<SessionRow> {
     )
     .bind(id)
     .bind(Utc::now())
-    .fetch_one(conn)
+    .fetch_one(traced(conn))
     .await?)
 }
 
@@ -283,6 +284,6 @@ pub async fn restore(conn: &mut PgConnection, id: Uuid) -> Result<SessionRow> {
         "UPDATE sessions SET deleted_at = NULL, updated_at = now() WHERE id = $1 RETURNING *",
     )
     .bind(id)
-    .fetch_one(conn)
+    .fetch_one(traced(conn))
     .await?)
 }

@@ -10,6 +10,7 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::model::{ExecutionStatus, ParallelType, SessionStatus, StageStatus, SuccessPolicy};
+use crate::store::traced::traced;
 use crate::store::{ExecutionRow, SessionRow, StageRow};
 
 #[derive(Debug, Clone, Serialize)]
@@ -102,7 +103,7 @@ pub(crate) async fn insert(conn: &mut PgConnection, id: Uuid, new: &NewStage) ->
     )
     .bind(new.session_id)
     .bind(new.stage_index)
-    .fetch_optional(&mut *conn)
+    .fetch_optional(traced(&mut *conn))
     .await?;
     if let Some(name) = taken {
         return Err(Error::Conflict(format!(
@@ -114,7 +115,7 @@ pub(crate) async fn insert(conn: &mut PgConnection, id: Uuid, new: &NewStage) ->
         let chat_session: Option<Uuid> =
             sqlx::query_scalar("SELECT session_id FROM chats WHERE id = $1")
                 .bind(chat_id)
-                .fetch_optional(&mut *conn)
+                .fetch_optional(traced(&mut *conn))
                 .await?;
         if chat_session != Some(new.session_id) {
             return Err(Error::bad_input(format!(
@@ -129,7 +130,7 @@ pub(crate) async fn insert(conn: &mut PgConnection, id: Uuid, new: &NewStage) ->
                     EXISTS (SELECT 1 FROM stages WHERE chat_user_message_id = $1)",
         )
         .bind(message_id)
-        .fetch_one(&mut *conn)
+        .fetch_one(traced(&mut *conn))
         .await?;
         if chat != new.chat_id {
             return Err(Error::bad_input(format!(
@@ -156,7 +157,7 @@ pub(crate) async fn insert(conn: &mut PgConnection, id: Uuid, new: &NewStage) ->
     .bind(new.success_policy)
     .bind(new.chat_id)
     .bind(new.chat_user_message_id)
-    .fetch_one(conn)
+    .fetch_one(traced(conn))
     .await
     .map_err(|e| id_taken(e, id))
 }
@@ -224,7 +225,7 @@ pub(crate) async fn refresh(conn: &mut PgConnection, stage_id: Uuid) -> Result<S
     let executions: Vec<ExecutionRow> =
         sqlx::query_as("SELECT * FROM agent_executions WHERE stage_id = $1 ORDER BY agent_index")
             .bind(stage_id)
-            .fetch_all(&mut *conn)
+            .fetch_all(traced(&mut *conn))
             .await?;
     let (status, error_message) = aggregate(&stage, &executions);
     if status == stage.status && error_message == stage.error_message {
@@ -244,6 +245,6 @@ pub(crate) async fn refresh(conn: &mut PgConnection, stage_id: Uuid) -> Result<S
     .bind(status)
     .bind(error_message)
     .bind(finished)
-    .fetch_one(conn)
+    .fetch_one(traced(conn))
     .await?)
 }

@@ -24,6 +24,7 @@ use super::{
 use crate::error::{Error, Result};
 use crate::model::{ExecutionStatus, TimelineEventStatus, TimelineEventType};
 use crate::store::TimelineEventRow;
+use crate::store::traced::traced;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct NewEvent {
@@ -85,7 +86,7 @@ pub(crate) async fn insert(
     .bind(new.status)
     .bind(&new.content)
     .bind(&new.metadata)
-    .fetch_one(conn)
+    .fetch_one(traced(conn))
     .await
     .map_err(|e| id_taken(e, id))?;
     Ok(event)
@@ -107,6 +108,8 @@ pub struct Appended {
     pub end: i64,
     /// Characters newly stored by this append (0 for a retry).
     pub stored: i64,
+    /// Their size in bytes (UTF-8).
+    pub stored_bytes: usize,
 }
 
 pub async fn append(conn: &mut PgConnection, append: &Append) -> Result<Appended> {
@@ -127,7 +130,7 @@ pub async fn append(conn: &mut PgConnection, append: &Append) -> Result<Appended
         "SELECT status, char_length(content)::bigint FROM timeline_events WHERE id = $1",
     )
     .bind(append.event_id)
-    .fetch_optional(&mut *conn)
+    .fetch_optional(traced(&mut *conn))
     .await?
     .ok_or_else(|| {
         Error::not_found(format!("timeline event {} does not exist", append.event_id))
@@ -145,7 +148,7 @@ pub async fn append(conn: &mut PgConnection, append: &Append) -> Result<Appended
     )
     .bind(append.event_id)
     .bind(folded_len)
-    .fetch_one(&mut *conn)
+    .fetch_one(traced(&mut *conn))
     .await?;
     if append.offset > length {
         return Err(Error::Conflict(format!(
@@ -162,7 +165,7 @@ pub async fn append(conn: &mut PgConnection, append: &Append) -> Result<Appended
         .bind(append.event_id)
         .bind(append.offset)
         .bind(overlap)
-        .fetch_one(&mut *conn)
+        .fetch_one(traced(&mut *conn))
         .await?;
         let sent: String = append.delta.chars().take(overlap as usize).collect();
         if stored != sent {
@@ -177,6 +180,7 @@ pub async fn append(conn: &mut PgConnection, append: &Append) -> Result<Appended
         return Ok(Appended {
             end: append.offset + delta_len,
             stored: 0,
+            stored_bytes: 0,
         });
     }
     let stored = delta_len - overlap;
@@ -193,11 +197,12 @@ pub async fn append(conn: &mut PgConnection, append: &Append) -> Result<Appended
     .bind(append.event_id)
     .bind(length as i32)
     .bind(&new_part)
-    .execute(conn)
+    .execute(traced(conn))
     .await?;
     Ok(Appended {
         end: append.offset + delta_len,
         stored,
+        stored_bytes: new_part.len(),
     })
 }
 
@@ -227,7 +232,7 @@ pub async fn finish(conn: &mut PgConnection, finish: &Finish) -> Result<Timeline
     let session_id: Uuid =
         sqlx::query_scalar("SELECT session_id FROM timeline_events WHERE id = $1")
             .bind(finish.event_id)
-            .fetch_optional(&mut *conn)
+            .fetch_optional(traced(&mut *conn))
             .await?
             .ok_or_else(|| {
                 Error::not_found(format!("timeline event {} does not exist", finish.event_id))
@@ -292,7 +297,7 @@ async fn check_link(
     let owner: Option<Uuid> =
         sqlx::query_scalar(&format!("SELECT session_id FROM {table} WHERE id = $1"))
             .bind(id)
-            .fetch_optional(conn)
+            .fetch_optional(traced(conn))
             .await?;
     match owner {
         None => Err(Error::bad_input(format!("{what} {id} does not exist"))),
@@ -314,7 +319,7 @@ async fn fold(
 ) -> Result<TimelineEventRow> {
     sqlx::query("DELETE FROM timeline_event_chunks WHERE event_id = $1")
         .bind(event_id)
-        .execute(&mut *conn)
+        .execute(traced(&mut *conn))
         .await?;
     Ok(sqlx::query_as(
         "UPDATE timeline_events SET status = $2, content = $3, metadata = coalesce($4, metadata), \
@@ -328,7 +333,7 @@ async fn fold(
     .bind(&finish.metadata)
     .bind(finish.llm_interaction_id)
     .bind(finish.mcp_interaction_id)
-    .fetch_one(conn)
+    .fetch_one(traced(conn))
     .await?)
 }
 
@@ -358,7 +363,7 @@ pub(crate) async fn close_streaming_events(
         let content: String =
             sqlx::query_scalar("SELECT content FROM timeline_events_live WHERE id = $1")
                 .bind(event_id)
-                .fetch_one(&mut *conn)
+                .fetch_one(traced(&mut *conn))
                 .await?;
         fold(conn, event_id, status, &content, &finish).await?;
     }

@@ -28,8 +28,13 @@ where
             .next()
             .expect("the server exited before listening")
             .unwrap();
+        // A text line or a JSON one (the default when stderr is not a terminal).
         if let Some(rest) = line.split("casefile listening on http://").nth(1) {
-            break rest.trim_end_matches("/graphql").parse().unwrap();
+            let addr: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':')
+                .collect();
+            break addr.parse().unwrap();
         }
     };
     // Keep draining stderr so the child never blocks on a full pipe.
