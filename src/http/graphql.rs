@@ -10,7 +10,7 @@ use async_graphql_axum::GraphQLBatchRequest;
 use axum::Extension;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 
 use super::access::{self, OriginPolicy};
 use super::{AppState, streaming};
@@ -60,7 +60,7 @@ pub async fn get(
         .any(|pair| pair.starts_with("query="))
     {
         if accepts(&headers, "text/html") {
-            return Html(state.graphiql.clone()).into_response();
+            return state.graphiql.response(&headers);
         }
         return plain_error(
             StatusCode::BAD_REQUEST,
