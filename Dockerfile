@@ -4,6 +4,8 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 COPY migrations ./migrations
+# GraphiQL's files, compiled into the binary.
+COPY assets ./assets
 RUN cargo build --release --locked
 
 FROM debian:bookworm-slim

@@ -10,7 +10,7 @@ use async_graphql_axum::GraphQLBatchRequest;
 use axum::Extension;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 
 use super::access::{self, OriginPolicy};
 use super::{AppState, streaming};
@@ -74,7 +74,7 @@ pub async fn get(
     let query_string = uri.query().unwrap_or_default();
     if !carries_operation(&uri) {
         if accepts(&headers, "text/html") {
-            return Html(state.graphiql.clone()).into_response();
+            return state.graphiql.response(&headers);
         }
         return plain_error(
             StatusCode::BAD_REQUEST,

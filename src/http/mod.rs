@@ -17,11 +17,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::State;
 use axum::http::{HeaderName, HeaderValue, Method};
 use axum::middleware;
-use axum::response::Html;
 use axum::routing::get;
 use tokio::sync::watch;
 use tower_http::catch_panic::CatchPanicLayer;
@@ -56,7 +53,7 @@ pub struct AppState {
     /// Interval of the server's WebSocket keepalive pings.
     pub ws_keepalive: Duration,
     /// The GraphiQL page.
-    pub graphiql: Bytes,
+    pub graphiql: graphiql::Page,
     pub limits: Limits,
     /// Turns true when the server stops: open streams close themselves.
     pub closing: watch::Receiver<bool>,
@@ -90,7 +87,7 @@ pub fn router(
         auth: auth.clone(),
         origins,
         ws_keepalive: options.ws_keepalive,
-        graphiql: Bytes::from(graphiql::page(auth.mode())),
+        graphiql: graphiql::Page::new(auth.mode()),
         limits,
         closing,
         throttle: Throttle::new(&options.throttle),
@@ -112,7 +109,7 @@ pub fn router(
             .layer(middleware::from_fn(access::require_json))
     };
     let mut router = Router::new()
-        .route("/", get(graphiql))
+        .merge(graphiql::routes())
         .route("/graphql", graphql_routes())
         .route("/graphql/ws", get(websocket::upgrade))
         .route("/graphql/stream", graphql_routes())
@@ -180,8 +177,4 @@ fn cors(origins: &[String], allow_headers: &[String]) -> anyhow::Result<Option<C
             .allow_origin(AllowOrigin::list(values))
             .allow_credentials(true),
     ))
-}
-
-async fn graphiql(State(state): State<AppState>) -> Html<Bytes> {
-    Html(state.graphiql)
 }

@@ -9,6 +9,7 @@ mod deadlocks;
 mod demo;
 mod embedded_db;
 mod faults;
+mod graphiql;
 mod hardening;
 mod http;
 mod input_limits;
