@@ -3,6 +3,7 @@
 
 mod children;
 mod lease;
+pub mod page;
 mod records;
 pub mod refusals;
 mod rollups;

@@ -57,6 +57,13 @@ async fn aliases_of_empty_pages_cannot_multiply_work() {
         "a count costs what its SQL does: {body}"
     );
     assert_eq!(message(&body), "query cost 101 exceeds the limit of 100");
+    // `last` is priced as `first` is.
+    let (_, body) = post(
+        &strict,
+        json!({ "query": "{ a: sessions(last: 0) { totalCount } }" }),
+    )
+    .await;
+    assert_eq!(message(&body), "query cost 101 exceeds the limit of 100");
     // A page of zero still costs its selection once: here a session's stages (10 × 1).
     let (_, body) = post(
         &strict,

@@ -17,6 +17,7 @@ mod lifecycle;
 mod limits;
 mod live;
 mod live_hub;
+mod pagination;
 mod query_api;
 mod schema_file;
 mod token_cli;
