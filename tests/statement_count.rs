@@ -37,7 +37,8 @@ query Deep($n: Int) {
       stages {                                             # 14 stages by session
         name
         tokenUsage { totalTokens }                         # 15 token usage by stage
-        timeline(first: 10) { edges { node { content } } } # 16 timeline page by stage
+        timeline(first: 10) { edges { node { content } } } # 16 timeline pages by stage,
+        latest: timeline(last: 5) { edges { node { content } } } # forward and backward alike
         llmInteractions { modelName }                      # 17 LLM interactions by stage
         mcpInteractions { toolName }                       # 18 MCP interactions by stage
         chat { createdBy }                                 # 19 chats by id

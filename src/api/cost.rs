@@ -36,12 +36,14 @@ pub fn list(rows: usize, child: usize) -> usize {
     rows.max(1).saturating_mul(child).saturating_add(1).min(CAP)
 }
 
-/// A page of `first` rows (the default page when absent). The page size is capped at the
-/// default maximum (cost is computed before the configuration is at hand); a larger `first` is
-/// refused by the resolver with a clearer error.
-pub fn page(first: Option<i32>, child: usize) -> usize {
+/// A page of `first` or `last` rows (the default page when neither is given; the larger when
+/// both are, which the resolver refuses). The page size is capped at the default maximum (cost
+/// is computed before the configuration is at hand); a larger one is refused by the resolver
+/// with a clearer error.
+pub fn page(first: Option<i32>, last: Option<i32>, child: usize) -> usize {
     let cap = crate::config::DEFAULT_MAX_PAGE_SIZE as i32;
     let rows = first
+        .max(last)
         .unwrap_or(super::pagination::DEFAULT_PAGE_SIZE as i32)
         .clamp(0, cap);
     list(rows as usize, child)
@@ -58,14 +60,16 @@ mod tests {
 
     #[test]
     fn pages_of_zero_are_not_free_and_nothing_wraps() {
-        assert_eq!(page(Some(0), 7), 8);
-        assert_eq!(page(Some(5), 7), 36);
+        assert_eq!(page(Some(0), None, 7), 8);
+        assert_eq!(page(Some(5), None, 7), 36);
+        assert_eq!(page(None, Some(5), 7), 36, "`last` counts like `first`");
+        assert_eq!(page(Some(1), Some(5), 7), 36);
         assert_eq!(
-            page(Some(1_000_000), 7),
+            page(None, Some(1_000_000), 7),
             701,
             "capped at the maximum page size"
         );
-        assert_eq!(page(None, 1), 21);
+        assert_eq!(page(None, None, 1), 21);
         assert_eq!(list(usize::MAX, usize::MAX), CAP);
         assert_eq!(aggregate(COUNT, usize::MAX), CAP);
         assert!(

@@ -1,5 +1,7 @@
-//! Page sizes and opaque cursors. Cursors are base64 JSON that name the list they belong to,
-//! so a cursor from another list, ordering or session is refused rather than misread.
+//! Paging arguments and opaque cursors. Cursors are base64 JSON that name the list they belong
+//! to, so a cursor from another list, ordering or session is refused rather than misread. A
+//! cursor marks an edge's place in its list, so it pages on either way, as `after` or `before`,
+//! whichever way its page was read.
 
 use std::collections::BTreeMap;
 
@@ -11,28 +13,62 @@ use uuid::Uuid;
 
 use crate::config::Limits;
 use crate::error::{Error, Result};
+use crate::store::page::Slice;
 use crate::store::sessions::{SessionKey, SessionSort, SortValue};
 
-/// Page size used when a client gives no `first`.
+/// Page size used when a client gives neither `first` nor `last`.
 pub const DEFAULT_PAGE_SIZE: usize = 20;
 
-/// Validates `first` against the configured maximum.
-pub fn page_size(first: Option<i32>, limits: &Limits) -> Result<i64> {
+/// A connection's paging arguments, as the client gave them.
+pub struct PageArgs {
+    pub first: Option<i32>,
+    pub after: Option<String>,
+    pub last: Option<i32>,
+    pub before: Option<String>,
+}
+
+impl PageArgs {
+    /// The slice of the list asked for, its cursors decoded by `decode`: the first `first`
+    /// (by default) or the last `last` edges between `after` and `before`. Both sizes at once
+    /// are refused: the Relay spec discourages it, and no page answers it usefully.
+    pub fn slice<K>(self, limits: &Limits, decode: impl Fn(&str) -> Result<K>) -> Result<Slice<K>> {
+        let (size, from_end) = match (self.first, self.last) {
+            (Some(_), Some(_)) => {
+                return Err(Error::bad_input("give `first` or `last`, not both"));
+            }
+            (first, None) => (page_size("first", first, limits)?, false),
+            (None, last) => (page_size("last", last, limits)?, true),
+        };
+        Ok(Slice {
+            after: self.after.as_deref().map(&decode).transpose()?,
+            before: self.before.as_deref().map(&decode).transpose()?,
+            size,
+            from_end,
+        })
+    }
+}
+
+/// Validates a page size (argument `name`) against the configured maximum.
+fn page_size(name: &str, size: Option<i32>, limits: &Limits) -> Result<i64> {
     let max = limits.max_page_size;
-    match first {
+    match size {
         None => Ok(DEFAULT_PAGE_SIZE.min(max) as i64),
         Some(n) if n >= 0 && n as usize <= max => Ok(n as i64),
         Some(n) => Err(Error::bad_input(format!(
-            "`first` must be between 0 and {max}, got {n}"
+            "`{name}` must be between 0 and {max}, got {n}"
         ))),
     }
 }
 
-/// Page info of a forward page. `hasPreviousPage` is false, as the Relay spec allows when
-/// paginating forwards.
-pub fn page_info(start: Option<&String>, end: Option<&String>, has_next_page: bool) -> PageInfo {
+/// Page info of a page: its first and last cursors, and whether edges lie before and after it.
+pub fn page_info(
+    start: Option<&String>,
+    end: Option<&String>,
+    has_previous_page: bool,
+    has_next_page: bool,
+) -> PageInfo {
     PageInfo {
-        has_previous_page: false,
+        has_previous_page,
         has_next_page,
         start_cursor: start.cloned(),
         end_cursor: end.cloned(),
@@ -169,14 +205,46 @@ pub fn decode_timeline_cursor(cursor: &str, session: Uuid) -> Result<TimelineCur
 mod tests {
     use super::*;
 
+    fn slice(first: Option<i32>, last: Option<i32>) -> Result<Slice<String>> {
+        let args = PageArgs {
+            first,
+            after: Some("a".into()),
+            last,
+            before: None,
+        };
+        args.slice(&Limits::default(), |c| Ok(c.to_uppercase()))
+    }
+
     #[test]
-    fn page_size_bounds() {
-        let limits = Limits::default();
-        assert_eq!(page_size(None, &limits).unwrap(), 20);
-        assert_eq!(page_size(Some(0), &limits).unwrap(), 0);
-        assert_eq!(page_size(Some(100), &limits).unwrap(), 100);
-        assert!(page_size(Some(-1), &limits).is_err());
-        assert!(page_size(Some(101), &limits).is_err());
+    fn page_sizes_come_from_first_or_last_within_bounds() {
+        let forward = |size| Slice {
+            after: Some("A".to_owned()),
+            before: None,
+            size,
+            from_end: false,
+        };
+        assert_eq!(slice(None, None).unwrap(), forward(20));
+        assert_eq!(slice(Some(0), None).unwrap(), forward(0));
+        assert_eq!(slice(Some(100), None).unwrap(), forward(100));
+        let backward = slice(None, Some(7)).unwrap();
+        assert_eq!((backward.size, backward.from_end), (7, true));
+        for (first, last, message) in [
+            (Some(-1), None, "`first` must be between 0 and 100, got -1"),
+            (
+                Some(101),
+                None,
+                "`first` must be between 0 and 100, got 101",
+            ),
+            (None, Some(-1), "`last` must be between 0 and 100, got -1"),
+            (None, Some(101), "`last` must be between 0 and 100, got 101"),
+            (Some(1), Some(1), "give `first` or `last`, not both"),
+        ] {
+            let err = slice(first, last).unwrap_err();
+            assert!(
+                matches!(&err, Error::BadUserInput(m) if m == message),
+                "{err}"
+            );
+        }
     }
 
     #[test]
@@ -201,5 +269,29 @@ mod tests {
         assert_eq!(decode_session_cursor(&c, SessionSort::Author).unwrap(), key);
         assert!(decode_session_cursor(&c, SessionSort::CreatedAt).is_err());
         assert!(decode_session_cursor("garbage", SessionSort::Author).is_err());
+    }
+
+    #[test]
+    fn cursors_handed_out_earlier_still_decode_and_are_made_the_same_way() {
+        let uuid = |n: u128| Uuid::from_u128(0x0190a0b4_0000_7000_8000_000000000000 | n);
+        let timeline = "eyJ0aW1lbGluZSI6eyJzZXNzaW9uIjoiMDE5MGEwYjQtMDAwMC03MDAwLTgwMDAtMDAwMDAwMDAwMDAxIiwic2VxIjo0Miwic3RyZWFtaW5nIjp7IjQwIjo3fSwic3RhZ2UiOiIwMTkwYTBiNC0wMDAwLTcwMDAtODAwMC0wMDAwMDAwMDAwMDIifX0";
+        let at = TimelineCursor {
+            seq: 42,
+            streaming: BTreeMap::from([(40, 7)]),
+            stage: Some(uuid(2)),
+            execution: None,
+        };
+        assert_eq!(decode_timeline_cursor(timeline, uuid(1)).unwrap(), at);
+        assert_eq!(timeline_cursor(uuid(1), &at), timeline);
+        let sessions = "eyJzZXNzaW9ucyI6eyJvcmRlciI6IkRVUkFUSU9OIiwidmFsdWUiOnsiaSI6LTF9LCJpZCI6IjAxOTBhMGI0LTAwMDAtNzAwMC04MDAwLTAwMDAwMDAwMDAwMyJ9fQ";
+        let key = SessionKey {
+            value: SortValue::Int(-1),
+            id: uuid(3),
+        };
+        assert_eq!(
+            decode_session_cursor(sessions, SessionSort::Duration).unwrap(),
+            key
+        );
+        assert_eq!(session_cursor(SessionSort::Duration, key), sessions);
     }
 }

@@ -6,12 +6,13 @@ use chrono::{DateTime, Utc};
 use super::cost;
 use super::guards::{RoleGuard, caller};
 use super::ids::{self, NodeType};
-use super::pagination::{decode_session_cursor, page_info, page_size, session_cursor};
+use super::pagination::{PageArgs, decode_session_cursor, page_info, session_cursor};
 use super::types::{ApiToken, Node, Session, SessionConnection, SessionEdge, Viewer, loaders};
 use crate::config::Limits;
 use crate::error::Error;
 use crate::model::{Role, SessionStatus};
 use crate::store::Store;
+use crate::store::page::Page;
 use crate::store::sessions::{SessionFilter, SessionSort};
 use crate::store::write::{check_optional, check_time, limits};
 use async_graphql::Result;
@@ -198,24 +199,42 @@ impl Query {
         Ok(loaders(ctx).sessions.load_one(uuid).await?.map(Session))
     }
 
-    /// Sessions, newest first unless ordered otherwise, a page at a time.
+    /// Sessions, newest first unless ordered otherwise, a page at a time: forward with
+    /// `first`/`after`, backward with `last`/`before` (or both cursors, for the sessions
+    /// between them). Edges are always in the list's order, whichever way the page was taken;
+    /// every cursor works as `after` and as `before`.
     #[graphql(
-        complexity = "cost::page(first, child_complexity)",
+        complexity = "cost::page(first, last, child_complexity)",
         guard = "RoleGuard(Role::Reader)"
+    )]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the field's GraphQL arguments: a Relay connection's four, filter and order"
     )]
     async fn sessions(
         &self,
         ctx: &Context<'_>,
-        #[graphql(desc = "Page size (default 20, at most the server's maximum page size).")] first: Option<i32>,
-        #[graphql(desc = "Cursor of the session to continue after (from the same ordering).")]
+        #[graphql(
+            desc = "The first this many sessions after `after` (and before `before`); at most the server's maximum page size. Without `first` and `last`, the first 20. Give `first` or `last`, not both."
+        )]
+        first: Option<i32>,
+        #[graphql(
+            desc = "Only sessions after this cursor (a session's cursor from the same ordering)."
+        )]
         after: Option<String>,
+        #[graphql(
+            desc = "The last this many sessions before `before` (and after `after`): to page backward, the page just before `before`, or without it the end of the list; at most the server's maximum page size. Give `first` or `last`, not both."
+        )]
+        last: Option<i32>,
+        #[graphql(
+            desc = "Only sessions before this cursor (a session's cursor from the same ordering)."
+        )]
+        before: Option<String>,
         #[graphql(desc = "Which sessions (default: all that are not deleted).")] filter: Option<
             SessionFilterInput,
         >,
         #[graphql(desc = "Order (default: newest first).")] order_by: Option<SessionOrder>,
     ) -> Result<SessionConnection> {
-        let limit = page_size(first, ctx.data_unchecked::<Limits>())?;
-        let filter = filter.unwrap_or_default().validate()?;
         let (sort, descending) = match order_by {
             Some(o) => (
                 SessionSort::from(o.field),
@@ -223,13 +242,24 @@ impl Query {
             ),
             None => (SessionSort::CreatedAt, true),
         };
-        let after = after.map(|c| decode_session_cursor(&c, sort)).transpose()?;
+        let args = PageArgs {
+            first,
+            after,
+            last,
+            before,
+        };
+        let slice = args.slice(ctx.data_unchecked::<Limits>(), |cursor| {
+            decode_session_cursor(cursor, sort)
+        })?;
+        let filter = filter.unwrap_or_default().validate()?;
         let store = ctx.data_unchecked::<Store>();
-        let mut rows = store
-            .list_sessions(&filter, sort, descending, after.as_ref(), limit + 1)
+        let Page {
+            rows,
+            has_previous,
+            has_next,
+        } = store
+            .list_sessions(&filter, sort, descending, &slice)
             .await?;
-        let has_next = rows.len() as i64 > limit;
-        rows.truncate(limit as usize);
         let edges: Vec<SessionEdge> = rows
             .into_iter()
             .map(|row| SessionEdge {
@@ -240,6 +270,7 @@ impl Query {
         let page_info = page_info(
             edges.first().map(|e| &e.cursor),
             edges.last().map(|e| &e.cursor),
+            has_previous,
             has_next,
         );
         Ok(SessionConnection {

@@ -4,6 +4,7 @@
 mod children;
 mod health;
 mod lease;
+pub mod page;
 mod records;
 pub mod refusals;
 mod rollups;

@@ -1,9 +1,10 @@
 //! Listing sessions: filters, orderings and keyset (seek) pagination.
 
 use chrono::{DateTime, Utc};
-use sqlx::{Postgres, QueryBuilder};
+use sqlx::{FromRow, Postgres, QueryBuilder};
 use uuid::Uuid;
 
+use super::page::{Joined, Page, Slice};
 use super::write::storable_time;
 use super::{SessionRow, Store};
 use crate::error::Result;
@@ -50,7 +51,7 @@ pub enum SortValue {
     Text(String),
 }
 
-/// A position in an ordered list of sessions: strictly after (or before, descending) this key.
+/// A position in an ordered list of sessions: the place of the session with this key.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionKey {
     pub value: SortValue,
@@ -94,6 +95,17 @@ impl SessionSort {
             _ => false,
         }
     }
+}
+
+/// ` AND (sort expression, id) <op> (key)`: a keyset bound, served by the (expression, id) index.
+fn push_bound(qb: &mut QueryBuilder<'_, Postgres>, expr: &str, op: &str, key: &SessionKey) {
+    qb.push(format_args!(" AND ({expr}, id) {op} ("));
+    match &key.value {
+        SortValue::Int(v) => qb.push_bind(*v),
+        SortValue::Time(v) => qb.push_bind(*v),
+        SortValue::Text(v) => qb.push_bind(v.clone()),
+    };
+    qb.push(", ").push_bind(key.id).push(")");
 }
 
 /// Escapes LIKE wildcards so a search term matches literally.
@@ -199,38 +211,79 @@ impl Store {
         })
     }
 
-    /// One page of sessions after `after` (exclusive) in the given order; `limit` rows at most.
+    /// One page of the sessions the filter matches, in the given order, in one statement: the
+    /// page's rows (one more at its far end, see [`Slice::read`]) outer-joined to whether
+    /// sessions lie at or before `after` and at or after `before`.
     pub async fn list_sessions(
         &self,
         filter: &SessionFilter,
         sort: SessionSort,
         descending: bool,
-        after: Option<&SessionKey>,
-        limit: i64,
-    ) -> Result<Vec<SessionRow>> {
-        let expr = sort.expression();
-        let (cmp, dir) = if descending {
-            ("<", "DESC")
-        } else {
-            (">", "ASC")
-        };
-        let mut qb = QueryBuilder::<Postgres>::new("SELECT * FROM sessions");
-        push_filter(&mut qb, filter);
-        if let Some(key) = after {
-            qb.push(format_args!(" AND ({expr}, id) {cmp} ("));
-            match &key.value {
-                SortValue::Int(v) => qb.push_bind(*v),
-                SortValue::Time(v) => qb.push_bind(*v),
-                SortValue::Text(v) => qb.push_bind(v.clone()),
-            };
-            qb.push(", ").push_bind(key.id).push(")");
+        slice: &Slice<SessionKey>,
+    ) -> Result<Page<SessionRow>> {
+        #[derive(FromRow)]
+        struct Row {
+            earlier: bool,
+            later: bool,
+            #[sqlx(flatten)]
+            session: Joined<SessionRow>,
         }
-        qb.push(format_args!(" ORDER BY {expr} {dir}, id {dir} LIMIT "))
-            .push_bind(limit);
-        Ok(qb
+        let expr = sort.expression();
+        // Comparisons in list order ("precedes", "follows"), and the directions along it and
+        // against it. A page from the end is read against it, so LIMIT takes the rows next to
+        // `before`.
+        let (precedes, follows, along, against) = if descending {
+            (">", "<", "DESC", "ASC")
+        } else {
+            ("<", ">", "ASC", "DESC")
+        };
+        let read = if slice.from_end { against } else { along };
+        let mut qb = QueryBuilder::<Postgres>::new("SELECT ");
+        // Whether a session lies on either side: the nearest one, read along the index.
+        // Uncorrelated, so each is read once per statement, not once per row. (Not EXISTS: the
+        // planner drops its ORDER BY and LIMIT, and may then scan the whole table for a row
+        // that is not there.)
+        for (key, op, towards, name) in [
+            (&slice.after, precedes, against, "earlier"),
+            (&slice.before, follows, along, "later"),
+        ] {
+            match key {
+                Some(key) => {
+                    qb.push("(SELECT TRUE FROM sessions");
+                    push_filter(&mut qb, filter);
+                    push_bound(&mut qb, expr, &format!("{op}="), key);
+                    qb.push(format_args!(
+                        " ORDER BY {expr} {towards}, id {towards} LIMIT 1) IS NOT NULL"
+                    ));
+                }
+                None => {
+                    qb.push("FALSE");
+                }
+            }
+            qb.push(format_args!(" AS {name}, "));
+        }
+        qb.push("p.* FROM (VALUES (1)) AS one LEFT JOIN (SELECT * FROM sessions");
+        push_filter(&mut qb, filter);
+        if let Some(key) = &slice.after {
+            push_bound(&mut qb, expr, follows, key);
+        }
+        if let Some(key) = &slice.before {
+            push_bound(&mut qb, expr, precedes, key);
+        }
+        qb.push(format_args!(" ORDER BY {expr} {read}, id {read} LIMIT "))
+            .push_bind(slice.read())
+            .push(format_args!(
+                ") p ON TRUE ORDER BY {expr} {along}, id {along}"
+            ));
+        let rows: Vec<Row> = qb
             .build_query_as()
             .fetch_all(&mut *self.reader().await?)
-            .await?)
+            .await?;
+        let (earlier, later) = rows
+            .first()
+            .map_or((false, false), |r| (r.earlier, r.later));
+        let sessions = rows.into_iter().filter_map(|r| r.session.0).collect();
+        Ok(Page::new(sessions, slice, earlier, later))
     }
 
     /// How many sessions match the filter.

@@ -6,56 +6,95 @@ use std::sync::Arc;
 use sqlx::FromRow;
 use uuid::Uuid;
 
+use super::page::{Joined, Page, Slice};
 use super::{Scope, Store, TimelineEventRow};
 use crate::error::Result;
 
-/// One page request: events of `parent` with sequence_number > `after`, at most `limit` of them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// One page request: a slice, by sequence number, of the events of `parent`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TimelinePageKey {
     pub parent: Uuid,
-    pub after: i64,
-    pub limit: i64,
+    pub slice: Slice<i64>,
 }
 
 impl Store {
     /// Every requested page in one statement: each key is joined laterally to its own ordered,
-    /// limited slice, so different parents may ask for different `after`/`limit`.
+    /// limited slice (read from either end), so different parents may ask for different
+    /// slices; it is an outer join, so a key whose page is empty still brings back whether
+    /// events exist at or before its `after` and at or after its `before`.
     pub async fn timeline_pages(
         &self,
         scope: Scope,
         keys: &[TimelinePageKey],
-    ) -> Result<HashMap<TimelinePageKey, Vec<Arc<TimelineEventRow>>>> {
+    ) -> Result<HashMap<TimelinePageKey, Page<Arc<TimelineEventRow>>>> {
         #[derive(FromRow)]
         struct Row {
             ord: i64,
+            earlier: bool,
+            later: bool,
             #[sqlx(flatten)]
-            event: TimelineEventRow,
+            event: Joined<TimelineEventRow>,
         }
         let parents: Vec<Uuid> = keys.iter().map(|k| k.parent).collect();
-        let afters: Vec<i64> = keys.iter().map(|k| k.after).collect();
-        let limits: Vec<i64> = keys.iter().map(|k| k.limit).collect();
+        // Sequence numbers start at 1, so 0 and i64::MAX bound the whole timeline.
+        let afters: Vec<i64> = keys.iter().map(|k| k.slice.after.unwrap_or(0)).collect();
+        let befores: Vec<i64> = keys
+            .iter()
+            .map(|k| k.slice.before.unwrap_or(i64::MAX))
+            .collect();
+        let limits: Vec<i64> = keys.iter().map(|k| k.slice.read()).collect();
+        let from_end: Vec<bool> = keys.iter().map(|k| k.slice.from_end).collect();
         let column = scope.column();
+        let window = format!(
+            "t.{column} = k.parent \
+             AND t.sequence_number > k.after_seq AND t.sequence_number < k.before_seq"
+        );
+        // Whether events lie on either side of a key's page: the nearest one, read along the
+        // (parent, sequence_number) index (an EXISTS may be planned as a scan of the table).
+        // The keys are materialized so this is read once per key, not once per row. Each page
+        // is read from the end it is taken from (so LIMIT takes the events next to it), by the
+        // one of the two branches its `from_end` switches on.
         let sql = format!(
-            "SELECT k.ord, e.* \
-             FROM unnest($1::uuid[], $2::bigint[], $3::bigint[]) WITH ORDINALITY AS k(parent, after_seq, lim, ord) \
-             CROSS JOIN LATERAL ( \
-                 SELECT * FROM timeline_events_live t \
-                 WHERE t.{column} = k.parent AND t.sequence_number > k.after_seq \
-                 ORDER BY t.sequence_number LIMIT k.lim) e \
+            "WITH k AS MATERIALIZED ( \
+                 SELECT k.*, \
+                        (SELECT TRUE FROM timeline_events t \
+                         WHERE t.{column} = k.parent AND t.sequence_number <= k.after_seq \
+                         ORDER BY t.sequence_number DESC LIMIT 1) IS NOT NULL AS earlier, \
+                        (SELECT TRUE FROM timeline_events t \
+                         WHERE t.{column} = k.parent AND t.sequence_number >= k.before_seq \
+                         ORDER BY t.sequence_number LIMIT 1) IS NOT NULL AS later \
+                 FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::bigint[], $5::boolean[]) \
+                      WITH ORDINALITY AS k(parent, after_seq, before_seq, lim, from_end, ord)) \
+             SELECT k.ord, k.earlier, k.later, e.* \
+             FROM k LEFT JOIN LATERAL ( \
+                 (SELECT * FROM timeline_events_live t WHERE NOT k.from_end AND {window} \
+                  ORDER BY t.sequence_number LIMIT k.lim) \
+                 UNION ALL \
+                 (SELECT * FROM timeline_events_live t WHERE k.from_end AND {window} \
+                  ORDER BY t.sequence_number DESC LIMIT k.lim)) e ON TRUE \
              ORDER BY k.ord, e.sequence_number"
         );
         let rows: Vec<Row> = sqlx::query_as(&sql)
             .bind(&parents)
             .bind(&afters)
+            .bind(&befores)
             .bind(&limits)
+            .bind(&from_end)
             .fetch_all(&mut *self.reader().await?)
             .await?;
-        let mut pages: HashMap<TimelinePageKey, Vec<Arc<TimelineEventRow>>> =
-            keys.iter().map(|k| (*k, Vec::new())).collect();
+        let mut read: Vec<(Vec<Arc<TimelineEventRow>>, bool, bool)> =
+            keys.iter().map(|_| (Vec::new(), false, false)).collect();
         for row in rows {
-            let key = keys[(row.ord - 1) as usize];
-            pages.entry(key).or_default().push(Arc::new(row.event));
+            let (events, earlier, later) = &mut read[(row.ord - 1) as usize];
+            (*earlier, *later) = (row.earlier, row.later);
+            events.extend(row.event.0.map(Arc::new));
         }
-        Ok(pages)
+        Ok(keys
+            .iter()
+            .zip(read)
+            .map(|(key, (events, earlier, later))| {
+                (key.clone(), Page::new(events, &key.slice, earlier, later))
+            })
+            .collect())
     }
 }

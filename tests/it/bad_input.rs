@@ -76,25 +76,36 @@ fn base64_of(s: &str) -> String {
 async fn page_sizes_out_of_range_are_bad_user_input() {
     let app = TestApp::start().await;
     let session = fixtures::investigation(app.store.pool(), Utc::now()).await;
-    for first in [-1, 101, 1_000_000] {
-        let (code, message) = app
-            .error(
-                "query ($f: Int) { sessions(first: $f) { totalCount } }",
-                json!({ "f": first }),
-            )
-            .await;
+    let list = "query ($f: Int, $l: Int) { sessions(first: $f, last: $l) { totalCount } }";
+    let timeline = "query ($id: ID!, $f: Int, $l: Int) { session(id: $id) {
+        timeline(first: $f, last: $l) { edges { cursor } } } }";
+    for arg in ["first", "last"] {
+        let short = &arg[..1];
+        for size in [-1, 101, 1_000_000] {
+            for (query, variables) in [
+                (list, json!({ short: size })),
+                (timeline, json!({ "id": session.to_string(), short: size })),
+            ] {
+                let (code, message) = app.error(query, variables).await;
+                assert_eq!(code, "BAD_USER_INPUT");
+                assert_eq!(
+                    message,
+                    format!("`{arg}` must be between 0 and 100, got {size}")
+                );
+            }
+        }
+    }
+    // Both at once: refused, not guessed at.
+    for (query, variables) in [
+        (list, json!({ "f": 1, "l": 1 })),
+        (
+            timeline,
+            json!({ "id": session.to_string(), "f": 5, "l": 0 }),
+        ),
+    ] {
+        let (code, message) = app.error(query, variables).await;
         assert_eq!(code, "BAD_USER_INPUT");
-        assert!(
-            message.contains("`first` must be between 0 and 100"),
-            "{message}"
-        );
-        let (code, _) = app
-            .error(
-                "query ($id: ID!, $f: Int) { session(id: $id) { timeline(first: $f) { edges { cursor } } } }",
-                json!({ "id": session.to_string(), "f": first }),
-            )
-            .await;
-        assert_eq!(code, "BAD_USER_INPUT");
+        assert_eq!(message, "give `first` or `last`, not both");
     }
     app.stop().await;
 }
@@ -148,6 +159,16 @@ async fn foreign_and_forged_cursors_are_bad_user_input() {
     ];
     for (query, variables, expected) in cases {
         let (code, message) = app.error(query, variables.clone()).await;
+        assert_eq!(code, "BAD_USER_INPUT", "{variables}");
+        assert!(message.contains(expected), "{variables}: {message}");
+        // The same cursor is refused the same way as `before`.
+        let (query, variables) = (
+            query
+                .replace("after", "before")
+                .replace("first: 1", "last: 1"),
+            json!({ "id": variables["id"], "order": variables["order"], "before": variables["after"] }),
+        );
+        let (code, message) = app.error(&query, variables.clone()).await;
         assert_eq!(code, "BAD_USER_INPUT", "{variables}");
         assert!(message.contains(expected), "{variables}: {message}");
     }

@@ -46,8 +46,12 @@ async fn a_query_reads_on_one_connection_even_from_a_pool_of_one() {
                 &filter,
                 casefile::store::sessions::SessionSort::CreatedAt,
                 true,
-                None,
-                5
+                &casefile::store::page::Slice {
+                    after: None,
+                    before: None,
+                    size: 5,
+                    from_end: false,
+                },
             ),
         )
     })
@@ -55,7 +59,7 @@ async fn a_query_reads_on_one_connection_even_from_a_pool_of_one() {
     .expect("the operation's statements never wait on each other for good");
     assert_eq!(stages.unwrap()[&session].len(), 4);
     tokens.unwrap();
-    assert_eq!(sessions.unwrap().len(), 1);
+    assert_eq!(sessions.unwrap().rows.len(), 1);
     // Between statements the operation keeps its connection...
     assert_eq!((pool.size(), pool.num_idle()), (1, 0));
     // ...and the pool gets it back when the operation ends.

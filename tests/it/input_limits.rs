@@ -704,6 +704,37 @@ async fn forged_cursors_with_extreme_numbers_are_refused_or_harmless() {
         d["session"]["timeline"],
         json!({ "edges": [], "pageInfo": { "hasNextPage": false } })
     );
+    // As `before`, the extremes are positions too.
+    let backward = "query ($before: String, $o: SessionOrder) {
+        sessions(last: 5, before: $before, orderBy: $o) { edges { cursor } } }";
+    for (value, rows) in [(i64::MAX, 1), (i64::MIN, 0)] {
+        let d = a
+            .ok(
+                backward,
+                json!({ "before": sessions_cursor(json!({ "i": value })), "o": by("DURATION") }),
+            )
+            .await;
+        assert_eq!(
+            d["sessions"]["edges"].as_array().unwrap().len(),
+            rows,
+            "{value}"
+        );
+    }
+    let backward = "query ($id: ID!, $before: String) { session(id: $id) {
+        timeline(last: 5, before: $before) { pageInfo { hasPreviousPage hasNextPage } } } }";
+    for (seq, next) in [(i64::MAX, false), (0, true)] {
+        let d = a
+            .ok(
+                backward,
+                json!({ "id": session, "before": cursor(json!({ "timeline": { "session": session, "seq": seq } })) }),
+            )
+            .await;
+        assert_eq!(
+            d["session"]["timeline"]["pageInfo"],
+            json!({ "hasPreviousPage": false, "hasNextPage": next }),
+            "{seq}"
+        );
+    }
 
     // The subscription: out of range is refused; the largest watermark is followed without
     // overflowing (event 1, listed as still streaming, goes on streaming to it).

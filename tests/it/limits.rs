@@ -60,6 +60,16 @@ async fn aliases_of_empty_pages_cannot_multiply_work() {
         message(&body),
         "query cost 101 exceeds the limit of 100 (--max-query-complexity)"
     );
+    // `last` is priced as `first` is.
+    let (_, body) = post(
+        &strict,
+        json!({ "query": "{ a: sessions(last: 0) { totalCount } }" }),
+    )
+    .await;
+    assert_eq!(
+        message(&body),
+        "query cost 101 exceeds the limit of 100 (--max-query-complexity)"
+    );
     // A page of zero still costs its selection once: here a session's stages (10 × 1).
     let (_, body) = post(
         &strict,

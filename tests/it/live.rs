@@ -510,16 +510,25 @@ async fn a_timeline_page_cursor_resumes_in_the_middle_of_a_streaming_event() {
     let (event, _) = a.event(&exec, "STREAMING").await;
     let head = pieces(10).concat();
     a.append(&event, 0, &head).await;
-    // A page read while the event streams, then a subscription from its end cursor.
-    let page = a
-        .ok(
-            "query ($s: ID!) { session(id: $s) { timeline(first: 10) {
-               edges { node { status content } } pageInfo { endCursor } } } }",
-            json!({ "s": session }),
-        )
-        .await["session"]["timeline"]
-        .clone();
-    assert_eq!(page["edges"][1]["node"]["content"], head.as_str());
+    // A page read while the event streams, then a subscription from its end cursor. Read
+    // backward (the latest event only), its end cursor is the forward page's.
+    let page = |args: &'static str| {
+        let query = format!(
+            "query ($s: ID!) {{ session(id: $s) {{ timeline({args}) {{
+               edges {{ node {{ status content }} }} pageInfo {{ endCursor }} }} }} }}"
+        );
+        let session = session.clone();
+        let a = &a;
+        async move { a.ok(&query, json!({ "s": session })).await["session"]["timeline"].clone() }
+    };
+    let forward = page("first: 10").await;
+    assert_eq!(forward["edges"][1]["node"]["content"], head.as_str());
+    let page = page("last: 1").await;
+    assert_eq!(page["edges"][0]["node"]["content"], head.as_str());
+    assert_eq!(
+        page["pageInfo"]["endCursor"],
+        forward["pageInfo"]["endCursor"]
+    );
     let mut sub = Transport::ws(
         Subscription::start(
             app.addr,

@@ -19,6 +19,7 @@ mod limits;
 mod live;
 mod live_hub;
 mod operations;
+mod pagination;
 mod query_api;
 mod schema_file;
 mod telemetry;

@@ -306,7 +306,7 @@ async fn all_pages(app: &TestApp, page: i64, filter: Value, order: Value) -> Vec
 }
 
 /// 17 sessions with many ties in every sort key.
-async fn seed_sessions(app: &TestApp) -> Vec<uuid::Uuid> {
+pub(crate) async fn seed_sessions(app: &TestApp) -> Vec<uuid::Uuid> {
     let pool = app.store.pool();
     let base = Utc::now() - Duration::hours(1);
     let statuses = [

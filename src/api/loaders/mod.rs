@@ -122,7 +122,7 @@ loader!(
 );
 loader!(
     /// Pages of the timeline of a session, stage or execution.
-    TimelinePages(scope): TimelinePageKey => Vec<Arc<TimelineEventRow>>,
+    TimelinePages(scope): TimelinePageKey => page::Page<Arc<TimelineEventRow>>,
     |store, scope, keys| store.timeline_pages(scope, keys)
 );
 loader!(

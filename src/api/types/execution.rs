@@ -11,6 +11,7 @@ use super::{
     LlmInteraction, McpInteraction, Message, Session, Stage, TokenUsage, loaders, required,
 };
 use crate::api::ids::{self, NodeType};
+use crate::api::pagination::PageArgs;
 use crate::model::ExecutionStatus;
 use crate::store::{ExecutionRow, Scope};
 use async_graphql::Result;
@@ -110,23 +111,36 @@ impl AgentExecution {
             .map(AgentExecution)
             .collect())
     }
-    /// This agent's timeline, by sequence number.
-    #[graphql(complexity = "cost::page(first, child_complexity)")]
+    /// This agent's timeline, by sequence number, a page at a time: forward with
+    /// `first`/`after`, backward with `last`/`before`. Edges are always in sequence order.
+    #[graphql(complexity = "cost::page(first, last, child_complexity)")]
     async fn timeline(
         &self,
         ctx: &Context<'_>,
-        #[graphql(desc = "Page size (default 20, at most the server's maximum page size).")] first: Option<i32>,
-        #[graphql(desc = "Cursor of the event to continue after.")] after: Option<String>,
+        #[graphql(
+            desc = "The first this many events after `after` (and before `before`); at most the server's maximum page size. Without `first` and `last`, the first 20. Give `first` or `last`, not both."
+        )]
+        first: Option<i32>,
+        #[graphql(
+            desc = "Only events after this cursor (an event's cursor from any timeline of the session)."
+        )]
+        after: Option<String>,
+        #[graphql(
+            desc = "The last this many events before `before` (and after `after`): to page backward, the page just before `before`, or without it the latest events; at most the server's maximum page size. Give `first` or `last`, not both."
+        )]
+        last: Option<i32>,
+        #[graphql(
+            desc = "Only events before this cursor (an event's cursor from any timeline of the session)."
+        )]
+        before: Option<String>,
     ) -> Result<TimelineConnection> {
-        timeline_page(
-            ctx,
-            Scope::Execution,
-            self.0.id,
-            self.0.session_id,
+        let args = PageArgs {
             first,
             after,
-        )
-        .await
+            last,
+            before,
+        };
+        timeline_page(ctx, Scope::Execution, self.0.id, self.0.session_id, args).await
     }
     /// This agent's LLM conversation, by sequence number.
     #[graphql(complexity = "cost::list(cost::rows::MESSAGES_PER_EXECUTION, child_complexity)")]

@@ -10,6 +10,7 @@ use super::timeline::{TimelineConnection, timeline_page};
 use super::{Chat, LlmInteraction, McpInteraction, SessionCounts, Stage, TokenUsage, loaders};
 use crate::api::cost;
 use crate::api::ids::{self, NodeType};
+use crate::api::pagination::PageArgs;
 use crate::api::scalars::{JsonRef, Text};
 use crate::model::SessionStatus;
 use crate::store::sessions::SessionFilter;
@@ -22,16 +23,18 @@ use async_graphql::Result;
 pub struct SessionConnection {
     /// The sessions of this page, each with its cursor.
     pub edges: Vec<SessionEdge>,
-    /// Where this page is: whether more follow, and the cursor to continue after.
+    /// Where this page is: whether sessions lie before and after it, and the cursors to page on
+    /// from either end.
     pub page_info: PageInfo,
     #[graphql(skip)]
     pub filter: SessionFilter,
 }
 
-/// A session and the cursor to continue after it.
+/// A session and its cursor.
 #[derive(SimpleObject)]
 pub struct SessionEdge {
-    /// Pass as `after` (with the same `orderBy`) to continue after this session.
+    /// Pass as `after` or `before` (with the same `orderBy`) to page on after or before this
+    /// session.
     pub cursor: String,
     /// The session.
     pub node: Session,
@@ -149,15 +152,36 @@ impl Session {
         let rows = loaders(ctx).stages_by_session.load_one(self.0.id).await?;
         Ok(rows.unwrap_or_default().into_iter().map(Stage).collect())
     }
-    /// The reasoning timeline of all its agents, by sequence number.
-    #[graphql(complexity = "cost::page(first, child_complexity)")]
+    /// The reasoning timeline of all its agents, by sequence number, a page at a time: forward
+    /// with `first`/`after`, backward with `last`/`before`. Edges are always in sequence order.
+    #[graphql(complexity = "cost::page(first, last, child_complexity)")]
     async fn timeline(
         &self,
         ctx: &Context<'_>,
-        #[graphql(desc = "Page size (default 20, at most the server's maximum page size).")] first: Option<i32>,
-        #[graphql(desc = "Cursor of the event to continue after.")] after: Option<String>,
+        #[graphql(
+            desc = "The first this many events after `after` (and before `before`); at most the server's maximum page size. Without `first` and `last`, the first 20. Give `first` or `last`, not both."
+        )]
+        first: Option<i32>,
+        #[graphql(
+            desc = "Only events after this cursor (an event's cursor from any timeline of the session)."
+        )]
+        after: Option<String>,
+        #[graphql(
+            desc = "The last this many events before `before` (and after `after`): to page backward, the page just before `before`, or without it the latest events; at most the server's maximum page size. Give `first` or `last`, not both."
+        )]
+        last: Option<i32>,
+        #[graphql(
+            desc = "Only events before this cursor (an event's cursor from any timeline of the session)."
+        )]
+        before: Option<String>,
     ) -> Result<TimelineConnection> {
-        timeline_page(ctx, Scope::Session, self.0.id, self.0.id, first, after).await
+        let args = PageArgs {
+            first,
+            after,
+            last,
+            before,
+        };
+        timeline_page(ctx, Scope::Session, self.0.id, self.0.id, args).await
     }
     /// Every LLM call of the session, chronologically.
     #[graphql(complexity = "cost::list(cost::rows::INTERACTIONS_PER_SESSION, child_complexity)")]

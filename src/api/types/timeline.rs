@@ -8,11 +8,12 @@ use uuid::Uuid;
 use super::{AgentExecution, LlmInteraction, McpInteraction, Session, Stage, loaders, required};
 use crate::api::ids::{self, NodeType};
 use crate::api::pagination::{
-    TimelineCursor, decode_timeline_cursor, page_info, page_size, timeline_cursor,
+    PageArgs, TimelineCursor, decode_timeline_cursor, page_info, timeline_cursor,
 };
 use crate::api::scalars::{JsonRef, Text};
 use crate::config::Limits;
 use crate::model::{TimelineEventStatus, TimelineEventType};
+use crate::store::page::Page;
 use crate::store::{Scope, TimelineEventRow, TimelinePageKey};
 use async_graphql::Result;
 
@@ -22,14 +23,16 @@ use async_graphql::Result;
 pub struct TimelineConnection {
     /// The events of this page, each with its cursor.
     edges: Vec<TimelineEventEdge>,
-    /// Where this page is: whether more follow, and the cursor to continue after.
+    /// Where this page is: whether events lie before and after it, and the cursors to page on
+    /// from either end.
     page_info: PageInfo,
 }
 
-/// A timeline event and the cursor to continue after it.
+/// A timeline event and its cursor.
 #[derive(SimpleObject)]
 pub struct TimelineEventEdge {
-    /// Pass as `after` to continue after this event (also accepted by timeline subscriptions).
+    /// Pass as `after` or `before` to page on after or before this event (also accepted as
+    /// `after` by timeline subscriptions).
     cursor: String,
     /// The event.
     node: TimelineEvent,
@@ -41,30 +44,25 @@ pub(crate) async fn timeline_page(
     scope: Scope,
     parent: Uuid,
     session: Uuid,
-    first: Option<i32>,
-    after: Option<String>,
+    args: PageArgs,
 ) -> Result<TimelineConnection> {
-    let limit = page_size(first, ctx.data_unchecked::<Limits>())?;
-    let after = match after {
-        Some(cursor) => decode_timeline_cursor(&cursor, session)?.seq,
-        None => 0,
-    };
-    // One extra row tells whether there is a next page.
-    let key = TimelinePageKey {
-        parent,
-        after,
-        limit: limit + 1,
-    };
-    let mut rows = loaders(ctx)
+    let slice = args.slice(ctx.data_unchecked::<Limits>(), |cursor| {
+        Ok(decode_timeline_cursor(cursor, session)?.seq)
+    })?;
+    let Page {
+        rows,
+        has_previous,
+        has_next,
+    } = loaders(ctx)
         .timeline
         .get(scope)
-        .load_one(key)
+        .load_one(TimelinePageKey { parent, slice })
         .await?
         .unwrap_or_default();
-    let has_next = rows.len() as i64 > limit;
-    rows.truncate(limit as usize);
-    // Each cursor also records how much of the page's streaming events it showed, so a
-    // subscription resumed from it sends the rest of them, and nothing twice.
+    // Each cursor also records how much of the page's streaming events up to it the page
+    // showed, so a subscription resumed from it sends the rest of them, and nothing twice. A
+    // backward page's cursors are made the same way, in list order: an edge's cursor depends on
+    // the page's edges, not on which way the page was taken.
     let mut at = TimelineCursor {
         stage: (scope == Scope::Stage).then_some(parent),
         execution: (scope == Scope::Execution).then_some(parent),
@@ -87,6 +85,7 @@ pub(crate) async fn timeline_page(
     let page_info = page_info(
         edges.first().map(|e| &e.cursor),
         edges.last().map(|e| &e.cursor),
+        has_previous,
         has_next,
     );
     Ok(TimelineConnection { edges, page_info })

@@ -1,0 +1,117 @@
+//! Pages of ordered lists, read from either end: which rows a page asks for, and what one
+//! statement brings back for it (the rows, and whether rows lie on either side of them).
+
+use sqlx::postgres::PgRow;
+use sqlx::{FromRow, Row as _};
+use uuid::Uuid;
+
+/// The rows of an ordered list strictly after `after` and strictly before `before` (either
+/// may be absent), and of those the first `size`, or the last `size` when `from_end`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Slice<K> {
+    pub after: Option<K>,
+    pub before: Option<K>,
+    pub size: i64,
+    pub from_end: bool,
+}
+
+impl<K> Slice<K> {
+    /// Rows to read: one more than the page, which, when there, says that more lie beyond the
+    /// page on the side it is taken from.
+    pub(super) fn read(&self) -> i64 {
+        self.size + 1
+    }
+}
+
+/// A page of rows, in list order, and whether the list holds rows before and after it.
+#[derive(Debug, Clone)]
+pub struct Page<R> {
+    pub rows: Vec<R>,
+    pub has_previous: bool,
+    pub has_next: bool,
+}
+
+/// An empty page with nothing on either side.
+impl<R> Default for Page<R> {
+    fn default() -> Self {
+        Page {
+            rows: Vec::new(),
+            has_previous: false,
+            has_next: false,
+        }
+    }
+}
+
+impl<R> Page<R> {
+    /// The page from what was read for `slice`: up to [`Slice::read`] rows in list order, and
+    /// whether rows exist at or before `after` (`earlier`) and at or after `before` (`later`),
+    /// which lie beyond the page whichever way it was taken.
+    pub(super) fn new<K>(mut rows: Vec<R>, slice: &Slice<K>, earlier: bool, later: bool) -> Self {
+        let size = slice.size.max(0) as usize;
+        let more = rows.len() > size;
+        if slice.from_end {
+            rows.drain(..rows.len().saturating_sub(size));
+        } else {
+            rows.truncate(size);
+        }
+        Page {
+            rows,
+            has_previous: earlier || (more && slice.from_end),
+            has_next: later || (more && !slice.from_end),
+        }
+    }
+}
+
+/// The row of the nullable side of an outer join: `None` when its `id` is null. A page
+/// statement outer-joins its rows to its flags, so an empty page still returns the flags.
+pub(super) struct Joined<R>(pub Option<R>);
+
+impl<'r, R: FromRow<'r, PgRow>> FromRow<'r, PgRow> for Joined<R> {
+    fn from_row(row: &'r PgRow) -> sqlx::Result<Self> {
+        let id: Option<Uuid> = row.try_get("id")?;
+        Ok(Joined(id.map(|_| R::from_row(row)).transpose()?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slice(size: i64, from_end: bool) -> Slice<i64> {
+        Slice {
+            after: None,
+            before: None,
+            size,
+            from_end,
+        }
+    }
+
+    #[test]
+    fn the_extra_row_is_dropped_at_the_far_end_and_says_more_lie_there() {
+        let forward = Page::new(vec![1, 2, 3], &slice(2, false), false, false);
+        assert_eq!(
+            (forward.rows, forward.has_previous, forward.has_next),
+            (vec![1, 2], false, true)
+        );
+        let backward = Page::new(vec![1, 2, 3], &slice(2, true), false, false);
+        assert_eq!(
+            (backward.rows, backward.has_previous, backward.has_next),
+            (vec![2, 3], true, false)
+        );
+        let whole = Page::new(vec![1, 2], &slice(2, true), false, false);
+        assert_eq!(
+            (whole.rows, whole.has_previous, whole.has_next),
+            (vec![1, 2], false, false)
+        );
+    }
+
+    #[test]
+    fn rows_beyond_the_cursors_count_on_either_side() {
+        let page = Page::new(vec![4, 5], &slice(2, false), true, true);
+        assert_eq!((page.has_previous, page.has_next), (true, true));
+        let empty = Page::new(Vec::<i64>::new(), &slice(0, true), true, false);
+        assert_eq!((empty.has_previous, empty.has_next), (true, false));
+        let zero = Page::new(vec![7], &slice(0, false), false, false);
+        assert_eq!((zero.rows, zero.has_next), (vec![], true));
+    }
+}
