@@ -55,7 +55,7 @@ fn page_size(name: &str, size: Option<i32>, limits: &Limits) -> Result<i64> {
         None => Ok(DEFAULT_PAGE_SIZE.min(max) as i64),
         Some(n) if n >= 0 && n as usize <= max => Ok(n as i64),
         Some(n) => Err(Error::bad_input(format!(
-            "`{name}` must be between 0 and {max}, got {n}"
+            "`{name}` must be between 0 and {max} (--max-page-size), got {n}"
         ))),
     }
 }
@@ -229,14 +229,26 @@ mod tests {
         let backward = slice(None, Some(7)).unwrap();
         assert_eq!((backward.size, backward.from_end), (7, true));
         for (first, last, message) in [
-            (Some(-1), None, "`first` must be between 0 and 100, got -1"),
+            (
+                Some(-1),
+                None,
+                "`first` must be between 0 and 100 (--max-page-size), got -1",
+            ),
             (
                 Some(101),
                 None,
-                "`first` must be between 0 and 100, got 101",
+                "`first` must be between 0 and 100 (--max-page-size), got 101",
             ),
-            (None, Some(-1), "`last` must be between 0 and 100, got -1"),
-            (None, Some(101), "`last` must be between 0 and 100, got 101"),
+            (
+                None,
+                Some(-1),
+                "`last` must be between 0 and 100 (--max-page-size), got -1",
+            ),
+            (
+                None,
+                Some(101),
+                "`last` must be between 0 and 100 (--max-page-size), got 101",
+            ),
             (Some(1), Some(1), "give `first` or `last`, not both"),
         ] {
             let err = slice(first, last).unwrap_err();

@@ -202,7 +202,7 @@ impl Store {
         .bind(session)
         .bind(stage)
         .bind(execution)
-        .fetch_one(&mut *self.reader().await?)
+        .fetch_one(self.reader().await?.traced())
         .await?;
         Ok(Membership {
             session_exists,
@@ -277,7 +277,7 @@ impl Store {
             ));
         let rows: Vec<Row> = qb
             .build_query_as()
-            .fetch_all(&mut *self.reader().await?)
+            .fetch_all(self.reader().await?.traced())
             .await?;
         let (earlier, later) = rows
             .first()
@@ -292,7 +292,7 @@ impl Store {
         push_filter(&mut qb, filter);
         Ok(qb
             .build_query_scalar()
-            .fetch_one(&mut *self.reader().await?)
+            .fetch_one(self.reader().await?.traced())
             .await?)
     }
 }

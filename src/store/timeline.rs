@@ -80,7 +80,7 @@ impl Store {
             .bind(&befores)
             .bind(&limits)
             .bind(&from_end)
-            .fetch_all(&mut *self.reader().await?)
+            .fetch_all(self.reader().await?.traced())
             .await?;
         let mut read: Vec<(Vec<Arc<TimelineEventRow>>, bool, bool)> =
             keys.iter().map(|_| (Vec::new(), false, false)).collect();

@@ -90,7 +90,7 @@ async fn page_sizes_out_of_range_are_bad_user_input() {
                 assert_eq!(code, "BAD_USER_INPUT");
                 assert_eq!(
                     message,
-                    format!("`{arg}` must be between 0 and 100, got {size}")
+                    format!("`{arg}` must be between 0 and 100 (--max-page-size), got {size}")
                 );
             }
         }

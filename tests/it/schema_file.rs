@@ -87,3 +87,29 @@ async fn everything_in_the_schema_is_described() {
     assert!(missing.is_empty(), "undescribed: {missing:#?}");
     app.stop().await;
 }
+
+/// Scalars are described for API users, and the file says what introspection says of their
+/// specifications.
+#[tokio::test]
+async fn scalars_are_described_and_specified() {
+    let app = crate::common::TestApp::start().await;
+    let data = app
+        .data(
+            r#"{ dt: __type(name: "DateTime") { description specifiedByURL }
+                 uuid: __type(name: "UUID") { description specifiedByURL } }"#,
+            serde_json::json!({}),
+        )
+        .await;
+    let file = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/schema.graphql"))
+        .unwrap();
+    for (alias, scalar) in [("dt", "DateTime"), ("uuid", "UUID")] {
+        let description = data[alias]["description"].as_str().unwrap();
+        assert!(!description.contains("Implement the"), "{description}");
+        let url = data[alias]["specifiedByURL"].as_str().unwrap();
+        assert!(
+            file.contains(&format!("scalar {scalar} @specifiedBy(url: \"{url}\")")),
+            "{scalar} in schema.graphql"
+        );
+    }
+    app.stop().await;
+}

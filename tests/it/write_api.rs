@@ -1091,3 +1091,41 @@ async fn sessions_soft_delete_and_restore() {
     );
     app.stop().await;
 }
+
+/// Costs are kept and summed as decimals: 0.1 + 0.2 is 0.3, not 0.30000000000000004.
+#[tokio::test]
+async fn cost_roll_ups_have_no_floating_point_noise() {
+    let app = TestApp::start().await;
+    let a = Agent { app: &app };
+    let (session, exec) = crate::live::running_execution(&a).await;
+    for cost in [0.1, 0.2, 0.01, 0.03, 0.000_000_000_04] {
+        a.ok(
+            "mutation ($e: ID!, $c: Float!) { recordLLMInteraction(input: { executionId: $e,
+               interactionType: ITERATION, modelName: \"m\", estimatedCostUsd: $c,
+               llmRequest: {}, llmResponse: {} }) { estimatedCostUsd } }",
+            json!({ "e": exec, "c": cost }),
+        )
+        .await;
+    }
+    let data = a
+        .ok(
+            "query ($s: ID!) { session(id: $s) { tokenUsage { estimatedCostUsd }
+               llmInteractions { estimatedCostUsd } } }",
+            json!({ "s": session }),
+        )
+        .await;
+    // The last one is below the stored precision (1e-10): it rounds to 0.
+    assert_eq!(
+        data["session"]["tokenUsage"]["estimatedCostUsd"],
+        json!(0.34),
+        "{data}"
+    );
+    let each: Vec<Value> = data["session"]["llmInteractions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["estimatedCostUsd"].clone())
+        .collect();
+    assert_eq!(each, [json!(0.1), json!(0.2), json!(0.01), json!(0.03), json!(0.0)]);
+    app.stop().await;
+}

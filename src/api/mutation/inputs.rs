@@ -364,7 +364,8 @@ pub struct RecordLlmInteractionInput {
     pub total_tokens: Option<i64>,
     /// Thinking tokens (0 or more).
     pub thinking_tokens: Option<i64>,
-    /// Estimated cost in US dollars (0 to 1,000,000,000).
+    /// Estimated cost in US dollars (0 to 1,000,000,000), stored as a decimal rounded to 10
+    /// places.
     pub estimated_cost_usd: Option<f64>,
     /// How long the call took, in milliseconds (0 or more).
     pub duration_ms: Option<i64>,

@@ -81,7 +81,7 @@ impl LlmInteraction {
     async fn thinking_tokens(&self) -> Option<i32> {
         self.0.thinking_tokens
     }
-    /// Estimated cost in US dollars.
+    /// Estimated cost in US dollars, as stored (to 10 decimal places).
     async fn estimated_cost_usd(&self) -> Option<f64> {
         self.0.estimated_cost_usd
     }

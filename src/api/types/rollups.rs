@@ -13,7 +13,8 @@ pub struct TokenUsage {
     pub total_tokens: i64,
     /// Tokens spent on native thinking.
     pub thinking_tokens: i64,
-    /// Estimated cost in US dollars.
+    /// Estimated cost in US dollars: the exact sum of the interactions' costs (kept as
+    /// decimals to 10 places, so no floating-point noise).
     pub estimated_cost_usd: f64,
     /// How many LLM interactions were summed.
     pub llm_interaction_count: i64,
