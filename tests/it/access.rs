@@ -405,8 +405,9 @@ async fn requests_without_a_usable_token_get_401_and_the_same_message() {
         .text()
         .await
         .unwrap();
+    // In the page's JSON settings, where `<` is written `\u003c`.
     assert!(
-        page.contains("Bearer <your casefile API token>"),
+        page.contains("Bearer \\u003cyour casefile API token>"),
         "GraphiQL offers the header to fill in"
     );
 

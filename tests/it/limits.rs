@@ -87,7 +87,7 @@ async fn aliases_of_empty_pages_cannot_multiply_work() {
     assert_eq!(code(&body), "TOO_MANY_ROOT_FIELDS", "{body}");
     assert_eq!(
         message(&body),
-        "21 root fields in one operation exceed the limit of 20"
+        "21 root fields in one operation exceed the limit of 20 (--max-root-fields)"
     );
     app.stop().await;
 }
