@@ -40,6 +40,12 @@ impl Server {
     ) -> anyhow::Result<Self> {
         check_anonymous_exposure(&options.auth, addr)?;
         crate::observe::metrics::handle();
+        if auth_needs_metrics_guard(options) {
+            tracing::warn!(
+                "/metrics is served without credentials on the main address (operation names, \
+                 error codes, traffic): set --metrics-token or --metrics-listen to keep it private"
+            );
+        }
         let auth = Authenticator::new(store.clone(), &options.auth)?;
         let listener = TcpListener::bind(addr)
             .await
@@ -108,8 +114,12 @@ impl Server {
             follower.abort();
         }
         self.closing.send_replace(true);
-        if let Some((_, metrics)) = self.metrics {
-            let _ = metrics.await;
+        if let Some((_, mut metrics)) = self.metrics
+            && tokio::time::timeout(DRAIN_GRACE, &mut metrics)
+                .await
+                .is_err()
+        {
+            metrics.abort();
         }
         let mut task = self.task;
         // The loop waits `DRAIN_GRACE` for connections itself; this only guards against a bug.
@@ -121,6 +131,13 @@ impl Server {
             task.abort();
         }
     }
+}
+
+/// Whether callers must authenticate while `/metrics`, on the same address, needs nothing.
+fn auth_needs_metrics_guard(options: &HttpOptions) -> bool {
+    options.auth.mode != AuthMode::None
+        && options.metrics.token.is_none()
+        && options.metrics.listen.is_none()
 }
 
 /// `--auth none` lets anyone who reaches the port do anything: allowed on a loopback address,

@@ -591,7 +591,10 @@ impl Fuzzer<'_> {
         let json = "application/json";
         let (body, ty) = match rng.below(14) {
             // Cut short, at a character boundary (the body is text).
-            0 => (good.chars().take(rng.below(good.chars().count())).collect(), json),
+            0 => (
+                good.chars().take(rng.below(good.chars().count())).collect(),
+                json,
+            ),
             1 => (String::new(), json),
             2 => ("[".repeat(10_000), json),
             3 => (json!({ "query": "{".repeat(10_000) }).to_string(), json),

@@ -206,6 +206,12 @@ async fn execute(
     let mut http = (status, body).into_response();
     http.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(media));
+    // Answers are the caller's own (and change as sessions run): no shared cache may keep one,
+    // whatever a GET with a persisted query's hash looks like to a CDN.
+    http.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("private, no-store"),
+    );
     http
 }
 

@@ -429,7 +429,8 @@ struct FollowerState {
 #[derive(Debug, Clone, Copy)]
 pub struct FollowerHealth {
     pub since_last_read: Duration,
-    /// Changes logged (or being logged) past the last one read.
+    /// Log ids past the last one read (of changes not read yet, and of transactions still
+    /// running or rolled back).
     pub backlog: i64,
 }
 

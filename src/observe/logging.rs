@@ -10,6 +10,8 @@ use opentelemetry_otlp::{Protocol, WithExportConfig as _};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::SdkTracerProvider;
+use tracing_appender::non_blocking::WorkerGuard;
+use tracing_subscriber::filter::{FilterExt as _, filter_fn};
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::{EnvFilter, Layer as _};
 
@@ -37,9 +39,11 @@ impl LogFormat {
 /// (info) and, below them, casefile's DataLoader batches and SQL statements (debug).
 const DEFAULT_TRACE_FILTER: &str = "info,casefile=debug";
 
-/// Keeps the trace exporter running; dropping it sends the spans still buffered.
+/// Keeps the log writer and the trace exporter running; dropping it writes the lines and sends
+/// the spans still buffered.
 pub struct Telemetry {
     tracer: Option<SdkTracerProvider>,
+    _log_writer: WorkerGuard,
 }
 
 impl Drop for Telemetry {
@@ -58,10 +62,17 @@ impl Drop for Telemetry {
 pub fn init(format: Option<LogFormat>) -> anyhow::Result<Telemetry> {
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
     let format = format.unwrap_or_else(LogFormat::detect);
-    let log_filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // Lines are written by a thread of their own: a slow reader of standard error must not
+    // stall the runtime (past 128k lines behind, lines are dropped instead).
+    let (writer, log_writer) = tracing_appender::non_blocking(std::io::stderr());
+    // Log lines are events; spans are for traces (formatting their fields for logs that never
+    // print them cost every request).
+    let log_filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info"))
+        .and(filter_fn(|metadata| metadata.is_event()));
     let logs = match format {
         LogFormat::Text => tracing_subscriber::fmt::layer()
-            .with_writer(std::io::stderr)
+            .with_writer(writer)
             .with_ansi(std::io::stderr().is_terminal())
             .with_filter(log_filter)
             .boxed(),
@@ -70,7 +81,7 @@ pub fn init(format: Option<LogFormat>) -> anyhow::Result<Telemetry> {
             .flatten_event(true)
             .with_current_span(false)
             .with_span_list(false)
-            .with_writer(std::io::stderr)
+            .with_writer(writer)
             .with_filter(log_filter)
             .boxed(),
     };
@@ -96,19 +107,22 @@ pub fn init(format: Option<LogFormat>) -> anyhow::Result<Telemetry> {
     if tracer.is_some() {
         tracing::info!("exporting traces over OTLP");
     }
-    Ok(Telemetry { tracer })
+    Ok(Telemetry {
+        tracer,
+        _log_writer: log_writer,
+    })
 }
 
 /// The OTLP trace pipeline, when an endpoint is configured (the exporter reads the standard
 /// `OTEL_EXPORTER_OTLP_*` variables; `OTEL_SERVICE_NAME` defaults to `casefile`).
 fn otlp_tracer() -> anyhow::Result<Option<SdkTracerProvider>> {
-    let configured = [
-        "OTEL_EXPORTER_OTLP_ENDPOINT",
-        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-    ]
-    .iter()
-    .any(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()));
-    if !configured {
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let configured = env("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .or_else(|| env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+        .is_some();
+    let disabled = env("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true"))
+        || env("OTEL_TRACES_EXPORTER").is_some_and(|v| v.eq_ignore_ascii_case("none"));
+    if !configured || disabled {
         return Ok(None);
     }
     let protocol = [
@@ -121,18 +135,25 @@ fn otlp_tracer() -> anyhow::Result<Option<SdkTracerProvider>> {
         // The specification's default.
         None | Some("http/protobuf") => Protocol::HttpBinary,
         Some("http/json") => Protocol::HttpJson,
-        Some(other) => anyhow::bail!(
-            "OTLP protocol {other:?} is not supported: use http/protobuf (a collector's port \
-             4318) or http/json"
-        ),
+        // Telemetry settings must not keep the server from serving.
+        Some(other) => {
+            eprintln!(
+                "casefile: not exporting traces: OTLP protocol {other:?} is not supported (use \
+                 http/protobuf, a collector's port 4318, or http/json)"
+            );
+            return Ok(None);
+        }
     };
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_protocol(protocol)
         .build()
         .context("cannot set up the OTLP trace exporter")?;
+    // The standard variables name the service when they do; else it is casefile.
     let mut resource = Resource::builder();
-    if std::env::var_os("OTEL_SERVICE_NAME").is_none() {
+    let named = env("OTEL_SERVICE_NAME").is_some()
+        || env("OTEL_RESOURCE_ATTRIBUTES").is_some_and(|a| a.contains("service.name="));
+    if !named {
         resource = resource.with_service_name("casefile");
     }
     let provider = SdkTracerProvider::builder()

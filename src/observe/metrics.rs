@@ -30,13 +30,13 @@ pub const INGEST_BATCHED_OPERATIONS: &str = "casefile_ingest_batched_operations_
 pub const INGEST_APPENDED_BYTES: &str = "casefile_ingest_appended_bytes_total";
 
 /// Distinct operation names kept as label values.
-pub const MAX_OPERATION_NAMES: usize = 200;
+const MAX_OPERATION_NAMES: usize = 200;
 /// Longest operation name kept as a label value.
 const MAX_OPERATION_NAME_LEN: usize = 100;
 /// The label value of every operation name past the bound (and of over-long ones).
-pub const OTHER_OPERATIONS: &str = "other";
+const OTHER_OPERATIONS: &str = "other";
 /// The label value of an operation without a name.
-pub const ANONYMOUS_OPERATION: &str = "anonymous";
+const ANONYMOUS_OPERATION: &str = "anonymous";
 
 /// Latencies from half a millisecond to a minute.
 const SECONDS_BUCKETS: &[f64] = &[
@@ -126,7 +126,8 @@ fn describe() {
     );
     describe_gauge!(
         CHANGE_LOG_BACKLOG,
-        "Changes committed to the live change log that this process has not read yet"
+        "Live change log ids past the last one this process read (ids of transactions still \
+         running or rolled back count until they are known to be gaps)"
     );
     describe_counter!(
         LIVE_COALESCED_DELTAS,
@@ -160,12 +161,14 @@ fn describe() {
     );
 }
 
-/// The label value for a client's operation name.
-pub fn operation_label(name: Option<&str>) -> String {
+/// The label value for a client's operation name; a new name is kept (while there is room)
+/// only if `keep`: an operation that passed its checks, so that refused ones (typos, probes)
+/// cannot use up the room.
+pub fn operation_label(name: Option<&str>, keep: bool) -> String {
     static NAMES: OnceLock<OperationNames> = OnceLock::new();
     NAMES
         .get_or_init(|| OperationNames::new(MAX_OPERATION_NAMES))
-        .label(name)
+        .label(name, keep)
 }
 
 /// The operation names kept as label values: the first `max` distinct ones.
@@ -182,7 +185,7 @@ impl OperationNames {
         }
     }
 
-    fn label(&self, name: Option<&str>) -> String {
+    fn label(&self, name: Option<&str>, keep: bool) -> String {
         let Some(name) = name else {
             return ANONYMOUS_OPERATION.to_owned();
         };
@@ -190,7 +193,10 @@ impl OperationNames {
             return OTHER_OPERATIONS.to_owned();
         }
         let mut seen = self.seen.lock().expect("not poisoned");
-        if seen.contains(name) || seen.len() < self.max {
+        if seen.contains(name) {
+            return name.to_owned();
+        }
+        if keep && seen.len() < self.max {
             seen.insert(name.to_owned());
             return name.to_owned();
         }
@@ -237,12 +243,13 @@ mod tests {
     #[test]
     fn operation_names_past_the_bound_are_other() {
         let names = OperationNames::new(3);
+        assert_eq!(names.label(Some("Refused"), false), OTHER_OPERATIONS);
         for name in ["A", "B", "C"] {
-            assert_eq!(names.label(Some(name)), name);
+            assert_eq!(names.label(Some(name), true), name);
         }
-        assert_eq!(names.label(Some("D")), OTHER_OPERATIONS);
-        assert_eq!(names.label(Some("A")), "A", "a known name stays");
-        assert_eq!(names.label(None), ANONYMOUS_OPERATION);
-        assert_eq!(names.label(Some(&"L".repeat(101))), OTHER_OPERATIONS);
+        assert_eq!(names.label(Some("D"), true), OTHER_OPERATIONS);
+        assert_eq!(names.label(Some("A"), false), "A", "a known name stays");
+        assert_eq!(names.label(None, true), ANONYMOUS_OPERATION);
+        assert_eq!(names.label(Some(&"L".repeat(101)), true), OTHER_OPERATIONS);
     }
 }

@@ -108,7 +108,7 @@ impl Store {
     /// Every token, oldest first (revoked ones too, if asked), read on the operation's own
     /// connection.
     pub async fn tokens(&self, include_revoked: bool) -> Result<Vec<ApiTokenRow>> {
-        list(&mut *self.reader().await?, include_revoked).await
+        list(self.reader().await?.traced(), include_revoked).await
     }
 }
 

@@ -3,16 +3,15 @@
 //! itself only logs an event once a statement is done.
 
 use std::fmt;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
-use futures::{FutureExt as _, Stream, StreamExt as _};
+use futures::{FutureExt as _, StreamExt as _};
 use sqlx::postgres::{PgQueryResult, PgRow, PgStatement, PgTypeInfo};
 use sqlx::{Describe, Either, Execute, Executor, PgConnection, Postgres};
 use tracing::{Instrument as _, Span};
 
+use crate::observe::in_span::InSpan;
 use crate::observe::request::count_statement;
 
 /// `&mut PgConnection`, traced.
@@ -31,17 +30,15 @@ pub fn traced(connection: &mut PgConnection) -> Traced<'_> {
 
 fn statement_span(sql: &str) -> Span {
     count_statement();
-    let operation = sql
-        .split_whitespace()
-        .next()
-        .unwrap_or_default()
-        .to_ascii_uppercase();
+    // The statement's first keyword (casefile writes SQL in capitals), taken only when the
+    // span is recorded at all.
+    let operation = || sql.split_whitespace().next().unwrap_or_default();
     tracing::debug_span!(
         "sql",
-        otel.name = %operation,
+        otel.name = operation(),
         otel.kind = "client",
         db.system = "postgresql",
-        db.operation.name = %operation,
+        db.operation.name = operation(),
         db.query.text = sql,
     )
 }
@@ -62,7 +59,7 @@ impl<'c> Executor<'c> for Traced<'c> {
             let _entered = span.enter();
             self.0.fetch_many(query)
         };
-        InSpan { inner, span }.boxed()
+        InSpan::new(inner, span).boxed()
     }
 
     fn fetch_optional<'e, 'q: 'e, E>(
@@ -96,21 +93,5 @@ impl<'c> Executor<'c> for Traced<'c> {
         'c: 'e,
     {
         self.0.describe(sql)
-    }
-}
-
-/// A stream polled inside its span.
-struct InSpan<'e, T> {
-    inner: BoxStream<'e, T>,
-    span: Span,
-}
-
-impl<T> Stream for InSpan<'_, T> {
-    type Item = T;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
-        let this = &mut *self;
-        let _entered = this.span.enter();
-        this.inner.poll_next_unpin(cx)
     }
 }

@@ -39,7 +39,10 @@ async fn aliases_of_empty_pages_cannot_multiply_work() {
         .collect();
     let (_, body) = post(&app, json!({ "query": format!("{{ {many} }}") })).await;
     assert_eq!(code(&body), "TOO_MANY_ALIASES", "{body}");
-    assert_eq!(message(&body), "51 aliases exceed the limit of 50 (--max-aliases)");
+    assert_eq!(
+        message(&body),
+        "51 aliases exceed the limit of 50 (--max-aliases)"
+    );
 
     let priced = "{ a: sessions(first: 0) { totalCount } }";
     let small = HttpOptions {

@@ -64,16 +64,19 @@ async fn metrics_count_operations_by_name_type_and_outcome() {
         ),
         Some(2.0)
     );
-    assert_eq!(
+    // A refused operation's name does not become a label value (it would use up the room).
+    assert!(!metrics.contains("MetricsBroken"), "{metrics}");
+    assert!(
         sample(
             &metrics,
             "casefile_graphql_requests_total",
             &[
-                r#"operation="MetricsBroken""#,
+                r#"operation="other""#,
                 r#"outcome="GRAPHQL_VALIDATION_FAILED""#
             ]
-        ),
-        Some(1.0)
+        )
+        .is_some_and(|n| n >= 1.0),
+        "{metrics}"
     );
     assert!(
         sample(
@@ -160,10 +163,6 @@ async fn live_and_ingest_metrics_follow_a_session() {
     );
     assert!(
         sample(&after, "casefile_live_delivery_lag_seconds_count", &[]).is_some_and(|n| n >= 1.0)
-    );
-    assert!(
-        after.contains("casefile_live_coalesced_deltas_total"),
-        "{after}"
     );
     drop(sub);
     app.stop().await;
@@ -257,17 +256,21 @@ async fn request_ids_are_taken_or_made_and_echoed() {
     let id = made.headers()["x-request-id"].to_str().unwrap();
     assert!(uuid::Uuid::parse_str(id).is_ok(), "{id}");
 
-    let too_long = "x".repeat(200);
-    let replaced = app
-        .client
-        .post(app.url("/graphql"))
-        .header("x-request-id", &too_long)
-        .json(&query)
-        .send()
-        .await
-        .unwrap();
-    let id = replaced.headers()["x-request-id"].to_str().unwrap();
-    assert!(uuid::Uuid::parse_str(id).is_ok(), "replaced: {id}");
+    for unfit in ["x".repeat(200), "two words".to_owned()] {
+        let replaced = app
+            .client
+            .post(app.url("/graphql"))
+            .header("x-request-id", &unfit)
+            .json(&query)
+            .send()
+            .await
+            .unwrap();
+        let id = replaced.headers()["x-request-id"].to_str().unwrap();
+        assert!(
+            uuid::Uuid::parse_str(id).is_ok(),
+            "{unfit:?} replaced: {id}"
+        );
+    }
 
     // Every response has one, refusals and probes too.
     let probe = app.client.get(app.url("/livez")).send().await.unwrap();
@@ -341,6 +344,11 @@ async fn automatic_persisted_queries_over_post_and_get() {
         .await
         .unwrap();
     assert_eq!(get.status(), StatusCode::OK);
+    assert_eq!(
+        get.headers()["cache-control"],
+        "private, no-store",
+        "no shared cache keeps a caller's answer"
+    );
     let body: Value = get.json().await.unwrap();
     assert_eq!(body["data"]["sessions"]["totalCount"], 0, "{body}");
 

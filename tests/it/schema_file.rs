@@ -100,8 +100,8 @@ async fn scalars_are_described_and_specified() {
             serde_json::json!({}),
         )
         .await;
-    let file = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/schema.graphql"))
-        .unwrap();
+    let file =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/schema.graphql")).unwrap();
     for (alias, scalar) in [("dt", "DateTime"), ("uuid", "UUID")] {
         let description = data[alias]["description"].as_str().unwrap();
         assert!(!description.contains("Implement the"), "{description}");

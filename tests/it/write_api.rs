@@ -1107,6 +1107,19 @@ async fn cost_roll_ups_have_no_floating_point_noise() {
         )
         .await;
     }
+    // A retried record (same id, same input) answers with the stored row, cost included.
+    let id = uuid::Uuid::now_v7();
+    let record = "mutation ($id: UUID!, $e: ID!) { recordLLMInteraction(input: { id: $id,
+        executionId: $e, interactionType: ITERATION, modelName: \"m\", estimatedCostUsd: 0.005,
+        llmRequest: {}, llmResponse: {} }) { uuid estimatedCostUsd } }";
+    let first = a.ok(record, json!({ "id": id, "e": exec })).await;
+    let again = a.ok(record, json!({ "id": id, "e": exec })).await;
+    assert_eq!(first, again);
+    assert_eq!(
+        again["recordLLMInteraction"]["estimatedCostUsd"],
+        json!(0.005)
+    );
+
     let data = a
         .ok(
             "query ($s: ID!) { session(id: $s) { tokenUsage { estimatedCostUsd }
@@ -1117,7 +1130,7 @@ async fn cost_roll_ups_have_no_floating_point_noise() {
     // The last one is below the stored precision (1e-10): it rounds to 0.
     assert_eq!(
         data["session"]["tokenUsage"]["estimatedCostUsd"],
-        json!(0.34),
+        json!(0.345),
         "{data}"
     );
     let each: Vec<Value> = data["session"]["llmInteractions"]
@@ -1126,6 +1139,16 @@ async fn cost_roll_ups_have_no_floating_point_noise() {
         .iter()
         .map(|i| i["estimatedCostUsd"].clone())
         .collect();
-    assert_eq!(each, [json!(0.1), json!(0.2), json!(0.01), json!(0.03), json!(0.0)]);
+    assert_eq!(
+        each,
+        [
+            json!(0.1),
+            json!(0.2),
+            json!(0.01),
+            json!(0.03),
+            json!(0.0),
+            json!(0.005)
+        ]
+    );
     app.stop().await;
 }

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use async_graphql::ServerError;
-use async_graphql::parser::{parse_query, types::ExecutableDocument};
+use async_graphql::parser::parse_query;
+use async_graphql::parser::types::{DocumentOperations, ExecutableDocument, OperationDefinition};
 use moka::sync::Cache;
 
 use super::codes::parse_failed;
@@ -14,6 +15,25 @@ use super::codes::parse_failed;
 const LONGEST_KEPT: usize = 16 * 1024;
 /// Total length of the texts kept.
 const KEPT_BYTES: u64 = 4 * 1024 * 1024;
+
+/// The operation a request runs: the one named, else the only one (`None` when there is no
+/// such operation; execution then refuses the request).
+pub fn selected_operation<'a>(
+    document: &'a ExecutableDocument,
+    operation_name: Option<&str>,
+) -> Option<(Option<&'a str>, &'a OperationDefinition)> {
+    match (&document.operations, operation_name) {
+        (DocumentOperations::Single(operation), _) => Some((None, &operation.node)),
+        (DocumentOperations::Multiple(operations), Some(name)) => operations
+            .get_key_value(name)
+            .map(|(name, op)| (Some(name.as_str()), &op.node)),
+        (DocumentOperations::Multiple(operations), None) if operations.len() == 1 => operations
+            .iter()
+            .next()
+            .map(|(name, op)| (Some(name.as_str()), &op.node)),
+        (DocumentOperations::Multiple(_), None) => None,
+    }
+}
 
 #[derive(Clone)]
 pub struct Documents(Cache<String, Arc<ExecutableDocument>>);

@@ -23,19 +23,20 @@ use async_graphql::parser::types::{ExecutableDocument, OperationType};
 use async_graphql::{Data, Executor, Request, Response, ServerError, ValidationMode};
 use futures::StreamExt as _;
 use futures::stream::{self, BoxStream};
-use tracing::Instrument as _;
+use tracing::{Instrument as _, Span};
 
 use super::{CasefileSchema, Loaders, loaders::Dispatcher, loaders::UntilIdle};
 use crate::config::Limits;
+use crate::observe::in_span::InSpan;
 use crate::observe::request::{OPERATION_WORK, OperationWork, RequestInfo};
 use crate::store::Store;
 use check::{Check, Figures};
 use codes::assign_code;
 use documents::Documents;
+pub use documents::selected_operation;
 pub use limits::{CostBudget, coded_error};
 use persisted::PersistedQueries;
 use report::Report;
-pub use report::selected_operation;
 use response_size::ResponseSize;
 
 /// What the edge runs operations with (HTTP, SSE and WebSocket alike).
@@ -195,30 +196,54 @@ fn request_info(request: &Request, session_data: Option<&Data>) -> Option<Reques
         .cloned()
 }
 
-impl Executor for Runner {
-    async fn execute(&self, mut request: Request) -> Response {
-        let mut report = Report::new(request_info(&request, None));
-        let document = self.parse(&mut request);
+impl Runner {
+    /// Parses the request and opens its report, with its span named for the operation (a trace
+    /// exporter names a span once, when it starts).
+    fn start(
+        &self,
+        request: &mut Request,
+        session_data: Option<&Data>,
+    ) -> (Report, Span, Result<ExecutableDocument, ServerError>) {
+        let mut report = Report::new(request_info(request, session_data));
+        let document = self.parse(request);
         if let Ok(document) = &document {
             report.identify(document, request.operation_name.as_deref());
         }
         let span = report.open_span();
+        (report, span, document)
+    }
+
+    /// The parsed request, admitted; else the response that refuses it (reported).
+    async fn prepare(
+        &self,
+        request: Request,
+        document: Result<ExecutableDocument, ServerError>,
+        cached: bool,
+        report: &mut Report,
+    ) -> Result<Admitted, Response> {
+        let admitted = match document {
+            Ok(document) => self.admit(request, document, cached).await,
+            Err(err) => Err(vec![err]),
+        };
+        admitted.inspect(|_| report.admitted()).map_err(|errors| {
+            let response = self.refused(errors);
+            report.sent(&response);
+            response
+        })
+    }
+}
+
+impl Executor for Runner {
+    async fn execute(&self, mut request: Request) -> Response {
+        let (mut report, span, document) = self.start(&mut request, None);
         async {
-            let admitted = match document {
-                Ok(document) => self.admit(request, document, true).await,
-                Err(err) => Err(vec![err]),
-            };
             let Admitted {
                 request,
                 dispatcher,
                 size,
-            } = match admitted {
+            } = match self.prepare(request, document, true, &mut report).await {
                 Ok(admitted) => admitted,
-                Err(errors) => {
-                    let response = self.refused(errors);
-                    report.sent(&response);
-                    return response;
-                }
+                Err(refused) => return refused,
             };
             let work = Arc::new(OperationWork::default());
             report.count_work(work.clone());
@@ -237,49 +262,35 @@ impl Executor for Runner {
         session_data: Option<Arc<Data>>,
     ) -> BoxStream<'static, Response> {
         let runner = self.clone();
-        let mut report = Report::new(request_info(&request, session_data.as_deref()));
-        let document = self.parse(&mut request);
-        if let Ok(document) = &document {
-            report.identify(document, request.operation_name.as_deref());
-        }
-        let span = report.open_span();
-        stream::once(
-            async move {
-                let admitted = match document {
-                    Ok(document) => runner.admit(request, document, false).await,
-                    Err(err) => Err(vec![err]),
-                };
-                let Admitted {
-                    request,
-                    dispatcher,
-                    size,
-                } = match admitted {
-                    Ok(admitted) => admitted,
-                    Err(errors) => {
-                        let response = runner.refused(errors);
-                        report.sent(&response);
-                        return stream::iter([response]).boxed();
-                    }
-                };
-                let responses = match session_data {
-                    Some(data) => runner
-                        .0
-                        .schema
-                        .execute_stream_with_session_data(request, data),
-                    None => runner.0.schema.execute_stream(request),
-                };
-                // The report lives as long as the stream: its line is written when it ends.
-                UntilIdle::new(responses, dispatcher)
-                    .map(move |response| {
-                        let response = runner.finish(response, &size);
-                        report.sent(&response);
-                        response
-                    })
-                    .boxed()
-            }
-            .instrument(span),
-        )
+        let (mut report, span, document) = self.start(&mut request, session_data.as_deref());
+        let responses = stream::once(async move {
+            let Admitted {
+                request,
+                dispatcher,
+                size,
+            } = match runner.prepare(request, document, false, &mut report).await {
+                Ok(admitted) => admitted,
+                Err(refused) => return stream::iter([refused]).boxed(),
+            };
+            let responses = match session_data {
+                Some(data) => runner
+                    .0
+                    .schema
+                    .execute_stream_with_session_data(request, data),
+                None => runner.0.schema.execute_stream(request),
+            };
+            // The report lives as long as the stream: its line is written when it ends.
+            UntilIdle::new(responses, dispatcher)
+                .map(move |response| {
+                    let response = runner.finish(response, &size);
+                    report.sent(&response);
+                    response
+                })
+                .boxed()
+        })
         .flatten()
-        .boxed()
+        .boxed();
+        // Every poll of the stream (its loaders' batches, their statements) is the operation's.
+        InSpan::new(responses, span).boxed()
     }
 }

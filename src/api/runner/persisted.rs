@@ -13,7 +13,7 @@ use sha2::{Digest as _, Sha256};
 use super::coded_error;
 
 pub const NOT_FOUND: &str = "PERSISTED_QUERY_NOT_FOUND";
-pub const NOT_SUPPORTED: &str = "PERSISTED_QUERY_NOT_SUPPORTED";
+const NOT_SUPPORTED: &str = "PERSISTED_QUERY_NOT_SUPPORTED";
 /// What Apollo's clients look for in the message (older ones do not read the code).
 const NOT_FOUND_MESSAGE: &str = "PersistedQueryNotFound";
 /// Total length of the queries kept.
@@ -52,6 +52,8 @@ impl PersistedQueries {
             return match self.0.get(&persisted.hash) {
                 Some(query) => {
                     request.query = query.to_string();
+                    // Resolved: later steps see an ordinary request.
+                    request.extensions.remove("persistedQuery");
                     Ok(None)
                 }
                 None => Err(coded_error(NOT_FOUND, NOT_FOUND_MESSAGE)),
@@ -63,7 +65,7 @@ impl PersistedQueries {
                 "extensions.persistedQuery.sha256Hash is not the SHA-256 of the query",
             ));
         }
-        Ok(Some(persisted))
+        Ok((!self.0.contains_key(&persisted.hash)).then_some(persisted))
     }
 
     /// Keeps `query` under its hash.

@@ -5,36 +5,16 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use async_graphql::parser::types::{
-    DocumentOperations, ExecutableDocument, OperationDefinition, OperationType,
-};
+use async_graphql::parser::types::{ExecutableDocument, OperationType};
 use async_graphql::{Response, Value};
 use tracing::Span;
 
+use super::documents::selected_operation;
 use crate::observe::metrics::{
     GRAPHQL_LOADER_BATCHES, GRAPHQL_REQUEST_DURATION, GRAPHQL_REQUESTS, GRAPHQL_SQL_STATEMENTS,
     operation_label,
 };
 use crate::observe::request::{OperationWork, RequestInfo};
-
-/// The operation a request runs: the one named, else the only one (`None` when there is no
-/// such operation; execution then refuses the request).
-pub fn selected_operation<'a>(
-    document: &'a ExecutableDocument,
-    operation_name: Option<&str>,
-) -> Option<(Option<&'a str>, &'a OperationDefinition)> {
-    match (&document.operations, operation_name) {
-        (DocumentOperations::Single(operation), _) => Some((None, &operation.node)),
-        (DocumentOperations::Multiple(operations), Some(name)) => operations
-            .get_key_value(name)
-            .map(|(name, op)| (Some(name.as_str()), &op.node)),
-        (DocumentOperations::Multiple(operations), None) if operations.len() == 1 => operations
-            .iter()
-            .next()
-            .map(|(name, op)| (Some(name.as_str()), &op.node)),
-        (DocumentOperations::Multiple(_), None) => None,
-    }
-}
 
 pub struct Report {
     span: Span,
@@ -44,6 +24,11 @@ pub struct Report {
     ty: Option<OperationType>,
     /// Codes of the errors sent, in order of first appearance.
     codes: Vec<String>,
+    /// Whether any response was sent (a query or mutation without one was abandoned: its
+    /// client went away, or it ran out of time).
+    responded: bool,
+    /// Whether it passed every check: only then does its name become a label value.
+    admitted: bool,
     work: Option<Arc<OperationWork>>,
 }
 
@@ -56,6 +41,8 @@ impl Report {
             name: None,
             ty: None,
             codes: Vec::new(),
+            responded: false,
+            admitted: false,
             work: None,
         }
     }
@@ -83,6 +70,11 @@ impl Report {
         self.span.clone()
     }
 
+    /// Notes that the operation passed every check.
+    pub fn admitted(&mut self) {
+        self.admitted = true;
+    }
+
     /// Counts the operation's database work (queries and mutations).
     pub fn count_work(&mut self, work: Arc<OperationWork>) {
         self.work = Some(work);
@@ -90,6 +82,7 @@ impl Report {
 
     /// Notes a response sent (a stream sends several).
     pub fn sent(&mut self, response: &Response) {
+        self.responded = true;
         for error in &response.errors {
             let code = match error.extensions.as_ref().and_then(|x| x.get("code")) {
                 Some(Value::String(code)) => code.clone(),
@@ -106,12 +99,20 @@ impl Drop for Report {
     fn drop(&mut self) {
         let elapsed = self.started.elapsed();
         let ty = type_name(self.ty);
-        let outcome = self.codes.first().map_or("ok", String::as_str).to_owned();
-        self.span.record("graphql.outcome", outcome.as_str());
+        let abandoned = !self.responded && self.ty != Some(OperationType::Subscription);
+        let outcome = match self.codes.first() {
+            Some(code) => code.as_str(),
+            None if abandoned => CANCELLED,
+            None => "ok",
+        };
+        self.span.record("graphql.outcome", outcome);
         let labels = [
-            ("operation", operation_label(self.name.as_deref())),
+            (
+                "operation",
+                operation_label(self.name.as_deref(), self.admitted),
+            ),
             ("type", ty.to_owned()),
-            ("outcome", outcome.clone()),
+            ("outcome", outcome.to_owned()),
         ];
         metrics::counter!(GRAPHQL_REQUESTS, &labels).increment(1);
         // A subscription's duration is how long someone watched: not a latency.
@@ -141,6 +142,9 @@ impl Drop for Report {
         );
     }
 }
+
+/// The outcome of a query or mutation abandoned before its response.
+const CANCELLED: &str = "cancelled";
 
 fn type_name(ty: Option<OperationType>) -> &'static str {
     match ty {

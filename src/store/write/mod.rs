@@ -149,17 +149,22 @@ fn has_nul(value: &Json) -> bool {
 
 /// A row by id, as it is now (the record a retried create returns).
 pub(crate) async fn fetch<R: Record>(conn: &mut PgConnection, id: Uuid) -> Result<R> {
-    sqlx::query_as(&format!("SELECT * FROM {} WHERE id = $1", R::TABLE))
-        .bind(id)
-        .fetch_optional(traced(conn))
-        .await?
-        .ok_or_else(|| Error::not_found(format!("{} {id} does not exist", R::NAME)))
+    sqlx::query_as(&format!(
+        "SELECT {} FROM {} WHERE id = $1",
+        R::COLUMNS,
+        R::TABLE
+    ))
+    .bind(id)
+    .fetch_optional(traced(conn))
+    .await?
+    .ok_or_else(|| Error::not_found(format!("{} {id} does not exist", R::NAME)))
 }
 
 /// A row by id, locked until the transaction ends (tables only, not views).
 async fn lock<R: Record>(conn: &mut PgConnection, id: Uuid) -> Result<R> {
     sqlx::query_as(&format!(
-        "SELECT * FROM {} WHERE id = $1 FOR NO KEY UPDATE",
+        "SELECT {} FROM {} WHERE id = $1 FOR NO KEY UPDATE",
+        R::COLUMNS,
         R::TABLE
     ))
     .bind(id)
