@@ -86,17 +86,25 @@ pub fn init(format: Option<LogFormat>) -> anyhow::Result<Telemetry> {
             .boxed(),
     };
     let tracer = otlp_tracer()?;
-    let traces = tracer.as_ref().map(|provider| {
-        let filter = std::env::var("CASEFILE_TRACE_FILTER")
-            .ok()
-            .and_then(|f| EnvFilter::try_new(f).ok())
-            .unwrap_or_else(|| EnvFilter::new(DEFAULT_TRACE_FILTER));
-        tracing_opentelemetry::layer()
-            .with_tracer(provider.tracer("casefile"))
-            .with_filter(filter)
-    });
-    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(logs).with(traces))
-        .context("cannot install logging")?;
+    // Two subscribers rather than an optional layer: a missing (`None`) layer counts as
+    // interested in everything, which made every debug span and event (sqlx formats each
+    // statement for one) cost every request.
+    let installed = match &tracer {
+        Some(provider) => {
+            let filter = std::env::var("CASEFILE_TRACE_FILTER")
+                .ok()
+                .and_then(|f| EnvFilter::try_new(f).ok())
+                .unwrap_or_else(|| EnvFilter::new(DEFAULT_TRACE_FILTER));
+            let traces = tracing_opentelemetry::layer()
+                .with_tracer(provider.tracer("casefile"))
+                .with_filter(filter);
+            tracing::subscriber::set_global_default(
+                tracing_subscriber::registry().with(logs).with(traces),
+            )
+        }
+        None => tracing::subscriber::set_global_default(tracing_subscriber::registry().with(logs)),
+    };
+    installed.context("cannot install logging")?;
     // Dependencies that log through `log` rather than `tracing`: their warnings and errors.
     // (Letting their debug records through as well hung the embedded database's start-up
     // whenever trace export enabled debug spans.)

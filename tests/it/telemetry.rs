@@ -22,6 +22,15 @@ use crate::common::process::sigterm;
 
 type Received = Arc<Mutex<Vec<Span>>>;
 
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// An OTLP/HTTP (protobuf) trace receiver on a free port.
 async fn receiver() -> (SocketAddr, Received) {
     let spans: Received = Arc::default();
@@ -66,7 +75,7 @@ async fn request_log_lines_and_otlp_traces() {
     let (collector, spans) = receiver().await;
     let data_dir =
         std::env::temp_dir().join(format!("casefile-telemetry-{}", uuid::Uuid::now_v7()));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_casefile"))
+    let child = Command::new(env!("CARGO_BIN_EXE_casefile"))
         .args([
             "serve",
             "--listen",
@@ -85,11 +94,13 @@ async fn request_log_lines_and_otlp_traces() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // Killed however the test ends (a failed assertion must not leave a server running).
+    let mut child = KillOnDrop(child);
     let lines: Arc<Mutex<Vec<String>>> = Arc::default();
     let (listening_tx, listening_rx) = std::sync::mpsc::channel();
     {
         let lines = lines.clone();
-        let stderr = child.stderr.take().unwrap();
+        let stderr = child.0.stderr.take().unwrap();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 if let Some(rest) = line.split("casefile listening on http://").nth(1) {
@@ -262,7 +273,7 @@ async fn request_log_lines_and_otlp_traces() {
         "no ANSI colours off a terminal"
     );
 
-    assert!(sigterm(&child));
-    let _ = child.wait();
+    assert!(sigterm(&child.0));
+    let _ = child.0.wait();
     let _ = std::fs::remove_dir_all(&data_dir);
 }
