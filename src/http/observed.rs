@@ -70,17 +70,10 @@ pub async fn observed(mut request: Request, next: Next) -> Response {
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert(REQUEST_ID, value);
     }
-    let labels = [("route", route), ("method", method.to_owned())];
-    metrics::histogram!(HTTP_REQUEST_DURATION, &labels).record(started.elapsed().as_secs_f64());
-    metrics::counter!(
-        HTTP_REQUESTS,
-        &[
-            ("route", labels[0].1.clone()),
-            ("method", labels[1].1.clone()),
-            ("status", status.to_string()),
-        ]
-    )
-    .increment(1);
+    metrics::histogram!(HTTP_REQUEST_DURATION, "route" => route.clone(), "method" => method)
+        .record(started.elapsed().as_secs_f64());
+    metrics::counter!(HTTP_REQUESTS, "route" => route, "method" => method, "status" => status.to_string())
+        .increment(1);
     response
 }
 

@@ -298,6 +298,10 @@ async fn automatic_persisted_queries_over_post_and_get() {
             .json(&body)
             .send()
     };
+    let answer = |body: Value| {
+        let sent = post(body);
+        async move { sent.await.unwrap().json::<Value>().await.unwrap() }
+    };
     let unknown = post(json!({ "extensions": extensions })).await.unwrap();
     assert_eq!(
         unknown.status(),
@@ -311,24 +315,14 @@ async fn automatic_persisted_queries_over_post_and_get() {
     );
     assert_eq!(body["errors"][0]["message"], "PersistedQueryNotFound");
 
-    let registered: Value = post(json!({ "query": query, "extensions": extensions }))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let registered = answer(json!({ "query": query, "extensions": extensions })).await;
     assert_eq!(
         registered["data"]["sessions"]["totalCount"], 0,
         "{registered}"
     );
 
-    let by_hash: Value =
-        post(json!({ "extensions": extensions, "operationName": "PersistedProbe" }))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+    let by_hash =
+        answer(json!({ "extensions": extensions, "operationName": "PersistedProbe" })).await;
     assert_eq!(by_hash["data"]["sessions"]["totalCount"], 0, "{by_hash}");
 
     // `useGETForHashedQueries`: only `extensions` (and the operation name) in the URL.
@@ -353,12 +347,7 @@ async fn automatic_persisted_queries_over_post_and_get() {
     assert_eq!(body["data"]["sessions"]["totalCount"], 0, "{body}");
 
     // A hash that is not the query's.
-    let wrong: Value = post(json!({ "query": "{ __typename }", "extensions": extensions }))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let wrong = answer(json!({ "query": "{ __typename }", "extensions": extensions })).await;
     assert_eq!(
         wrong["errors"][0]["extensions"]["code"], "BAD_REQUEST",
         "{wrong}"

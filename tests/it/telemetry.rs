@@ -18,7 +18,7 @@ use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message as _;
 use serde_json::{Value, json};
 
-use crate::common::process::sigterm;
+use crate::common::process::{listening_on, sigterm};
 
 type Received = Arc<Mutex<Vec<Span>>>;
 
@@ -103,12 +103,8 @@ async fn request_log_lines_and_otlp_traces() {
         let stderr = child.0.stderr.take().unwrap();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(rest) = line.split("casefile listening on http://").nth(1) {
-                    let addr: String = rest
-                        .chars()
-                        .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':')
-                        .collect();
-                    let _ = listening_tx.send(addr.parse::<SocketAddr>().unwrap());
+                if let Some(addr) = listening_on(&line) {
+                    let _ = listening_tx.send(addr);
                 }
                 lines.lock().unwrap().push(line);
             }

@@ -128,7 +128,7 @@ impl Drop for Report {
         tracing::info!(
             parent: &self.span,
             request_id = info.map(|i| &*i.id),
-            client = info.and_then(|i| i.client).map(|c| c.to_string()),
+            client = info.and_then(|i| i.client).map(tracing::field::display),
             trace_id = info.and_then(|i| i.trace_id.as_deref()),
             transport = info.map(|i| i.transport),
             operation_name = self.name.as_deref(),

@@ -149,21 +149,18 @@ fn has_nul(value: &Json) -> bool {
 
 /// A row by id, as it is now (the record a retried create returns).
 pub(crate) async fn fetch<R: Record>(conn: &mut PgConnection, id: Uuid) -> Result<R> {
-    sqlx::query_as(&format!(
-        "SELECT {} FROM {} WHERE id = $1",
-        R::COLUMNS,
-        R::TABLE
-    ))
-    .bind(id)
-    .fetch_optional(traced(conn))
-    .await?
-    .ok_or_else(|| Error::not_found(format!("{} {id} does not exist", R::NAME)))
+    by_id(conn, id, "").await
 }
 
 /// A row by id, locked until the transaction ends (tables only, not views).
 async fn lock<R: Record>(conn: &mut PgConnection, id: Uuid) -> Result<R> {
+    by_id(conn, id, "FOR NO KEY UPDATE").await
+}
+
+/// A row by id, read through its record's columns, with `locking` (a locking clause, or "").
+async fn by_id<R: Record>(conn: &mut PgConnection, id: Uuid, locking: &str) -> Result<R> {
     sqlx::query_as(&format!(
-        "SELECT {} FROM {} WHERE id = $1 FOR NO KEY UPDATE",
+        "SELECT {} FROM {} WHERE id = $1 {locking}",
         R::COLUMNS,
         R::TABLE
     ))

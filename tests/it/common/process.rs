@@ -28,18 +28,24 @@ where
             .next()
             .expect("the server exited before listening")
             .unwrap();
-        // A text line or a JSON one (the default when stderr is not a terminal).
-        if let Some(rest) = line.split("casefile listening on http://").nth(1) {
-            let addr: String = rest
-                .chars()
-                .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':')
-                .collect();
-            break addr.parse().unwrap();
+        if let Some(addr) = listening_on(&line) {
+            break addr;
         }
     };
     // Keep draining stderr so the child never blocks on a full pipe.
     std::thread::spawn(move || lines.for_each(drop));
     (child, addr)
+}
+
+/// The address in the server's "listening" log line, as text or JSON (the default when standard
+/// error is not a terminal).
+pub fn listening_on(line: &str) -> Option<SocketAddr> {
+    let rest = line.split("casefile listening on http://").nth(1)?;
+    let addr: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':')
+        .collect();
+    Some(addr.parse().expect("an address"))
 }
 
 /// Asks a child process to stop, as an operator would (SIGTERM); whether the signal went out.
