@@ -264,6 +264,17 @@ pub struct HttpOptions {
     #[arg(long, env = "CASEFILE_SUBSCRIBER_BUFFER", default_value_t = DEFAULT_SUBSCRIBER_BUFFER)]
     pub subscriber_buffer: usize,
 
+    /// Seconds after which a casefile process that stopped recording its place in the shared
+    /// change log (it crashed, or stalls) no longer keeps the log from being pruned. One that
+    /// comes back later resumes its subscribers from the data.
+    #[arg(
+        long = "change-log-reader-timeout-secs",
+        env = "CASEFILE_CHANGE_LOG_READER_TIMEOUT_SECS",
+        default_value = "300",
+        value_parser = parse_seconds
+    )]
+    pub change_log_reader_timeout: Duration,
+
     /// Seconds a client may take to send its request headers; a slower one is dropped.
     #[arg(
         long = "header-read-timeout-secs",
@@ -541,6 +552,7 @@ impl Default for ProxyOptions {
 }
 
 const DEFAULT_SUBSCRIBER_BUFFER: usize = 4096;
+const DEFAULT_CHANGE_LOG_READER_TIMEOUT: Duration = Duration::from_secs(300);
 const DEFAULT_PROXY_STREAM_LIFETIME: Duration = Duration::from_secs(3600);
 const DEFAULT_WS_KEEPALIVE: Duration = Duration::from_secs(15);
 const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -569,6 +581,7 @@ impl Default for HttpOptions {
             cors_allow_headers: DEFAULT_CORS_ALLOW_HEADERS.map(String::from).to_vec(),
             cors_allow_origins: Vec::new(),
             subscriber_buffer: DEFAULT_SUBSCRIBER_BUFFER,
+            change_log_reader_timeout: DEFAULT_CHANGE_LOG_READER_TIMEOUT,
             ws_keepalive: DEFAULT_WS_KEEPALIVE,
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
         }

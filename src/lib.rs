@@ -8,6 +8,7 @@
 pub mod api;
 pub mod auth;
 pub mod config;
+pub mod cursor;
 pub mod db;
 pub mod demo;
 pub mod error;

@@ -12,7 +12,7 @@ use tokio::task::JoinHandle;
 use crate::auth::{AuthMode, Authenticator};
 use crate::config::{AuthOptions, HttpOptions};
 use crate::http::{router, serve, serve_metrics_apart};
-use crate::live::Hub;
+use crate::live::{Hub, HubOptions};
 use crate::store::Store;
 
 /// How long in-flight requests may take to finish once shutdown starts.
@@ -51,7 +51,14 @@ impl Server {
             .await
             .with_context(|| format!("cannot listen on {addr}"))?;
         let addr = listener.local_addr()?;
-        let hub = Hub::start(store.clone(), options.subscriber_buffer).await?;
+        let hub = Hub::start_with(
+            store.clone(),
+            HubOptions {
+                reader_timeout: options.change_log_reader_timeout,
+                ..HubOptions::with_buffer(options.subscriber_buffer)
+            },
+        )
+        .await?;
         // One process per embedded database: revocations happen in this process, which
         // forgets at once. Several processes share an external one and hear of them by NOTIFY.
         let token_follower =
@@ -109,7 +116,7 @@ impl Server {
     /// by ending them) and lets in-flight requests finish (for a while). When this returns, the
     /// server holds no database connection any more.
     pub async fn stop(self) {
-        self.hub.shutdown();
+        self.hub.stop().await;
         if let Some(follower) = &self.token_follower {
             follower.abort();
         }

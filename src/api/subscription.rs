@@ -7,18 +7,18 @@ use futures::{Stream, StreamExt as _};
 
 use super::guards::RoleGuard;
 use super::ids::{self, NodeType, decode_as};
-use super::pagination::decode_timeline_cursor;
 use super::types::{
     AgentExecution, Chat, ChatUserMessage, LlmInteraction, McpInteraction, Message, Session, Stage,
     TimelineEvent,
 };
+use crate::cursor::{TimelinePosition, View};
 use crate::error::Error;
-use crate::live::timeline::{self, Position, Scope, TimelineUpdateKind, Update};
-use crate::live::{Change, Hub, Slot, SubscriptionSlots};
+use crate::live::timeline::{self, TimelineUpdateKind, Update};
+use crate::live::{Change, Hub, Interrupted, Slot, SubscriptionSlots};
 use crate::model::{Role, SessionStatus, from_db_name};
+use crate::store::change_log::ChangeKind;
 use crate::store::sessions::Membership;
 use crate::store::{Record, Store};
-use tokio::sync::broadcast::error::RecvError;
 use uuid::Uuid;
 
 /// A change to a session's timeline.
@@ -100,19 +100,8 @@ impl Subscription {
         let store = ctx.data_unchecked::<Store>().clone();
         let view = view_of(&store, session, stage, execution).await?;
         let position = match after {
-            None => Position::new(session, view),
-            Some(cursor) => match Position::decode(&cursor, session, view) {
-                Some(position) => position?,
-                None => {
-                    let page = decode_timeline_cursor(&cursor, session)?;
-                    let page_view = Scope {
-                        stage: page.stage,
-                        execution: page.execution,
-                    };
-                    Position::after_page(session, page_view, page.seq, page.streaming)
-                        .resumed_for(view)?
-                }
-            },
+            None => TimelinePosition::new(session, view),
+            Some(cursor) => TimelinePosition::decode(&cursor, session)?.resumed_for(view)?,
         };
         let slot = take_slot(ctx, "timeline")?;
         let hub = ctx.data_unchecked::<Arc<Hub>>().clone();
@@ -145,16 +134,16 @@ impl Subscription {
             loop {
                 match live.recv().await {
                     Ok(change) => {
-                        if let Some(kind) = SessionChangeKind::of(&change.row.kind) {
+                        if let Some(kind) = SessionChangeKind::of(change.row.kind) {
                             yield Ok(SessionChange { kind, change: change.clone() });
                             change.delivered();
                         }
                     }
-                    Err(RecvError::Lagged(_)) => {
-                        yield Err(too_slow());
+                    Err(Interrupted::Closed) => break,
+                    Err(why) => {
+                        yield Err(interrupted(why));
                         break;
                     }
-                    Err(RecvError::Closed) => break,
                 }
             }
         })
@@ -185,11 +174,11 @@ impl Subscription {
                             change.delivered();
                         }
                     }
-                    Err(RecvError::Lagged(_)) => {
-                        yield Err(too_slow());
+                    Err(Interrupted::Closed) => break,
+                    Err(why) => {
+                        yield Err(interrupted(why));
                         break;
                     }
-                    Err(RecvError::Closed) => break,
                 }
             }
         })
@@ -223,17 +212,19 @@ pub enum SessionChangeKind {
 }
 
 impl SessionChangeKind {
-    fn of(kind: &str) -> Option<Self> {
+    fn of(kind: ChangeKind) -> Option<Self> {
         Some(match kind {
-            "session" => Self::Session,
-            "stage" => Self::Stage,
-            "execution" => Self::Execution,
-            "messages" => Self::Message,
-            "llm_interactions" => Self::LlmInteraction,
-            "mcp_interactions" => Self::McpInteraction,
-            "chats" => Self::Chat,
-            "chat_user_messages" => Self::ChatUserMessage,
-            _ => return None,
+            ChangeKind::Session => Self::Session,
+            ChangeKind::Stage => Self::Stage,
+            ChangeKind::Execution => Self::Execution,
+            ChangeKind::Message => Self::Message,
+            ChangeKind::LlmInteraction => Self::LlmInteraction,
+            ChangeKind::McpInteraction => Self::McpInteraction,
+            ChangeKind::Chat => Self::Chat,
+            ChangeKind::ChatUserMessage => Self::ChatUserMessage,
+            ChangeKind::EventCreated | ChangeKind::EventAppended | ChangeKind::EventFinished => {
+                return None;
+            }
         })
     }
 }
@@ -366,7 +357,7 @@ async fn view_of(
     session: Uuid,
     stage: Option<Uuid>,
     execution: Option<Uuid>,
-) -> async_graphql::Result<Scope> {
+) -> async_graphql::Result<View> {
     let Membership {
         session_exists: exists,
         stage_in_session: stage_ok,
@@ -390,17 +381,20 @@ async fn view_of(
             Error::bad_input("`executionId` is not an agent execution of `stageId`").into(),
         );
     }
-    Ok(Scope {
+    Ok(View {
         stage: stage.or(execution_stage),
         execution,
     })
 }
 
-/// Ends a live stream with a resumable error when its subscriber fell behind.
-fn too_slow() -> async_graphql::Error {
-    Error::SubscriberTooSlow(
-        "subscriber fell behind the live stream; subscribe again (and re-read current state)"
-            .into(),
-    )
+/// Ends a live stream whose subscriber fell behind, or that may have missed changes.
+fn interrupted(why: Interrupted) -> async_graphql::Error {
+    let message = match why {
+        Interrupted::TooSlow => "subscriber fell behind the live stream",
+        _ => "the live stream may have missed changes",
+    };
+    Error::SubscriberTooSlow(format!(
+        "{message}; subscribe again (and re-read current state)"
+    ))
     .into()
 }

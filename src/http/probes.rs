@@ -56,13 +56,13 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
         ),
     };
     let follower = state.hub.follower();
-    let change_log = if follower.since_last_read <= FOLLOWER_STALE_AFTER {
+    let change_log = if follower.since_last_read() <= FOLLOWER_STALE_AFTER {
         json!({ "ok": true, "backlog": follower.backlog })
     } else {
         fail(format!(
             "the live change log was last read {:.1} s ago (backlog {}): subscribers are not \
              being updated",
-            follower.since_last_read.as_secs_f64(),
+            follower.since_last_read().as_secs_f64(),
             follower.backlog
         ))
     };

@@ -1,10 +1,18 @@
-//! Live fan-out: changes logged by the database (see `migrations/0003_live_changes.sql` and
-//! `0004_live_reliability.sql`) are read once per process by the [`Hub`] and queued for every
-//! subscriber of their session.
+//! Live fan-out. Triggers log every change in the writing transaction (see
+//! `migrations/0003_live_changes.sql` and after); each process follows that log once
+//! ([`follower`]), woken by NOTIFY ([`listen`]), and its [`Hub`] queues each change for the
+//! subscribers of its session ([`queue`]). Subscriptions ([`timeline`]) turn changes into what
+//! their clients are sent.
 
+mod change;
+mod follower;
 mod hub;
+mod listen;
+mod queue;
 mod slots;
 pub mod timeline;
 
-pub use hub::{Change, ChangeRow, Hub, HubOptions, Receiver, SUBSCRIBER_BYTE_BUDGET};
+pub use change::Change;
+pub use hub::{FollowerHealth, Hub, HubOptions, SUBSCRIBER_BYTE_BUDGET};
+pub use queue::{Interrupted, Receiver};
 pub use slots::{Slot, SubscriptionSlots};

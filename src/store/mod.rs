@@ -1,6 +1,7 @@
 //! SQL access. Every query that reads many parents' children takes all parent keys at once
 //! (`WHERE key = ANY($1)`), so the GraphQL loaders above cost one statement per batch.
 
+pub mod change_log;
 mod children;
 mod health;
 mod lease;
@@ -30,7 +31,7 @@ use crate::error::Result;
 use crate::observe::metrics::WaitingForConnection;
 pub use health::SchemaState;
 pub use records::*;
-pub use timeline::TimelinePageKey;
+pub use timeline::{TimelinePageKey, TimelineReplay};
 
 /// Which parent a set of rows hangs from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

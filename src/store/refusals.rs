@@ -95,7 +95,7 @@ fn data_exception(code: &str) -> String {
     }
 }
 
-/// A constraint of the schema (migrations 0001–0005), in words; `None` for one it does not know.
+/// A constraint of the schema (every migration), in words; `None` for one it does not know.
 pub fn describe(constraint: &str) -> Option<&'static str> {
     Some(match constraint {
         "sessions_alert_type_check" => "`alertType` must be 1–200 characters",
@@ -177,6 +177,9 @@ pub fn describe(constraint: &str) -> Option<&'static str> {
         "api_tokens_role_check" => "`role` is not one of its values",
         "session_status_changes_action_check" => "the status change is not one of its kinds",
         "create_receipts_session_id_fkey" => "the session does not exist",
+        "change_log_state_singleton_check" | "change_log_epoch_singleton_check" => {
+            "the change log keeps a single row of its state"
+        }
         other => return by_pattern(other),
     })
 }

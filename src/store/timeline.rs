@@ -98,3 +98,72 @@ impl Store {
             .collect())
     }
 }
+
+/// Columns of `timeline_events_live` for a replay, with content and metadata left out (not even
+/// computed) for events outside the view (`$2`, `$3`: its stage and execution, if any).
+const REPLAY_COLUMNS: &str = "id, session_id, stage_id, execution_id, sequence_number, \
+    event_type, status, \
+    CASE WHEN ($2::uuid IS NULL OR stage_id = $2) AND ($3::uuid IS NULL OR execution_id = $3) \
+         THEN content ELSE '' END AS content, \
+    CASE WHEN ($2::uuid IS NULL OR stage_id = $2) AND ($3::uuid IS NULL OR execution_id = $3) \
+         THEN metadata ELSE '{}'::jsonb END AS metadata, \
+    llm_interaction_id, mcp_interaction_id, created_at, updated_at";
+
+/// A session's timeline as a replay reads it: the events of a view (a stage's, an execution's,
+/// or all), the others present with their content left out so that a reader passes over them.
+#[derive(Debug, Clone, Copy)]
+pub struct TimelineReplay {
+    pub session: Uuid,
+    pub stage: Option<Uuid>,
+    pub execution: Option<Uuid>,
+}
+
+impl Store {
+    /// Up to `limit` events with `after < sequence number < before`, in order.
+    pub async fn replay_timeline(
+        &self,
+        replay: TimelineReplay,
+        after: i64,
+        before: i64,
+        limit: i64,
+    ) -> Result<Vec<Arc<TimelineEventRow>>> {
+        let sql = format!(
+            "SELECT {REPLAY_COLUMNS} FROM timeline_events_live \
+             WHERE session_id = $1 AND sequence_number > $4 AND sequence_number < $5 \
+             ORDER BY sequence_number LIMIT $6"
+        );
+        let rows: Vec<TimelineEventRow> = sqlx::query_as(&sql)
+            .bind(replay.session)
+            .bind(replay.stage)
+            .bind(replay.execution)
+            .bind(after)
+            .bind(before)
+            .bind(limit)
+            .fetch_all(self.reader().await?.traced())
+            .await?;
+        Ok(rows.into_iter().map(Arc::new).collect())
+    }
+
+    /// The events with these sequence numbers, as stored now, in order.
+    pub async fn replay_timeline_events(
+        &self,
+        replay: TimelineReplay,
+        sequence_numbers: &[i64],
+    ) -> Result<Vec<Arc<TimelineEventRow>>> {
+        if sequence_numbers.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT {REPLAY_COLUMNS} FROM timeline_events_live \
+             WHERE session_id = $1 AND sequence_number = ANY($4) ORDER BY sequence_number"
+        );
+        let rows: Vec<TimelineEventRow> = sqlx::query_as(&sql)
+            .bind(replay.session)
+            .bind(replay.stage)
+            .bind(replay.execution)
+            .bind(sequence_numbers)
+            .fetch_all(self.reader().await?.traced())
+            .await?;
+        Ok(rows.into_iter().map(Arc::new).collect())
+    }
+}

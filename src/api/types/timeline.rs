@@ -7,11 +7,10 @@ use uuid::Uuid;
 
 use super::{AgentExecution, LlmInteraction, McpInteraction, Session, Stage, loaders, required};
 use crate::api::ids::{self, NodeType};
-use crate::api::pagination::{
-    PageArgs, TimelineCursor, decode_timeline_cursor, page_info, timeline_cursor,
-};
+use crate::api::pagination::{PageArgs, page_info};
 use crate::api::scalars::{JsonRef, Text};
 use crate::config::Limits;
+use crate::cursor::{TimelinePosition, View};
 use crate::model::{TimelineEventStatus, TimelineEventType};
 use crate::store::page::Page;
 use crate::store::{Scope, TimelineEventRow, TimelinePageKey};
@@ -47,7 +46,7 @@ pub(crate) async fn timeline_page(
     args: PageArgs,
 ) -> Result<TimelineConnection> {
     let slice = args.slice(ctx.data_unchecked::<Limits>(), |cursor| {
-        Ok(decode_timeline_cursor(cursor, session)?.seq)
+        Ok(TimelinePosition::decode(cursor, session)?.seen)
     })?;
     let Page {
         rows,
@@ -63,21 +62,20 @@ pub(crate) async fn timeline_page(
     // showed, so a subscription resumed from it sends the rest of them, and nothing twice. A
     // backward page's cursors are made the same way, in list order: an edge's cursor depends on
     // the page's edges, not on which way the page was taken.
-    let mut at = TimelineCursor {
+    let view = View {
         stage: (scope == Scope::Stage).then_some(parent),
         execution: (scope == Scope::Execution).then_some(parent),
-        ..Default::default()
     };
+    let mut at = TimelinePosition::new(session, view);
     let edges: Vec<TimelineEventEdge> = rows
         .into_iter()
         .map(|row| {
-            at.seq = row.sequence_number;
+            at.pass(row.sequence_number);
             if row.status == TimelineEventStatus::Streaming {
-                at.streaming
-                    .insert(row.sequence_number, row.content.chars().count() as i64);
+                at.given_up_to(row.sequence_number, row.content.chars().count() as i64);
             }
             TimelineEventEdge {
-                cursor: timeline_cursor(session, &at),
+                cursor: at.encode(),
                 node: TimelineEvent(row),
             }
         })

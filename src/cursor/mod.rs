@@ -1,0 +1,194 @@
+//! Opaque cursors, one format for all of them: base64url JSON naming the list they belong to, so
+//! that a cursor from another list, ordering or session is refused rather than misread. Each
+//! position type is defined once and serves every place that hands it out (a timeline page's
+//! edges and a timeline subscription's updates share [`TimelinePosition`]).
+
+mod timeline;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::error::{Error, Result};
+use crate::store::sessions::{SessionKey, SessionSort, SortValue};
+pub use timeline::{LegacyLivePosition, Sent, TimelinePosition, View};
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+enum Cursor {
+    Sessions {
+        order: String,
+        value: SortValue,
+        id: Uuid,
+    },
+    Timeline(TimelinePosition),
+    /// Timeline subscription cursors handed out before both kinds shared one format: decoded,
+    /// never made.
+    #[serde(skip_serializing)]
+    Live(LegacyLivePosition),
+}
+
+fn encode(cursor: &Cursor) -> String {
+    URL_SAFE_NO_PAD.encode(serde_json::to_vec(cursor).expect("cursor serializes"))
+}
+
+fn decode(cursor: &str) -> Result<Cursor> {
+    let invalid = || Error::bad_input(format!("\"{cursor}\" is not a valid cursor"));
+    let bytes = URL_SAFE_NO_PAD
+        .decode(cursor.trim())
+        .map_err(|_| invalid())?;
+    serde_json::from_slice(&bytes).map_err(|_| invalid())
+}
+
+/// What a cursor of another kind is, for the error that refuses it.
+fn kind_of(cursor: &Cursor) -> &'static str {
+    match cursor {
+        Cursor::Sessions { .. } => "the sessions list",
+        Cursor::Timeline(_) | Cursor::Live(_) => "a timeline",
+    }
+}
+
+fn order_name(sort: SessionSort) -> &'static str {
+    match sort {
+        SessionSort::CreatedAt => "CREATED_AT",
+        SessionSort::Status => "STATUS",
+        SessionSort::AlertType => "ALERT_TYPE",
+        SessionSort::Author => "AUTHOR",
+        SessionSort::Duration => "DURATION",
+    }
+}
+
+/// The cursor of a session in a list ordered by `sort`.
+pub fn session_cursor(sort: SessionSort, key: SessionKey) -> String {
+    encode(&Cursor::Sessions {
+        order: order_name(sort).to_owned(),
+        value: key.value,
+        id: key.id,
+    })
+}
+
+/// The position a sessions cursor points at; it must come from a list with the same ordering.
+pub fn decode_session_cursor(cursor: &str, sort: SessionSort) -> Result<SessionKey> {
+    match decode(cursor)? {
+        Cursor::Sessions { order, value, id } => {
+            if order != order_name(sort) {
+                return Err(Error::bad_input(format!(
+                    "cursor was issued for sessions ordered by {order}, not by {}",
+                    order_name(sort)
+                )));
+            }
+            if !sort.accepts(&value) {
+                return Err(Error::bad_input(format!(
+                    "\"{cursor}\" is not a valid cursor"
+                )));
+            }
+            Ok(SessionKey { value, id })
+        }
+        other => Err(Error::bad_input(format!(
+            "cursor belongs to {}, not to the sessions list",
+            kind_of(&other)
+        ))),
+    }
+}
+
+impl TimelinePosition {
+    /// The cursor of this position.
+    pub fn encode(&self) -> String {
+        encode(&Cursor::Timeline(self.clone()))
+    }
+
+    /// The position a timeline cursor (of a page's edge or of a subscription's update) stands
+    /// for; it must belong to `session`, and is valid (see [`TimelinePosition::resumed_for`] for
+    /// the view it may resume).
+    pub fn decode(cursor: &str, session: Uuid) -> Result<TimelinePosition> {
+        let position = match decode(cursor)? {
+            Cursor::Timeline(position) => position,
+            Cursor::Live(legacy) => legacy.into(),
+            other => {
+                return Err(Error::bad_input(format!(
+                    "cursor belongs to {}, not to a timeline",
+                    kind_of(&other)
+                )));
+            }
+        };
+        if position.session != session {
+            return Err(Error::bad_input(
+                "cursor belongs to the timeline of another session",
+            ));
+        }
+        position.validated(cursor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn uuid(n: u128) -> Uuid {
+        Uuid::from_u128(0x0190a0b4_0000_7000_8000_000000000000 | n)
+    }
+
+    #[test]
+    fn cursors_round_trip_and_refuse_foreign_use() {
+        let session = Uuid::now_v7();
+        let mut at = TimelinePosition::new(
+            session,
+            View {
+                stage: Some(Uuid::now_v7()),
+                execution: None,
+            },
+        );
+        at.seen = 42;
+        at.streaming = BTreeMap::from([(40, 7)]);
+        let c = at.encode();
+        assert_eq!(TimelinePosition::decode(&c, session).unwrap(), at);
+        assert!(TimelinePosition::decode(&c, Uuid::now_v7()).is_err());
+        assert!(decode_session_cursor(&c, SessionSort::CreatedAt).is_err());
+
+        let key = SessionKey {
+            value: SortValue::Text("2024-01-01T00:00:00Z".into()),
+            id: session,
+        };
+        let c = session_cursor(SessionSort::Author, key.clone());
+        assert_eq!(decode_session_cursor(&c, SessionSort::Author).unwrap(), key);
+        assert!(decode_session_cursor(&c, SessionSort::CreatedAt).is_err());
+        let err = TimelinePosition::decode(&c, session).unwrap_err();
+        assert!(err.to_string().contains("sessions list"), "{err}");
+        assert!(decode_session_cursor("garbage", SessionSort::Author).is_err());
+    }
+
+    #[test]
+    fn cursors_handed_out_earlier_still_decode_and_are_made_the_same_way() {
+        // A timeline connection cursor: the one format, made byte for byte as before.
+        let timeline = "eyJ0aW1lbGluZSI6eyJzZXNzaW9uIjoiMDE5MGEwYjQtMDAwMC03MDAwLTgwMDAtMDAwMDAwMDAwMDAxIiwic2VxIjo0Miwic3RyZWFtaW5nIjp7IjQwIjo3fSwic3RhZ2UiOiIwMTkwYTBiNC0wMDAwLTcwMDAtODAwMC0wMDAwMDAwMDAwMDIifX0";
+        let mut at = TimelinePosition::new(
+            uuid(1),
+            View {
+                stage: Some(uuid(2)),
+                execution: None,
+            },
+        );
+        at.seen = 42;
+        at.streaming = BTreeMap::from([(40, 7)]);
+        assert_eq!(TimelinePosition::decode(timeline, uuid(1)).unwrap(), at);
+        assert_eq!(at.encode(), timeline);
+
+        // A timeline subscription cursor of the earlier format: the same facts.
+        let live = "eyJsaXZlIjp7InNlc3Npb24iOiIwMTkwYTBiNC0wMDAwLTcwMDAtODAwMC0wMDAwMDAwMDAwMDEiLCJ2aWV3Ijp7InN0YWdlIjoiMDE5MGEwYjQtMDAwMC03MDAwLTgwMDAtMDAwMDAwMDAwMDAyIn0sInNlZW4iOjQyLCJzdHJlYW1pbmciOnsiNDAiOjd9fX0";
+        assert_eq!(TimelinePosition::decode(live, uuid(1)).unwrap(), at);
+
+        let sessions = "eyJzZXNzaW9ucyI6eyJvcmRlciI6IkRVUkFUSU9OIiwidmFsdWUiOnsiaSI6LTF9LCJpZCI6IjAxOTBhMGI0LTAwMDAtNzAwMC04MDAwLTAwMDAwMDAwMDAwMyJ9fQ";
+        let key = SessionKey {
+            value: SortValue::Int(-1),
+            id: uuid(3),
+        };
+        assert_eq!(
+            decode_session_cursor(sessions, SessionSort::Duration).unwrap(),
+            key
+        );
+        assert_eq!(session_cursor(SessionSort::Duration, key), sessions);
+    }
+}

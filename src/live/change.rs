@@ -1,0 +1,116 @@
+//! A change as the hub hands it to subscribers: the logged row, what was read for it once per
+//! process, and what subscribers read of it lazily, once, for all of them.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use chrono::Utc;
+use tokio::sync::OnceCell;
+use uuid::Uuid;
+
+use crate::error::Result;
+use crate::observe::metrics::LIVE_DELIVERY_LAG;
+use crate::store::change_log::{ChangeKind, ChangeRow};
+use crate::store::{Record, SessionRow, Store, TimelineEventRow};
+
+#[derive(Debug, Clone)]
+pub struct Change {
+    pub row: ChangeRow,
+    /// For an append: the appended text.
+    pub delta: Option<String>,
+    /// For a created or finished event: the event as read.
+    pub event: Option<Arc<TimelineEventRow>>,
+    /// The session, and the record the change names, read by the first subscriber that asks
+    /// and shared with the others (lazily: many subscribers select neither).
+    session: OnceCell<Option<Arc<SessionRow>>>,
+    record: OnceCell<Option<Arc<dyn Any + Send + Sync>>>,
+}
+
+impl Change {
+    pub(super) fn new(
+        row: ChangeRow,
+        delta: Option<String>,
+        event: Option<Arc<TimelineEventRow>>,
+    ) -> Self {
+        Change {
+            row,
+            delta,
+            event,
+            session: OnceCell::new(),
+            record: OnceCell::new(),
+        }
+    }
+
+    /// The change's session as it is now, read once per process.
+    pub async fn session(&self, store: &Store) -> Result<Option<Arc<SessionRow>>> {
+        self.session
+            .get_or_try_init(|| async {
+                let rows: Vec<SessionRow> = store.by_ids(&[self.row.session_id]).await?;
+                Ok(rows.into_iter().next().map(Arc::new))
+            })
+            .await
+            .cloned()
+    }
+
+    /// The record the change names (an `R` for this kind of change), read once per process.
+    pub async fn record<R: Record>(&self, store: &Store) -> Result<Option<Arc<R>>> {
+        let record = self
+            .record
+            .get_or_try_init(|| async {
+                let rows: Vec<R> = store.by_ids(&[self.row.entity_id]).await?;
+                Ok::<_, crate::error::Error>(
+                    rows.into_iter()
+                        .next()
+                        .map(|r| Arc::new(r) as Arc<dyn Any + Send + Sync>),
+                )
+            })
+            .await?;
+        Ok(record.clone().and_then(|r| r.downcast::<R>().ok()))
+    }
+
+    /// A change that stands for a session's current state (a subscription's first message).
+    pub fn of_session(session: Uuid) -> Change {
+        Change::new(
+            ChangeRow {
+                id: 0,
+                session_id: session,
+                kind: ChangeKind::Session,
+                entity_id: session,
+                stage_id: None,
+                execution_id: None,
+                sequence_number: None,
+                start_offset: None,
+                end_offset: None,
+                status: None,
+                previous_status: None,
+                created_at: Utc::now(),
+            },
+            None,
+            None,
+        )
+    }
+
+    /// Records, once a subscriber was sent this change, how long after its commit that was.
+    pub fn delivered(&self) {
+        if self.row.id == 0 {
+            return; // Not a logged change: a subscription's first state.
+        }
+        let lag = (Utc::now() - self.row.created_at)
+            .to_std()
+            .unwrap_or_default();
+        metrics::histogram!(LIVE_DELIVERY_LAG).record(lag.as_secs_f64());
+    }
+
+    /// Roughly the memory a queued change holds.
+    pub(super) fn approximate_bytes(&self) -> usize {
+        let text = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+        let row = &self.row;
+        std::mem::size_of::<Change>()
+            + text(&row.status)
+            + text(&row.previous_status)
+            + text(&self.delta)
+            + self.event.as_ref().map_or(0, |e| {
+                std::mem::size_of::<TimelineEventRow>() + e.content.len() + e.metadata.get().len()
+            })
+    }
+}

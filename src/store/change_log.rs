@@ -1,0 +1,261 @@
+//! The change log (`live_changes`, written by triggers; see `migrations/0003_live_changes.sql`,
+//! `0004_live_reliability.sql` and `0007_change_log_readers.sql`) as its follower reads it.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sqlx::postgres::PgRow;
+use sqlx::{FromRow, Row as _};
+use uuid::Uuid;
+
+use super::Store;
+use crate::error::Result;
+
+/// What a logged change is about: the `kind` column, as the triggers write it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, sqlx::Type)]
+#[sqlx(type_name = "text")]
+pub enum ChangeKind {
+    /// A session was created or updated.
+    #[sqlx(rename = "session")]
+    Session,
+    /// A stage was created or updated.
+    #[sqlx(rename = "stage")]
+    Stage,
+    /// An agent execution was created or updated.
+    #[sqlx(rename = "execution")]
+    Execution,
+    /// A timeline event was created.
+    #[sqlx(rename = "event_created")]
+    EventCreated,
+    /// Content was appended to a timeline event.
+    #[sqlx(rename = "event_appended")]
+    EventAppended,
+    /// A timeline event finished.
+    #[sqlx(rename = "event_finished")]
+    EventFinished,
+    #[sqlx(rename = "messages")]
+    Message,
+    #[sqlx(rename = "llm_interactions")]
+    LlmInteraction,
+    #[sqlx(rename = "mcp_interactions")]
+    McpInteraction,
+    #[sqlx(rename = "chats")]
+    Chat,
+    #[sqlx(rename = "chat_user_messages")]
+    ChatUserMessage,
+}
+
+impl ChangeKind {
+    /// A timeline event's creation or end (they carry the event as read).
+    pub fn is_event_bound(self) -> bool {
+        matches!(self, ChangeKind::EventCreated | ChangeKind::EventFinished)
+    }
+
+    /// Any change to a timeline event.
+    pub fn is_timeline(self) -> bool {
+        self.is_event_bound() || self == ChangeKind::EventAppended
+    }
+}
+
+/// One logged change.
+#[derive(Debug, Clone, FromRow)]
+pub struct ChangeRow {
+    pub id: i64,
+    pub session_id: Uuid,
+    pub kind: ChangeKind,
+    pub entity_id: Uuid,
+    pub stage_id: Option<Uuid>,
+    pub execution_id: Option<Uuid>,
+    pub sequence_number: Option<i64>,
+    pub start_offset: Option<i32>,
+    pub end_offset: Option<i32>,
+    pub status: Option<String>,
+    /// For an update of a session, stage or execution: its status before (`None` on creation).
+    pub previous_status: Option<String>,
+    /// When it was logged (by the writing transaction, just before its commit).
+    pub created_at: DateTime<Utc>,
+}
+
+/// Where the log stood when a follower started: its newest id, the ids present just below it
+/// (a window: those missing may belong to transactions still in flight), and the snapshot's
+/// xmax those were seen under.
+pub struct LogStart {
+    pub newest: i64,
+    pub present: HashSet<i64>,
+    pub snap_xmax: i64,
+}
+
+/// What one read of the log saw: the changes, and what they were read under.
+pub struct LogRead {
+    pub snap_xmin: i64,
+    pub snap_xmax: i64,
+    /// The last id the log's sequence handed out.
+    pub seq_last: i64,
+    /// Every change up to this id may have been pruned.
+    pub pruned_through: i64,
+    /// The log's epoch; `None` when it was reset (emptied by a crash) and not marked again yet.
+    pub epoch: Option<Uuid>,
+    pub rows: Vec<ChangeRow>,
+}
+
+/// The snapshot's bounds, the sequence's position, and the log's pruning and epoch, read with the
+/// rows so that they describe exactly what the rows were read under (one row even when no change
+/// is there).
+const SNAPSHOT: &str = "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS snap_xmin, \
+    pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS snap_xmax, \
+    (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM live_changes_id_seq) AS seq_last, \
+    (SELECT pruned_through FROM change_log_state) AS pruned_through, \
+    (SELECT epoch FROM change_log_epoch) AS epoch";
+
+impl Store {
+    /// The log's newest id and which of the `window` ids below it are present.
+    pub async fn change_log_start(&self, window: i64) -> Result<LogStart> {
+        let rows: Vec<(i64, i64, Option<i64>)> = sqlx::query_as(&format!(
+            "SELECT s.snap_xmax, s.max_id, c.id \
+             FROM (SELECT *, (SELECT coalesce(max(id), 0) FROM live_changes) AS max_id \
+                   FROM ({SNAPSHOT}) snap) s \
+             LEFT JOIN LATERAL (SELECT id FROM live_changes WHERE id > s.max_id - $1) c ON true"
+        ))
+        .bind(window)
+        .fetch_all(self.reader().await?.traced())
+        .await?;
+        let (snap_xmax, newest) = rows.first().map_or((0, 0), |&(xmax, last, _)| (xmax, last));
+        Ok(LogStart {
+            newest,
+            present: rows.iter().filter_map(|&(_, _, id)| id).collect(),
+            snap_xmax,
+        })
+    }
+
+    /// Up to `limit` changes after `last`, and those of `gaps` that are there now, in id order.
+    pub async fn read_change_log(&self, last: i64, gaps: &[i64], limit: i64) -> Result<LogRead> {
+        let found: Vec<PgRow> = sqlx::query(&format!(
+            "SELECT s.*, c.* FROM ({SNAPSHOT}) s \
+             LEFT JOIN LATERAL ( \
+                 SELECT id, session_id, kind, entity_id, stage_id, execution_id, sequence_number, \
+                        start_offset, end_offset, status, previous_status, created_at \
+                 FROM live_changes WHERE id > $1 OR id = ANY($2) ORDER BY id LIMIT $3) c ON true"
+        ))
+        .bind(last)
+        .bind(gaps)
+        .bind(limit)
+        .fetch_all(self.reader().await?.traced())
+        .await?;
+        let first = found.first().ok_or(sqlx::Error::RowNotFound)?;
+        let mut read = LogRead {
+            snap_xmin: first.try_get("snap_xmin")?,
+            snap_xmax: first.try_get("snap_xmax")?,
+            seq_last: first.try_get("seq_last")?,
+            pruned_through: first.try_get("pruned_through")?,
+            epoch: first.try_get("epoch")?,
+            rows: Vec::with_capacity(found.len()),
+        };
+        for row in &found {
+            if row.try_get::<Option<i64>, _>("id")?.is_some() {
+                read.rows.push(ChangeRow::from_row(row)?);
+            }
+        }
+        Ok(read)
+    }
+
+    /// Marks a reset log with a new epoch (unless another process just did), and returns the
+    /// log's epoch.
+    pub async fn mark_change_log_epoch(&self) -> Result<Uuid> {
+        let epoch: Option<Uuid> = sqlx::query_scalar(
+            "WITH marked AS (INSERT INTO change_log_epoch (epoch) VALUES (gen_random_uuid()) \
+                             ON CONFLICT (singleton) DO NOTHING RETURNING epoch) \
+             SELECT epoch FROM marked UNION ALL SELECT epoch FROM change_log_epoch",
+        )
+        .fetch_optional(self.reader().await?.traced())
+        .await?;
+        epoch.ok_or_else(|| sqlx::Error::RowNotFound.into())
+    }
+
+    /// Records how far this process (`reader`) has read the log, now.
+    pub async fn change_log_heartbeat(
+        &self,
+        reader: Uuid,
+        name: &str,
+        position: i64,
+    ) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO change_log_readers (reader_id, name, position) VALUES ($1, $2, $3) \
+             ON CONFLICT (reader_id) DO UPDATE \
+             SET position = excluded.position, heartbeat_at = clock_timestamp()",
+        )
+        .bind(reader)
+        .bind(name)
+        .bind(position)
+        .execute(self.reader().await?.traced())
+        .await?;
+        Ok(())
+    }
+
+    /// This process stops reading the log (it no longer holds the log back).
+    pub async fn change_log_leave(&self, reader: Uuid) -> Result<()> {
+        sqlx::query("DELETE FROM change_log_readers WHERE reader_id = $1")
+            .bind(reader)
+            .execute(self.reader().await?.traced())
+            .await?;
+        Ok(())
+    }
+
+    /// Deletes the changes every reader heard from within `reader_timeout` has read, and forgets
+    /// readers not heard from in ten times that; returns how far the log is now pruned.
+    pub async fn prune_change_log(&self, reader_timeout: Duration) -> Result<i64> {
+        let pruned: i64 = sqlx::query_scalar(
+            "WITH horizon AS ( \
+                 SELECT min(position) AS upto FROM change_log_readers \
+                 WHERE heartbeat_at > clock_timestamp() - make_interval(secs => $1)), \
+             forgotten AS ( \
+                 DELETE FROM change_log_readers \
+                 WHERE heartbeat_at < clock_timestamp() - make_interval(secs => $1 * 10)), \
+             pruned AS (DELETE FROM live_changes WHERE id <= (SELECT upto FROM horizon)), \
+             moved AS ( \
+                 UPDATE change_log_state SET pruned_through = (SELECT upto FROM horizon) \
+                 WHERE (SELECT upto FROM horizon) > pruned_through RETURNING pruned_through) \
+             SELECT coalesce((SELECT pruned_through FROM moved), \
+                             (SELECT pruned_through FROM change_log_state))",
+        )
+        .bind(reader_timeout.as_secs_f64())
+        .fetch_one(self.reader().await?.traced())
+        .await?;
+        Ok(pruned)
+    }
+
+    /// The text of each append, read once: from its chunk (by key: the cost does not grow with
+    /// the stream), or from the folded event when the event finished in the meantime.
+    pub async fn appended_texts(&self, appends: &[&ChangeRow]) -> Result<HashMap<i64, String>> {
+        if appends.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let ids: Vec<i64> = appends.iter().map(|r| r.id).collect();
+        let events: Vec<Uuid> = appends.iter().map(|r| r.entity_id).collect();
+        let starts: Vec<i32> = appends
+            .iter()
+            .map(|r| r.start_offset.unwrap_or(0))
+            .collect();
+        let ends: Vec<i32> = appends.iter().map(|r| r.end_offset.unwrap_or(0)).collect();
+        let found: Vec<(i64, Option<String>)> = sqlx::query_as(
+            "SELECT k.id, coalesce(c.content, \
+                    CASE WHEN e.status <> 'streaming' \
+                         THEN substr(e.content, k.start_offset + 1, k.end_offset - k.start_offset) END) \
+             FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::int[]) \
+                  AS k(id, event_id, start_offset, end_offset) \
+             JOIN timeline_events e ON e.id = k.event_id \
+             LEFT JOIN timeline_event_chunks c \
+                    ON c.event_id = k.event_id AND c.start_offset = k.start_offset",
+        )
+        .bind(&ids)
+        .bind(&events)
+        .bind(&starts)
+        .bind(&ends)
+        .fetch_all(self.reader().await?.traced())
+        .await?;
+        Ok(found
+            .into_iter()
+            .filter_map(|(id, text)| text.map(|t| (id, t)))
+            .collect())
+    }
+}
