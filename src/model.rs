@@ -130,6 +130,21 @@ pub enum ExecutionStatus {
     Cancelled,
 }
 
+/// Where an agent stands in its tree (seed 004's `agent_type`).
+#[derive(
+    Enum, sqlx::Type, serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash,
+)]
+#[sqlx(type_name = "text", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub enum AgentType {
+    /// The root of a tree: it dispatches teams; it has no team.
+    GlobalSupervisor,
+    /// Leads a team: it dispatches the team's workers.
+    TeamSupervisor,
+    /// Does the work of a team.
+    Worker,
+}
+
 /// How the agents of a multi-agent stage relate.
 #[derive(
     Enum, sqlx::Type, serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash,
@@ -179,6 +194,11 @@ pub enum TimelineEventType {
     ExecutiveSummary,
     /// The final analysis of an agent or of the session.
     FinalAnalysis,
+    /// A warning the orchestrator recorded (an MCP server unavailable, a fallback model used);
+    /// `metadata.code` says which.
+    SystemWarning,
+    /// An error the orchestrator recorded; `metadata.code` says which.
+    SystemError,
 }
 
 /// Lifecycle of a timeline event: created streaming, immutable once finished.

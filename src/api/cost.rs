@@ -20,6 +20,7 @@ pub const ROLL_UP: usize = 10;
 pub mod rows {
     pub const STAGES_PER_SESSION: usize = 10;
     pub const EXECUTIONS_PER_STAGE: usize = 5;
+    pub const AGENTS_PER_SESSION: usize = 20;
     pub const SUB_AGENTS: usize = 5;
     pub const MESSAGES_PER_EXECUTION: usize = 50;
     pub const MESSAGES_PER_CONVERSATION: usize = 50;

@@ -16,7 +16,7 @@ use crate::error::Error;
 use crate::live::timeline::{self, TimelineUpdateKind, Update};
 use crate::live::{Change, Hub, Interrupted, Slot, SubscriptionSlots};
 use crate::model::{Role, SessionStatus, from_db_name};
-use crate::store::change_log::ChangeKind;
+use crate::store::session_events::ChangeKind;
 use crate::store::sessions::Membership;
 use crate::store::{Record, Store};
 use uuid::Uuid;
@@ -214,7 +214,9 @@ pub enum SessionChangeKind {
 impl SessionChangeKind {
     fn of(kind: ChangeKind) -> Option<Self> {
         Some(match kind {
-            ChangeKind::Session => Self::Session,
+            ChangeKind::Session | ChangeKind::SessionDeleted | ChangeKind::SessionRestored => {
+                Self::Session
+            }
             ChangeKind::Stage => Self::Stage,
             ChangeKind::Execution => Self::Execution,
             ChangeKind::Message => Self::Message,

@@ -23,6 +23,7 @@ enum Cursor {
         id: Uuid,
     },
     Timeline(TimelinePosition),
+    Events(EventsPosition),
     /// Timeline subscription cursors handed out before both kinds shared one format: decoded,
     /// never made.
     #[serde(skip_serializing)]
@@ -46,6 +47,7 @@ fn kind_of(cursor: &Cursor) -> &'static str {
     match cursor {
         Cursor::Sessions { .. } => "the sessions list",
         Cursor::Timeline(_) | Cursor::Live(_) => "a timeline",
+        Cursor::Events(_) => "a session's event stream",
     }
 }
 
@@ -118,6 +120,46 @@ impl TimelinePosition {
             ));
         }
         position.validated(cursor)
+    }
+}
+
+/// A place in a session's event stream: every event up to `position` was given (or filtered
+/// out).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventsPosition {
+    pub session: Uuid,
+    pub position: i64,
+}
+
+impl EventsPosition {
+    /// The cursor of this position.
+    pub fn encode(&self) -> String {
+        encode(&Cursor::Events(*self))
+    }
+
+    /// The position an event stream cursor stands for; it must belong to `session`.
+    pub fn decode(cursor: &str, session: Uuid) -> Result<EventsPosition> {
+        let position = match decode(cursor)? {
+            Cursor::Events(position) if position.position >= 0 => position,
+            Cursor::Events(_) => {
+                return Err(Error::bad_input(format!(
+                    "\"{cursor}\" is not a valid cursor"
+                )));
+            }
+            other => {
+                return Err(Error::bad_input(format!(
+                    "cursor belongs to {}, not to a session's event stream",
+                    kind_of(&other)
+                )));
+            }
+        };
+        if position.session != session {
+            return Err(Error::bad_input(
+                "cursor belongs to the event stream of another session",
+            ));
+        }
+        Ok(position)
     }
 }
 

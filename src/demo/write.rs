@@ -192,8 +192,9 @@ impl Insert for ExecutionRow {
     const SQL: &'static str = "INSERT INTO agent_executions (id, stage_id, session_id, \
         parent_execution_id, agent_name, agent_index, status, started_at, completed_at, \
         duration_ms, error_message, iteration_strategy, llm_provider, llm_model, created_at, \
-        updated_at) \
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) \
+        updated_at, agent_type, team_name, task, result_summary, depth) \
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
+                $19, $20, $21) \
         ON CONFLICT (id) DO NOTHING";
     fn session_id(&self) -> Uuid {
         self.session_id
@@ -216,6 +217,11 @@ impl Insert for ExecutionRow {
             .bind(&self.llm_model)
             .bind(self.created_at)
             .bind(self.updated_at)
+            .bind(self.agent_type)
+            .bind(&self.team_name)
+            .bind(&self.task)
+            .bind(&self.result_summary)
+            .bind(self.depth)
     }
 }
 

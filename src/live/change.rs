@@ -9,36 +9,71 @@ use tokio::sync::OnceCell;
 use uuid::Uuid;
 
 use crate::error::Result;
+use crate::model::TimelineEventType;
 use crate::observe::metrics::LIVE_DELIVERY_LAG;
-use crate::store::change_log::{ChangeKind, ChangeRow};
-use crate::store::{Record, SessionRow, Store, TimelineEventRow};
+use crate::store::session_events::{ChangeKind, SessionEventRow};
+use crate::store::{ExecutionRow, Record, SessionRow, Store, TimelineEventRow};
+
+/// The execution a change is of, and its parent.
+type Executions = (Option<Arc<ExecutionRow>>, Option<Arc<ExecutionRow>>);
 
 #[derive(Debug, Clone)]
 pub struct Change {
-    pub row: ChangeRow,
+    pub row: SessionEventRow,
     /// For an append: the appended text.
     pub delta: Option<String>,
+    /// For an append: the type of the event appended to.
+    pub event_type: Option<TimelineEventType>,
     /// For a created or finished event: the event as read.
     pub event: Option<Arc<TimelineEventRow>>,
-    /// The session, and the record the change names, read by the first subscriber that asks
-    /// and shared with the others (lazily: many subscribers select neither).
+    /// The session, the record the change names, and its execution with its parent, read by the
+    /// first subscriber that asks and shared with the others (lazily: many subscribers select
+    /// none of them).
     session: OnceCell<Option<Arc<SessionRow>>>,
     record: OnceCell<Option<Arc<dyn Any + Send + Sync>>>,
+    executions: OnceCell<Executions>,
 }
 
 impl Change {
     pub(super) fn new(
-        row: ChangeRow,
+        row: SessionEventRow,
         delta: Option<String>,
+        event_type: Option<TimelineEventType>,
         event: Option<Arc<TimelineEventRow>>,
     ) -> Self {
         Change {
             row,
             delta,
+            event_type,
             event,
             session: OnceCell::new(),
             record: OnceCell::new(),
+            executions: OnceCell::new(),
         }
+    }
+
+    /// The execution the change is of, and its parent, read once per process.
+    pub async fn executions(&self, store: &Store) -> Result<Executions> {
+        self.executions
+            .get_or_try_init(|| async {
+                let Some(id) = self.row.execution_id else {
+                    return Ok((None, None));
+                };
+                let execution: Option<Arc<ExecutionRow>> =
+                    store.by_ids(&[id]).await?.into_iter().next().map(Arc::new);
+                let parent = match execution.as_ref().and_then(|e| e.parent_execution_id) {
+                    Some(parent) => store
+                        .by_ids(&[parent])
+                        .await?
+                        .into_iter()
+                        .next()
+                        .map(Arc::new),
+                    None => None,
+                };
+                Ok::<_, crate::error::Error>((execution, parent))
+            })
+            .await
+            .cloned()
     }
 
     /// The change's session as it is now, read once per process.
@@ -71,8 +106,8 @@ impl Change {
     /// A change that stands for a session's current state (a subscription's first message).
     pub fn of_session(session: Uuid) -> Change {
         Change::new(
-            ChangeRow {
-                id: 0,
+            SessionEventRow {
+                position: 0,
                 session_id: session,
                 kind: ChangeKind::Session,
                 entity_id: session,
@@ -87,12 +122,13 @@ impl Change {
             },
             None,
             None,
+            None,
         )
     }
 
     /// Records, once a subscriber was sent this change, how long after its commit that was.
     pub fn delivered(&self) {
-        if self.row.id == 0 {
+        if self.row.position == 0 {
             return; // Not a logged change: a subscription's first state.
         }
         let lag = (Utc::now() - self.row.created_at)

@@ -17,7 +17,7 @@ use uuid::Uuid;
 
 use crate::error::Result;
 use crate::store::Store;
-use crate::store::change_log::{ChangeRow, LogRead};
+use crate::store::change_log::{LogRead, LoggedChange};
 
 /// Ids just below the newest one checked at start-up for transactions still in flight.
 const STARTUP_WINDOW: i64 = 5_000;
@@ -41,7 +41,7 @@ pub(super) struct Follower {
 /// What one read brought.
 pub(super) struct Step {
     /// New changes, in id order.
-    pub rows: Vec<ChangeRow>,
+    pub rows: Vec<LoggedChange>,
     /// Whether there may be more right away.
     pub more: bool,
     /// Changes may have been missed: subscribers must resume from the data.
@@ -116,12 +116,12 @@ impl Follower {
         }
         let more = read.rows.len() as i64 == BATCH;
         for row in &read.rows {
-            self.gaps.remove(&row.id);
-            if row.id > self.last {
-                for missing in (self.last + 1)..row.id {
+            self.gaps.remove(&row.log_id);
+            if row.log_id > self.last {
+                for missing in (self.last + 1)..row.log_id {
                     self.gaps.insert(missing, read.snap_xmax);
                 }
-                self.last = row.id;
+                self.last = row.log_id;
             }
         }
         // Every transaction running when a gap was first missed has ended by this snapshot (its

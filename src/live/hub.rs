@@ -18,7 +18,8 @@ use super::listen::listen_for_changes;
 use super::queue::{Interrupted, Queue, Receiver};
 use crate::error::Result;
 use crate::observe::metrics::CHANGE_LOG_BACKLOG;
-use crate::store::change_log::{ChangeKind, ChangeRow};
+use crate::store::change_log::LoggedChange;
+use crate::store::session_events::{ChangeKind, SessionEventRow};
 use crate::store::{Store, TimelineEventRow};
 
 /// Approximate bytes of changes one subscriber may have pending.
@@ -227,10 +228,11 @@ impl Hub {
 
     /// The changes someone here wants (forgetting subscribers that went, and so sessions
     /// nobody watches any more), under one lock for the whole batch.
-    fn wanted(&self, rows: Vec<ChangeRow>) -> Vec<ChangeRow> {
+    fn wanted(&self, rows: Vec<LoggedChange>) -> Vec<SessionEventRow> {
         let mut subscribers = self.subscribers.lock().expect("hub lock");
         subscribers.forget_closed();
         rows.into_iter()
+            .map(|logged| logged.event)
             .filter(|change| {
                 (change.kind == ChangeKind::Session && !subscribers.feed.is_empty())
                     || subscribers.sessions.contains_key(&change.session_id)
@@ -338,7 +340,7 @@ async fn deliver(hub: &Hub, step: Step) -> Result<(Follower, bool)> {
     Ok((next, more))
 }
 
-async fn publish_rows(hub: &Hub, rows: Vec<ChangeRow>) -> Result<()> {
+async fn publish_rows(hub: &Hub, rows: Vec<SessionEventRow>) -> Result<()> {
     let event_ids: HashSet<Uuid> = rows
         .iter()
         .filter(|r| r.kind.is_event_bound())
@@ -351,18 +353,21 @@ async fn publish_rows(hub: &Hub, rows: Vec<ChangeRow>) -> Result<()> {
         let events: Vec<TimelineEventRow> = hub.store.by_ids(&ids).await?;
         events.into_iter().map(|e| (e.id, Arc::new(e))).collect()
     };
-    let appends: Vec<&ChangeRow> = rows
+    let appends: Vec<&SessionEventRow> = rows
         .iter()
         .filter(|r| r.kind == ChangeKind::EventAppended)
         .collect();
-    let deltas = hub.store.appended_texts(&appends).await?;
+    let mut appended = hub.store.appended_texts(&appends).await?;
     for row in rows {
         let event = events
             .get(&row.entity_id)
             .cloned()
             .filter(|_| row.kind.is_event_bound());
-        let delta = deltas.get(&row.id).cloned();
-        hub.publish(Change::new(row, delta, event));
+        let (delta, event_type) = match appended.remove(&(row.session_id, row.position)) {
+            Some(text) => (text.text, Some(text.event_type)),
+            None => (None, None),
+        };
+        hub.publish(Change::new(row, delta, event_type, event));
     }
     Ok(())
 }

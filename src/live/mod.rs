@@ -5,6 +5,8 @@
 //! their clients are sent.
 
 mod change;
+pub mod envelope;
+pub mod events;
 mod follower;
 mod hub;
 mod listen;

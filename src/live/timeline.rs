@@ -22,7 +22,7 @@ use crate::cursor::{Sent, TimelinePosition as Position};
 use crate::error::{Error, Result};
 use crate::model::TimelineEventStatus;
 use crate::observe::metrics::LIVE_COALESCED_DELTAS;
-use crate::store::change_log::ChangeKind;
+use crate::store::session_events::ChangeKind;
 use crate::store::{Store, TimelineEventRow, TimelineReplay};
 
 /// What one update says about an event.

@@ -1,80 +1,23 @@
-//! The change log (`live_changes`, written by triggers; see `migrations/0003_live_changes.sql`,
-//! `0004_live_reliability.sql` and `0007_change_log_readers.sql`) as its follower reads it.
+//! The change log (`live_changes`, written by triggers with each session event; see
+//! `migrations/0008_session_events.sql` and `0007_change_log_readers.sql`) as its follower reads
+//! it: which session's which position is new.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
 use sqlx::postgres::PgRow;
 use sqlx::{FromRow, Row as _};
 use uuid::Uuid;
 
 use super::Store;
+use super::session_events::SessionEventRow;
 use crate::error::Result;
 
-/// What a logged change is about: the `kind` column, as the triggers write it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, sqlx::Type)]
-#[sqlx(type_name = "text")]
-pub enum ChangeKind {
-    /// A session was created or updated.
-    #[sqlx(rename = "session")]
-    Session,
-    /// A stage was created or updated.
-    #[sqlx(rename = "stage")]
-    Stage,
-    /// An agent execution was created or updated.
-    #[sqlx(rename = "execution")]
-    Execution,
-    /// A timeline event was created.
-    #[sqlx(rename = "event_created")]
-    EventCreated,
-    /// Content was appended to a timeline event.
-    #[sqlx(rename = "event_appended")]
-    EventAppended,
-    /// A timeline event finished.
-    #[sqlx(rename = "event_finished")]
-    EventFinished,
-    #[sqlx(rename = "messages")]
-    Message,
-    #[sqlx(rename = "llm_interactions")]
-    LlmInteraction,
-    #[sqlx(rename = "mcp_interactions")]
-    McpInteraction,
-    #[sqlx(rename = "chats")]
-    Chat,
-    #[sqlx(rename = "chat_user_messages")]
-    ChatUserMessage,
-}
-
-impl ChangeKind {
-    /// A timeline event's creation or end (they carry the event as read).
-    pub fn is_event_bound(self) -> bool {
-        matches!(self, ChangeKind::EventCreated | ChangeKind::EventFinished)
-    }
-
-    /// Any change to a timeline event.
-    pub fn is_timeline(self) -> bool {
-        self.is_event_bound() || self == ChangeKind::EventAppended
-    }
-}
-
-/// One logged change.
-#[derive(Debug, Clone, FromRow)]
-pub struct ChangeRow {
-    pub id: i64,
-    pub session_id: Uuid,
-    pub kind: ChangeKind,
-    pub entity_id: Uuid,
-    pub stage_id: Option<Uuid>,
-    pub execution_id: Option<Uuid>,
-    pub sequence_number: Option<i64>,
-    pub start_offset: Option<i32>,
-    pub end_offset: Option<i32>,
-    pub status: Option<String>,
-    /// For an update of a session, stage or execution: its status before (`None` on creation).
-    pub previous_status: Option<String>,
-    /// When it was logged (by the writing transaction, just before its commit).
-    pub created_at: DateTime<Utc>,
+/// A change as the log announced it: its log id, and the session event.
+#[derive(Debug, Clone)]
+pub struct LoggedChange {
+    pub log_id: i64,
+    pub event: SessionEventRow,
 }
 
 /// Where the log stood when a follower started: its newest id, the ids present just below it
@@ -96,7 +39,7 @@ pub struct LogRead {
     pub pruned_through: i64,
     /// The log's epoch; `None` when it was reset (emptied by a crash) and not marked again yet.
     pub epoch: Option<Uuid>,
-    pub rows: Vec<ChangeRow>,
+    pub rows: Vec<LoggedChange>,
 }
 
 /// The snapshot's bounds, the sequence's position, and the log's pruning and epoch, read with the
@@ -133,9 +76,9 @@ impl Store {
         let found: Vec<PgRow> = sqlx::query(&format!(
             "SELECT s.*, c.* FROM ({SNAPSHOT}) s \
              LEFT JOIN LATERAL ( \
-                 SELECT id, session_id, kind, entity_id, stage_id, execution_id, sequence_number, \
-                        start_offset, end_offset, status, previous_status, created_at \
-                 FROM live_changes WHERE id > $1 OR id = ANY($2) ORDER BY id LIMIT $3) c ON true"
+                 SELECT l.id, e.* FROM live_changes l \
+                 JOIN session_events e ON e.session_id = l.session_id AND e.position = l.position \
+                 WHERE l.id > $1 OR l.id = ANY($2) ORDER BY l.id LIMIT $3) c ON true"
         ))
         .bind(last)
         .bind(gaps)
@@ -152,8 +95,11 @@ impl Store {
             rows: Vec::with_capacity(found.len()),
         };
         for row in &found {
-            if row.try_get::<Option<i64>, _>("id")?.is_some() {
-                read.rows.push(ChangeRow::from_row(row)?);
+            if let Some(log_id) = row.try_get::<Option<i64>, _>("id")? {
+                read.rows.push(LoggedChange {
+                    log_id,
+                    event: SessionEventRow::from_row(row)?,
+                });
             }
         }
         Ok(read)
@@ -222,40 +168,5 @@ impl Store {
         .fetch_one(self.reader().await?.traced())
         .await?;
         Ok(pruned)
-    }
-
-    /// The text of each append, read once: from its chunk (by key: the cost does not grow with
-    /// the stream), or from the folded event when the event finished in the meantime.
-    pub async fn appended_texts(&self, appends: &[&ChangeRow]) -> Result<HashMap<i64, String>> {
-        if appends.is_empty() {
-            return Ok(HashMap::new());
-        }
-        let ids: Vec<i64> = appends.iter().map(|r| r.id).collect();
-        let events: Vec<Uuid> = appends.iter().map(|r| r.entity_id).collect();
-        let starts: Vec<i32> = appends
-            .iter()
-            .map(|r| r.start_offset.unwrap_or(0))
-            .collect();
-        let ends: Vec<i32> = appends.iter().map(|r| r.end_offset.unwrap_or(0)).collect();
-        let found: Vec<(i64, Option<String>)> = sqlx::query_as(
-            "SELECT k.id, coalesce(c.content, \
-                    CASE WHEN e.status <> 'streaming' \
-                         THEN substr(e.content, k.start_offset + 1, k.end_offset - k.start_offset) END) \
-             FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::int[]) \
-                  AS k(id, event_id, start_offset, end_offset) \
-             JOIN timeline_events e ON e.id = k.event_id \
-             LEFT JOIN timeline_event_chunks c \
-                    ON c.event_id = k.event_id AND c.start_offset = k.start_offset",
-        )
-        .bind(&ids)
-        .bind(&events)
-        .bind(&starts)
-        .bind(&ends)
-        .fetch_all(self.reader().await?.traced())
-        .await?;
-        Ok(found
-            .into_iter()
-            .filter_map(|(id, text)| text.map(|t| (id, t)))
-            .collect())
     }
 }

@@ -1,6 +1,7 @@
 //! SQL access. Every query that reads many parents' children takes all parent keys at once
 //! (`WHERE key = ANY($1)`), so the GraphQL loaders above cost one statement per batch.
 
+mod agents;
 pub mod change_log;
 mod children;
 mod health;
@@ -9,6 +10,7 @@ pub mod page;
 mod records;
 pub mod refusals;
 mod rollups;
+pub mod session_events;
 pub mod sessions;
 mod timeline;
 pub mod tokens;

@@ -121,6 +121,14 @@ pub struct ExecutionRow {
     pub llm_model: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    pub agent_type: AgentType,
+    pub team_name: Option<String>,
+    /// The task it was given (seed 003's `inherited_context`).
+    pub task: Option<String>,
+    /// What it returned to its parent (seed 003's `result_summary`).
+    pub result_summary: Option<String>,
+    /// 0 for a root; at most 10.
+    pub depth: i32,
 }
 record!(ExecutionRow, "agent_executions", "agent execution");
 

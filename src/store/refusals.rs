@@ -177,6 +177,23 @@ pub fn describe(constraint: &str) -> Option<&'static str> {
         "api_tokens_role_check" => "`role` is not one of its values",
         "session_status_changes_action_check" => "the status change is not one of its kinds",
         "create_receipts_session_id_fkey" => "the session does not exist",
+        "agent_executions_agent_type_check" => "`agentType` is not one of its values",
+        "agent_executions_team_name_check" => {
+            "a team supervisor or worker needs a `teamName` (1–200 characters); a global \
+             supervisor has none"
+        }
+        "agent_executions_global_supervisor_check" => {
+            "a global supervisor is the root of its tree: it has no parent execution"
+        }
+        "agent_executions_depth_check" => "agent trees are at most 10 deep",
+        "agent_executions_task_check" => "`task` must be at most 1,000,000 characters",
+        "agent_executions_result_summary_check" => {
+            "`resultSummary` must be at most 1,000,000 characters"
+        }
+        "session_events_pkey" | "session_status_changes_feed_idx" => {
+            "the session's event order was written by another transaction at once; retry"
+        }
+        "session_events_position_check" => "event positions start at 1",
         "change_log_state_singleton_check" | "change_log_epoch_singleton_check" => {
             "the change log keeps a single row of its state"
         }

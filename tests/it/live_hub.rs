@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use casefile::cursor::{TimelinePosition, View};
 use casefile::live::{Change, Hub, HubOptions, Interrupted};
-use casefile::store::change_log::ChangeKind;
+use casefile::store::session_events::ChangeKind;
 use futures::StreamExt as _;
 use serde_json::{Value, json};
 
@@ -210,6 +210,11 @@ async fn a_log_emptied_by_a_crash_is_noticed_and_subscribers_resume() {
     .execute(&mut *tx)
     .await
     .unwrap();
+    // (Changes are numbered and logged as their transaction commits: do it now.)
+    sqlx::query("SET CONSTRAINTS ALL IMMEDIATE")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
     sqlx::query("TRUNCATE live_changes, change_log_epoch")
         .execute(&mut *tx)
         .await
@@ -449,6 +454,10 @@ async fn a_process_the_log_was_pruned_past_resumes_its_subscribers() {
     .execute(&mut *tx)
     .await
     .unwrap();
+    sqlx::query("SET CONSTRAINTS ALL IMMEDIATE")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
     sqlx::query(
         "WITH gone AS (DELETE FROM live_changes RETURNING id) \
          UPDATE change_log_state SET pruned_through = (SELECT max(id) FROM gone)",
@@ -518,6 +527,11 @@ async fn awaited_ids_are_bounded_and_giving_up_on_them_is_announced() {
         .await
         .unwrap();
     }
+    // Numbered and logged now (as a commit would), then held open.
+    sqlx::query("SET CONSTRAINTS ALL IMMEDIATE")
+        .execute(&mut *slow)
+        .await
+        .unwrap();
     a.session().await;
     let end = tokio::time::timeout(Duration::from_secs(10), rx.recv())
         .await

@@ -83,6 +83,10 @@ loader!(
     StagesBySession: Uuid => Vec<Arc<StageRow>>, |store, keys| store.stages_by_session(keys)
 );
 loader!(
+    /// A session's agent tree, flat, in tree order.
+    AgentsBySession: Uuid => Vec<Arc<ExecutionRow>>, |store, keys| store.agents_by_session(keys)
+);
+loader!(
     /// Agent executions of a stage, by agent index.
     ExecutionsByStage: Uuid => Vec<Arc<ExecutionRow>>, |store, keys| store.executions_by_stage(keys)
 );
@@ -172,6 +176,7 @@ pub struct Loaders {
     pub chats: Loader<ById<ChatRow>>,
     pub chat_user_messages: Loader<ById<ChatUserMessageRow>>,
     pub stages_by_session: Loader<StagesBySession>,
+    pub agents_by_session: Loader<AgentsBySession>,
     pub executions_by_stage: Loader<ExecutionsByStage>,
     pub sub_agents_by_parent: Loader<SubAgentsByParent>,
     pub messages_by_execution: Loader<MessagesByExecution>,
@@ -229,6 +234,9 @@ impl Loaders {
             chats: batched!(ById::new(store)),
             chat_user_messages: batched!(ById::new(store)),
             stages_by_session: batched!(StagesBySession {
+                store: store.clone()
+            }),
+            agents_by_session: batched!(AgentsBySession {
                 store: store.clone()
             }),
             executions_by_stage: batched!(ExecutionsByStage {

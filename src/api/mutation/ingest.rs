@@ -59,7 +59,7 @@ enum Command {
     CreateStage(stages::NewStage),
     CreateExecution(executions::NewExecution),
     StartExecution(uuid::Uuid),
-    FinishExecution(uuid::Uuid, crate::model::ExecutionStatus, Option<String>),
+    FinishExecution(executions::Finish),
     CreateEvent(timeline::NewEvent),
     Append(timeline::Append),
     FinishEvent(timeline::Finish),
@@ -76,11 +76,7 @@ impl Command {
             IngestOperation::StartAgentExecution(i) => {
                 Command::StartExecution(decode_as(NodeType::AgentExecution, &i.id)?)
             }
-            IngestOperation::FinishAgentExecution(i) => Command::FinishExecution(
-                decode_as(NodeType::AgentExecution, &i.id)?,
-                i.status.into(),
-                i.error_message,
-            ),
+            IngestOperation::FinishAgentExecution(i) => Command::FinishExecution(i.into_command()?),
             IngestOperation::CreateTimelineEvent(i) => Command::CreateEvent(i.into_command()?),
             IngestOperation::AppendTimelineContent(i) => Command::Append(i.into_command()?),
             IngestOperation::FinishTimelineEvent(i) => Command::FinishEvent(i.into_command()?),
@@ -96,7 +92,7 @@ impl Command {
             Command::CreateStage(new) => plan.session_of(Target::Session(new.session_id)),
             Command::CreateExecution(new) => plan.session_of(Target::Stage(new.stage_id)),
             Command::StartExecution(id) => plan.session_of(Target::Execution(*id)),
-            Command::FinishExecution(id, ..) => plan.finishing(*id),
+            Command::FinishExecution(finish) => plan.finishing(finish.id),
             Command::CreateEvent(new) => plan.session_of(Target::Execution(new.execution_id)),
             Command::Append(append) => plan.stream(append.event_id),
             Command::FinishEvent(finish) => {
@@ -139,13 +135,9 @@ impl Command {
             Command::StartExecution(id) => IngestItem::AgentExecution(AgentExecution(
                 executions::start(conn, *id).await?.into(),
             )),
-            Command::FinishExecution(id, status, error) => {
-                IngestItem::AgentExecution(AgentExecution(
-                    executions::finish(conn, *id, *status, error.as_deref())
-                        .await?
-                        .into(),
-                ))
-            }
+            Command::FinishExecution(finish) => IngestItem::AgentExecution(AgentExecution(
+                executions::finish(conn, finish).await?.into(),
+            )),
             Command::CreateEvent(new) => {
                 IngestItem::TimelineEvent(TimelineEvent(timeline::create(conn, new).await?.into()))
             }

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::model::*;
 use crate::store::write::{
     chats::{NewChat, NewChatMessage},
-    executions::NewExecution,
+    executions::{self, NewExecution},
     interactions::{NewLlmInteraction, NewMcpInteraction},
     messages::NewMessage,
     sessions::NewSession,
@@ -145,8 +145,18 @@ pub struct CreateAgentExecutionInput {
     pub llm_provider: Option<String>,
     /// LLM model (at most 200 characters).
     pub llm_model: Option<String>,
-    /// For a sub-agent: the orchestrator execution that spawns it (same stage).
+    /// For a sub-agent: the orchestrator execution that spawns it (same stage). Trees are at
+    /// most 10 deep.
     pub parent_execution_id: Option<ID>,
+    /// Where the agent stands in its tree. Default: `GLOBAL_SUPERVISOR` for a top-level agent,
+    /// `WORKER` for a sub-agent.
+    pub agent_type: Option<AgentType>,
+    /// Its team (1–200 characters): required of team supervisors and workers (a sub-agent
+    /// without one joins its parent's team, or the team named after its parent), refused for
+    /// the global supervisor.
+    pub team_name: Option<String>,
+    /// The task it was given (seed 003's inherited context).
+    pub task: Option<String>,
 }
 
 impl CreateAgentExecutionInput {
@@ -163,6 +173,9 @@ impl CreateAgentExecutionInput {
                 NodeType::AgentExecution,
                 self.parent_execution_id.as_ref(),
             )?,
+            agent_type: self.agent_type,
+            team_name: self.team_name,
+            task: self.task,
         })
     }
 }
@@ -200,6 +213,20 @@ pub struct FinishAgentExecutionInput {
     pub status: ExecutionOutcome,
     /// Why it failed, timed out or was cancelled (not for COMPLETED; at most 1,000,000 characters).
     pub error_message: Option<String>,
+    /// What it returns to its parent (seed 003's result summary; at most 1,000,000
+    /// characters).
+    pub result_summary: Option<String>,
+}
+
+impl FinishAgentExecutionInput {
+    pub fn into_command(self) -> Result<executions::Finish> {
+        Ok(executions::Finish {
+            id: decode_as(NodeType::AgentExecution, &self.id)?,
+            status: self.status.into(),
+            error_message: self.error_message,
+            result_summary: self.result_summary,
+        })
+    }
 }
 
 /// Starts a pending agent execution.

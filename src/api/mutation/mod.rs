@@ -307,12 +307,9 @@ impl Mutation {
         ctx: &Context<'_>,
         #[graphql(desc = "What to record.")] input: FinishAgentExecutionInput,
     ) -> Result<AgentExecution> {
-        let id = decode_as(NodeType::AgentExecution, &input.id)?;
-        let status = input.status.into();
-        let error = input.error_message;
-        let finish = (id, status, error);
-        let row = transaction(ctx, Audit::Caller, finish, |c, (id, status, error)| {
-            Box::pin(executions::finish(c, *id, *status, error.as_deref()))
+        let finish = input.into_command()?;
+        let row = transaction(ctx, Audit::Caller, finish, |c, finish| {
+            Box::pin(executions::finish(c, finish))
         })
         .await?;
         Ok(AgentExecution(row.into()))

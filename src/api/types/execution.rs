@@ -12,7 +12,7 @@ use super::{
 };
 use crate::api::ids::{self, NodeType};
 use crate::api::pagination::PageArgs;
-use crate::model::ExecutionStatus;
+use crate::model::{AgentType, ExecutionStatus};
 use crate::store::{ExecutionRow, Scope};
 use async_graphql::Result;
 
@@ -68,6 +68,32 @@ impl AgentExecution {
     /// LLM model the agent uses.
     async fn llm_model(&self) -> Option<Text<'_>> {
         self.0.llm_model.as_deref().map(Text)
+    }
+    /// Where it stands in its tree (seed 004's `agent_type`).
+    async fn agent_type(&self) -> AgentType {
+        self.0.agent_type
+    }
+    /// Its team: set for team supervisors and workers, absent for the global supervisor.
+    async fn team_name(&self) -> Option<Text<'_>> {
+        self.0.team_name.as_deref().map(Text)
+    }
+    /// The task it was given (seed 003's inherited context).
+    async fn task(&self) -> Option<Text<'_>> {
+        self.0.task.as_deref().map(Text)
+    }
+    /// What it returned to its parent (seed 003's result summary).
+    async fn result_summary(&self) -> Option<Text<'_>> {
+        self.0.result_summary.as_deref().map(Text)
+    }
+    /// How deep in its tree: 0 for a root, at most 10.
+    async fn depth(&self) -> i32 {
+        self.0.depth
+    }
+    /// The global ID of the execution that dispatched it (none for a root).
+    async fn parent_id(&self) -> Option<ID> {
+        self.0
+            .parent_execution_id
+            .map(|id| ids::encode(NodeType::AgentExecution, id))
     }
     /// When it was created.
     async fn created_at(&self) -> DateTime<Utc> {

@@ -7,7 +7,9 @@ use uuid::Uuid;
 
 use super::SessionHistoryEntry;
 use super::timeline::{TimelineConnection, timeline_page};
-use super::{Chat, LlmInteraction, McpInteraction, SessionCounts, Stage, TokenUsage, loaders};
+use super::{
+    AgentExecution, Chat, LlmInteraction, McpInteraction, SessionCounts, Stage, TokenUsage, loaders,
+};
 use crate::api::cost;
 use crate::api::ids::{self, NodeType};
 use crate::api::pagination::PageArgs;
@@ -151,6 +153,18 @@ impl Session {
     async fn stages(&self, ctx: &Context<'_>) -> Result<Vec<Stage>> {
         let rows = loaders(ctx).stages_by_session.load_one(self.0.id).await?;
         Ok(rows.unwrap_or_default().into_iter().map(Stage).collect())
+    }
+    /// Its whole agent tree, as a flat list in tree order: every execution of every stage, each
+    /// right after its parent (siblings by agent index, stages by index), with `parentId` and
+    /// `depth` to rebuild the tree from one list.
+    #[graphql(complexity = "cost::list(cost::rows::AGENTS_PER_SESSION, child_complexity)")]
+    async fn agents(&self, ctx: &Context<'_>) -> Result<Vec<AgentExecution>> {
+        let rows = loaders(ctx).agents_by_session.load_one(self.0.id).await?;
+        Ok(rows
+            .unwrap_or_default()
+            .into_iter()
+            .map(AgentExecution)
+            .collect())
     }
     /// The reasoning timeline of all its agents, by sequence number, a page at a time: forward
     /// with `first`/`after`, backward with `last`/`before`. Edges are always in sequence order.

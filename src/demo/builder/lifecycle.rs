@@ -10,7 +10,8 @@ use super::{Agent, Demo, Session, Stage};
 use crate::demo::catalog::{CHAT_AGENT, Profile};
 use crate::demo::ids::{BASE, demo_id, millis_between};
 use crate::model::{
-    ExecutionStatus, ParallelType, SessionStatus, StageStatus, SuccessPolicy, TimelineEventType,
+    AgentType, ExecutionStatus, ParallelType, SessionStatus, StageStatus, SuccessPolicy,
+    TimelineEventType,
 };
 use crate::store::{ChatRow, ChatUserMessageRow, ExecutionRow, SessionRow, StageRow};
 
@@ -246,6 +247,18 @@ impl Demo {
     ) -> Agent {
         let index = self.next(st.id, "agent");
         let id = Self::child_id(st.id, "agent", index, self.now);
+        // A top-level agent is the root of its tree; a sub-agent a worker of its parent's team.
+        let (agent_type, team_name, depth) = match parent {
+            None => (AgentType::GlobalSupervisor, None, 0),
+            Some(p) => {
+                let parent = &self.executions[p.idx];
+                let team = parent
+                    .team_name
+                    .clone()
+                    .unwrap_or_else(|| parent.agent_name.clone());
+                (AgentType::Worker, Some(team), parent.depth + 1)
+            }
+        };
         self.executions.push(ExecutionRow {
             id,
             stage_id: st.id,
@@ -263,6 +276,11 @@ impl Demo {
             llm_model: Some(profile.model.name.into()),
             created_at: self.now,
             updated_at: self.now,
+            agent_type,
+            team_name,
+            task: None,
+            result_summary: None,
+            depth,
         });
         Agent {
             idx: self.executions.len() - 1,

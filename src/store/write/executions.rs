@@ -11,7 +11,7 @@ use super::{
     session_of_execution, sessions, snake, timeline,
 };
 use crate::error::{Error, Result};
-use crate::model::ExecutionStatus;
+use crate::model::{AgentType, ExecutionStatus};
 use crate::store::traced::traced;
 use crate::store::{ExecutionRow, SessionRow};
 
@@ -25,6 +25,59 @@ pub struct NewExecution {
     pub llm_provider: Option<String>,
     pub llm_model: Option<String>,
     pub parent_execution_id: Option<Uuid>,
+    pub agent_type: Option<AgentType>,
+    pub team_name: Option<String>,
+    pub task: Option<String>,
+}
+
+/// How deep an agent tree may be (seed 003): a root is at depth 0.
+pub const MAX_DEPTH: i32 = 10;
+
+/// Where a new execution stands in its tree: its type, team and depth, from what the client
+/// said and its parent (`None` for a top-level execution).
+fn place(
+    new: &NewExecution,
+    parent: Option<&ExecutionRow>,
+) -> Result<(AgentType, Option<String>, i32)> {
+    let depth = parent.map_or(0, |p| p.depth + 1);
+    if depth > MAX_DEPTH {
+        return Err(Error::bad_input(format!(
+            "agent trees are at most {MAX_DEPTH} deep: parent execution {} is at depth {}",
+            parent.map(|p| p.id).unwrap_or_default(),
+            depth - 1
+        )));
+    }
+    let agent_type = new.agent_type.unwrap_or(if parent.is_some() {
+        AgentType::Worker
+    } else {
+        AgentType::GlobalSupervisor
+    });
+    let team = match (agent_type, &new.team_name, parent) {
+        (AgentType::GlobalSupervisor, Some(_), _) => {
+            return Err(Error::bad_input(
+                "a `GLOBAL_SUPERVISOR` has no team: leave out `teamName`",
+            ));
+        }
+        (AgentType::GlobalSupervisor, None, Some(_)) => {
+            return Err(Error::bad_input(
+                "a `GLOBAL_SUPERVISOR` is the root of its tree: it has no parent execution",
+            ));
+        }
+        (AgentType::GlobalSupervisor, None, None) => None,
+        (_, Some(team), _) => Some(team.clone()),
+        (_, None, Some(parent)) => Some(
+            parent
+                .team_name
+                .clone()
+                .unwrap_or_else(|| parent.agent_name.clone()),
+        ),
+        (_, None, None) => {
+            return Err(Error::bad_input(
+                "a `TEAM_SUPERVISOR` or `WORKER` needs a `teamName`",
+            ));
+        }
+    };
+    Ok((agent_type, team, depth))
 }
 
 pub async fn create(conn: &mut PgConnection, new: &NewExecution) -> Result<ExecutionRow> {
@@ -36,6 +89,10 @@ pub async fn create(conn: &mut PgConnection, new: &NewExecution) -> Result<Execu
     )?;
     check_optional("llmProvider", new.llm_provider.as_deref(), limits::NAME)?;
     check_optional("llmModel", new.llm_model.as_deref(), limits::NAME)?;
+    if let Some(team) = &new.team_name {
+        check_name("teamName", team)?;
+    }
+    check_optional("task", new.task.as_deref(), limits::TEXT)?;
     if new.agent_index < 1 {
         return Err(Error::bad_input(format!(
             "`agentIndex` must be at least 1, got {}",
@@ -79,14 +136,14 @@ pub async fn create(conn: &mut PgConnection, new: &NewExecution) -> Result<Execu
             stage.id, new.agent_index
         )));
     }
-    match new.parent_execution_id {
+    let parent = match new.parent_execution_id {
         None if top_level >= i64::from(stage.expected_agent_count) => {
             return Err(Error::Conflict(format!(
                 "stage {} expects {} agent(s) and already has them",
                 stage.id, stage.expected_agent_count
             )));
         }
-        None => {}
+        None => None,
         Some(parent_id) => {
             let parent = lock_execution(conn, parent_id).await?;
             if parent.stage_id != stage.id {
@@ -100,12 +157,15 @@ pub async fn create(conn: &mut PgConnection, new: &NewExecution) -> Result<Execu
                     snake(parent.status)
                 )));
             }
+            Some(parent)
         }
-    }
+    };
+    let (agent_type, team_name, depth) = place(new, parent.as_ref())?;
     let execution: ExecutionRow = sqlx::query_as(
         "INSERT INTO agent_executions (id, stage_id, session_id, parent_execution_id, agent_name, \
-            agent_index, iteration_strategy, llm_provider, llm_model) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING *",
+            agent_index, iteration_strategy, llm_provider, llm_model, agent_type, team_name, \
+            task, depth) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING *",
     )
     .bind(id)
     .bind(stage.id)
@@ -116,6 +176,10 @@ pub async fn create(conn: &mut PgConnection, new: &NewExecution) -> Result<Execu
     .bind(&new.iteration_strategy)
     .bind(&new.llm_provider)
     .bind(&new.llm_model)
+    .bind(agent_type)
+    .bind(&team_name)
+    .bind(&new.task)
+    .bind(depth)
     .fetch_one(traced(&mut *conn))
     .await
     .map_err(|e| id_taken(e, id))?;
@@ -175,14 +239,21 @@ pub(crate) async fn start_locked(
     Ok(started)
 }
 
+/// How an execution ends.
+#[derive(Debug, Clone, Serialize)]
+pub struct Finish {
+    pub id: Uuid,
+    pub status: ExecutionStatus,
+    pub error_message: Option<String>,
+    /// What it returns to its parent (seed 003's result summary).
+    pub result_summary: Option<String>,
+}
+
 /// pending / active → a final status. Finishing again with the same status and error is a
 /// harmless retry; any other change to a finished execution is a conflict.
-pub async fn finish(
-    conn: &mut PgConnection,
-    id: Uuid,
-    status: ExecutionStatus,
-    error_message: Option<&str>,
-) -> Result<ExecutionRow> {
+pub async fn finish(conn: &mut PgConnection, finish: &Finish) -> Result<ExecutionRow> {
+    let (id, status) = (finish.id, finish.status);
+    let error_message = finish.error_message.as_deref();
     if !is_finished_execution(status) {
         return Err(Error::bad_input(format!(
             "`{}` is not a final status",
@@ -195,6 +266,11 @@ pub async fn finish(
         ));
     }
     check_optional("errorMessage", error_message, limits::TEXT)?;
+    check_optional(
+        "resultSummary",
+        finish.result_summary.as_deref(),
+        limits::TEXT,
+    )?;
     let session_id = session_of_execution(conn, id).await?;
     let session = lock_session(conn, session_id).await?;
     let mut execution = lock_execution(conn, id).await?;
@@ -212,7 +288,16 @@ pub async fn finish(
             snake(execution.status)
         )));
     }
-    let finished = finish_locked(conn, id, status, error_message).await?;
+    let mut finished = finish_locked(conn, id, status, error_message).await?;
+    if let Some(summary) = &finish.result_summary {
+        finished = sqlx::query_as(
+            "UPDATE agent_executions SET result_summary = $2 WHERE id = $1 RETURNING *",
+        )
+        .bind(id)
+        .bind(summary)
+        .fetch_one(traced(&mut *conn))
+        .await?;
+    }
     sessions::note_execution_finished(conn, session_id).await?;
     Ok(finished)
 }

@@ -1,6 +1,8 @@
 //! The one lock order, and a batch's locks taken in it before the batch runs.
 //!
-//! Every writer locks sessions first (several: by id), then event streams (several: by key).
+//! Every writer locks sessions first (several: by id), then event streams (several: by key),
+//! then the sessions' event orders (several: by key; see `migrations/0008_session_events.sql`:
+//! the trigger that records a change takes its session's, and holds it until commit).
 //! Stage, execution and event rows are locked only under their session's lock, so they need no
 //! order of their own. A single mutation locks one session and then the streams it ends; a
 //! single append locks one stream and nothing else. A batch's operations would lock in the
@@ -19,6 +21,12 @@ use crate::store::traced::traced;
 /// collision only makes two streams take turns).
 fn stream_key(event_id: Uuid) -> i64 {
     event_id.as_u128() as i64
+}
+
+/// The key a session's changes are numbered under: the low 64 bits of its id, as SQL's
+/// `session_events_lock_key` computes it.
+pub fn session_events_key(session_id: Uuid) -> i64 {
+    session_id.as_u128() as i64
 }
 
 /// Serializes the appends to one event and its finishing, until the transaction ends. An
@@ -42,6 +50,23 @@ async fn lock_streams(
         return Ok(());
     }
     // `unnest` yields the keys in the (sorted) order given, each locked as it comes.
+    sqlx::query("SELECT pg_advisory_xact_lock(k) FROM unnest($1::bigint[]) AS k")
+        .bind(keys.into_iter().collect::<Vec<_>>())
+        .execute(traced(conn))
+        .await?;
+    Ok(())
+}
+
+/// Locks the event orders of several sessions, in key order, in one statement (the trigger that
+/// records a batch's changes then finds them held).
+async fn lock_event_orders(
+    conn: &mut PgConnection,
+    sessions: impl IntoIterator<Item = Uuid>,
+) -> Result<()> {
+    let keys: BTreeSet<i64> = sessions.into_iter().map(session_events_key).collect();
+    if keys.is_empty() {
+        return Ok(());
+    }
     sqlx::query("SELECT pg_advisory_xact_lock(k) FROM unnest($1::bigint[]) AS k")
         .bind(keys.into_iter().collect::<Vec<_>>())
         .execute(traced(conn))
@@ -121,6 +146,8 @@ impl LockPlan {
         if self.in_order_as_run() {
             return Ok(());
         }
+        // The sessions whose event orders the batch will write to, locked last, in key order.
+        let mut orders: BTreeSet<Uuid> = BTreeSet::new();
         if !self.targets.is_empty() {
             let mut ids: [Vec<Uuid>; 4] = Default::default();
             for target in &self.targets {
@@ -134,8 +161,8 @@ impl LockPlan {
             // Rows are locked in ORDER BY order. Records that do not exist lock nothing: their
             // operation reports them.
             let [sessions, stages, executions, events] = ids;
-            sqlx::query(
-                "SELECT 1 FROM sessions WHERE id IN ( \
+            let locked: Vec<Uuid> = sqlx::query_scalar(
+                "SELECT id FROM sessions WHERE id IN ( \
                      SELECT unnest($1::uuid[]) \
                      UNION ALL SELECT session_id FROM stages WHERE id = ANY($2) \
                      UNION ALL SELECT session_id FROM agent_executions WHERE id = ANY($3) \
@@ -146,14 +173,25 @@ impl LockPlan {
             .bind(stages)
             .bind(executions)
             .bind(events)
-            .execute(traced(&mut *conn))
+            .fetch_all(traced(&mut *conn))
             .await?;
+            orders.extend(locked);
         }
         let mut events: Vec<Uuid> = self.streams.iter().copied().collect();
         if !self.finishing.is_empty() {
             let finishing: Vec<Uuid> = self.finishing.iter().copied().collect();
             events.extend(streaming_events(conn, &finishing).await?);
         }
-        lock_streams(conn, events).await
+        if !events.is_empty() {
+            let streamed: Vec<Uuid> = sqlx::query_scalar(
+                "SELECT DISTINCT session_id FROM timeline_events WHERE id = ANY($1)",
+            )
+            .bind(&events)
+            .fetch_all(traced(&mut *conn))
+            .await?;
+            orders.extend(streamed);
+        }
+        lock_streams(conn, events).await?;
+        lock_event_orders(conn, orders).await
     }
 }

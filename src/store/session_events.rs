@@ -1,0 +1,167 @@
+//! The per-session event order (`session_events`, written by triggers in the writing
+//! transaction; see `migrations/0008_session_events.sql`): every change in a session at its
+//! position, 1, 2, 3, … without gaps, the same for every reader.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use sqlx::FromRow;
+use uuid::Uuid;
+
+use super::Store;
+use crate::error::Result;
+use crate::model::TimelineEventType;
+
+/// The text of an append, and what kind of timeline event it went to.
+#[derive(Debug, Clone)]
+pub struct AppendedText {
+    /// `None` when it cannot be told any more (the event was finished with other content).
+    pub text: Option<String>,
+    pub event_type: TimelineEventType,
+}
+
+/// What a change is about: the `change_kind` type the triggers write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, sqlx::Type)]
+#[sqlx(type_name = "change_kind", rename_all = "snake_case")]
+pub enum ChangeKind {
+    /// A session was created or updated.
+    Session,
+    /// A session was deleted (hidden from lists).
+    SessionDeleted,
+    /// A deleted session was restored.
+    SessionRestored,
+    /// A stage was created or updated.
+    Stage,
+    /// An agent execution was created or updated.
+    Execution,
+    /// A timeline event was created.
+    EventCreated,
+    /// Content was appended to a timeline event.
+    EventAppended,
+    /// A timeline event finished.
+    EventFinished,
+    Message,
+    LlmInteraction,
+    McpInteraction,
+    Chat,
+    ChatUserMessage,
+}
+
+impl ChangeKind {
+    /// A timeline event's creation or end (they carry the event as read).
+    pub fn is_event_bound(self) -> bool {
+        matches!(self, ChangeKind::EventCreated | ChangeKind::EventFinished)
+    }
+
+    /// Any change to a timeline event.
+    pub fn is_timeline(self) -> bool {
+        self.is_event_bound() || self == ChangeKind::EventAppended
+    }
+
+    /// A change to the session row itself.
+    pub fn is_session(self) -> bool {
+        matches!(
+            self,
+            ChangeKind::Session | ChangeKind::SessionDeleted | ChangeKind::SessionRestored
+        )
+    }
+}
+
+/// One change in a session, at its position.
+#[derive(Debug, Clone, FromRow)]
+pub struct SessionEventRow {
+    pub session_id: Uuid,
+    pub position: i64,
+    pub kind: ChangeKind,
+    /// The record it is about.
+    pub entity_id: Uuid,
+    pub stage_id: Option<Uuid>,
+    pub execution_id: Option<Uuid>,
+    /// For a timeline change: the event's sequence number.
+    pub sequence_number: Option<i64>,
+    /// For an append: the characters it covers; for a creation, those it was created with.
+    pub start_offset: Option<i32>,
+    pub end_offset: Option<i32>,
+    /// For a session, stage or execution: its status after the change, and before it (`None` on
+    /// creation).
+    pub status: Option<String>,
+    pub previous_status: Option<String>,
+    /// When it was recorded (by the writing transaction, just before its commit).
+    pub created_at: DateTime<Utc>,
+}
+
+pub(super) const COLUMNS: &str = "session_id, position, kind, entity_id, stage_id, execution_id, \
+    sequence_number, start_offset, end_offset, status, previous_status, created_at";
+
+impl Store {
+    /// Up to `limit` of a session's events after `after`, in order.
+    pub async fn session_events_after(
+        &self,
+        session: Uuid,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<SessionEventRow>> {
+        Ok(sqlx::query_as(&format!(
+            "SELECT {COLUMNS} FROM session_events \
+             WHERE session_id = $1 AND position > $2 ORDER BY position LIMIT $3"
+        ))
+        .bind(session)
+        .bind(after)
+        .bind(limit)
+        .fetch_all(self.reader().await?.traced())
+        .await?)
+    }
+
+    /// The position of a session's latest event (0 when it has none).
+    pub async fn last_session_event(&self, session: Uuid) -> Result<i64> {
+        Ok(sqlx::query_scalar(
+            "SELECT coalesce(max(position), 0) FROM session_events WHERE session_id = $1",
+        )
+        .bind(session)
+        .fetch_one(self.reader().await?.traced())
+        .await?)
+    }
+
+    /// The text of each append (by session and position), read once: from its chunk (by key: the
+    /// cost does not grow with the stream), or from the folded event when the event finished in
+    /// the meantime.
+    pub async fn appended_texts(
+        &self,
+        appends: &[&SessionEventRow],
+    ) -> Result<HashMap<(Uuid, i64), AppendedText>> {
+        if appends.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let sessions: Vec<Uuid> = appends.iter().map(|r| r.session_id).collect();
+        let positions: Vec<i64> = appends.iter().map(|r| r.position).collect();
+        let events: Vec<Uuid> = appends.iter().map(|r| r.entity_id).collect();
+        let starts: Vec<i32> = appends
+            .iter()
+            .map(|r| r.start_offset.unwrap_or(0))
+            .collect();
+        let ends: Vec<i32> = appends.iter().map(|r| r.end_offset.unwrap_or(0)).collect();
+        let found: Vec<(Uuid, i64, TimelineEventType, Option<String>)> = sqlx::query_as(
+            "SELECT k.session_id, k.position, e.event_type, coalesce(c.content, \
+                    CASE WHEN e.status <> 'streaming' \
+                         THEN substr(e.content, k.start_offset + 1, k.end_offset - k.start_offset) END) \
+             FROM unnest($1::uuid[], $2::bigint[], $3::uuid[], $4::int[], $5::int[]) \
+                  AS k(session_id, position, event_id, start_offset, end_offset) \
+             JOIN timeline_events e ON e.id = k.event_id \
+             LEFT JOIN timeline_event_chunks c \
+                    ON c.event_id = k.event_id AND c.start_offset = k.start_offset",
+        )
+        .bind(&sessions)
+        .bind(&positions)
+        .bind(&events)
+        .bind(&starts)
+        .bind(&ends)
+        .fetch_all(self.reader().await?.traced())
+        .await?;
+        Ok(found
+            .into_iter()
+            .map(|(session, position, event_type, text)| {
+                ((session, position), AppendedText { text, event_type })
+            })
+            .collect())
+    }
+}
