@@ -394,3 +394,18 @@ DROP TRIGGER session_status_change ON sessions;
 CREATE CONSTRAINT TRIGGER session_status_change AFTER INSERT OR UPDATE OF status, deleted_at
     ON sessions DEFERRABLE INITIALLY DEFERRED
     FOR EACH ROW EXECUTE FUNCTION session_status_change();
+
+-- Short-lived tickets to one session's plain event stream (`GET /sessions/{id}/events`), for
+-- clients that cannot send headers (a browser's EventSource): minted by an authenticated
+-- mutation, carrying the minter's identity, kept only as a hash.
+CREATE TABLE event_stream_tickets (
+    ticket_hash bytea PRIMARY KEY CHECK (length(ticket_hash) = 32),
+    session_id  uuid NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    actor       text,
+    role        text NOT NULL CHECK (role IN ('reader', 'operator', 'writer', 'admin')),
+    -- The API token it was minted with (its revocation ends the ticket), if any.
+    token_hash  bytea,
+    from_proxy  boolean NOT NULL DEFAULT FALSE,
+    expires_at  timestamptz NOT NULL
+);
+CREATE INDEX event_stream_tickets_expires_idx ON event_stream_tickets (expires_at);

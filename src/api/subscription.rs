@@ -8,17 +8,20 @@ use futures::{Stream, StreamExt as _};
 use super::guards::RoleGuard;
 use super::ids::{self, NodeType, decode_as};
 use super::types::{
-    AgentExecution, Chat, ChatUserMessage, LlmInteraction, McpInteraction, Message, Session, Stage,
-    TimelineEvent,
+    AgentExecution, Chat, ChatUserMessage, LlmInteraction, McpInteraction, Message, Session,
+    SessionEvent, Stage, TimelineEvent,
 };
-use crate::cursor::{TimelinePosition, View};
+use crate::cursor::{EventsPosition, FeedPosition, TimelinePosition, View};
 use crate::error::Error;
+use crate::live::envelope::EventCategory;
+use crate::live::events::{self, EventFilter};
+use crate::live::resumable;
 use crate::live::timeline::{self, TimelineUpdateKind, Update};
-use crate::live::{Change, Hub, Interrupted, Slot, SubscriptionSlots};
-use crate::model::{Role, SessionStatus, from_db_name};
+use crate::live::{Change, Hub, Slot, SubscriptionSlots};
+use crate::model::{Role, SessionChangeAction, SessionStatus};
 use crate::store::session_events::ChangeKind;
 use crate::store::sessions::Membership;
-use crate::store::{Record, Store};
+use crate::store::{Record, SessionStatusChangeRow, Store};
 use uuid::Uuid;
 
 /// A change to a session's timeline.
@@ -111,76 +114,167 @@ impl Subscription {
         }))
     }
 
-    /// Changes in one session as they happen: the session's, its stages' and executions'
-    /// status and timing, new messages and interactions, chat activity. It starts with the
-    /// session as it is now; each change names its record (select the matching field to read it
-    /// as it is when delivered).
+    /// Everything that happens in a session, in its one order (`sequence` 1, 2, 3, … without
+    /// gaps, the same on every server): lifecycle of the session, its stages and agents,
+    /// dispatches, streamed text, tool calls, timeline events, messages, interactions, chat and
+    /// system notices (see `SessionEvent` for the categories and actions). From the start, or
+    /// with `after` (an event's cursor) from right after it: first what the database holds, then
+    /// live, with no gap and no duplicate; text appended to one event within 50 ms may arrive
+    /// merged (`firstSequence`…`sequence`). With `topology`, it starts with a snapshot of the
+    /// agent tree as of where it starts.
+    #[graphql(guard = "RoleGuard(Role::Reader)")]
+    async fn events(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The session.")] session_id: ID,
+        #[graphql(desc = "Resume after this cursor.")] after: Option<String>,
+        #[graphql(desc = "Only these events (all of them when absent).")] filter: Option<
+            EventFilterInput,
+        >,
+        #[graphql(
+            desc = "Start with a `SYSTEM` `TOPOLOGY` snapshot of the agent tree.",
+            default
+        )]
+        topology: bool,
+    ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<SessionEvent>> + use<>>
+    {
+        let session = decode_as(NodeType::Session, &session_id)?;
+        let after = match after {
+            None => 0,
+            Some(cursor) => EventsPosition::decode(&cursor, session)?.position,
+        };
+        let filter = filter.map(EventFilterInput::into_filter).transpose()?;
+        let store = ctx.data_unchecked::<Store>().clone();
+        if !store.membership(session, None, None).await?.session_exists {
+            return Err(Error::not_found(format!("session {session} does not exist")).into());
+        }
+        let slot = take_slot(ctx, "events")?;
+        let hub = ctx.data_unchecked::<Arc<Hub>>().clone();
+        let stream = events::stream(
+            store,
+            hub,
+            session,
+            after,
+            filter.unwrap_or_default(),
+            topology,
+        );
+        Ok(stream.map(move |item| {
+            let _open = &slot;
+            item.map(SessionEvent).map_err(async_graphql::Error::from)
+        }))
+    }
+
+    /// Changes in one session: the session's, its stages' and executions' status and timing,
+    /// new messages and interactions, chat activity. Without `after` it starts with the session
+    /// as it is now; with `after` (a change's cursor) it replays what came after that change from
+    /// the database, then goes on live, with no gap and no duplicate. Each change names its
+    /// record (select the matching field to read it as it is when delivered).
     #[graphql(guard = "RoleGuard(Role::Reader)")]
     async fn session(
         &self,
         ctx: &Context<'_>,
         #[graphql(desc = "The session.")] id: ID,
+        #[graphql(desc = "Resume after this cursor.")] after: Option<String>,
     ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<SessionChange>> + use<>>
     {
         let session = decode_as(NodeType::Session, &id)?;
-        let slot = take_slot(ctx, "session")?;
-        let hub = ctx.data_unchecked::<Arc<Hub>>();
-        let mut live = hub.subscribe(session);
-        // Start with the session as it is now: no window between reading it and following it.
-        let now = Arc::new(Change::of_session(session));
-        Ok(async_stream::stream! {
-            let _open = slot;
-            yield Ok(SessionChange { kind: SessionChangeKind::Session, change: now });
-            loop {
-                match live.recv().await {
-                    Ok(change) => {
-                        if let Some(kind) = SessionChangeKind::of(change.row.kind) {
-                            yield Ok(SessionChange { kind, change: change.clone() });
-                            change.delivered();
-                        }
-                    }
-                    Err(Interrupted::Closed) => break,
-                    Err(why) => {
-                        yield Err(interrupted(why));
-                        break;
-                    }
-                }
+        let store = ctx.data_unchecked::<Store>().clone();
+        let (after, first) = match after {
+            Some(cursor) => (EventsPosition::decode(&cursor, session)?.position, None),
+            None => {
+                // The session as it is now: everything up to its latest change is in it.
+                let now = store.last_session_event(session).await?;
+                let first = SessionChange {
+                    kind: SessionChangeKind::Session,
+                    change: Arc::new(Change::of_session(session, now)),
+                };
+                (now, Some(first))
             }
-        })
+        };
+        let slot = take_slot(ctx, "session")?;
+        let hub = ctx.data_unchecked::<Arc<Hub>>().clone();
+        let changes = resumable::session_changes(store, hub, session, after);
+        let changes = changes.filter_map(|item| async move {
+            match item {
+                Ok(change) => {
+                    let kind = SessionChangeKind::of(change.row.kind)?;
+                    change.delivered();
+                    Some(Ok(SessionChange { kind, change }))
+                }
+                Err(err) => Some(Err(async_graphql::Error::from(err))),
+            }
+        });
+        Ok(futures::stream::iter(first.map(Ok))
+            .chain(changes)
+            .map(move |item| {
+                let _open = &slot;
+                item
+            }))
     }
 
-    /// Status changes of every session (and new sessions), for dashboards; optionally only
-    /// those entering one of `status`.
+    /// Every session's status changes (creations, status changes, deletes and restores), for
+    /// dashboards, in one order the same on every server; optionally only those into one of
+    /// `status`. Without `after` it starts now; with `after` (an entry's cursor) it replays what
+    /// came after that entry from the database, then goes on live, with no gap and no
+    /// duplicate.
     #[graphql(guard = "RoleGuard(Role::Reader)")]
     async fn sessions(
         &self,
         ctx: &Context<'_>,
         #[graphql(desc = "Only changes into these statuses.")] status: Option<Vec<SessionStatus>>,
+        #[graphql(desc = "Resume after this cursor.")] after: Option<String>,
     ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<SessionStatusChange>> + use<>>
     {
+        let store = ctx.data_unchecked::<Store>().clone();
+        let after = match after {
+            Some(cursor) => FeedPosition::decode(&cursor)?.position,
+            None => store.last_feed_position().await?,
+        };
         let slot = take_slot(ctx, "sessions")?;
-        let mut live = ctx.data_unchecked::<Arc<Hub>>().subscribe_feed();
+        let hub = ctx.data_unchecked::<Arc<Hub>>().clone();
         let wanted = status.unwrap_or_default();
-        Ok(async_stream::stream! {
-            let _open = slot;
-            loop {
-                // The feed carries creations and status changes only.
-                match live.recv().await {
-                    Ok(change) => {
-                        let parsed: Option<SessionStatus> =
-                            change.row.status.as_deref().and_then(from_db_name);
-                        if wanted.is_empty() || parsed.is_some_and(|s| wanted.contains(&s)) {
-                            yield Ok(SessionStatusChange(change.clone()));
-                            change.delivered();
-                        }
-                    }
-                    Err(Interrupted::Closed) => break,
-                    Err(why) => {
-                        yield Err(interrupted(why));
-                        break;
-                    }
-                }
+        let entries = resumable::feed(store, hub, after).filter_map(move |item| {
+            let keep = match &item {
+                Ok(row) => wanted.is_empty() || wanted.contains(&row.to_status),
+                Err(_) => true,
+            };
+            async move {
+                keep.then(|| {
+                    item.map(SessionStatusChange)
+                        .map_err(async_graphql::Error::from)
+                })
             }
+        });
+        Ok(entries.map(move |item| {
+            let _open = &slot;
+            item
+        }))
+    }
+}
+
+/// Which of a session's events to receive; every one when a list is absent or empty.
+#[derive(async_graphql::InputObject, Default)]
+pub struct EventFilterInput {
+    /// Only events of these categories.
+    pub categories: Option<Vec<EventCategory>>,
+    /// Only events whose source is one of these agent executions.
+    pub agent_ids: Option<Vec<ID>>,
+    /// Only events of these stages.
+    pub stage_ids: Option<Vec<ID>>,
+}
+
+impl EventFilterInput {
+    fn into_filter(self) -> crate::error::Result<EventFilter> {
+        let decode = |ids: Option<Vec<ID>>, node| -> crate::error::Result<_> {
+            ids.unwrap_or_default()
+                .iter()
+                .map(|id| decode_as(node, id))
+                .collect()
+        };
+        Ok(EventFilter {
+            categories: self.categories.unwrap_or_default().into_iter().collect(),
+            executions: decode(self.agent_ids, NodeType::AgentExecution)?,
+            stages: decode(self.stage_ids, NodeType::Stage)?,
         })
     }
 }
@@ -243,6 +337,14 @@ impl SessionChange {
     /// What kind of record changed.
     async fn kind(&self) -> SessionChangeKind {
         self.kind
+    }
+    /// Pass as `after` to resume right after this change (on any server process).
+    async fn cursor(&self) -> String {
+        EventsPosition {
+            session: self.change.row.session_id,
+            position: self.change.row.position,
+        }
+        .encode()
     }
     /// The global ID of the record that changed.
     async fn id(&self) -> ID {
@@ -335,20 +437,46 @@ fn store<'a>(ctx: &Context<'a>) -> &'a Store {
     ctx.data_unchecked::<Store>()
 }
 
-/// A session whose status changed (or that was created).
-pub struct SessionStatusChange(Arc<Change>);
+/// A session created, whose status changed, deleted or restored: an entry of the feed.
+pub struct SessionStatusChange(Arc<SessionStatusChangeRow>);
 
-/// A session whose status changed (or that was created).
+/// A session created, whose status changed, deleted or restored: an entry of the feed.
 #[Object]
 impl SessionStatusChange {
     /// The session, as it is now.
     async fn session(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<Session>> {
-        let row = self.0.session(store(ctx)).await?;
+        let row = super::types::loaders(ctx)
+            .sessions
+            .load_one(self.0.session_id)
+            .await?;
         Ok(row.map(Session))
     }
-    /// Its new status.
-    async fn status(&self) -> Option<SessionStatus> {
-        self.0.row.status.as_deref().and_then(from_db_name)
+    /// What happened.
+    async fn action(&self) -> SessionChangeAction {
+        self.0.action
+    }
+    /// Its status after the change.
+    async fn status(&self) -> SessionStatus {
+        self.0.to_status
+    }
+    /// Its status before (null when it was created).
+    async fn previous_status(&self) -> Option<SessionStatus> {
+        self.0.from_status
+    }
+    /// When it happened.
+    async fn changed_at(&self) -> chrono::DateTime<chrono::Utc> {
+        self.0.changed_at
+    }
+    /// Its place in the feed (1, 2, 3, … in commit order, the same on every server).
+    async fn feed_position(&self) -> i64 {
+        self.0.feed_position
+    }
+    /// Pass as `after` to resume right after this entry (on any server process).
+    async fn cursor(&self) -> String {
+        FeedPosition {
+            position: self.0.feed_position,
+        }
+        .encode()
     }
 }
 
@@ -387,16 +515,4 @@ async fn view_of(
         stage: stage.or(execution_stage),
         execution,
     })
-}
-
-/// Ends a live stream whose subscriber fell behind, or that may have missed changes.
-fn interrupted(why: Interrupted) -> async_graphql::Error {
-    let message = match why {
-        Interrupted::TooSlow => "subscriber fell behind the live stream",
-        _ => "the live stream may have missed changes",
-    };
-    Error::SubscriberTooSlow(format!(
-        "{message}; subscribe again (and re-read current state)"
-    ))
-    .into()
 }

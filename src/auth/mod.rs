@@ -8,6 +8,7 @@
 //! transport alike.
 
 mod proxy;
+pub mod tickets;
 pub mod tokens;
 
 use std::sync::Arc;
@@ -91,6 +92,7 @@ impl Rejection {
 /// Turns credentials into identities.
 pub struct Authenticator {
     mode: AuthMode,
+    store: Store,
     tokens: Arc<TokenVerifier>,
     proxy: Option<ProxyAuth>,
 }
@@ -103,7 +105,8 @@ impl Authenticator {
         };
         Ok(Arc::new(Authenticator {
             mode: options.mode,
-            tokens: TokenVerifier::new(store),
+            tokens: TokenVerifier::new(store.clone()),
+            store,
             proxy,
         }))
     }

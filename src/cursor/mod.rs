@@ -24,6 +24,7 @@ enum Cursor {
     },
     Timeline(TimelinePosition),
     Events(EventsPosition),
+    Feed(FeedPosition),
     /// Timeline subscription cursors handed out before both kinds shared one format: decoded,
     /// never made.
     #[serde(skip_serializing)]
@@ -48,6 +49,7 @@ fn kind_of(cursor: &Cursor) -> &'static str {
         Cursor::Sessions { .. } => "the sessions list",
         Cursor::Timeline(_) | Cursor::Live(_) => "a timeline",
         Cursor::Events(_) => "a session's event stream",
+        Cursor::Feed(_) => "the sessions feed",
     }
 }
 
@@ -160,6 +162,34 @@ impl EventsPosition {
             ));
         }
         Ok(position)
+    }
+}
+
+/// A place in the dashboard feed of every session's status changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FeedPosition {
+    pub position: i64,
+}
+
+impl FeedPosition {
+    /// The cursor of this position.
+    pub fn encode(&self) -> String {
+        encode(&Cursor::Feed(*self))
+    }
+
+    /// The position a feed cursor stands for.
+    pub fn decode(cursor: &str) -> Result<FeedPosition> {
+        match decode(cursor)? {
+            Cursor::Feed(position) if position.position >= 0 => Ok(position),
+            Cursor::Feed(_) => Err(Error::bad_input(format!(
+                "\"{cursor}\" is not a valid cursor"
+            ))),
+            other => Err(Error::bad_input(format!(
+                "cursor belongs to {}, not to the sessions feed",
+                kind_of(&other)
+            ))),
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 //! readiness probes.
 
 mod access;
+mod events;
 mod graphiql;
 mod graphql;
 mod metrics;
@@ -59,6 +60,8 @@ pub struct AppState {
     pub closing: watch::Receiver<bool>,
     pub throttle: Arc<Throttle>,
     pub live: LiveOptions,
+    /// The subscriptions this process holds open, shared by every transport.
+    pub slots: Arc<SubscriptionSlots>,
 }
 
 pub use websocket::ConnectionInit;
@@ -74,14 +77,16 @@ pub fn router(
     let limits = options.limits;
     let origins = Arc::new(OriginPolicy::new(options, auth.mode())?);
     let cors = cors(origins.cors_origins(), &options.cors_allow_headers)?;
+    let slots = SubscriptionSlots::new(options.live.max_subscriptions);
     let state = AppState {
         runner: build_runner(
             store.clone(),
             hub.clone(),
             auth.clone(),
-            SubscriptionSlots::new(options.live.max_subscriptions),
+            slots.clone(),
             limits,
         ),
+        slots,
         store,
         hub,
         auth: auth.clone(),
@@ -113,6 +118,7 @@ pub fn router(
         .route("/graphql", graphql_routes())
         .route("/graphql/ws", get(websocket::upgrade))
         .route("/graphql/stream", graphql_routes())
+        .route("/sessions/{id}/events", get(events::stream))
         .route("/livez", get(probes::livez))
         .route("/healthz", get(probes::livez))
         .route("/readyz", get(probes::readyz));

@@ -32,6 +32,8 @@ pub struct Change {
     session: OnceCell<Option<Arc<SessionRow>>>,
     record: OnceCell<Option<Arc<dyn Any + Send + Sync>>>,
     executions: OnceCell<Executions>,
+    /// Read from the log as it was committed (not replayed, nor a first state).
+    live: bool,
 }
 
 impl Change {
@@ -49,7 +51,14 @@ impl Change {
             session: OnceCell::new(),
             record: OnceCell::new(),
             executions: OnceCell::new(),
+            live: true,
         }
+    }
+
+    /// A change read from the session's durable order (a replay): what it names is read when
+    /// asked for.
+    pub fn of_row(row: SessionEventRow) -> Change {
+        Change::new(row, None, None, None).not_live()
     }
 
     /// The execution the change is of, and its parent, read once per process.
@@ -103,11 +112,12 @@ impl Change {
         Ok(record.clone().and_then(|r| r.downcast::<R>().ok()))
     }
 
-    /// A change that stands for a session's current state (a subscription's first message).
-    pub fn of_session(session: Uuid) -> Change {
+    /// A change that stands for a session's current state as of `position` (a subscription's
+    /// first message).
+    pub fn of_session(session: Uuid, position: i64) -> Change {
         Change::new(
             SessionEventRow {
-                position: 0,
+                position,
                 session_id: session,
                 kind: ChangeKind::Session,
                 entity_id: session,
@@ -124,12 +134,21 @@ impl Change {
             None,
             None,
         )
+        .not_live()
     }
 
-    /// Records, once a subscriber was sent this change, how long after its commit that was.
+    fn not_live(self) -> Change {
+        Change {
+            live: false,
+            ..self
+        }
+    }
+
+    /// Records, once a subscriber was sent this change, how long after its commit that was
+    /// (changes read from the hub's log only: a replayed one is old news).
     pub fn delivered(&self) {
-        if self.row.position == 0 {
-            return; // Not a logged change: a subscription's first state.
+        if !self.live {
+            return;
         }
         let lag = (Utc::now() - self.row.created_at)
             .to_std()

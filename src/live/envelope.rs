@@ -59,16 +59,25 @@ pub enum EventCategory {
 )]
 #[serde(rename_all = "snake_case")]
 pub enum EventAction {
+    /// Created (the session, a stage, an agent not dispatched by another, a timeline event).
     Created,
+    /// Started running.
     Started,
+    /// The session was asked to cancel; it ends when its running agents have.
     Cancelling,
+    /// Ended successfully.
     Completed,
+    /// Ended in failure.
     Failed,
+    /// Ended by cancellation.
     Cancelled,
+    /// Ended by running out of time.
     TimedOut,
     /// The session changed without changing status.
     Updated,
+    /// The session was deleted (hidden from lists).
     Deleted,
+    /// The deleted session was restored.
     Restored,
     /// A team supervisor was dispatched.
     Team,
@@ -78,16 +87,27 @@ pub enum EventAction {
     Stream,
     /// Reasoning text was appended.
     Reasoning,
+    /// The model asked for a tool call.
     ToolCall,
+    /// An MCP tool call ended, with its result.
     ToolResult,
+    /// A timeline event ended (its final content).
     Finished,
+    /// A message was added to a conversation.
     Added,
+    /// An LLM call was recorded.
     Llm,
+    /// An MCP call was recorded.
     Mcp,
+    /// A follow-up chat was opened.
     Opened,
+    /// A question was asked in a chat.
     Question,
+    /// A warning was recorded.
     Warning,
+    /// An error was recorded.
     Error,
+    /// A snapshot of the agent tree.
     Topology,
 }
 

@@ -206,8 +206,11 @@ impl Hub {
         let options = &self.options;
         let mut subscribers = self.subscribers.lock().expect("hub lock");
         let row = &change.row;
-        // The feed is about status: a session updated for anything else is not news there.
-        if row.kind == ChangeKind::Session && row.status != row.previous_status {
+        // The feed is about status (and deletes): a session updated for anything else is not
+        // news there.
+        if row.kind.is_session()
+            && (row.kind != ChangeKind::Session || row.status != row.previous_status)
+        {
             subscribers.feed.retain(|q| q.push(&change, bytes, options));
         }
         if let Some(queues) = subscribers.sessions.get_mut(&row.session_id) {
@@ -234,7 +237,7 @@ impl Hub {
         rows.into_iter()
             .map(|logged| logged.event)
             .filter(|change| {
-                (change.kind == ChangeKind::Session && !subscribers.feed.is_empty())
+                (change.kind.is_session() && !subscribers.feed.is_empty())
                     || subscribers.sessions.contains_key(&change.session_id)
             })
             .collect()

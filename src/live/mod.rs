@@ -11,6 +11,7 @@ mod follower;
 mod hub;
 mod listen;
 mod queue;
+pub mod resumable;
 mod slots;
 pub mod timeline;
 

@@ -4,6 +4,7 @@
 mod agents;
 pub mod change_log;
 mod children;
+mod feed;
 mod health;
 mod lease;
 pub mod page;
@@ -12,6 +13,7 @@ pub mod refusals;
 mod rollups;
 pub mod session_events;
 pub mod sessions;
+pub mod tickets;
 mod timeline;
 pub mod tokens;
 mod traced;

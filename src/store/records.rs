@@ -80,6 +80,8 @@ pub struct SessionStatusChangeRow {
     pub actor: Option<String>,
     pub reason: Option<String>,
     pub changed_at: DateTime<Utc>,
+    /// Its place in the feed of every session's changes (1, 2, 3, … in commit order).
+    pub feed_position: i64,
 }
 
 #[derive(Debug, Clone, FromRow)]

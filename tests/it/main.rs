@@ -8,6 +8,7 @@ mod db_timeouts;
 mod deadlocks;
 mod demo;
 mod embedded_db;
+mod events;
 mod faults;
 mod graphiql;
 mod hardening;

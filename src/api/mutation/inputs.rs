@@ -229,6 +229,73 @@ impl FinishAgentExecutionInput {
     }
 }
 
+/// How serious a system notice is.
+#[derive(async_graphql::Enum, Clone, Copy, PartialEq, Eq)]
+pub enum SystemNoticeLevel {
+    /// Something degraded, the run goes on (a fallback model used).
+    Warning,
+    /// Something failed (an MCP server unavailable).
+    Error,
+}
+
+/// A warning or error the orchestrator records for an agent (an MCP server unavailable, a
+/// fallback model used): a timeline event of type `SYSTEM_WARNING` or `SYSTEM_ERROR`, and a
+/// `SYSTEM` `WARNING` / `ERROR` event in the session's stream.
+#[derive(InputObject)]
+pub struct RecordSystemNoticeInput {
+    /// Client-chosen UUID that makes retries safe.
+    pub id: Option<Uuid>,
+    /// The agent execution it concerns (it must be running).
+    pub execution_id: ID,
+    /// How serious it is.
+    pub level: SystemNoticeLevel,
+    /// Machine-readable, e.g. `MCP_SERVER_UNAVAILABLE` (1–100 letters, digits, `_`, `.`, `-`).
+    pub code: String,
+    /// For people (1–10,000 characters).
+    pub message: String,
+    /// More details (JSON object, at most 256 KiB); `code` is added to it.
+    pub details: Option<Json<Value>>,
+}
+
+impl RecordSystemNoticeInput {
+    pub fn into_command(self) -> Result<NewEvent> {
+        let code = self.code.trim();
+        let valid = !code.is_empty()
+            && code.len() <= 100
+            && code
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+        if !valid {
+            return Err(Error::bad_input(
+                "`code` must be 1–100 letters, digits, '_', '.' or '-'",
+            ));
+        }
+        let chars = self.message.chars().count();
+        if self.message.trim().is_empty() || chars > 10_000 {
+            return Err(Error::bad_input(
+                "`message` must be 1–10,000 characters, not only whitespace",
+            ));
+        }
+        let mut metadata = match self.details.map(|d| d.0) {
+            None => serde_json::Map::new(),
+            Some(Value::Object(map)) => map,
+            Some(_) => return Err(Error::bad_input("`details` must be a JSON object")),
+        };
+        metadata.insert("code".into(), Value::String(code.to_owned()));
+        Ok(NewEvent {
+            id: self.id,
+            execution_id: uuid(NodeType::AgentExecution, &self.execution_id)?,
+            event_type: match self.level {
+                SystemNoticeLevel::Warning => TimelineEventType::SystemWarning,
+                SystemNoticeLevel::Error => TimelineEventType::SystemError,
+            },
+            status: TimelineEventStatus::Completed,
+            content: self.message,
+            metadata: Value::Object(metadata),
+        })
+    }
+}
+
 /// Starts a pending agent execution.
 #[derive(InputObject)]
 pub struct StartAgentExecutionInput {

@@ -18,6 +18,7 @@ use super::types::{
     AgentExecution, ApiToken, Chat, ChatUserMessage, LlmInteraction, McpInteraction, Message,
     Session, Stage, TimelineEvent,
 };
+use crate::auth::Authenticator;
 use crate::error::Error;
 use crate::live::Hub;
 use crate::model::Role;
@@ -30,6 +31,17 @@ use crate::store::write::{
 use async_graphql::Result;
 pub use ingest::{IngestItem, IngestOperation};
 pub use inputs::*;
+
+/// A ticket to one session's plain event stream.
+#[derive(SimpleObject)]
+pub struct EventStreamTicket {
+    /// The ticket (secret: it opens the session's event stream until it expires).
+    pub ticket: String,
+    /// Until when it can be used to connect.
+    pub expires_at: chrono::DateTime<chrono::Utc>,
+    /// The stream's path on this server, the ticket included.
+    pub url: String,
+}
 
 /// How a transaction's changes are attributed in the session status history.
 pub(crate) enum Audit<'a> {
@@ -328,6 +340,49 @@ impl Mutation {
         })
         .await?;
         Ok(TimelineEvent(row.into()))
+    }
+
+    /// Records a warning or error for an agent (an MCP server unavailable, a fallback model
+    /// used): an instant timeline event of type `SYSTEM_WARNING` / `SYSTEM_ERROR` whose metadata
+    /// holds the `code`, seen in the session's event stream as `SYSTEM` `WARNING` / `ERROR`.
+    /// Writer.
+    #[graphql(guard = "RoleGuard(Role::Writer)")]
+    async fn record_system_notice(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "What to record.")] input: RecordSystemNoticeInput,
+    ) -> Result<TimelineEvent> {
+        let new = input.into_command()?;
+        let row = transaction(ctx, Audit::Caller, new, |c, new| {
+            Box::pin(timeline::create(c, new))
+        })
+        .await?;
+        Ok(TimelineEvent(row.into()))
+    }
+
+    /// A ticket to one session's plain event stream (`GET /sessions/{id}/events?ticket=…`), for
+    /// clients that cannot send an `Authorization` header (a browser's `EventSource`). It can be
+    /// used to connect for 60 seconds, to that session only; a stream it opened runs on until
+    /// the credentials it was minted with are revoked or expire. Reader.
+    #[graphql(guard = "RoleGuard(Role::Reader)")]
+    async fn create_event_stream_ticket(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The session.")] session_id: ID,
+    ) -> Result<EventStreamTicket> {
+        let session = decode_as(NodeType::Session, &session_id)?;
+        let store = ctx.data_unchecked::<Store>();
+        if !store.membership(session, None, None).await?.session_exists {
+            return Err(Error::not_found(format!("session {session} does not exist")).into());
+        }
+        let identity = caller(ctx)?;
+        let auth = ctx.data_unchecked::<Arc<Authenticator>>();
+        let ticket = auth.mint_ticket(identity, session).await?;
+        Ok(EventStreamTicket {
+            url: format!("/sessions/{session}/events?ticket={}", ticket.secret),
+            ticket: ticket.secret,
+            expires_at: ticket.expires_at,
+        })
     }
 
     /// Appends to a streaming event's content, exactly once per offset. Writer.

@@ -3,6 +3,7 @@
 
 mod access;
 mod chat;
+mod events;
 mod execution;
 mod interactions;
 mod message;
@@ -19,6 +20,7 @@ use crate::error::{Error, Result};
 
 pub use access::{ApiToken, SessionHistoryEntry, Viewer};
 pub use chat::{Chat, ChatUserMessage};
+pub use events::SessionEvent;
 pub use execution::AgentExecution;
 pub use interactions::{LlmInteraction, McpInteraction};
 pub use message::Message;

@@ -1,0 +1,81 @@
+//! Stream tickets: a browser's `EventSource` cannot send an `Authorization` header, so an
+//! authenticated client mints a ticket for one session's plain event stream and puts it in the
+//! stream's URL. A ticket is short-lived (it only has to be used to connect; a stream it opened
+//! runs on), carries the identity that minted it (a revoked token ends its streams as it ends
+//! the token's own), is stored only as a hash, and opens no other session.
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::{Authenticator, Identity, tokens};
+use crate::error::Result;
+use crate::store::tickets::TicketRow;
+
+/// How long a ticket can be used to connect.
+pub const TICKET_LIFETIME: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The prefix of a ticket's secret.
+const TICKET_PREFIX: &str = "cfst_";
+
+/// A new ticket.
+pub struct Ticket {
+    pub secret: String,
+    pub expires_at: DateTime<Utc>,
+}
+
+impl Authenticator {
+    /// A ticket to `session`'s event stream, as `identity`.
+    pub async fn mint_ticket(&self, identity: &Identity, session: Uuid) -> Result<Ticket> {
+        let secret = format!(
+            "{TICKET_PREFIX}{}",
+            tokens::generate_secret().trim_start_matches(tokens::SECRET_PREFIX)
+        );
+        let expires_at = Utc::now()
+            + chrono::Duration::from_std(TICKET_LIFETIME).expect("a minute fits a duration");
+        let row = TicketRow {
+            session_id: session,
+            actor: identity.actor.clone(),
+            role: identity.role,
+            token_hash: identity.token.map(|hash| hash.to_vec()),
+            from_proxy: identity.from_proxy,
+            expires_at,
+        };
+        self.store
+            .create_ticket(&tokens::hash(&secret), &row)
+            .await?;
+        Ok(Ticket { secret, expires_at })
+    }
+
+    /// The identity a ticket carries, when it is a live ticket to `session` (and the token it
+    /// was minted with is still good).
+    pub async fn redeem_ticket(&self, secret: &str, session: Uuid) -> Option<Identity> {
+        if !secret.starts_with(TICKET_PREFIX) {
+            return None;
+        }
+        let row = match self.store.ticket(&tokens::hash(secret)).await {
+            Ok(row) => row?,
+            Err(err) => {
+                tracing::error!("cannot check a stream ticket: {err}");
+                return None;
+            }
+        };
+        if row.session_id != session {
+            return None;
+        }
+        let token: Option<tokens::SecretHash> = match row.token_hash {
+            Some(hash) => {
+                let hash: tokens::SecretHash = hash.try_into().ok()?;
+                // Revoked or expired since: the ticket goes with it.
+                self.tokens.verify_hash(&hash).await.ok()??;
+                Some(hash)
+            }
+            None => None,
+        };
+        Some(Identity {
+            actor: row.actor,
+            role: row.role,
+            token,
+            from_proxy: row.from_proxy,
+        })
+    }
+}
