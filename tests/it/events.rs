@@ -363,6 +363,22 @@ async fn the_plain_stream_serves_seed_004s_envelope_and_resumes_from_last_event_
         id.parse::<i64>().unwrap() + 1
     );
     assert_eq!(next["data"]["content"], " more");
+    // A topology snapshot first, as of where the stream starts: the tree had only the lead
+    // then.
+    let mut topology = PlainStream::open(format!("{url}?topology=true&after=3"), &[])
+        .await
+        .unwrap();
+    let (id, snapshot) = topology.next().await;
+    assert_eq!(id.as_deref(), Some("3"));
+    assert_eq!(
+        snapshot["event"],
+        json!({ "category": "system", "action": "topology" })
+    );
+    let hierarchy = snapshot["data"]["hierarchy"].as_array().unwrap();
+    assert_eq!(hierarchy.len(), 1, "{snapshot}");
+    assert_eq!(hierarchy[0]["agent_name"], "Lead");
+    assert_eq!(hierarchy[0]["depth"], 0);
+    drop(topology);
     // Bad input is a clear error, not a stream.
     let (status, body) = PlainStream::open(url.clone(), &[("last-event-id", "soon")])
         .await

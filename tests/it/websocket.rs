@@ -58,13 +58,23 @@ fn message_type(frame: &Message) -> Option<String> {
     value["type"].as_str().map(str::to_owned)
 }
 
-/// Reads until a close frame arrives; returns its code.
+/// Reads until a close frame arrives; returns its code. Reading answers the pings queued before
+/// it, and answering one after the server has hung up fails: the close frame is still there to
+/// read after that error.
 async fn close_code(socket: &mut Socket) -> CloseCode {
+    let mut failed_writes = 0;
     loop {
-        match frame(socket).await {
-            Some(Message::Close(Some(close))) => return close.code,
-            Some(_) => continue,
-            None => panic!("the connection ended without a close frame"),
+        let next = tokio::time::timeout(Duration::from_secs(10), socket.next())
+            .await
+            .expect("a frame within 10 s");
+        match next {
+            Some(Ok(Message::Close(Some(close)))) => return close.code,
+            Some(Ok(_)) => continue,
+            Some(Err(err)) if failed_writes < 3 => {
+                failed_writes += 1;
+                eprintln!("reading on after: {err}");
+            }
+            _ => panic!("the connection ended without a close frame"),
         }
     }
 }
