@@ -106,6 +106,15 @@ pub(super) const ORCHESTRATOR_AGENT: Profile = Profile {
              specialist agents with dispatch_agent, and combine their findings into one \
              analysis.",
 };
+pub(super) const TEAM_LEAD_AGENT: Profile = Profile {
+    name: "TeamLeadAgent",
+    model: &CLAUDE_SONNET,
+    servers: &[],
+    functions: &["dispatch_agent"],
+    prompt: "You are TeamLeadAgent. You lead one team: hand your team's task to a specialist \
+             with dispatch_agent, check that its findings answer the task, and report them to \
+             the supervisor in a few sentences.",
+};
 pub(super) const LOG_AGENT: Profile = Profile {
     name: "LogAnalysisAgent",
     model: &GEMINI_FLASH,

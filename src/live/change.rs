@@ -11,7 +11,7 @@ use uuid::Uuid;
 use crate::error::Result;
 use crate::model::TimelineEventType;
 use crate::observe::metrics::LIVE_DELIVERY_LAG;
-use crate::store::session_events::{ChangeKind, SessionEventRow};
+use crate::store::session_events::SessionEventRow;
 use crate::store::{ExecutionRow, Record, SessionRow, Store, TimelineEventRow};
 
 /// The execution a change is of, and its parent.
@@ -116,20 +116,7 @@ impl Change {
     /// first message).
     pub fn of_session(session: Uuid, position: i64) -> Change {
         Change::new(
-            SessionEventRow {
-                position,
-                session_id: session,
-                kind: ChangeKind::Session,
-                entity_id: session,
-                stage_id: None,
-                execution_id: None,
-                sequence_number: None,
-                start_offset: None,
-                end_offset: None,
-                status: None,
-                previous_status: None,
-                created_at: Utc::now(),
-            },
+            SessionEventRow::of_session(session, position, Utc::now()),
             None,
             None,
             None,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use super::envelope::{Envelope, EventCategory, Known};
-use super::queue::Interrupted;
+use super::queue::{COALESCE, Interrupted};
 use super::{Change, Hub};
 use crate::error::{Error, Result};
 use crate::store::session_events::{ChangeKind, SessionEventRow};
@@ -43,9 +43,6 @@ impl EventFilter {
 
 /// Events read per replay query.
 const REPLAY_PAGE: i64 = 500;
-
-/// The shortest time between two deliveries of appends to one subscriber.
-const COALESCE: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Reads what the envelopes of these rows need, a few statements for all of them.
 pub async fn envelopes(store: &Store, rows: Vec<SessionEventRow>) -> Result<Vec<Envelope>> {
@@ -190,25 +187,7 @@ pub fn stream(
             let now = tokio::time::Instant::now();
             let mut last_sent = now.checked_sub(COALESCE).unwrap_or(now);
             let ended = loop {
-                let mut received = vec![live.recv().await];
-                // Appends go out at most once per window: the first at once, those right after
-                // it merged at the window's end.
-                if matches!(&received[0], Ok(change) if change.row.kind == ChangeKind::EventAppended) {
-                    let deadline = last_sent + COALESCE;
-                    loop {
-                        tokio::select! {
-                            biased;
-                            next = live.recv() => {
-                                let done = next.is_err();
-                                received.push(next);
-                                if done {
-                                    break;
-                                }
-                            }
-                            () = tokio::time::sleep_until(deadline) => break,
-                        }
-                    }
-                }
+                let received = live.recv_window(last_sent).await;
                 let mut ended = None;
                 let mut out = Vec::new();
                 for item in received {

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
-use super::queue::Interrupted;
+use super::queue::{COALESCE, Interrupted};
 use super::{Change, Hub};
 use crate::cursor::{Sent, TimelinePosition as Position};
 use crate::error::{Error, Result};
@@ -251,9 +251,6 @@ async fn apply(
     Ok(())
 }
 
-/// The shortest time between two deliveries of appends to one subscriber.
-const COALESCE: std::time::Duration = std::time::Duration::from_millis(50);
-
 /// Merges the appends to each event gathered in one window into one update (placed where its
 /// first append was; text of one event stays in order, events stay independent) and gives each
 /// update the cursor of the position right after it, as sent.
@@ -327,27 +324,7 @@ pub fn stream(
             let now = tokio::time::Instant::now();
             let mut last_sent = now.checked_sub(COALESCE).unwrap_or(now);
             let ended = loop {
-                let mut received = vec![live.recv().await];
-                // Appends go out at most once per window: the first at once, those that follow
-                // it within the window merged at its end, so a token-rate stream reaches clients
-                // as a few larger pieces, in order, none lost, and a slow one without delay.
-                if matches!(&received[0], Ok(change) if change.row.kind == ChangeKind::EventAppended) {
-                    let deadline = last_sent + COALESCE;
-                    loop {
-                        tokio::select! {
-                            // What is already queued is taken even when the window has passed.
-                            biased;
-                            next = live.recv() => {
-                                let done = next.is_err();
-                                received.push(next);
-                                if done {
-                                    break;
-                                }
-                            }
-                            () = tokio::time::sleep_until(deadline) => break,
-                        }
-                    }
-                }
+                let received = live.recv_window(last_sent).await;
                 let mut ended = None;
                 let mut applied = Vec::with_capacity(received.len());
                 for item in received {

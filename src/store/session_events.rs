@@ -90,6 +90,27 @@ pub struct SessionEventRow {
     pub created_at: DateTime<Utc>,
 }
 
+impl SessionEventRow {
+    /// A row that stands for the session itself as of `position` (a subscription's first
+    /// message, a topology snapshot), not a stored change.
+    pub fn of_session(session: Uuid, position: i64, at: DateTime<Utc>) -> SessionEventRow {
+        SessionEventRow {
+            session_id: session,
+            position,
+            kind: ChangeKind::Session,
+            entity_id: session,
+            stage_id: None,
+            execution_id: None,
+            sequence_number: None,
+            start_offset: None,
+            end_offset: None,
+            status: None,
+            previous_status: None,
+            created_at: at,
+        }
+    }
+}
+
 pub(super) const COLUMNS: &str = "session_id, position, kind, entity_id, stage_id, execution_id, \
     sequence_number, start_offset, end_offset, status, previous_status, created_at";
 

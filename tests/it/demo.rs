@@ -126,8 +126,17 @@ async fn demo_is_complete_and_idempotent() {
           AND (SELECT count(*) FROM stages o WHERE o.session_id = m.session_id AND o.chat_id IS NULL) = 3",
         ),
         (
-            "an orchestrator with sub-agents",
-            "SELECT count(*) FROM agent_executions WHERE parent_execution_id IS NOT NULL",
+            "a global supervisor with two teams, each a team supervisor and its worker",
+            "SELECT count(*) FROM agent_executions g WHERE g.agent_type::text = 'global_supervisor' \
+          AND (SELECT count(DISTINCT t.team_name) FROM agent_executions t \
+               JOIN agent_executions w ON w.parent_execution_id = t.id \
+                AND w.agent_type::text = 'worker' AND w.team_name = t.team_name AND w.depth = 2 \
+               WHERE t.parent_execution_id = g.id AND t.agent_type::text = 'team_supervisor') = 2",
+        ),
+        (
+            "sub-agents with their task and result summary",
+            "SELECT count(*) FROM agent_executions WHERE parent_execution_id IS NOT NULL \
+          AND task IS NOT NULL AND result_summary IS NOT NULL",
         ),
         (
             "a follow-up chat answered by a stage",

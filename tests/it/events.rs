@@ -6,6 +6,8 @@ use futures::StreamExt as _;
 use serde_json::{Value, json};
 
 use crate::common::TestApp;
+use crate::common::multipart::MultipartSubscription;
+use crate::common::sse::SseSubscription;
 use crate::common::ws::Subscription;
 use crate::write_api::Agent;
 
@@ -193,6 +195,48 @@ async fn everything_in_a_session_arrives_in_one_order_and_resumes_exactly() {
         ["dispatch.team", "dispatch.worker", "system.warning"]
     );
     filtered.disconnect().await;
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_event_stream_is_the_same_over_websocket_sse_and_multipart() {
+    let app = TestApp::start().await;
+    let a = Agent { app: &app };
+    let (session, _, lead) = supervisor(&a).await;
+    let (event, _) = a.event(&lead, "STREAMING").await;
+    a.append(&event, 0, "two OOM kills, ").await;
+    a.append(&event, 15, "then ✓").await;
+    a.ok(
+        "mutation ($e: ID!) { finishTimelineEvent(input: { eventId: $e, status: COMPLETED }) { status } }",
+        json!({ "e": event }),
+    )
+    .await;
+    let vars = json!({ "s": session });
+    let mut ws = Subscription::start(app.addr, false, json!({}), EVENTS, vars.clone()).await;
+    let over_ws = until(&mut ws, "timeline.finished").await;
+    ws.disconnect().await;
+    let mut sse = SseSubscription::start(app.addr, EVENTS, vars.clone()).await;
+    let mut multipart = MultipartSubscription::open(app.addr, EVENTS, vars)
+        .await
+        .unwrap();
+    let mut over_sse = Vec::new();
+    while over_sse.len() < over_ws.len() {
+        over_sse.push(sse.next().await.expect("an event")["events"].clone());
+    }
+    let mut over_multipart = Vec::new();
+    while over_multipart.len() < over_ws.len() {
+        let data = multipart.try_next().await.unwrap().expect("an event");
+        over_multipart.push(data["events"].clone());
+    }
+    assert_eq!(over_sse, over_ws);
+    assert_eq!(over_multipart, over_ws);
+    assert_gapless(&over_ws, 1);
+    let text: String = over_ws
+        .iter()
+        .filter(|e| e["type"] == "llm.stream")
+        .map(|e| e["data"]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "two OOM kills, then ✓");
     app.stop().await;
 }
 

@@ -2,7 +2,7 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -12,37 +12,8 @@ use sqlx::Connection as _;
 use uuid::Uuid;
 
 use crate::common::TestDb;
-use crate::common::process;
+use crate::common::served::Served;
 use crate::common::ws::Subscription;
-
-/// A `casefile serve` child process, killed when dropped.
-struct Served {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Served {
-    /// Starts it off the runtime's threads: start-up blocks on reading its output.
-    async fn start(args: Vec<String>) -> Served {
-        let (child, addr) = tokio::task::spawn_blocking(move || process::serve(args))
-            .await
-            .unwrap();
-        Served { child, addr }
-    }
-
-    /// SIGKILL: no shutdown, no flush; the OS releases its files and locks.
-    fn kill(&mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// POSTs a GraphQL request; `None` when no answer came (connection refused or cut, timeout).
 async fn post(

@@ -3,6 +3,7 @@
 use serde_json::{Value, json};
 
 use crate::common::TestApp;
+use crate::common::served::Served;
 use crate::common::sse::SseSubscription;
 use crate::common::ws::Subscription;
 use crate::write_api::Agent;
@@ -297,32 +298,12 @@ async fn session_changes_and_the_dashboard_feed_follow_the_work() {
     app.stop().await;
 }
 
-/// A second `casefile serve` process on the same database.
-struct OtherProcess {
-    child: std::process::Child,
-    addr: std::net::SocketAddr,
-}
-
-impl OtherProcess {
-    fn start(database_url: &str) -> OtherProcess {
-        let (child, addr) = crate::common::process::serve(["--database-url", database_url]);
-        OtherProcess { child, addr }
-    }
-}
-
-impl Drop for OtherProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[tokio::test]
 async fn two_processes_on_one_postgresql_deliver_every_update() {
     let Some((app, url)) = TestApp::start_external("a second process").await else {
         return;
     };
-    let other = OtherProcess::start(&url);
+    let other = Served::start(vec!["--database-url".into(), url]).await;
     let a = Agent { app: &app };
     let (session, exec) = running_execution(&a).await;
     // Subscribed on the other process; written through this one.

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use casefile::cursor::{TimelinePosition, View};
+use casefile::live::timeline::Update;
 use casefile::live::{Change, Hub, HubOptions, Interrupted};
 use casefile::store::session_events::ChangeKind;
 use futures::StreamExt as _;
@@ -334,6 +335,34 @@ async fn a_batch_notifies_listeners_once() {
     app.stop().await;
 }
 
+/// A streaming event in a new session, followed through `hub` by a subscriber of the session's
+/// changes and by a timeline subscription, both of which have seen it created: (changes,
+/// timeline, event).
+async fn watched_event(
+    app: &TestApp,
+    hub: &std::sync::Arc<Hub>,
+) -> (
+    casefile::live::Receiver,
+    futures::stream::BoxStream<'static, casefile::error::Result<Update>>,
+    String,
+) {
+    let a = Agent { app };
+    let (session, exec) = running_execution(&a).await;
+    let session: uuid::Uuid = session.parse().unwrap();
+    let mut rx = hub.subscribe(session);
+    let mut timeline = casefile::live::timeline::stream(
+        app.store.clone(),
+        hub.clone(),
+        TimelinePosition::new(session, View::default()),
+    )
+    .boxed();
+    let (event, _) = a.event(&exec, "STREAMING").await;
+    next_of_kind(&mut rx, ChangeKind::EventCreated).await;
+    let created = timeline.next().await.unwrap().unwrap();
+    assert_eq!(created.sequence_number, 1);
+    (rx, timeline, event)
+}
+
 fn fast_pruning() -> HubOptions {
     HubOptions {
         reader_timeout: Duration::from_secs(2),
@@ -430,18 +459,7 @@ async fn a_process_the_log_was_pruned_past_resumes_its_subscribers() {
         .await
         .unwrap();
     let a = Agent { app: &app };
-    let (session, exec) = running_execution(&a).await;
-    let session: uuid::Uuid = session.parse().unwrap();
-    let mut rx = hub.subscribe(session);
-    let mut timeline = Box::pin(casefile::live::timeline::stream(
-        app.store.clone(),
-        hub.clone(),
-        TimelinePosition::new(session, View::default()),
-    ));
-    let (event, _) = a.event(&exec, "STREAMING").await;
-    next_of_kind(&mut rx, ChangeKind::EventCreated).await;
-    let created = timeline.next().await.unwrap().unwrap();
-    assert_eq!(created.sequence_number, 1);
+    let (mut rx, mut timeline, event) = watched_event(&app, &hub).await;
     // Other processes pruned the log past this one (as if it had stalled past the timeout),
     // in the transaction of a write this process never reads.
     let mut tx = app.store.pool().begin().await.unwrap();
@@ -502,17 +520,7 @@ async fn awaited_ids_are_bounded_and_giving_up_on_them_is_announced() {
     .await
     .unwrap();
     let a = Agent { app: &app };
-    let (session, exec) = running_execution(&a).await;
-    let session: uuid::Uuid = session.parse().unwrap();
-    let mut rx = hub.subscribe(session);
-    let mut timeline = Box::pin(casefile::live::timeline::stream(
-        app.store.clone(),
-        hub.clone(),
-        TimelinePosition::new(session, View::default()),
-    ));
-    let (event, _) = a.event(&exec, "STREAMING").await;
-    next_of_kind(&mut rx, ChangeKind::EventCreated).await;
-    timeline.next().await.unwrap().unwrap();
+    let (mut rx, mut timeline, event) = watched_event(&app, &hub).await;
     // A long transaction takes five log ids, then later changes commit around it.
     let mut slow = app.store.pool().begin().await.unwrap();
     for i in 0..5 {

@@ -22,6 +22,7 @@ mod live_hub;
 mod operations;
 mod pagination;
 mod query_api;
+mod replicas;
 mod schema_file;
 mod telemetry;
 mod token_cli;

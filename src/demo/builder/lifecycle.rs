@@ -32,6 +32,14 @@ pub(in crate::demo) enum Agents {
     Parallel(ParallelType, SuccessPolicy, i32),
 }
 
+/// Where a dispatched sub-agent joins its parent's tree (seed 004's agent types).
+pub(in crate::demo) enum Joins {
+    /// As the team supervisor of a new team with this name.
+    Team(&'static str),
+    /// As a worker in its parent's team.
+    Worker,
+}
+
 /// What a session ended with.
 #[derive(Default)]
 pub(in crate::demo) struct Outcome {
@@ -229,7 +237,7 @@ impl Demo {
         let row = &mut self.stages[st.idx];
         row.chat_id = Some(chat);
         row.chat_user_message_id = Some(question);
-        let agent = self.agent(st, &CHAT_AGENT, None);
+        let agent = self.agent(st, &CHAT_AGENT);
         let meta = json!({ "author": author, "chat_id": chat, "chat_user_message_id": question });
         self.event(
             agent,
@@ -238,27 +246,54 @@ impl Demo {
         (st, agent)
     }
 
-    /// An agent execution in a stage; `parent` makes it a sub-agent of an orchestrator.
-    pub(in crate::demo) fn agent(
+    /// A top-level agent execution in a stage: the root of its agent tree.
+    pub(in crate::demo) fn agent(&mut self, st: Stage, profile: &'static Profile) -> Agent {
+        self.execution(st, profile, None, AgentType::GlobalSupervisor, None, None)
+    }
+
+    /// A sub-agent `parent` dispatched with `task`: a team supervisor leading a new team, or a
+    /// worker in its parent's team.
+    pub(in crate::demo) fn dispatch(
+        &mut self,
+        st: Stage,
+        profile: &'static Profile,
+        parent: Agent,
+        joins: Joins,
+        task: &str,
+    ) -> Agent {
+        let (agent_type, team) = match joins {
+            Joins::Team(team) => (AgentType::TeamSupervisor, team.to_owned()),
+            Joins::Worker => {
+                let parent = &self.executions[parent.idx];
+                let team = parent.team_name.clone();
+                (
+                    AgentType::Worker,
+                    team.expect("a worker's parent leads a team"),
+                )
+            }
+        };
+        self.execution(
+            st,
+            profile,
+            Some(parent),
+            agent_type,
+            Some(team),
+            Some(task),
+        )
+    }
+
+    fn execution(
         &mut self,
         st: Stage,
         profile: &'static Profile,
         parent: Option<Agent>,
+        agent_type: AgentType,
+        team_name: Option<String>,
+        task: Option<&str>,
     ) -> Agent {
         let index = self.next(st.id, "agent");
         let id = Self::child_id(st.id, "agent", index, self.now);
-        // A top-level agent is the root of its tree; a sub-agent a worker of its parent's team.
-        let (agent_type, team_name, depth) = match parent {
-            None => (AgentType::GlobalSupervisor, None, 0),
-            Some(p) => {
-                let parent = &self.executions[p.idx];
-                let team = parent
-                    .team_name
-                    .clone()
-                    .unwrap_or_else(|| parent.agent_name.clone());
-                (AgentType::Worker, Some(team), parent.depth + 1)
-            }
-        };
+        let depth = parent.map_or(0, |p| self.executions[p.idx].depth + 1);
         self.executions.push(ExecutionRow {
             id,
             stage_id: st.id,
@@ -278,7 +313,7 @@ impl Demo {
             updated_at: self.now,
             agent_type,
             team_name,
-            task: None,
+            task: task.map(Into::into),
             result_summary: None,
             depth,
         });
@@ -289,6 +324,11 @@ impl Demo {
             session: st.session,
             profile,
         }
+    }
+
+    /// What a finished sub-agent reports back to its parent (seed 003's `result_summary`).
+    pub(in crate::demo) fn report(&mut self, a: Agent, summary: &str) {
+        self.executions[a.idx].result_summary = Some(summary.into());
     }
 
     pub(in crate::demo) fn end_agent(

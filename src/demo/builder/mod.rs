@@ -20,7 +20,7 @@ use crate::store::{
 };
 
 // What the scenarios build with, whichever file it lives in.
-pub(super) use lifecycle::{Agents, Alert, Outcome};
+pub(super) use lifecycle::{Agents, Alert, Joins, Outcome};
 pub(super) use records::Msg;
 pub(super) use steps::Step;
 

@@ -29,7 +29,7 @@ pub(super) fn play(d: &mut Demo) {
     );
     d.start(s);
     let st = d.stage(s, "Initial Analysis", Agents::One);
-    let k8s = d.agent(st, &KUBERNETES_AGENT, None);
+    let k8s = d.agent(st, &KUBERNETES_AGENT);
     d.begin(
         k8s,
         "Alert KubeJobFailed (warning) in cluster prod-eu-west-1:\n\
@@ -60,7 +60,7 @@ pub(super) fn play(d: &mut Demo) {
     d.end_stage(st);
 
     let st = d.stage(s, "Root Cause", Agents::One);
-    let k8s = d.agent(st, &KUBERNETES_AGENT, None);
+    let k8s = d.agent(st, &KUBERNETES_AGENT);
     d.begin(
         k8s,
         &format!(

@@ -37,7 +37,7 @@ pub(super) fn play(d: &mut Demo) {
     d.start(s);
 
     let st = d.stage(s, "Initial Analysis", Agents::One);
-    let k8s = d.agent(st, &KUBERNETES_AGENT, None);
+    let k8s = d.agent(st, &KUBERNETES_AGENT);
     d.begin(
         k8s,
         "Alert KubePodCrashLooping (critical) in cluster prod-eu-west-1:\n\
@@ -96,9 +96,9 @@ pub(super) fn play(d: &mut Demo) {
     let findings = format!("Findings of stage 'Initial Analysis':\n{CHECKOUT_INITIAL}");
     let deep_dive = Agents::Parallel(ParallelType::MultiAgent, SuccessPolicy::Any, 3);
     let st = d.stage(s, "Deep Dive", deep_dive);
-    let k8s = d.agent(st, &KUBERNETES_AGENT, None);
-    let argo = d.agent(st, &ARGOCD_AGENT, None);
-    let prom = d.agent(st, &PROMETHEUS_AGENT, None);
+    let k8s = d.agent(st, &KUBERNETES_AGENT);
+    let argo = d.agent(st, &ARGOCD_AGENT);
+    let prom = d.agent(st, &PROMETHEUS_AGENT);
     d.begin(
         k8s,
         &format!("{findings}\n\nTask: check which settings the checkout pods receive."),
@@ -181,7 +181,7 @@ pub(super) fn play(d: &mut Demo) {
     d.end_stage(st);
 
     let st = d.stage(s, "Recommendations", Agents::One);
-    let fix = d.agent(st, &REMEDIATION_AGENT, None);
+    let fix = d.agent(st, &REMEDIATION_AGENT);
     d.begin(
         fix,
         &format!(

@@ -32,7 +32,7 @@ pub(super) fn play(d: &mut Demo) {
     );
     d.start(s);
     let st = d.stage(s, "Initial Analysis", Agents::One);
-    let k8s = d.agent(st, &KUBERNETES_AGENT, None);
+    let k8s = d.agent(st, &KUBERNETES_AGENT);
     d.begin(
         k8s,
         "Alert KubePersistentVolumeFillingUp (critical) in cluster prod-us-east-1:\n\

@@ -34,8 +34,8 @@ pub(super) fn play(d: &mut Demo) {
     d.start(s);
     let replicas = Agents::Parallel(ParallelType::Replica, SuccessPolicy::Any, 2);
     let st = d.stage(s, "Log Analysis", replicas);
-    let first = d.agent(st, &LOG_AGENT, None);
-    let second = d.agent(st, &LOG_AGENT, None);
+    let first = d.agent(st, &LOG_AGENT);
+    let second = d.agent(st, &LOG_AGENT);
     let task = "Alert IngressHigh5xxRate (critical): 12.4% of requests to api.example.com fail \
                 with 5xx. Read the ingress-nginx controller logs and group the errors by \
                 upstream and cause.";

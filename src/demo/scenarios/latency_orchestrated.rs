@@ -1,10 +1,13 @@
-//! Completed: an orchestrator dispatches two sub-agents (executions whose parent is the
-//! orchestrator's, in the same stage) and combines what they found.
+//! Completed: a global supervisor dispatches two teams (a team supervisor each, executions
+//! whose parent is the supervisor's, in the same stage); each team supervisor dispatches a
+//! worker, checks its findings and reports them up; the supervisor combines the reports.
 
 use serde_json::json;
 
-use crate::demo::builder::{Agents, Alert, Demo, Msg, Outcome, Step};
-use crate::demo::catalog::{KUBERNETES_AGENT, ORCHESTRATOR_AGENT, PROMETHEUS_AGENT};
+use crate::demo::builder::{Agent, Agents, Alert, Demo, Joins, Msg, Outcome, Step};
+use crate::demo::catalog::{
+    KUBERNETES_AGENT, ORCHESTRATOR_AGENT, PROMETHEUS_AGENT, TEAM_LEAD_AGENT,
+};
 use crate::model::{ExecutionStatus, LlmInteractionType as Llm, SessionStatus};
 
 pub(super) fn play(d: &mut Demo) {
@@ -31,7 +34,7 @@ pub(super) fn play(d: &mut Demo) {
     );
     d.start(s);
     let st = d.stage(s, "Investigation", Agents::One);
-    let lead = d.agent(st, &ORCHESTRATOR_AGENT, None);
+    let lead = d.agent(st, &ORCHESTRATOR_AGENT);
     d.begin(
         lead,
         "Alert PaymentsApiHighLatency (warning) in cluster prod-us-east-1:\n\
@@ -39,26 +42,65 @@ pub(super) fn play(d: &mut Demo) {
          for 10 minutes.\n\
          Find the cause.",
     );
-    let metrics_call = d.call_id(lead);
-    let pods_call = d.call_id(lead);
-    let metrics_task = json!({ "agent": "PrometheusAgent", "task": PAYMENTS_METRICS_TASK });
-    let pods_task = json!({ "agent": "KubernetesAgent", "task": PAYMENTS_PODS_TASK });
+    let observability_call = d.call_id(lead);
+    let workloads_call = d.call_id(lead);
+    let observability_task = json!({ "team": "observability", "task": OBSERVABILITY_TASK });
+    let workloads_task = json!({ "team": "workloads", "task": WORKLOADS_TASK });
     d.request_tools(
         lead,
         Some(
             "Latency alerts on payments-api usually come from saturated pods, a slow dependency \
              or a traffic change. Metrics and pod state are independent questions, so I'll \
-             hand them to two specialists in parallel.",
+             hand them to two teams in parallel.",
         ),
         None,
         &[
-            (&metrics_call, "dispatch_agent", &metrics_task),
-            (&pods_call, "dispatch_agent", &pods_task),
+            (&observability_call, "dispatch_agent", &observability_task),
+            (&workloads_call, "dispatch_agent", &workloads_task),
         ],
     );
-
-    let metrics = d.agent(st, &PROMETHEUS_AGENT, Some(lead));
-    let pods = d.agent(st, &KUBERNETES_AGENT, Some(lead));
+    let observability = d.dispatch(
+        st,
+        &TEAM_LEAD_AGENT,
+        lead,
+        Joins::Team("observability"),
+        OBSERVABILITY_TASK,
+    );
+    let workloads = d.dispatch(
+        st,
+        &TEAM_LEAD_AGENT,
+        lead,
+        Joins::Team("workloads"),
+        WORKLOADS_TASK,
+    );
+    let metrics_call = delegate(
+        d,
+        observability,
+        OBSERVABILITY_TASK,
+        "PrometheusAgent",
+        PAYMENTS_METRICS_TASK,
+    );
+    let pods_call = delegate(
+        d,
+        workloads,
+        WORKLOADS_TASK,
+        "KubernetesAgent",
+        PAYMENTS_PODS_TASK,
+    );
+    let metrics = d.dispatch(
+        st,
+        &PROMETHEUS_AGENT,
+        observability,
+        Joins::Worker,
+        PAYMENTS_METRICS_TASK,
+    );
+    let pods = d.dispatch(
+        st,
+        &KUBERNETES_AGENT,
+        workloads,
+        Joins::Worker,
+        PAYMENTS_PODS_TASK,
+    );
     d.begin(metrics, PAYMENTS_METRICS_TASK);
     d.begin(pods, PAYMENTS_PODS_TASK);
     let p99 = json!({
@@ -137,6 +179,7 @@ pub(super) fn play(d: &mut Demo) {
         Some("Pods are pinned at the CPU limit and the HPA cannot grow past 6 replicas."),
         PAYMENTS_PODS_FINDING,
     );
+    d.report(pods, PODS_REPORT);
     d.end_agent(pods, ExecutionStatus::Completed, None);
     d.answer(
         metrics,
@@ -146,19 +189,35 @@ pub(super) fn play(d: &mut Demo) {
         ),
         PAYMENTS_METRICS_FINDING,
     );
+    d.report(metrics, METRICS_REPORT);
     d.end_agent(metrics, ExecutionStatus::Completed, None);
 
-    // The sub-agents' analyses are the results of the orchestrator's two tool calls.
-    for (call_id, finding) in [
-        (&metrics_call, PAYMENTS_METRICS_FINDING),
-        (&pods_call, PAYMENTS_PODS_FINDING),
+    // Each worker's analysis is the result of its team supervisor's call; the teams' reports
+    // are the results of the global supervisor's two calls.
+    report_up(
+        d,
+        workloads,
+        &pods_call,
+        PAYMENTS_PODS_FINDING,
+        WORKLOADS_REPORT,
+    );
+    report_up(
+        d,
+        observability,
+        &metrics_call,
+        PAYMENTS_METRICS_FINDING,
+        OBSERVABILITY_REPORT,
+    );
+    for (call_id, report) in [
+        (&observability_call, OBSERVABILITY_REPORT),
+        (&workloads_call, WORKLOADS_REPORT),
     ] {
         d.message(
             lead,
             Msg::Tool {
                 call_id,
                 function: "dispatch_agent",
-                content: finding,
+                content: report,
             },
         );
     }
@@ -181,6 +240,61 @@ pub(super) fn play(d: &mut Demo) {
     };
     d.settle(s, SessionStatus::Completed, outcome);
 }
+
+/// A team supervisor takes its task and hands it to one worker; the call's id.
+fn delegate(d: &mut Demo, team: Agent, task: &str, worker: &str, worker_task: &str) -> String {
+    d.begin(team, task);
+    let call = d.call_id(team);
+    let dispatched = json!({ "agent": worker, "task": worker_task });
+    d.request_tools(
+        team,
+        Some("One specialist can answer this; I'll check what it finds before reporting."),
+        None,
+        &[(&call, "dispatch_agent", &dispatched)],
+    );
+    call
+}
+
+/// A team supervisor reads its worker's finding and reports to the global supervisor.
+fn report_up(d: &mut Demo, team: Agent, call_id: &str, finding: &str, report: &'static str) {
+    d.message(
+        team,
+        Msg::Tool {
+            call_id,
+            function: "dispatch_agent",
+            content: finding,
+        },
+    );
+    d.answer(
+        team,
+        Llm::FinalAnalysis,
+        Some("The finding answers the task and its evidence is consistent."),
+        report,
+    );
+    d.report(team, report);
+    d.end_agent(team, ExecutionStatus::Completed, None);
+}
+
+const OBSERVABILITY_TASK: &str = "\
+Find out from metrics why payments-api p99 latency rose: which routes, since when, and whether \
+CPU, traffic or a dependency explains it.";
+
+const WORKLOADS_TASK: &str = "\
+Check whether the payments-api workload (pods and autoscaling) can keep up with its load.";
+
+const METRICS_REPORT: &str =
+    "Traffic +41% in an hour, 63% of CPU periods throttled, database p99 19 ms: CPU-bound.";
+
+const PODS_REPORT: &str =
+    "All 6 pods at their 500m CPU limit; the HPA is at maxReplicas 6 (ScalingLimited).";
+
+const OBSERVABILITY_REPORT: &str = "\
+payments-api is CPU-bound: traffic rose 41% and 63% of CPU periods are throttled; the database \
+is fast (p99 19 ms). /v1/charges p99 went from 0.41 s to 1.92 s.";
+
+const WORKLOADS_REPORT: &str = "\
+The workload cannot grow: all 6 pods sit at the 500m CPU limit and the HPA is capped at 6 \
+replicas (ScalingLimited: TooManyReplicas).";
 
 const PAYMENTS_METRICS_TASK: &str = "\
 Break down the p99 latency of payments-api (namespace payments, cluster prod-us-east-1) by route \

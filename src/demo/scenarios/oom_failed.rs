@@ -34,7 +34,7 @@ pub(super) fn play(d: &mut Demo) {
     );
     d.start(s);
     let st = d.stage(s, "Initial Analysis", Agents::One);
-    let k8s = d.agent(st, &KUBERNETES_AGENT, None);
+    let k8s = d.agent(st, &KUBERNETES_AGENT);
     d.begin(
         k8s,
         "Alert KubeContainerOOMKilled (warning) in cluster prod-eu-west-1:\n\
@@ -66,9 +66,9 @@ pub(super) fn play(d: &mut Demo) {
     let findings = format!("Findings of stage 'Initial Analysis':\n{OOM_INITIAL}");
     let deep_dive = Agents::Parallel(ParallelType::MultiAgent, SuccessPolicy::All, 3);
     let st = d.stage(s, "Deep Dive", deep_dive);
-    let k8s = d.agent(st, &KUBERNETES_AGENT, None);
-    let argo = d.agent(st, &ARGOCD_AGENT, None);
-    let prom = d.agent(st, &PROMETHEUS_AGENT, None);
+    let k8s = d.agent(st, &KUBERNETES_AGENT);
+    let argo = d.agent(st, &ARGOCD_AGENT);
+    let prom = d.agent(st, &PROMETHEUS_AGENT);
     d.begin(
         k8s,
         &format!("{findings}\n\nTask: compare memory usage across the replicas."),

@@ -29,7 +29,7 @@ pub(super) fn play(d: &mut Demo) {
     );
     d.start(s);
     let st = d.stage(s, "Initial Analysis", Agents::One);
-    let k8s = d.agent(st, &KUBERNETES_AGENT, None);
+    let k8s = d.agent(st, &KUBERNETES_AGENT);
     d.begin(
         k8s,
         "Alert KubeDeploymentRolloutStuck (warning) in cluster prod-eu-west-1:\n\
@@ -62,7 +62,7 @@ pub(super) fn play(d: &mut Demo) {
     d.end_stage(st);
 
     let st = d.stage(s, "Sync Analysis", Agents::One);
-    let argo = d.agent(st, &ARGOCD_AGENT, None);
+    let argo = d.agent(st, &ARGOCD_AGENT);
     d.begin(
         argo,
         &format!(

@@ -40,30 +40,9 @@ pub(crate) async fn lock_stream(conn: &mut PgConnection, event_id: Uuid) -> Resu
     Ok(())
 }
 
-/// Locks the streams of several events, in key order, in one statement.
-async fn lock_streams(
-    conn: &mut PgConnection,
-    event_ids: impl IntoIterator<Item = Uuid>,
-) -> Result<()> {
-    let keys: BTreeSet<i64> = event_ids.into_iter().map(stream_key).collect();
-    if keys.is_empty() {
-        return Ok(());
-    }
-    // `unnest` yields the keys in the (sorted) order given, each locked as it comes.
-    sqlx::query("SELECT pg_advisory_xact_lock(k) FROM unnest($1::bigint[]) AS k")
-        .bind(keys.into_iter().collect::<Vec<_>>())
-        .execute(traced(conn))
-        .await?;
-    Ok(())
-}
-
-/// Locks the event orders of several sessions, in key order, in one statement (the trigger that
-/// records a batch's changes then finds them held).
-async fn lock_event_orders(
-    conn: &mut PgConnection,
-    sessions: impl IntoIterator<Item = Uuid>,
-) -> Result<()> {
-    let keys: BTreeSet<i64> = sessions.into_iter().map(session_events_key).collect();
+/// Takes these advisory locks (event streams' or sessions' event orders), in key order, in one
+/// statement: `unnest` yields the keys in the (sorted) order given, each locked as it comes.
+async fn lock_in_key_order(conn: &mut PgConnection, keys: BTreeSet<i64>) -> Result<()> {
     if keys.is_empty() {
         return Ok(());
     }
@@ -93,7 +72,7 @@ pub(crate) async fn lock_streams_of(
     execution_ids: &[Uuid],
 ) -> Result<Vec<Uuid>> {
     let events = streaming_events(conn, execution_ids).await?;
-    lock_streams(conn, events.iter().copied()).await?;
+    lock_in_key_order(conn, events.iter().copied().map(stream_key).collect()).await?;
     Ok(events)
 }
 
@@ -191,7 +170,8 @@ impl LockPlan {
             .await?;
             orders.extend(streamed);
         }
-        lock_streams(conn, events).await?;
-        lock_event_orders(conn, orders).await
+        lock_in_key_order(conn, events.into_iter().map(stream_key).collect()).await?;
+        // The trigger that records the batch's changes then finds these held.
+        lock_in_key_order(conn, orders.into_iter().map(session_events_key).collect()).await
     }
 }

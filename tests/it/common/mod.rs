@@ -7,7 +7,9 @@
 #![allow(dead_code)] // each test binary uses a different part of the harness
 
 pub mod fixtures;
+pub mod multipart;
 pub mod process;
+pub mod served;
 pub mod sse;
 pub mod statements;
 pub mod ws;

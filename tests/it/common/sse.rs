@@ -50,8 +50,22 @@ impl SseSubscription {
         })
     }
 
-    /// The next event: (event name, data).
-    async fn event(&mut self) -> (String, String) {
+    /// As [`SseSubscription::start`], or why it could not: for clients that reconnect to a server
+    /// that may be down.
+    pub async fn open(
+        addr: std::net::SocketAddr,
+        query: &str,
+        variables: Value,
+    ) -> Result<SseSubscription, String> {
+        let url = format!("http://{addr}/graphql/stream");
+        Ok(SseSubscription {
+            body: open_stream(url, "text/event-stream", query, variables).await?,
+            buffer: Vec::new(),
+        })
+    }
+
+    /// The next event: (event name, data), or what went wrong with the stream.
+    async fn event(&mut self) -> Result<(String, String), String> {
         // One deadline for the event, however many heartbeats come before it.
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
         loop {
@@ -70,27 +84,55 @@ impl SseSubscription {
                 if raw.lines().all(|l| l.starts_with(':') || l.is_empty()) {
                     continue; // heartbeat comment
                 }
-                return (name, data.join("\n"));
+                return Ok((name, data.join("\n")));
             }
             let chunk = tokio::time::timeout_at(deadline, self.body.next())
                 .await
-                .expect("an event within 20 s")
-                .expect("stream open")
-                .expect("chunk");
+                .map_err(|_| "no event within 20 s".to_owned())?
+                .ok_or("the stream ended")?
+                .map_err(|err| format!("the stream failed: {err}"))?;
             self.buffer.extend_from_slice(&chunk);
         }
     }
 
     /// The next result's `data`, or `Err` with what ended the stream.
     pub async fn next(&mut self) -> Result<Value, Value> {
-        let (name, data) = self.event().await;
+        self.try_next()
+            .await
+            .unwrap_or_else(|lost| panic!("{lost}"))
+    }
+
+    /// As [`SseSubscription::next`], or what went wrong with the stream.
+    pub async fn try_next(&mut self) -> Result<Result<Value, Value>, String> {
+        let (name, data) = self.event().await?;
         if name != "next" {
-            return Err(json!({ "event": name, "data": data }));
+            return Ok(Err(json!({ "event": name, "data": data })));
         }
         let value: Value = serde_json::from_str(&data).unwrap();
         if value.get("errors").is_some() {
-            return Err(value);
+            return Ok(Err(value));
         }
-        Ok(value["data"].clone())
+        Ok(Ok(value["data"].clone()))
     }
+}
+
+/// POSTs a subscription asking for a streamed answer of type `accept`: its body, or why it could
+/// not be opened.
+pub(super) async fn open_stream(
+    url: String,
+    accept: &str,
+    query: &str,
+    variables: Value,
+) -> Result<BoxStream<'static, reqwest::Result<bytes::Bytes>>, String> {
+    let response = reqwest::Client::new()
+        .post(url)
+        .header("accept", accept)
+        .json(&json!({ "query": query, "variables": variables }))
+        .send()
+        .await
+        .map_err(|err| format!("the request failed: {err}"))?;
+    if !response.status().is_success() {
+        return Err(format!("refused with {}", response.status()));
+    }
+    Ok(response.bytes_stream().boxed())
 }

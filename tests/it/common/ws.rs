@@ -52,6 +52,38 @@ impl Subscription {
         subscription
     }
 
+    /// As [`Subscription::start`] (`graphql-transport-ws`, no init payload), or why it could not:
+    /// for clients that reconnect to a server that may be down.
+    pub async fn open(
+        addr: std::net::SocketAddr,
+        query: &str,
+        variables: Value,
+    ) -> Result<Subscription, String> {
+        let (socket, _) = tokio_tungstenite::connect_async(upgrade_request(addr, false))
+            .await
+            .map_err(|err| format!("connecting failed: {err}"))?;
+        let mut subscription = Subscription {
+            socket,
+            legacy: false,
+        };
+        subscription
+            .send(Message::text(
+                json!({ "type": "connection_init", "payload": {} }).to_string(),
+            ))
+            .await?;
+        let ack = subscription.receive().await?;
+        if ack["type"] != "connection_ack" {
+            return Err(format!("not acknowledged: {ack}"));
+        }
+        subscription
+            .send(Message::text(
+                json!({ "id": "1", "type": "subscribe", "payload": { "query": query, "variables": variables } })
+                    .to_string(),
+            ))
+            .await?;
+        Ok(subscription)
+    }
+
     /// Opens the socket with extra upgrade-request headers; the HTTP status when refused.
     pub async fn connect(
         addr: std::net::SocketAddr,
@@ -123,23 +155,31 @@ impl Subscription {
 
     /// The next protocol message (pings answered, keepalives skipped).
     pub async fn message(&mut self) -> Value {
+        self.receive().await.unwrap_or_else(|lost| panic!("{lost}"))
+    }
+
+    /// The next protocol message, or what went wrong with the connection (nothing within 20 s,
+    /// the socket cut): for clients that reconnect.
+    pub async fn receive(&mut self) -> Result<Value, String> {
         // One deadline for the message, however many keepalives come before it.
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
         loop {
             let frame = tokio::time::timeout_at(deadline, self.socket.next())
                 .await
-                .expect("a message within 20 s")
-                .expect("socket open")
-                .expect("frame");
+                .map_err(|_| "no message within 20 s".to_owned())?
+                .ok_or("the socket ended")?
+                .map_err(|err| format!("the socket failed: {err}"))?;
             let text = match frame {
                 Message::Text(text) => text,
                 Message::Ping(data) => {
-                    self.socket.send(Message::Pong(data)).await.unwrap();
+                    self.send(Message::Pong(data)).await?;
                     continue;
                 }
                 Message::Close(frame) => {
                     let code = frame.as_ref().map(|f| u16::from(f.code));
-                    return json!({ "type": "closed", "code": code, "frame": format!("{frame:?}") });
+                    return Ok(
+                        json!({ "type": "closed", "code": code, "frame": format!("{frame:?}") }),
+                    );
                 }
                 _ => continue,
             };
@@ -147,20 +187,35 @@ impl Subscription {
             match value["type"].as_str() {
                 Some("ka") => continue,
                 Some("ping") => {
-                    self.socket
-                        .send(Message::text(json!({ "type": "pong" }).to_string()))
-                        .await
-                        .unwrap();
+                    self.send(Message::text(json!({ "type": "pong" }).to_string()))
+                        .await?;
                     continue;
                 }
-                _ => return value,
+                _ => return Ok(value),
             }
         }
+    }
+
+    async fn send(&mut self, message: Message) -> Result<(), String> {
+        self.socket
+            .send(message)
+            .await
+            .map_err(|err| format!("sending failed: {err}"))
     }
 
     /// The next result's `data`, or `Err` with the message that ended the subscription.
     pub async fn next(&mut self) -> Result<Value, Value> {
         let message = self.message().await;
+        self.result(message)
+    }
+
+    /// As [`Subscription::next`], or what went wrong with the connection.
+    pub async fn try_next(&mut self) -> Result<Result<Value, Value>, String> {
+        let message = self.receive().await?;
+        Ok(self.result(message))
+    }
+
+    fn result(&self, message: Value) -> Result<Value, Value> {
         let data_type = if self.legacy { "data" } else { "next" };
         match message["type"].as_str() {
             Some(t) if t == data_type && message["payload"].get("errors").is_none() => {
