@@ -103,14 +103,14 @@ fn results(
                 () = &mut idle => {
                     yield closing_response(
                         STREAM_EXPIRED,
-                        &format!("nothing was delivered for {} s; subscribe again with your cursor", stream_idle.as_secs()),
+                        &format!("nothing was delivered for {stream_idle:?}; subscribe again with your cursor"),
                     );
                     break;
                 }
                 () = tokio::time::sleep_until(ends) => {
                     yield closing_response(
                         STREAM_EXPIRED,
-                        &format!("streams last at most {} s; subscribe again with your cursor", stream_lifetime.as_secs()),
+                        &format!("streams last at most {stream_lifetime:?}; subscribe again with your cursor"),
                     );
                     break;
                 }

@@ -301,26 +301,39 @@ async fn idle_and_old_streams_end_with_a_code_to_resume_on() {
     app.stop().await;
 
     let mut options = HttpOptions::default();
-    options.live.stream_lifetime = Duration::from_millis(700);
+    options.live.stream_lifetime = Duration::from_millis(1500);
     let app = TestApp::start_with(options).await;
+    let started = Instant::now();
     let mut sse =
         SseSubscription::start(app.addr, "subscription { sessions { status } }", json!({})).await;
-    // Busy, yet it ends at its lifetime.
-    for name in ["A", "B"] {
-        app.data(&format!("mutation {{ createSession(input: {{ alertType: \"{name}\", chainId: \"c\" }}) {{ uuid }} }}"), json!({}))
-            .await;
-        assert_eq!(sse.next().await.unwrap()["sessions"]["status"], "PENDING");
-    }
+    // Busy, yet it ends at its lifetime: a writer keeps the feed moving until the stream ends,
+    // however slowly this machine serves each write.
+    let (client, url) = (app.client.clone(), app.url("/graphql"));
+    let writer = tokio::spawn(async move {
+        loop {
+            let create = "mutation { createSession(input: { alertType: \"A\", chainId: \"c\" }) { uuid } }";
+            let sent = client.post(&url).json(&json!({ "query": create })).send().await;
+            assert!(sent.unwrap().status().is_success());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    let mut delivered = 0;
     let ended = loop {
         match sse.next().await {
-            Ok(_) => continue,
+            Ok(event) => {
+                assert_eq!(event["sessions"]["status"], "PENDING", "{event}");
+                delivered += 1;
+            }
             Err(ended) => break ended,
         }
     };
+    writer.abort();
+    assert!(delivered > 0, "the stream was busy before it ended");
     assert_eq!(
         ended["errors"][0]["extensions"]["code"], "STREAM_EXPIRED",
         "{ended}"
     );
+    assert!(started.elapsed() >= Duration::from_millis(1400));
     app.stop().await;
 }
 
