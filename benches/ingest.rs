@@ -189,6 +189,8 @@ async fn update_baseline(app: &TestApp, chunks: &[String]) -> f64 {
 
 async fn run(label: &str, url: Option<String>, token: Option<&str>) {
     let mut options = HttpOptions::default();
+    // One client measuring capacity: a fair-use limit would measure itself.
+    options.throttle.rate_limit_per_second = 0;
     if token.is_some() {
         options.auth.mode = casefile::auth::AuthMode::Tokens;
     }

@@ -126,6 +126,12 @@ impl Store {
         })
     }
 
+    /// A connection for a write of one statement, which commits on its own.
+    pub async fn connection(&self) -> Result<PoolConnection<Postgres>> {
+        let _waiting = WaitingForConnection::start();
+        Ok(self.pool.acquire().await?)
+    }
+
     /// A transaction for a write.
     pub async fn begin(&self) -> Result<sqlx::Transaction<'static, Postgres>> {
         let _waiting = WaitingForConnection::start();

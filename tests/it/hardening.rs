@@ -311,8 +311,13 @@ async fn idle_and_old_streams_end_with_a_code_to_resume_on() {
     let (client, url) = (app.client.clone(), app.url("/graphql"));
     let writer = tokio::spawn(async move {
         loop {
-            let create = "mutation { createSession(input: { alertType: \"A\", chainId: \"c\" }) { uuid } }";
-            let sent = client.post(&url).json(&json!({ "query": create })).send().await;
+            let create =
+                "mutation { createSession(input: { alertType: \"A\", chainId: \"c\" }) { uuid } }";
+            let sent = client
+                .post(&url)
+                .json(&json!({ "query": create }))
+                .send()
+                .await;
             assert!(sent.unwrap().status().is_success());
             tokio::time::sleep(Duration::from_millis(100)).await;
         }

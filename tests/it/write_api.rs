@@ -546,6 +546,28 @@ async fn every_create_is_idempotent_under_its_client_id() {
     app.stop().await;
 }
 
+/// An append locks its stream in SQL (`append_timeline_chunk`), finishing an event in casefile;
+/// a batch locks sessions' event orders in casefile, the trigger that numbers changes in SQL.
+/// Each pair must be one lock, or appends and finishing (or numbering) stop taking turns.
+#[tokio::test]
+async fn sql_and_casefile_compute_the_same_lock_keys() {
+    use casefile::store::write::locks::{session_events_key, stream_key};
+    let app = TestApp::start().await;
+    // The low 64 bits with the sign bit set and not, and at the edges.
+    let edges = [0, 1 << 63, u64::MAX as u128, u128::MAX].map(uuid::Uuid::from_u128);
+    for id in (0..100).map(|_| uuid::Uuid::now_v7()).chain(edges) {
+        let (stream, session): (i64, i64) =
+            sqlx::query_as("SELECT stream_lock_key($1), session_events_lock_key($1)")
+                .bind(id)
+                .fetch_one(app.store.pool())
+                .await
+                .unwrap();
+        assert_eq!(stream, stream_key(id), "{id}");
+        assert_eq!(session, session_events_key(id), "{id}");
+    }
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn appends_apply_exactly_once_and_refuse_gaps() {
     let app = TestApp::start().await;

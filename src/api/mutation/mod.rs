@@ -88,10 +88,15 @@ where
         Ok(value)
     })
     .await?;
+    committed(ctx);
+    Ok(value)
+}
+
+/// Counts a mutation that committed, and has its changes delivered.
+fn committed(ctx: &Context<'_>) {
     metrics::counter!(INGEST_OPERATIONS, "mutation" => ctx.field().name().to_owned()).increment(1);
     // Deliver to this process's subscribers now rather than at the hub's next tick.
     ctx.data_unchecked::<Arc<Hub>>().poke();
-    Ok(value)
 }
 
 /// What an append did.
@@ -394,10 +399,25 @@ impl Mutation {
     ) -> Result<TimelineAppend> {
         let append = input.into_command()?;
         let (event_id, offset) = (append.event_id, append.offset);
-        let done = transaction(ctx, Audit::Nothing, append, |c, append| {
-            Box::pin(timeline::append(c, append))
-        })
-        .await?;
+        // Most appends are an agent's next tokens: one statement, committed on its own.
+        let store = ctx.data_unchecked::<Store>();
+        let at_end = {
+            // Returned before any transaction below takes one (the embedded pool has one).
+            let mut connection = store.connection().await?;
+            timeline::append_at_end(&mut connection, &append).await?
+        };
+        let done = match at_end {
+            Some(done) => {
+                committed(ctx);
+                done
+            }
+            None => {
+                transaction(ctx, Audit::Nothing, append, |c, append| {
+                    Box::pin(timeline::append(c, append))
+                })
+                .await?
+            }
+        };
         metrics::counter!(INGEST_APPENDED_BYTES).increment(done.stored_bytes as u64);
         Ok(TimelineAppend {
             event_id: ids::encode(NodeType::TimelineEvent, event_id),

@@ -18,8 +18,8 @@ use crate::error::Result;
 use crate::store::traced::traced;
 
 /// An event's stream lock key: the low 64 bits of a UUIDv7 are random, a fine key (a rare
-/// collision only makes two streams take turns).
-fn stream_key(event_id: Uuid) -> i64 {
+/// collision only makes two streams take turns). SQL's `stream_lock_key` computes the same.
+pub fn stream_key(event_id: Uuid) -> i64 {
     event_id.as_u128() as i64
 }
 

@@ -112,7 +112,8 @@ pub struct Appended {
     pub stored_bytes: usize,
 }
 
-pub async fn append(conn: &mut PgConnection, append: &Append) -> Result<Appended> {
+/// Refuses an append that no state of its event could take.
+fn check_append(append: &Append) -> Result<i64> {
     let delta_len = append.delta.chars().count() as i64;
     if delta_len == 0 {
         return Err(Error::bad_input("`delta` must not be empty"));
@@ -124,17 +125,57 @@ pub async fn append(conn: &mut PgConnection, append: &Append) -> Result<Appended
             append.offset
         )));
     }
-    // Only this event's stream is locked: appends to different events never wait for each other.
-    lock_stream(conn, append.event_id).await?;
-    let (status, folded_len): (TimelineEventStatus, i64) = sqlx::query_as(
-        "SELECT status, char_length(content)::bigint FROM timeline_events WHERE id = $1",
+    Ok(delta_len)
+}
+
+/// What `append_timeline_chunk` found (see `migrations/0009_append_in_one_statement.sql`): the
+/// event's status, where its text ended, and whether the chunk was stored.
+type AtEnd = (TimelineEventStatus, i64, bool);
+
+/// Locks the event's stream and stores the chunk when it lands where the stored text ends, in
+/// one statement; `None` when the event does not exist.
+async fn append_if_at_end(conn: &mut PgConnection, append: &Append) -> Result<Option<AtEnd>> {
+    Ok(
+        sqlx::query_as("SELECT status, length, stored FROM append_timeline_chunk($1, $2, $3, $4)")
+            .bind(append.event_id)
+            .bind(append.offset)
+            .bind(&append.delta)
+            .bind(limits::TEXT as i64)
+            .fetch_optional(traced(conn))
+            .await?,
     )
-    .bind(append.event_id)
-    .fetch_optional(traced(&mut *conn))
-    .await?
-    .ok_or_else(|| {
+}
+
+/// The common append, new text where the stored text ends, as one statement committed on its
+/// own (`conn` must not be in a transaction); `None` when the append is anything else (a
+/// retry, an overlap, a gap, a finished or missing event): [`append`] decides it then, in a
+/// transaction.
+pub async fn append_at_end(conn: &mut PgConnection, append: &Append) -> Result<Option<Appended>> {
+    let delta_len = check_append(append)?;
+    Ok(match append_if_at_end(conn, append).await? {
+        Some((_, _, true)) => Some(Appended {
+            end: append.offset + delta_len,
+            stored: delta_len,
+            stored_bytes: append.delta.len(),
+        }),
+        _ => None,
+    })
+}
+
+pub async fn append(conn: &mut PgConnection, append: &Append) -> Result<Appended> {
+    let delta_len = check_append(append)?;
+    // Only this event's stream is locked (until the transaction ends): appends to different
+    // events never wait for each other.
+    let (status, length, stored) = append_if_at_end(conn, append).await?.ok_or_else(|| {
         Error::not_found(format!("timeline event {} does not exist", append.event_id))
     })?;
+    if stored {
+        return Ok(Appended {
+            end: append.offset + delta_len,
+            stored: delta_len,
+            stored_bytes: append.delta.len(),
+        });
+    }
     if status != TimelineEventStatus::Streaming {
         return Err(Error::Conflict(format!(
             "cannot append to timeline event {}: it is {} (a finished event never changes)",
@@ -142,14 +183,6 @@ pub async fn append(conn: &mut PgConnection, append: &Append) -> Result<Appended
             snake(status)
         )));
     }
-    let length: i64 = sqlx::query_scalar(
-        "SELECT coalesce((SELECT start_offset + char_length(content) FROM timeline_event_chunks \
-                          WHERE event_id = $1 ORDER BY start_offset DESC LIMIT 1), $2)::bigint",
-    )
-    .bind(append.event_id)
-    .bind(folded_len)
-    .fetch_one(traced(&mut *conn))
-    .await?;
     if append.offset > length {
         return Err(Error::Conflict(format!(
             "gap in timeline event {}: it has {length} characters, the append starts at {}",
