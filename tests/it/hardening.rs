@@ -233,8 +233,12 @@ async fn subscriptions_are_capped_per_connection_and_per_process() {
         "TOO_MANY_SUBSCRIPTIONS"
     );
 
-    // The connection stays; a third subscription elsewhere fills the process.
-    let mut sse = SseSubscription::start(app.addr, feed, json!({})).await;
+    // The connection stays; a third subscription elsewhere fills the process. It starts from
+    // the feed's beginning: "from now" would be wherever the server first ran it, which may be
+    // after the write below.
+    let from_start = "subscription ($after: String) { sessions(after: $after) { status } }";
+    let start = json!({ "after": casefile::cursor::FeedPosition { position: 0 }.encode() });
+    let mut sse = SseSubscription::start(app.addr, from_start, start.clone()).await;
     let refused = SseSubscription::start(app.addr, feed, json!({}))
         .await
         .next()
@@ -264,7 +268,7 @@ async fn subscriptions_are_capped_per_connection_and_per_process() {
     socket.stop_operation("a").await;
     drop(sse);
     tokio::time::sleep(Duration::from_millis(200)).await;
-    socket.start_operation("d", feed, json!({})).await;
+    socket.start_operation("d", from_start, start).await;
     app.data(
         "mutation { createSession(input: { alertType: \"B\", chainId: \"c\" }) { uuid } }",
         json!({}),
