@@ -201,6 +201,22 @@ pub enum TimelineEventType {
     SystemError,
 }
 
+impl TimelineEventType {
+    /// Every type, in declaration order.
+    pub const ALL: [TimelineEventType; 10] = [
+        Self::LlmThinking,
+        Self::LlmResponse,
+        Self::LlmToolCall,
+        Self::McpToolCall,
+        Self::McpToolSummary,
+        Self::UserQuestion,
+        Self::ExecutiveSummary,
+        Self::FinalAnalysis,
+        Self::SystemWarning,
+        Self::SystemError,
+    ];
+}
+
 /// Lifecycle of a timeline event: created streaming, immutable once finished.
 #[derive(
     Enum, sqlx::Type, serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash,

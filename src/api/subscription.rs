@@ -11,14 +11,14 @@ use super::types::{
     AgentExecution, Chat, ChatUserMessage, LlmInteraction, McpInteraction, Message, Session,
     SessionEvent, Stage, TimelineEvent,
 };
-use crate::cursor::{EventsPosition, FeedPosition, TimelinePosition, View};
+use crate::cursor::{EventTypes, EventsPosition, FeedPosition, TimelinePosition, View};
 use crate::error::Error;
 use crate::live::envelope::EventCategory;
 use crate::live::events::{self, EventFilter};
 use crate::live::resumable;
 use crate::live::timeline::{self, TimelineUpdateKind, Update};
 use crate::live::{Change, Hub, Slot, SubscriptionSlots};
-use crate::model::{Role, SessionChangeAction, SessionStatus};
+use crate::model::{Role, SessionChangeAction, SessionStatus, TimelineEventType};
 use crate::store::session_events::ChangeKind;
 use crate::store::sessions::Membership;
 use crate::store::{Record, SessionStatusChangeRow, Store};
@@ -81,8 +81,9 @@ impl Subscription {
     /// no gap and no duplicate; a connection cursor also resumes the events that were still
     /// streaming in its page from where the page left them. Narrow it to one stage or one
     /// execution with `stageId` / `executionId` (they must belong to the session); a cursor
-    /// resumes the view it came from or a narrower one. Deltas arriving within 50 ms are merged
-    /// per event.
+    /// resumes the view it came from or a narrower one. `eventTypes` narrows it to events of
+    /// those types (a context builder following one agent's tool calls); events of other types
+    /// are passed over. Deltas arriving within 50 ms are merged per event.
     #[graphql(guard = "RoleGuard(Role::Reader)")]
     async fn timeline(
         &self,
@@ -91,6 +92,9 @@ impl Subscription {
         #[graphql(desc = "Resume after this cursor.")] after: Option<String>,
         #[graphql(desc = "Only this stage's events.")] stage_id: Option<ID>,
         #[graphql(desc = "Only this execution's events.")] execution_id: Option<ID>,
+        #[graphql(desc = "Only events of these types.")] event_types: Option<
+            Vec<TimelineEventType>,
+        >,
     ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<TimelineUpdate>> + use<>>
     {
         let session = decode_as(NodeType::Session, &session_id)?;
@@ -101,7 +105,8 @@ impl Subscription {
             .map(|id| decode_as(NodeType::AgentExecution, &id))
             .transpose()?;
         let store = ctx.data_unchecked::<Store>().clone();
-        let view = view_of(&store, session, stage, execution).await?;
+        let mut view = view_of(&store, session, stage, execution).await?;
+        view.types = event_types.as_deref().map(EventTypes::of);
         let position = match after {
             None => TimelinePosition::new(session, view),
             Some(cursor) => TimelinePosition::decode(&cursor, session)?.resumed_for(view)?,
@@ -514,5 +519,6 @@ async fn view_of(
     Ok(View {
         stage: stage.or(execution_stage),
         execution,
+        types: None,
     })
 }

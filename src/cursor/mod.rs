@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use crate::error::{Error, Result};
 use crate::store::sessions::{SessionKey, SessionSort, SortValue};
-pub use timeline::{LegacyLivePosition, Sent, TimelinePosition, View};
+pub use timeline::{EventTypes, LegacyLivePosition, Sent, TimelinePosition, View};
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
@@ -210,7 +210,7 @@ mod tests {
             session,
             View {
                 stage: Some(Uuid::now_v7()),
-                execution: None,
+                ..View::default()
             },
         );
         at.seen = 42;
@@ -240,7 +240,7 @@ mod tests {
             uuid(1),
             View {
                 stage: Some(uuid(2)),
-                execution: None,
+                ..View::default()
             },
         );
         at.seen = 42;

@@ -7,28 +7,67 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
+use crate::model::TimelineEventType;
 
 /// Which events a timeline view shows: a stage's, an execution's (of that stage), or all of the
-/// session's.
+/// session's; of those, only some types when `types` says so.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct View {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stage: Option<Uuid>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub execution: Option<Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub types: Option<EventTypes>,
 }
 
 impl View {
-    /// Whether an event of this stage and execution is in the view.
-    pub fn covers(&self, stage: Option<Uuid>, execution: Option<Uuid>) -> bool {
+    /// Whether an event of this stage, execution and type is in the view.
+    pub fn covers(
+        &self,
+        stage: Option<Uuid>,
+        execution: Option<Uuid>,
+        event_type: TimelineEventType,
+    ) -> bool {
         self.stage.is_none_or(|s| Some(s) == stage)
             && self.execution.is_none_or(|e| Some(e) == execution)
+            && self.types.is_none_or(|t| t.contains(event_type))
     }
 
     /// Whether this view includes every event of `narrower`.
     pub fn includes(&self, narrower: &View) -> bool {
         self.stage.is_none_or(|s| narrower.stage == Some(s))
             && self.execution.is_none_or(|e| narrower.execution == Some(e))
+            && self
+                .types
+                .is_none_or(|t| narrower.types.is_some_and(|n| t.includes(n)))
+    }
+}
+
+/// A set of event types, as bits in the order `TimelineEventType` declares them (so new types
+/// go at its end).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct EventTypes(u16);
+
+impl EventTypes {
+    pub fn of(types: &[TimelineEventType]) -> Self {
+        EventTypes(types.iter().fold(0u16, |bits, &t| bits | 1 << t as u16))
+    }
+
+    pub fn contains(self, event_type: TimelineEventType) -> bool {
+        self.0 & (1 << event_type as u16) != 0
+    }
+
+    fn includes(self, other: EventTypes) -> bool {
+        other.0 & !self.0 == 0
+    }
+
+    pub fn to_vec(self) -> Vec<TimelineEventType> {
+        TimelineEventType::ALL
+            .into_iter()
+            .filter(|&t| self.contains(t))
+            .collect()
     }
 }
 
@@ -53,6 +92,12 @@ pub struct TimelinePosition {
     stage: Option<Uuid>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     execution: Option<Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    types: Option<EventTypes>,
+    /// Given by a page filtered by status: events of other statuses were passed over, and may
+    /// still stream, so it pages on but resumes no subscription.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    by_status: bool,
 }
 
 /// How far an event has been given.
@@ -72,26 +117,42 @@ impl TimelinePosition {
             streaming: BTreeMap::new(),
             stage: view.stage,
             execution: view.execution,
+            types: view.types,
+            by_status: false,
         }
+    }
+
+    /// The start of a page filtered by status (see `by_status`).
+    pub fn filtered_by_status(mut self) -> Self {
+        self.by_status = true;
+        self
     }
 
     pub fn view(&self) -> View {
         View {
             stage: self.stage,
             execution: self.execution,
+            types: self.types,
         }
     }
 
     /// The same position for a view it includes (a narrower position would skip events).
     pub fn resumed_for(mut self, view: View) -> Result<Self> {
+        if self.by_status {
+            return Err(Error::bad_input(
+                "cursor was issued by a timeline page filtered by status, which passed over \
+                 events of other statuses; resume from a cursor of an unfiltered page",
+            ));
+        }
         if !self.view().includes(&view) {
             return Err(Error::bad_input(
                 "cursor was issued for a narrower view of the timeline; resume with the same \
-                 stageId and executionId",
+                 stageId, executionId and eventTypes (or fewer types)",
             ));
         }
         self.stage = view.stage;
         self.execution = view.execution;
+        self.types = view.types;
         Ok(self)
     }
 
@@ -169,6 +230,8 @@ impl From<LegacyLivePosition> for TimelinePosition {
             streaming: legacy.streaming,
             stage: legacy.view.stage,
             execution: legacy.view.execution,
+            types: None,
+            by_status: false,
         }
     }
 }
@@ -182,7 +245,7 @@ mod tests {
         let session = Uuid::now_v7();
         let stage = View {
             stage: Some(Uuid::now_v7()),
-            execution: None,
+            ..View::default()
         };
         let narrow = TimelinePosition::new(session, stage);
         let err = narrow.clone().resumed_for(View::default()).unwrap_err();

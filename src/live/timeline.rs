@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 use super::queue::{COALESCE, Interrupted};
 use super::{Change, Hub};
-use crate::cursor::{Sent, TimelinePosition as Position};
+use crate::cursor::{EventTypes, Sent, TimelinePosition as Position};
 use crate::error::{Error, Result};
 use crate::model::TimelineEventStatus;
 use crate::observe::metrics::LIVE_COALESCED_DELTAS;
@@ -85,7 +85,7 @@ fn catch_up(position: &mut Position, row: &Arc<TimelineEventRow>, out: &mut Vec<
     let seq = row.sequence_number;
     if !position
         .view()
-        .covers(Some(row.stage_id), Some(row.execution_id))
+        .covers(Some(row.stage_id), Some(row.execution_id), row.event_type)
     {
         position.pass(seq);
         return;
@@ -130,6 +130,7 @@ fn replay_of(position: &Position) -> TimelineReplay {
         session: position.session,
         stage: view.stage,
         execution: view.execution,
+        types: view.types.map(EventTypes::to_vec),
     }
 }
 
@@ -203,7 +204,24 @@ async fn apply(
     if position.missed_before(seq) {
         fill_before(store, position, seq, out).await?;
     }
-    if !position.view().covers(row.stage_id, row.execution_id) {
+    // The event's type comes with the change (with its event, or its appended text); read
+    // the event when it does not.
+    let event_type = change
+        .event
+        .as_ref()
+        .filter(|_| row.kind.is_event_bound())
+        .map(|event| event.event_type)
+        .or(change.event_type);
+    let Some(event_type) = event_type else {
+        if let Some(event) = event_now(store, row.entity_id).await? {
+            catch_up(position, &event, out);
+        }
+        return Ok(());
+    };
+    if !position
+        .view()
+        .covers(row.stage_id, row.execution_id, event_type)
+    {
         position.pass(seq);
         return Ok(());
     }

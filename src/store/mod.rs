@@ -35,7 +35,7 @@ use crate::error::Result;
 use crate::observe::metrics::WaitingForConnection;
 pub use health::SchemaState;
 pub use records::*;
-pub use timeline::{TimelinePageKey, TimelineReplay};
+pub use timeline::{TimelineFilter, TimelinePageKey, TimelineReplay};
 
 /// Which parent a set of rows hangs from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -9,12 +9,47 @@ use uuid::Uuid;
 use super::page::{Joined, Page, Slice};
 use super::{Scope, Store, TimelineEventRow};
 use crate::error::Result;
+use crate::model::{TimelineEventStatus, TimelineEventType, db_name};
 
-/// One page request: a slice, by sequence number, of the events of `parent`.
+/// One page request: a slice, by sequence number, of the events of `parent` that pass `filter`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TimelinePageKey {
     pub parent: Uuid,
     pub slice: Slice<i64>,
+    pub filter: TimelineFilter,
+}
+
+/// Which events a timeline page holds: those of these types and these statuses (each: any
+/// when absent).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct TimelineFilter {
+    pub event_types: Option<Vec<TimelineEventType>>,
+    pub statuses: Option<Vec<TimelineEventStatus>>,
+}
+
+impl TimelineFilter {
+    /// The condition on `t` (a timeline row) and the parameters it takes, numbered from
+    /// `$first`. Absent parts add nothing, so the plan is the unfiltered one's; a type filter
+    /// reads the (parent, event_type, sequence_number) indexes.
+    fn condition(&self, first: usize) -> (String, Vec<Vec<String>>) {
+        let mut sql = String::new();
+        let mut params = Vec::new();
+        if let Some(types) = &self.event_types {
+            sql.push_str(&format!(
+                " AND t.event_type = ANY(${}::text[])",
+                first + params.len()
+            ));
+            params.push(types.iter().map(|&t| db_name(t)).collect());
+        }
+        if let Some(statuses) = &self.statuses {
+            sql.push_str(&format!(
+                " AND t.status = ANY(${}::text[])",
+                first + params.len()
+            ));
+            params.push(statuses.iter().map(|&s| db_name(s)).collect());
+        }
+        (sql, params)
+    }
 }
 
 impl Store {
@@ -25,6 +60,25 @@ impl Store {
     pub async fn timeline_pages(
         &self,
         scope: Scope,
+        keys: &[TimelinePageKey],
+    ) -> Result<HashMap<TimelinePageKey, Page<Arc<TimelineEventRow>>>> {
+        // One statement per filter: the fields of one query ask with one filter, so that is
+        // one statement per relationship, unless aliases ask for several.
+        let mut by_filter: HashMap<&TimelineFilter, Vec<TimelinePageKey>> = HashMap::new();
+        for key in keys {
+            by_filter.entry(&key.filter).or_default().push(key.clone());
+        }
+        let mut pages = HashMap::with_capacity(keys.len());
+        for (filter, keys) in by_filter {
+            pages.extend(self.filtered_timeline_pages(scope, filter, &keys).await?);
+        }
+        Ok(pages)
+    }
+
+    async fn filtered_timeline_pages(
+        &self,
+        scope: Scope,
+        filter: &TimelineFilter,
         keys: &[TimelinePageKey],
     ) -> Result<HashMap<TimelinePageKey, Page<Arc<TimelineEventRow>>>> {
         #[derive(FromRow)]
@@ -45,8 +99,9 @@ impl Store {
         let limits: Vec<i64> = keys.iter().map(|k| k.slice.read()).collect();
         let from_end: Vec<bool> = keys.iter().map(|k| k.slice.from_end).collect();
         let column = scope.column();
+        let (matches, filter_params) = filter.condition(6);
         let window = format!(
-            "t.{column} = k.parent \
+            "t.{column} = k.parent{matches} \
              AND t.sequence_number > k.after_seq AND t.sequence_number < k.before_seq"
         );
         // Whether events lie on either side of a key's page: the nearest one, read along the
@@ -58,10 +113,10 @@ impl Store {
             "WITH k AS MATERIALIZED ( \
                  SELECT k.*, \
                         (SELECT TRUE FROM timeline_events t \
-                         WHERE t.{column} = k.parent AND t.sequence_number <= k.after_seq \
+                         WHERE t.{column} = k.parent{matches} AND t.sequence_number <= k.after_seq \
                          ORDER BY t.sequence_number DESC LIMIT 1) IS NOT NULL AS earlier, \
                         (SELECT TRUE FROM timeline_events t \
-                         WHERE t.{column} = k.parent AND t.sequence_number >= k.before_seq \
+                         WHERE t.{column} = k.parent{matches} AND t.sequence_number >= k.before_seq \
                          ORDER BY t.sequence_number LIMIT 1) IS NOT NULL AS later \
                  FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::bigint[], $5::boolean[]) \
                       WITH ORDINALITY AS k(parent, after_seq, before_seq, lim, from_end, ord)) \
@@ -74,14 +129,16 @@ impl Store {
                   ORDER BY t.sequence_number DESC LIMIT k.lim)) e ON TRUE \
              ORDER BY k.ord, e.sequence_number"
         );
-        let rows: Vec<Row> = sqlx::query_as(&sql)
+        let mut query = sqlx::query_as(&sql)
             .bind(&parents)
             .bind(&afters)
             .bind(&befores)
             .bind(&limits)
-            .bind(&from_end)
-            .fetch_all(self.reader().await?.traced())
-            .await?;
+            .bind(&from_end);
+        for values in &filter_params {
+            query = query.bind(values);
+        }
+        let rows: Vec<Row> = query.fetch_all(self.reader().await?.traced()).await?;
         let mut read: Vec<(Vec<Arc<TimelineEventRow>>, bool, bool)> =
             keys.iter().map(|_| (Vec::new(), false, false)).collect();
         for row in rows {
@@ -100,22 +157,27 @@ impl Store {
 }
 
 /// Columns of `timeline_events_live` for a replay, with content and metadata left out (not even
-/// computed) for events outside the view (`$2`, `$3`: its stage and execution, if any).
+/// computed) for events outside the view (`$2`, `$3`, `$4`: its stage, execution and event
+/// types, if any).
 const REPLAY_COLUMNS: &str = "id, session_id, stage_id, execution_id, sequence_number, \
     event_type, status, \
     CASE WHEN ($2::uuid IS NULL OR stage_id = $2) AND ($3::uuid IS NULL OR execution_id = $3) \
+              AND ($4::text[] IS NULL OR event_type = ANY($4)) \
          THEN content ELSE '' END AS content, \
     CASE WHEN ($2::uuid IS NULL OR stage_id = $2) AND ($3::uuid IS NULL OR execution_id = $3) \
+              AND ($4::text[] IS NULL OR event_type = ANY($4)) \
          THEN metadata ELSE '{}'::jsonb END AS metadata, \
     llm_interaction_id, mcp_interaction_id, created_at, updated_at";
 
 /// A session's timeline as a replay reads it: the events of a view (a stage's, an execution's,
-/// or all), the others present with their content left out so that a reader passes over them.
-#[derive(Debug, Clone, Copy)]
+/// or all; of some types or all), the others present with their content left out so that a
+/// reader passes over them.
+#[derive(Debug, Clone)]
 pub struct TimelineReplay {
     pub session: Uuid,
     pub stage: Option<Uuid>,
     pub execution: Option<Uuid>,
+    pub types: Option<Vec<TimelineEventType>>,
 }
 
 impl Store {
@@ -129,13 +191,14 @@ impl Store {
     ) -> Result<Vec<Arc<TimelineEventRow>>> {
         let sql = format!(
             "SELECT {REPLAY_COLUMNS} FROM timeline_events_live \
-             WHERE session_id = $1 AND sequence_number > $4 AND sequence_number < $5 \
-             ORDER BY sequence_number LIMIT $6"
+             WHERE session_id = $1 AND sequence_number > $5 AND sequence_number < $6 \
+             ORDER BY sequence_number LIMIT $7"
         );
         let rows: Vec<TimelineEventRow> = sqlx::query_as(&sql)
             .bind(replay.session)
             .bind(replay.stage)
             .bind(replay.execution)
+            .bind(&replay.types)
             .bind(after)
             .bind(before)
             .bind(limit)
@@ -155,12 +218,13 @@ impl Store {
         }
         let sql = format!(
             "SELECT {REPLAY_COLUMNS} FROM timeline_events_live \
-             WHERE session_id = $1 AND sequence_number = ANY($4) ORDER BY sequence_number"
+             WHERE session_id = $1 AND sequence_number = ANY($5) ORDER BY sequence_number"
         );
         let rows: Vec<TimelineEventRow> = sqlx::query_as(&sql)
             .bind(replay.session)
             .bind(replay.stage)
             .bind(replay.execution)
+            .bind(&replay.types)
             .bind(sequence_numbers)
             .fetch_all(self.reader().await?.traced())
             .await?;

@@ -25,6 +25,7 @@ mod query_api;
 mod replicas;
 mod schema_file;
 mod telemetry;
+mod timeline_filters;
 mod token_cli;
 mod websocket;
 pub mod write_api;

@@ -6,7 +6,7 @@ use async_graphql::{Context, ID, Object};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::timeline::{TimelineConnection, timeline_page};
+use super::timeline::{TimelineConnection, TimelineFilterInput, timeline_page};
 use super::{
     LlmInteraction, McpInteraction, Message, Session, Stage, TokenUsage, loaders, required,
 };
@@ -159,6 +159,9 @@ impl AgentExecution {
             desc = "Only events before this cursor (an event's cursor from any timeline of the session)."
         )]
         before: Option<String>,
+        #[graphql(desc = "Only events of these types and states.")] filter: Option<
+            TimelineFilterInput,
+        >,
     ) -> Result<TimelineConnection> {
         let args = PageArgs {
             first,
@@ -166,7 +169,15 @@ impl AgentExecution {
             last,
             before,
         };
-        timeline_page(ctx, Scope::Execution, self.0.id, self.0.session_id, args).await
+        timeline_page(
+            ctx,
+            Scope::Execution,
+            self.0.id,
+            self.0.session_id,
+            args,
+            filter,
+        )
+        .await
     }
     /// This agent's LLM conversation, by sequence number.
     #[graphql(complexity = "cost::list(cost::rows::MESSAGES_PER_EXECUTION, child_complexity)")]

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::SessionHistoryEntry;
-use super::timeline::{TimelineConnection, timeline_page};
+use super::timeline::{TimelineConnection, TimelineFilterInput, timeline_page};
 use super::{
     AgentExecution, Chat, LlmInteraction, McpInteraction, SessionCounts, Stage, TokenUsage, loaders,
 };
@@ -188,6 +188,9 @@ impl Session {
             desc = "Only events before this cursor (an event's cursor from any timeline of the session)."
         )]
         before: Option<String>,
+        #[graphql(desc = "Only events of these types and states.")] filter: Option<
+            TimelineFilterInput,
+        >,
     ) -> Result<TimelineConnection> {
         let args = PageArgs {
             first,
@@ -195,7 +198,7 @@ impl Session {
             last,
             before,
         };
-        timeline_page(ctx, Scope::Session, self.0.id, self.0.id, args).await
+        timeline_page(ctx, Scope::Session, self.0.id, self.0.id, args, filter).await
     }
     /// Every LLM call of the session, chronologically.
     #[graphql(complexity = "cost::list(cost::rows::INTERACTIONS_PER_SESSION, child_complexity)")]

@@ -6,7 +6,7 @@ use async_graphql::{Context, ID, Object};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::timeline::{TimelineConnection, timeline_page};
+use super::timeline::{TimelineConnection, TimelineFilterInput, timeline_page};
 use super::{
     AgentExecution, Chat, ChatUserMessage, LlmInteraction, McpInteraction, Session, TokenUsage,
 };
@@ -124,6 +124,9 @@ impl Stage {
             desc = "Only events before this cursor (an event's cursor from any timeline of the session)."
         )]
         before: Option<String>,
+        #[graphql(desc = "Only events of these types and states.")] filter: Option<
+            TimelineFilterInput,
+        >,
     ) -> Result<TimelineConnection> {
         let args = PageArgs {
             first,
@@ -131,7 +134,15 @@ impl Stage {
             last,
             before,
         };
-        timeline_page(ctx, Scope::Stage, self.0.id, self.0.session_id, args).await
+        timeline_page(
+            ctx,
+            Scope::Stage,
+            self.0.id,
+            self.0.session_id,
+            args,
+            filter,
+        )
+        .await
     }
     /// LLM calls of its agents, chronologically.
     #[graphql(complexity = "cost::list(cost::rows::INTERACTIONS_PER_STAGE, child_complexity)")]

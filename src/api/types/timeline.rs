@@ -1,7 +1,7 @@
 use std::sync::Arc;
 
 use async_graphql::connection::PageInfo;
-use async_graphql::{Context, ID, Object, SimpleObject};
+use async_graphql::{Context, ID, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -10,10 +10,10 @@ use crate::api::ids::{self, NodeType};
 use crate::api::pagination::{PageArgs, page_info};
 use crate::api::scalars::{JsonRef, Text};
 use crate::config::Limits;
-use crate::cursor::{TimelinePosition, View};
+use crate::cursor::{EventTypes, TimelinePosition, View};
 use crate::model::{TimelineEventStatus, TimelineEventType};
 use crate::store::page::Page;
-use crate::store::{Scope, TimelineEventRow, TimelinePageKey};
+use crate::store::{Scope, TimelineEventRow, TimelineFilter, TimelinePageKey};
 use async_graphql::Result;
 
 /// A page of timeline events, in sequence order.
@@ -37,6 +37,20 @@ pub struct TimelineEventEdge {
     node: TimelineEvent,
 }
 
+/// Which events a timeline holds.
+#[derive(InputObject, Default)]
+#[graphql(name = "TimelineFilter")]
+pub struct TimelineFilterInput {
+    /// Only events of these types: a context builder reading one stage's `FINAL_ANALYSIS` or
+    /// one agent's `MCP_TOOL_CALL` events reads just those (an index serves each type). A
+    /// cursor from such a page resumes a `timeline` subscription with the same types or fewer.
+    pub event_types: Option<Vec<TimelineEventType>>,
+    /// Only events in these states. A cursor from a page filtered by status pages on, but
+    /// resumes no subscription: the page passed over events in other states, which may still
+    /// be streaming.
+    pub status: Option<Vec<TimelineEventStatus>>,
+}
+
 /// One page of the timeline under `parent` (a session, stage or execution of `session`).
 pub(crate) async fn timeline_page(
     ctx: &Context<'_>,
@@ -44,10 +58,19 @@ pub(crate) async fn timeline_page(
     parent: Uuid,
     session: Uuid,
     args: PageArgs,
+    filter: Option<TimelineFilterInput>,
 ) -> Result<TimelineConnection> {
     let slice = args.slice(ctx.data_unchecked::<Limits>(), |cursor| {
         Ok(TimelinePosition::decode(cursor, session)?.seen)
     })?;
+    let filter = filter.unwrap_or_default();
+    // In one order, so that fields asking for the same types share a statement.
+    let types = filter.event_types.as_deref().map(EventTypes::of);
+    let by_status = filter.status.is_some();
+    let filter = TimelineFilter {
+        event_types: types.map(EventTypes::to_vec),
+        statuses: filter.status,
+    };
     let Page {
         rows,
         has_previous,
@@ -55,7 +78,11 @@ pub(crate) async fn timeline_page(
     } = loaders(ctx)
         .timeline
         .get(scope)
-        .load_one(TimelinePageKey { parent, slice })
+        .load_one(TimelinePageKey {
+            parent,
+            slice,
+            filter,
+        })
         .await?
         .unwrap_or_default();
     // Each cursor also records how much of the page's streaming events up to it the page
@@ -65,8 +92,12 @@ pub(crate) async fn timeline_page(
     let view = View {
         stage: (scope == Scope::Stage).then_some(parent),
         execution: (scope == Scope::Execution).then_some(parent),
+        types,
     };
     let mut at = TimelinePosition::new(session, view);
+    if by_status {
+        at = at.filtered_by_status();
+    }
     let edges: Vec<TimelineEventEdge> = rows
         .into_iter()
         .map(|row| {
