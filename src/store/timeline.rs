@@ -3,7 +3,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use sqlx::FromRow;
+use sqlx::postgres::PgArguments;
+use sqlx::{Arguments as _, FromRow};
 use uuid::Uuid;
 
 use super::page::{Joined, Page, Slice};
@@ -53,10 +54,7 @@ impl TimelineFilter {
 }
 
 impl Store {
-    /// Every requested page in one statement: each key is joined laterally to its own ordered,
-    /// limited slice (read from either end), so different parents may ask for different
-    /// slices; it is an outer join, so a key whose page is empty still brings back whether
-    /// events exist at or before its `after` and at or after its `before`.
+    /// Every requested page, in one statement per filter (see [`pages_statement`]).
     pub async fn timeline_pages(
         &self,
         scope: Scope,
@@ -89,56 +87,10 @@ impl Store {
             #[sqlx(flatten)]
             event: Joined<TimelineEventRow>,
         }
-        let parents: Vec<Uuid> = keys.iter().map(|k| k.parent).collect();
-        // Sequence numbers start at 1, so 0 and i64::MAX bound the whole timeline.
-        let afters: Vec<i64> = keys.iter().map(|k| k.slice.after.unwrap_or(0)).collect();
-        let befores: Vec<i64> = keys
-            .iter()
-            .map(|k| k.slice.before.unwrap_or(i64::MAX))
-            .collect();
-        let limits: Vec<i64> = keys.iter().map(|k| k.slice.read()).collect();
-        let from_end: Vec<bool> = keys.iter().map(|k| k.slice.from_end).collect();
-        let column = scope.column();
-        let (matches, filter_params) = filter.condition(6);
-        let window = format!(
-            "t.{column} = k.parent{matches} \
-             AND t.sequence_number > k.after_seq AND t.sequence_number < k.before_seq"
-        );
-        // Whether events lie on either side of a key's page: the nearest one, read along the
-        // (parent, sequence_number) index (an EXISTS may be planned as a scan of the table).
-        // The keys are materialized so this is read once per key, not once per row. Each page
-        // is read from the end it is taken from (so LIMIT takes the events next to it), by the
-        // one of the two branches its `from_end` switches on.
-        let sql = format!(
-            "WITH k AS MATERIALIZED ( \
-                 SELECT k.*, \
-                        (SELECT TRUE FROM timeline_events t \
-                         WHERE t.{column} = k.parent{matches} AND t.sequence_number <= k.after_seq \
-                         ORDER BY t.sequence_number DESC LIMIT 1) IS NOT NULL AS earlier, \
-                        (SELECT TRUE FROM timeline_events t \
-                         WHERE t.{column} = k.parent{matches} AND t.sequence_number >= k.before_seq \
-                         ORDER BY t.sequence_number LIMIT 1) IS NOT NULL AS later \
-                 FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::bigint[], $5::boolean[]) \
-                      WITH ORDINALITY AS k(parent, after_seq, before_seq, lim, from_end, ord)) \
-             SELECT k.ord, k.earlier, k.later, e.* \
-             FROM k LEFT JOIN LATERAL ( \
-                 (SELECT * FROM timeline_events_live t WHERE NOT k.from_end AND {window} \
-                  ORDER BY t.sequence_number LIMIT k.lim) \
-                 UNION ALL \
-                 (SELECT * FROM timeline_events_live t WHERE k.from_end AND {window} \
-                  ORDER BY t.sequence_number DESC LIMIT k.lim)) e ON TRUE \
-             ORDER BY k.ord, e.sequence_number"
-        );
-        let mut query = sqlx::query_as(&sql)
-            .bind(&parents)
-            .bind(&afters)
-            .bind(&befores)
-            .bind(&limits)
-            .bind(&from_end);
-        for values in &filter_params {
-            query = query.bind(values);
-        }
-        let rows: Vec<Row> = query.fetch_all(self.reader().await?.traced()).await?;
+        let (sql, arguments) = pages_statement(scope, filter, keys)?;
+        let rows: Vec<Row> = sqlx::query_as_with(&sql, arguments)
+            .fetch_all(self.reader().await?.traced())
+            .await?;
         let mut read: Vec<(Vec<Arc<TimelineEventRow>>, bool, bool)> =
             keys.iter().map(|_| (Vec::new(), false, false)).collect();
         for row in rows {
@@ -154,6 +106,87 @@ impl Store {
             })
             .collect())
     }
+
+    /// How PostgreSQL reads these pages (keys with one filter): `EXPLAIN` of the very statement,
+    /// for checking that the indexes serve it.
+    pub async fn explain_timeline_pages(
+        &self,
+        scope: Scope,
+        filter: &TimelineFilter,
+        keys: &[TimelinePageKey],
+    ) -> Result<String> {
+        let (sql, arguments) = pages_statement(scope, filter, keys)?;
+        let lines: Vec<String> = sqlx::query_scalar_with(&format!("EXPLAIN {sql}"), arguments)
+            .fetch_all(self.reader().await?.traced())
+            .await?;
+        Ok(lines.join("\n"))
+    }
+}
+
+/// The statement that reads every page of `keys` (which share `filter`), and its arguments:
+/// each key is joined laterally to its own ordered, limited slice (read from either end), so
+/// different parents may ask for different slices; it is an outer join, so a key whose page is
+/// empty still brings back whether events exist at or before its `after` and at or after its
+/// `before`.
+fn pages_statement(
+    scope: Scope,
+    filter: &TimelineFilter,
+    keys: &[TimelinePageKey],
+) -> Result<(String, PgArguments)> {
+    let parents: Vec<Uuid> = keys.iter().map(|k| k.parent).collect();
+    // Sequence numbers start at 1, so 0 and i64::MAX bound the whole timeline.
+    let afters: Vec<i64> = keys.iter().map(|k| k.slice.after.unwrap_or(0)).collect();
+    let befores: Vec<i64> = keys
+        .iter()
+        .map(|k| k.slice.before.unwrap_or(i64::MAX))
+        .collect();
+    let limits: Vec<i64> = keys.iter().map(|k| k.slice.read()).collect();
+    let from_end: Vec<bool> = keys.iter().map(|k| k.slice.from_end).collect();
+    let column = scope.column();
+    let (matches, filter_params) = filter.condition(6);
+    let window = format!(
+        "t.{column} = k.parent{matches} \
+         AND t.sequence_number > k.after_seq AND t.sequence_number < k.before_seq"
+    );
+    // Whether events lie on either side of a key's page: the nearest one, read along the
+    // (parent, sequence_number) index (an EXISTS may be planned as a scan of the table).
+    // The keys are materialized so this is read once per key, not once per row. Each page
+    // is read from the end it is taken from (so LIMIT takes the events next to it), by the
+    // one of the two branches its `from_end` switches on.
+    let sql = format!(
+        "WITH k AS MATERIALIZED ( \
+             SELECT k.*, \
+                    (SELECT TRUE FROM timeline_events t \
+                     WHERE t.{column} = k.parent{matches} AND t.sequence_number <= k.after_seq \
+                     ORDER BY t.sequence_number DESC LIMIT 1) IS NOT NULL AS earlier, \
+                    (SELECT TRUE FROM timeline_events t \
+                     WHERE t.{column} = k.parent{matches} AND t.sequence_number >= k.before_seq \
+                     ORDER BY t.sequence_number LIMIT 1) IS NOT NULL AS later \
+             FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::bigint[], $5::boolean[]) \
+                  WITH ORDINALITY AS k(parent, after_seq, before_seq, lim, from_end, ord)) \
+         SELECT k.ord, k.earlier, k.later, e.* \
+         FROM k LEFT JOIN LATERAL ( \
+             (SELECT * FROM timeline_events_live t WHERE NOT k.from_end AND {window} \
+              ORDER BY t.sequence_number LIMIT k.lim) \
+             UNION ALL \
+             (SELECT * FROM timeline_events_live t WHERE k.from_end AND {window} \
+              ORDER BY t.sequence_number DESC LIMIT k.lim)) e ON TRUE \
+         ORDER BY k.ord, e.sequence_number"
+    );
+    let mut arguments = PgArguments::default();
+    let bound = (|| {
+        arguments.add(&parents)?;
+        arguments.add(&afters)?;
+        arguments.add(&befores)?;
+        arguments.add(&limits)?;
+        arguments.add(&from_end)?;
+        for values in &filter_params {
+            arguments.add(values)?;
+        }
+        Ok::<_, sqlx::error::BoxDynError>(())
+    })();
+    bound.map_err(sqlx::Error::Encode)?;
+    Ok((sql, arguments))
 }
 
 /// Columns of `timeline_events_live` for a replay, with content and metadata left out (not even

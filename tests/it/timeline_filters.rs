@@ -290,3 +290,96 @@ async fn the_timeline_subscription_follows_only_the_types_asked_for() {
     );
     app.stop().await;
 }
+
+/// At volume (one session of 30,000 events, one in 500 an analysis), a page of one type reads
+/// the (parent, event_type, sequence_number) index of its parent, never the whole timeline.
+#[tokio::test]
+async fn a_type_filtered_page_reads_its_index_at_volume() {
+    use casefile::model::TimelineEventType;
+    use casefile::store::page::Slice;
+    use casefile::store::{Scope, TimelineFilter, TimelinePageKey};
+
+    let app = TestApp::start().await;
+    let a = Agent { app: &app };
+    let i = investigation(&a).await;
+    let ids: (uuid::Uuid, uuid::Uuid, uuid::Uuid) = (
+        i.session.parse().unwrap(),
+        i.stage_a.parse().unwrap(),
+        i.e1.parse().unwrap(),
+    );
+    let mut conn = app.store.pool().acquire().await.unwrap();
+    // Rows as an import would write them; the triggers that record live changes are not
+    // what is measured here.
+    sqlx::query("SET session_replication_role = replica")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO timeline_events (id, session_id, stage_id, execution_id, sequence_number, \
+             event_type, status, content, metadata) \
+         SELECT gen_random_uuid(), $1, $2, $3, n, \
+                CASE WHEN n % 500 = 0 THEN 'final_analysis' ELSE 'llm_response' END, \
+                'completed', 'token', '{}' \
+         FROM generate_series(100, 30099) n",
+    )
+    .bind(ids.0)
+    .bind(ids.1)
+    .bind(ids.2)
+    .execute(&mut *conn)
+    .await
+    .unwrap();
+    sqlx::query("RESET session_replication_role")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    sqlx::query("ANALYZE timeline_events")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    drop(conn);
+
+    let filter = TimelineFilter {
+        event_types: Some(vec![TimelineEventType::FinalAnalysis]),
+        statuses: None,
+    };
+    for (scope, parent, index) in [
+        (Scope::Session, ids.0, "timeline_events_session_type_idx"),
+        (Scope::Stage, ids.1, "timeline_events_stage_type_idx"),
+        (
+            Scope::Execution,
+            ids.2,
+            "timeline_events_execution_type_idx",
+        ),
+    ] {
+        let key = TimelinePageKey {
+            parent,
+            slice: Slice {
+                after: Some(5_000),
+                before: None,
+                size: 20,
+                from_end: false,
+            },
+            filter: filter.clone(),
+        };
+        let plan = app
+            .store
+            .explain_timeline_pages(scope, &filter, &[key])
+            .await
+            .unwrap();
+        println!("{scope:?}, FINAL_ANALYSIS, 20 after sequence 5,000:\n{plan}\n");
+        assert!(
+            plan.contains(index),
+            "{scope:?} does not read {index}:\n{plan}"
+        );
+        assert!(!plan.contains("Seq Scan on timeline_events"), "{plan}");
+    }
+    // And the page is right: the analyses after 5,000, in order.
+    let d = a
+        .ok(
+            &format!("query ($s: ID!, $after: String) {{ session(id: $s) {{ timeline(first: 3, after: $after, filter: {{ eventTypes: [FINAL_ANALYSIS] }}) {{ {PAGE} }} }} }}"),
+            json!({ "s": i.session, "after": null }),
+        )
+        .await;
+    assert_eq!(contents(&d["session"]["timeline"]).0, ["fa1", "fa2", "fa3"]);
+    app.stop().await;
+}
