@@ -7,7 +7,7 @@
 mod common;
 
 use chrono::{Duration, Utc};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use common::{TestApp, statements};
 
@@ -39,21 +39,28 @@ query Deep($n: Int) {
         tokenUsage { totalTokens }                         # 15 token usage by stage
         timeline(first: 10) { edges { node { content } } } # 16 timeline pages by stage,
         latest: timeline(last: 5) { edges { node { content } } } # forward and backward alike
-        llmInteractions { modelName }                      # 17 LLM interactions by stage
-        mcpInteractions { toolName }                       # 18 MCP interactions by stage
-        chat { createdBy }                                 # 19 chats by id
-        executions {                                       # 20 executions by stage
+        analyses: timeline(first: 5, filter: { eventTypes: [FINAL_ANALYSIS] }) { # 17 timeline pages by stage, one type
+          edges { node { content } }
+        }
+        messagesConnection(first: 5) { totalCount edges { node { role } } } # 18 message pages by stage
+        llmInteractions { modelName }                      # 19 LLM interactions by stage
+        mcpInteractions { toolName }                       # 20 MCP interactions by stage
+        chat { createdBy }                                 # 21 chats by id
+        executions {                                       # 22 executions by stage
           agentName
-          parent { agentName }                             # 21 executions by id
-          subAgents { agentName }                          # 22 sub-agents by parent
-          tokenUsage { totalTokens }                       # 23 token usage by execution
-          timeline(first: 10) { edges { node { content } } } # 24 timeline page by execution
-          messages { role content }                        # 25 messages by execution
-          mcpInteractions { toolName }                     # 26 MCP interactions by execution
-          llmInteractions {                                # 27 LLM interactions by execution
+          parent { agentName }                             # 23 executions by id
+          subAgents { agentName }                          # 24 sub-agents by parent
+          tokenUsage { totalTokens }                       # 25 token usage by execution
+          timeline(first: 10) { edges { node { content } } } # 26 timeline page by execution
+          messages { role content }                        # 27 messages by execution
+          messagesConnection(last: 2) {                    # 28 message pages by execution
+            totalCount edges { node { content } }
+          }
+          mcpInteractions { toolName }                     # 29 MCP interactions by execution
+          llmInteractions {                                # 30 LLM interactions by execution
             inputTokens
-            lastMessage { sequenceNumber }                 # 28 messages by id
-            conversation { role content }                  # 29 conversation by LLM interaction
+            lastMessage { sequenceNumber }                 # 31 messages by id
+            conversation { role content }                  # 32 conversation by LLM interaction
           }
         }
       }
@@ -62,7 +69,7 @@ query Deep($n: Int) {
 }"#;
 
 /// One statement per numbered line of [`DEEP`].
-const EXPECTED_STATEMENTS: usize = 29;
+const EXPECTED_STATEMENTS: usize = 32;
 
 async fn statements_of(app: &TestApp, sessions: i64) -> (usize, serde_json::Value) {
     // Warm up first (connections and prepared statements), then count one clean run.
@@ -133,6 +140,34 @@ async fn a_deep_query_costs_one_statement_per_relationship_level() {
         .map(|l| l["conversation"].as_array().unwrap().len())
         .sum();
     assert_eq!(conversations, 20 * 7 * 4);
+    // The message pages count what the lists hold, and hold their first or last messages.
+    for stage in sessions[0]["node"]["stages"].as_array().unwrap() {
+        let executions = stage["executions"].as_array().unwrap();
+        let listed: usize = executions
+            .iter()
+            .map(|e| e["messages"].as_array().unwrap().len())
+            .sum();
+        let page = &stage["messagesConnection"];
+        assert_eq!(page["totalCount"], listed as i64, "{stage}");
+        assert_eq!(page["edges"].as_array().unwrap().len(), listed.min(5));
+        for execution in executions {
+            let messages = execution["messages"].as_array().unwrap();
+            let page = &execution["messagesConnection"];
+            assert_eq!(page["totalCount"], messages.len() as i64);
+            let last: Vec<&Value> = page["edges"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| &e["node"]["content"])
+                .collect();
+            let expected: Vec<&Value> = messages
+                .iter()
+                .skip(messages.len().saturating_sub(2))
+                .map(|m| &m["content"])
+                .collect();
+            assert_eq!(last, expected);
+        }
+    }
     assert_eq!(
         sessions[0]["node"]["timeline"]["edges"]
             .as_array()

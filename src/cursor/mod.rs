@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
+use crate::store::MessageKey;
 use crate::store::sessions::{SessionKey, SessionSort, SortValue};
 pub use timeline::{EventTypes, LegacyLivePosition, Sent, TimelinePosition, View};
 
@@ -23,6 +24,10 @@ enum Cursor {
         id: Uuid,
     },
     Timeline(TimelinePosition),
+    Messages {
+        execution: Uuid,
+        seq: i64,
+    },
     Events(EventsPosition),
     Feed(FeedPosition),
     /// Timeline subscription cursors handed out before both kinds shared one format: decoded,
@@ -48,6 +53,7 @@ fn kind_of(cursor: &Cursor) -> &'static str {
     match cursor {
         Cursor::Sessions { .. } => "the sessions list",
         Cursor::Timeline(_) | Cursor::Live(_) => "a timeline",
+        Cursor::Messages { .. } => "a list of messages",
         Cursor::Events(_) => "a session's event stream",
         Cursor::Feed(_) => "the sessions feed",
     }
@@ -91,6 +97,22 @@ pub fn decode_session_cursor(cursor: &str, sort: SessionSort) -> Result<SessionK
         }
         other => Err(Error::bad_input(format!(
             "cursor belongs to {}, not to the sessions list",
+            kind_of(&other)
+        ))),
+    }
+}
+
+/// The cursor of a message in a list of messages (of a stage or an execution: one order).
+pub fn message_cursor((execution, seq): MessageKey) -> String {
+    encode(&Cursor::Messages { execution, seq })
+}
+
+/// The place a message cursor points at.
+pub fn decode_message_cursor(cursor: &str) -> Result<MessageKey> {
+    match decode(cursor)? {
+        Cursor::Messages { execution, seq } => Ok((execution, seq)),
+        other => Err(Error::bad_input(format!(
+            "cursor belongs to {}, not to a list of messages",
             kind_of(&other)
         ))),
     }

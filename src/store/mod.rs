@@ -3,6 +3,7 @@
 
 mod agents;
 pub mod change_log;
+pub mod child_pages;
 mod children;
 mod feed;
 mod health;
@@ -33,6 +34,7 @@ use traced::Traced;
 
 use crate::error::Result;
 use crate::observe::metrics::WaitingForConnection;
+pub use child_pages::{CountedPage, MessageKey, MessagePageKey};
 pub use health::SchemaState;
 pub use records::*;
 pub use timeline::{TimelineFilter, TimelinePageKey, TimelineReplay};

@@ -19,6 +19,7 @@ mod lifecycle;
 mod limits;
 mod live;
 mod live_hub;
+mod message_pages;
 mod operations;
 mod pagination;
 mod query_api;

@@ -130,6 +130,11 @@ loader!(
     |store, scope, keys| store.timeline_pages(scope, keys)
 );
 loader!(
+    /// Pages of the messages of a stage or execution.
+    MessagePages(scope): MessagePageKey => CountedPage<Arc<MessageRow>>,
+    |store, scope, keys| store.message_pages(scope, keys)
+);
+loader!(
     /// LLM interactions under a session, stage or execution, chronologically.
     LlmInteractionsBy(scope): Uuid => Vec<Arc<LlmInteractionRow>>,
     |store, scope, keys| store.llm_interactions_by(scope, keys)
@@ -187,6 +192,7 @@ pub struct Loaders {
     pub counts_by_session: Loader<CountsBySession>,
     pub status_changes_by_session: Loader<StatusChangesBySession>,
     pub timeline: PerScope<TimelinePages>,
+    pub message_pages: PerScope<MessagePages>,
     pub llm_interactions_by: PerScope<LlmInteractionsBy>,
     pub mcp_interactions_by: PerScope<McpInteractionsBy>,
     pub token_usage_by: PerScope<TokenUsageBy>,
@@ -267,6 +273,7 @@ impl Loaders {
                 store: store.clone()
             }),
             timeline: per_scope!(TimelinePages),
+            message_pages: per_scope!(MessagePages),
             llm_interactions_by: per_scope!(LlmInteractionsBy),
             mcp_interactions_by: per_scope!(McpInteractionsBy),
             token_usage_by: per_scope!(TokenUsageBy),

@@ -6,6 +6,7 @@ use async_graphql::{Context, ID, Object};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+use super::message::{MessageConnection, message_page};
 use super::timeline::{TimelineConnection, TimelineFilterInput, timeline_page};
 use super::{
     LlmInteraction, McpInteraction, Message, Session, Stage, TokenUsage, loaders, required,
@@ -179,8 +180,36 @@ impl AgentExecution {
         )
         .await
     }
-    /// This agent's LLM conversation, by sequence number.
-    #[graphql(complexity = "cost::list(cost::rows::MESSAGES_PER_EXECUTION, child_complexity)")]
+    /// This agent's LLM conversation, a page at a time, by sequence number: forward with
+    /// `first`/`after`, backward with `last`/`before`.
+    #[graphql(complexity = "cost::page(first, last, child_complexity)")]
+    async fn messages_connection(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(
+            desc = "The first this many messages after `after` (and before `before`); at most the server's maximum page size. Without `first` and `last`, the first 20. Give `first` or `last`, not both."
+        )]
+        first: Option<i32>,
+        #[graphql(desc = "Only messages after this cursor.")] after: Option<String>,
+        #[graphql(
+            desc = "The last this many messages before `before` (and after `after`); at most the server's maximum page size. Give `first` or `last`, not both."
+        )]
+        last: Option<i32>,
+        #[graphql(desc = "Only messages before this cursor.")] before: Option<String>,
+    ) -> Result<MessageConnection> {
+        let args = PageArgs {
+            first,
+            after,
+            last,
+            before,
+        };
+        message_page(ctx, Scope::Execution, self.0.id, args).await
+    }
+    /// This agent's LLM conversation, by sequence number, whole.
+    #[graphql(
+        complexity = "cost::list(cost::rows::MESSAGES_PER_EXECUTION, child_complexity)",
+        deprecation = "Unbounded: use `messagesConnection`, which pages. Removed in the next release."
+    )]
     async fn messages(&self, ctx: &Context<'_>) -> Result<Vec<Message>> {
         let rows = loaders(ctx)
             .messages_by_execution

@@ -6,6 +6,7 @@ use async_graphql::{Context, ID, Object};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+use super::message::{MessageConnection, message_page};
 use super::timeline::{TimelineConnection, TimelineFilterInput, timeline_page};
 use super::{
     AgentExecution, Chat, ChatUserMessage, LlmInteraction, McpInteraction, Session, TokenUsage,
@@ -143,6 +144,32 @@ impl Stage {
             filter,
         )
         .await
+    }
+    /// The LLM conversations of its agents (the seed's "messages by stage"), a page at a time:
+    /// each agent's conversation whole, by sequence number, agents in the order of their ids
+    /// (creation order, for the ids casefile makes).
+    #[graphql(complexity = "cost::page(first, last, child_complexity)")]
+    async fn messages_connection(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(
+            desc = "The first this many messages after `after` (and before `before`); at most the server's maximum page size. Without `first` and `last`, the first 20. Give `first` or `last`, not both."
+        )]
+        first: Option<i32>,
+        #[graphql(desc = "Only messages after this cursor.")] after: Option<String>,
+        #[graphql(
+            desc = "The last this many messages before `before` (and after `after`); at most the server's maximum page size. Give `first` or `last`, not both."
+        )]
+        last: Option<i32>,
+        #[graphql(desc = "Only messages before this cursor.")] before: Option<String>,
+    ) -> Result<MessageConnection> {
+        let args = PageArgs {
+            first,
+            after,
+            last,
+            before,
+        };
+        message_page(ctx, Scope::Stage, self.0.id, args).await
     }
     /// LLM calls of its agents, chronologically.
     #[graphql(complexity = "cost::list(cost::rows::INTERACTIONS_PER_STAGE, child_complexity)")]

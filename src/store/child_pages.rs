@@ -1,0 +1,234 @@
+//! Relationships read a page at a time: the children of many parents in one statement, each
+//! parent its own slice of a keyset order (read from either end), with how many children it
+//! has in all.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::Arc;
+
+use chrono::{DateTime, NaiveDate, Utc};
+use sqlx::postgres::{PgArguments, PgHasArrayType, PgRow};
+use sqlx::{Arguments as _, FromRow, Postgres, Row as _};
+use uuid::Uuid;
+
+use super::page::{Joined, Page, Slice};
+use super::{MessageRow, Record, Scope, Store};
+use crate::error::Result;
+
+/// One part of a keyset key.
+pub trait KeyPart:
+    for<'q> sqlx::Encode<'q, Postgres>
+    + sqlx::Type<Postgres>
+    + PgHasArrayType
+    + Clone
+    + Eq
+    + Hash
+    + Send
+    + Sync
+    + 'static
+{
+    /// Its SQL type, for the casts of the key arrays.
+    const SQL: &'static str;
+    /// Below every value of its column.
+    fn least() -> Self;
+    /// Above every value of its column.
+    fn greatest() -> Self;
+}
+
+impl KeyPart for Uuid {
+    const SQL: &'static str = "uuid";
+    fn least() -> Self {
+        Uuid::nil()
+    }
+    fn greatest() -> Self {
+        Uuid::max()
+    }
+}
+
+impl KeyPart for i64 {
+    const SQL: &'static str = "bigint";
+    fn least() -> Self {
+        i64::MIN
+    }
+    fn greatest() -> Self {
+        i64::MAX
+    }
+}
+
+impl KeyPart for DateTime<Utc> {
+    const SQL: &'static str = "timestamptz";
+    fn least() -> Self {
+        NaiveDate::from_ymd_opt(1, 1, 1)
+            .and_then(|d| d.and_hms_opt(0, 0, 0))
+            .expect("a valid date")
+            .and_utc()
+    }
+    fn greatest() -> Self {
+        NaiveDate::from_ymd_opt(9999, 12, 31)
+            .and_then(|d| d.and_hms_opt(23, 59, 59))
+            .expect("a valid date")
+            .and_utc()
+    }
+}
+
+/// A relationship's order: the rows of a table under their parent's column, by two columns
+/// that together tell every row apart.
+struct Keyset {
+    parent: &'static str,
+    first: &'static str,
+    second: &'static str,
+}
+
+/// One page request: a slice of the children of `parent`, between two keys.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ChildPageKey<A, B> {
+    pub parent: Uuid,
+    pub slice: Slice<(A, B)>,
+}
+
+/// A page, and how many children its parent has in all.
+#[derive(Debug, Clone)]
+pub struct CountedPage<R> {
+    pub page: Page<R>,
+    pub total: i64,
+}
+
+impl<R> Default for CountedPage<R> {
+    fn default() -> Self {
+        CountedPage {
+            page: Page::default(),
+            total: 0,
+        }
+    }
+}
+
+/// A message's place in a list of messages: each agent's conversation whole, agents in the
+/// order of their ids (creation order, for the UUIDv7 ids casefile makes).
+pub type MessageKey = (Uuid, i64);
+
+/// A page of the messages of a stage or execution.
+pub type MessagePageKey = ChildPageKey<Uuid, i64>;
+
+impl Store {
+    /// Pages of the messages of stages or executions, one statement for all of them.
+    pub async fn message_pages(
+        &self,
+        scope: Scope,
+        keys: &[MessagePageKey],
+    ) -> Result<HashMap<MessagePageKey, CountedPage<Arc<MessageRow>>>> {
+        let keyset = Keyset {
+            parent: scope.column(),
+            first: "execution_id",
+            second: "sequence_number",
+        };
+        self.child_pages(&keyset, keys).await
+    }
+
+    async fn child_pages<R: Record, A: KeyPart, B: KeyPart>(
+        &self,
+        keyset: &Keyset,
+        keys: &[ChildPageKey<A, B>],
+    ) -> Result<HashMap<ChildPageKey<A, B>, CountedPage<Arc<R>>>> {
+        struct Row<R> {
+            ord: i64,
+            total: i64,
+            earlier: bool,
+            later: bool,
+            child: Joined<R>,
+        }
+        impl<'r, R: Record> FromRow<'r, PgRow> for Row<R> {
+            fn from_row(row: &'r PgRow) -> sqlx::Result<Self> {
+                Ok(Row {
+                    ord: row.try_get("ord")?,
+                    total: row.try_get("total")?,
+                    earlier: row.try_get("earlier")?,
+                    later: row.try_get("later")?,
+                    child: Joined::from_row(row)?,
+                })
+            }
+        }
+        if keys.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let Keyset {
+            parent,
+            first,
+            second,
+        } = keyset;
+        let (a, b) = (A::SQL, B::SQL);
+        let table = R::TABLE;
+        let columns = R::COLUMNS;
+        let window = format!(
+            "t.{parent} = k.parent AND (t.{first}, t.{second}) > (k.after_a, k.after_b) \
+             AND (t.{first}, t.{second}) < (k.before_a, k.before_b)"
+        );
+        // The keys are materialized so that each one's count and flags (whether children lie
+        // at or before `after`, and at or after `before`: the nearest one, read along the
+        // parent's index) are read once per key. Each page is read from the end it is taken
+        // from, by the one of the two branches its `from_end` switches on. Absent cursors are
+        // the least and greatest keys, so every comparison is one index range.
+        let sql = format!(
+            "WITH k AS MATERIALIZED ( \
+                 SELECT k.*, \
+                        (SELECT count(*) FROM {table} t WHERE t.{parent} = k.parent) AS total, \
+                        (SELECT TRUE FROM {table} t WHERE t.{parent} = k.parent \
+                           AND (t.{first}, t.{second}) <= (k.after_a, k.after_b) \
+                         ORDER BY t.{first} DESC, t.{second} DESC LIMIT 1) IS NOT NULL AS earlier, \
+                        (SELECT TRUE FROM {table} t WHERE t.{parent} = k.parent \
+                           AND (t.{first}, t.{second}) >= (k.before_a, k.before_b) \
+                         ORDER BY t.{first}, t.{second} LIMIT 1) IS NOT NULL AS later \
+                 FROM unnest($1::uuid[], $2::{a}[], $3::{b}[], $4::{a}[], $5::{b}[], \
+                             $6::bigint[], $7::boolean[]) \
+                      WITH ORDINALITY \
+                      AS k(parent, after_a, after_b, before_a, before_b, lim, from_end, ord)) \
+             SELECT k.ord, k.total, k.earlier, k.later, c.* \
+             FROM k LEFT JOIN LATERAL ( \
+                 (SELECT {columns} FROM {table} t WHERE NOT k.from_end AND {window} \
+                  ORDER BY t.{first}, t.{second} LIMIT k.lim) \
+                 UNION ALL \
+                 (SELECT {columns} FROM {table} t WHERE k.from_end AND {window} \
+                  ORDER BY t.{first} DESC, t.{second} DESC LIMIT k.lim)) c ON TRUE \
+             ORDER BY k.ord, c.{first}, c.{second}"
+        );
+        let least = (A::least(), B::least());
+        let greatest = (A::greatest(), B::greatest());
+        let afters: Vec<(A, B)> = keys
+            .iter()
+            .map(|k| k.slice.after.clone().unwrap_or_else(|| least.clone()))
+            .collect();
+        let befores: Vec<(A, B)> = keys
+            .iter()
+            .map(|k| k.slice.before.clone().unwrap_or_else(|| greatest.clone()))
+            .collect();
+        let mut arguments = PgArguments::default();
+        let bound = (|| {
+            arguments.add(keys.iter().map(|k| k.parent).collect::<Vec<_>>())?;
+            arguments.add(afters.iter().map(|k| k.0.clone()).collect::<Vec<_>>())?;
+            arguments.add(afters.iter().map(|k| k.1.clone()).collect::<Vec<_>>())?;
+            arguments.add(befores.iter().map(|k| k.0.clone()).collect::<Vec<_>>())?;
+            arguments.add(befores.iter().map(|k| k.1.clone()).collect::<Vec<_>>())?;
+            arguments.add(keys.iter().map(|k| k.slice.read()).collect::<Vec<_>>())?;
+            arguments.add(keys.iter().map(|k| k.slice.from_end).collect::<Vec<_>>())?;
+            Ok::<_, sqlx::error::BoxDynError>(())
+        })();
+        bound.map_err(sqlx::Error::Encode)?;
+        let rows: Vec<Row<R>> = sqlx::query_as_with(&sql, arguments)
+            .fetch_all(self.reader().await?.traced())
+            .await?;
+        let mut read: Vec<(Vec<Arc<R>>, i64, bool, bool)> =
+            keys.iter().map(|_| (Vec::new(), 0, false, false)).collect();
+        for row in rows {
+            let (children, total, earlier, later) = &mut read[(row.ord - 1) as usize];
+            (*total, *earlier, *later) = (row.total, row.earlier, row.later);
+            children.extend(row.child.0.map(Arc::new));
+        }
+        Ok(keys
+            .iter()
+            .zip(read)
+            .map(|(key, (children, total, earlier, later))| {
+                let page = Page::new(children, &key.slice, earlier, later);
+                (key.clone(), CountedPage { page, total })
+            })
+            .collect())
+    }
+}
