@@ -22,45 +22,52 @@ query Deep($n: Int) {
       tokenUsage { totalTokens estimatedCostUsd }          # 4 token usage by session
       llmInteractions { modelName }                        # 5 LLM interactions by session
       mcpInteractions { toolName }                         # 6 MCP interactions by session
-      chats {                                              # 7 chats by session
-        messages {                                         # 8 questions by chat
+      llmInteractionsConnection(first: 3) { totalCount edges { node { modelName } } } # 7 LLM pages by session
+      mcpInteractionsConnection(first: 3) { totalCount edges { node { toolName } } } # 8 MCP pages by session
+      chatsConnection(first: 1) { totalCount edges { node { createdBy } } } # 9 chat pages by session
+      chats {                                              # 10 chats by session
+        messages {                                         # 11 questions by chat
           content
-          stage { name }                                   # 9 stage by question
+          stage { name }                                   # 12 stage by question
         }
       }
-      timeline(first: 50) { edges { node {                 # 10 timeline page by session
+      timeline(first: 50) { edges { node {                 # 13 timeline page by session
         content
-        session { alertType }                              # 11 sessions by id
-        llmInteraction { modelName }                       # 12 LLM interactions by id
-        mcpInteraction { toolName }                        # 13 MCP interactions by id
+        session { alertType }                              # 14 sessions by id
+        llmInteraction { modelName }                       # 15 LLM interactions by id
+        mcpInteraction { toolName }                        # 16 MCP interactions by id
       } } }
-      stages {                                             # 14 stages by session
+      stages {                                             # 17 stages by session
         name
-        tokenUsage { totalTokens }                         # 15 token usage by stage
-        timeline(first: 10) { edges { node { content } } } # 16 timeline pages by stage,
+        tokenUsage { totalTokens }                         # 18 token usage by stage
+        timeline(first: 10) { edges { node { content } } } # 19 timeline pages by stage,
         latest: timeline(last: 5) { edges { node { content } } } # forward and backward alike
-        analyses: timeline(first: 5, filter: { eventTypes: [FINAL_ANALYSIS] }) { # 17 timeline pages by stage, one type
+        analyses: timeline(first: 5, filter: { eventTypes: [FINAL_ANALYSIS] }) { # 20 timeline pages by stage, one type
           edges { node { content } }
         }
-        messagesConnection(first: 5) { totalCount edges { node { role } } } # 18 message pages by stage
-        llmInteractions { modelName }                      # 19 LLM interactions by stage
-        mcpInteractions { toolName }                       # 20 MCP interactions by stage
-        chat { createdBy }                                 # 21 chats by id
-        executions {                                       # 22 executions by stage
+        messagesConnection(first: 5) { totalCount edges { node { role } } } # 21 message pages by stage
+        llmInteractions { modelName }                      # 22 LLM interactions by stage
+        mcpInteractions { toolName }                       # 23 MCP interactions by stage
+        llmInteractionsConnection(last: 2) { totalCount edges { node { modelName } } } # 24 LLM pages by stage
+        mcpInteractionsConnection(last: 2) { totalCount edges { node { toolName } } } # 25 MCP pages by stage
+        chat { createdBy }                                 # 26 chats by id
+        executions {                                       # 27 executions by stage
           agentName
-          parent { agentName }                             # 23 executions by id
-          subAgents { agentName }                          # 24 sub-agents by parent
-          tokenUsage { totalTokens }                       # 25 token usage by execution
-          timeline(first: 10) { edges { node { content } } } # 26 timeline page by execution
-          messages { role content }                        # 27 messages by execution
-          messagesConnection(last: 2) {                    # 28 message pages by execution
+          parent { agentName }                             # 28 executions by id
+          subAgents { agentName }                          # 29 sub-agents by parent
+          tokenUsage { totalTokens }                       # 30 token usage by execution
+          timeline(first: 10) { edges { node { content } } } # 31 timeline page by execution
+          messages { role content }                        # 32 messages by execution
+          messagesConnection(last: 2) {                    # 33 message pages by execution
             totalCount edges { node { content } }
           }
-          mcpInteractions { toolName }                     # 29 MCP interactions by execution
-          llmInteractions {                                # 30 LLM interactions by execution
+          mcpInteractions { toolName }                     # 34 MCP interactions by execution
+          llmInteractionsConnection(first: 1) { totalCount } # 35 LLM pages by execution
+          mcpInteractionsConnection(first: 1) { totalCount } # 36 MCP pages by execution
+          llmInteractions {                                # 37 LLM interactions by execution
             inputTokens
-            lastMessage { sequenceNumber }                 # 31 messages by id
-            conversation { role content }                  # 32 conversation by LLM interaction
+            lastMessage { sequenceNumber }                 # 38 messages by id
+            conversation { role content }                  # 39 conversation by LLM interaction
           }
         }
       }
@@ -69,7 +76,7 @@ query Deep($n: Int) {
 }"#;
 
 /// One statement per numbered line of [`DEEP`].
-const EXPECTED_STATEMENTS: usize = 32;
+const EXPECTED_STATEMENTS: usize = 39;
 
 async fn statements_of(app: &TestApp, sessions: i64) -> (usize, serde_json::Value) {
     // Warm up first (connections and prepared statements), then count one clean run.

@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
-use crate::store::MessageKey;
 use crate::store::sessions::{SessionKey, SessionSort, SortValue};
+use crate::store::{MessageKey, RecordKey};
 pub use timeline::{EventTypes, LegacyLivePosition, Sent, TimelinePosition, View};
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -27,6 +27,10 @@ enum Cursor {
     Messages {
         execution: Uuid,
         seq: i64,
+    },
+    Records {
+        at: chrono::DateTime<chrono::Utc>,
+        id: Uuid,
     },
     Events(EventsPosition),
     Feed(FeedPosition),
@@ -54,6 +58,7 @@ fn kind_of(cursor: &Cursor) -> &'static str {
         Cursor::Sessions { .. } => "the sessions list",
         Cursor::Timeline(_) | Cursor::Live(_) => "a timeline",
         Cursor::Messages { .. } => "a list of messages",
+        Cursor::Records { .. } => "a list of interactions or chats",
         Cursor::Events(_) => "a session's event stream",
         Cursor::Feed(_) => "the sessions feed",
     }
@@ -113,6 +118,22 @@ pub fn decode_message_cursor(cursor: &str) -> Result<MessageKey> {
         Cursor::Messages { execution, seq } => Ok((execution, seq)),
         other => Err(Error::bad_input(format!(
             "cursor belongs to {}, not to a list of messages",
+            kind_of(&other)
+        ))),
+    }
+}
+
+/// The cursor of an interaction or chat in a list of them (in time order).
+pub fn record_cursor((at, id): RecordKey) -> String {
+    encode(&Cursor::Records { at, id })
+}
+
+/// The place an interaction or chat cursor points at.
+pub fn decode_record_cursor(cursor: &str) -> Result<RecordKey> {
+    match decode(cursor)? {
+        Cursor::Records { at, id } => Ok((at, id)),
+        other => Err(Error::bad_input(format!(
+            "cursor belongs to {}, not to a list of interactions or chats",
             kind_of(&other)
         ))),
     }

@@ -12,7 +12,7 @@ use sqlx::{Arguments as _, FromRow, Postgres, Row as _};
 use uuid::Uuid;
 
 use super::page::{Joined, Page, Slice};
-use super::{MessageRow, Record, Scope, Store};
+use super::{ChatRow, LlmInteractionRow, McpInteractionRow, MessageRow, Record, Scope, Store};
 use crate::error::Result;
 
 /// One part of a keyset key.
@@ -109,7 +109,48 @@ pub type MessageKey = (Uuid, i64);
 /// A page of the messages of a stage or execution.
 pub type MessagePageKey = ChildPageKey<Uuid, i64>;
 
+/// A record's place in a list in time order: when it was stored, then its id.
+pub type RecordKey = (DateTime<Utc>, Uuid);
+
+/// A page of a list of records in time order.
+pub type RecordPageKey = ChildPageKey<DateTime<Utc>, Uuid>;
+
+/// Records under their parent's column, in time order.
+fn in_time_order(parent: &'static str) -> Keyset {
+    Keyset {
+        parent,
+        first: "created_at",
+        second: "id",
+    }
+}
+
 impl Store {
+    /// Pages of the LLM interactions of sessions, stages or executions.
+    pub async fn llm_interaction_pages(
+        &self,
+        scope: Scope,
+        keys: &[RecordPageKey],
+    ) -> Result<HashMap<RecordPageKey, CountedPage<Arc<LlmInteractionRow>>>> {
+        self.child_pages(&in_time_order(scope.column()), keys).await
+    }
+
+    /// Pages of the MCP interactions of sessions, stages or executions.
+    pub async fn mcp_interaction_pages(
+        &self,
+        scope: Scope,
+        keys: &[RecordPageKey],
+    ) -> Result<HashMap<RecordPageKey, CountedPage<Arc<McpInteractionRow>>>> {
+        self.child_pages(&in_time_order(scope.column()), keys).await
+    }
+
+    /// Pages of the chats of sessions.
+    pub async fn chat_pages(
+        &self,
+        keys: &[RecordPageKey],
+    ) -> Result<HashMap<RecordPageKey, CountedPage<Arc<ChatRow>>>> {
+        self.child_pages(&in_time_order("session_id"), keys).await
+    }
+
     /// Pages of the messages of stages or executions, one statement for all of them.
     pub async fn message_pages(
         &self,

@@ -34,7 +34,7 @@ use traced::Traced;
 
 use crate::error::Result;
 use crate::observe::metrics::WaitingForConnection;
-pub use child_pages::{CountedPage, MessageKey, MessagePageKey};
+pub use child_pages::{CountedPage, MessageKey, MessagePageKey, RecordKey, RecordPageKey};
 pub use health::SchemaState;
 pub use records::*;
 pub use timeline::{TimelineFilter, TimelinePageKey, TimelineReplay};

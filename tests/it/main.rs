@@ -23,6 +23,7 @@ mod message_pages;
 mod operations;
 mod pagination;
 mod query_api;
+mod relationship_pages;
 mod replicas;
 mod schema_file;
 mod telemetry;

@@ -135,6 +135,20 @@ loader!(
     |store, scope, keys| store.message_pages(scope, keys)
 );
 loader!(
+    /// Pages of the LLM interactions of a session, stage or execution.
+    LlmInteractionPages(scope): RecordPageKey => CountedPage<Arc<LlmInteractionRow>>,
+    |store, scope, keys| store.llm_interaction_pages(scope, keys)
+);
+loader!(
+    /// Pages of the MCP interactions of a session, stage or execution.
+    McpInteractionPages(scope): RecordPageKey => CountedPage<Arc<McpInteractionRow>>,
+    |store, scope, keys| store.mcp_interaction_pages(scope, keys)
+);
+loader!(
+    /// Pages of the chats of a session.
+    ChatPages: RecordPageKey => CountedPage<Arc<ChatRow>>, |store, keys| store.chat_pages(keys)
+);
+loader!(
     /// LLM interactions under a session, stage or execution, chronologically.
     LlmInteractionsBy(scope): Uuid => Vec<Arc<LlmInteractionRow>>,
     |store, scope, keys| store.llm_interactions_by(scope, keys)
@@ -193,6 +207,9 @@ pub struct Loaders {
     pub status_changes_by_session: Loader<StatusChangesBySession>,
     pub timeline: PerScope<TimelinePages>,
     pub message_pages: PerScope<MessagePages>,
+    pub llm_interaction_pages: PerScope<LlmInteractionPages>,
+    pub mcp_interaction_pages: PerScope<McpInteractionPages>,
+    pub chat_pages: Loader<ChatPages>,
     pub llm_interactions_by: PerScope<LlmInteractionsBy>,
     pub mcp_interactions_by: PerScope<McpInteractionsBy>,
     pub token_usage_by: PerScope<TokenUsageBy>,
@@ -274,6 +291,11 @@ impl Loaders {
             }),
             timeline: per_scope!(TimelinePages),
             message_pages: per_scope!(MessagePages),
+            llm_interaction_pages: per_scope!(LlmInteractionPages),
+            mcp_interaction_pages: per_scope!(McpInteractionPages),
+            chat_pages: batched!(ChatPages {
+                store: store.clone()
+            }),
             llm_interactions_by: per_scope!(LlmInteractionsBy),
             mcp_interactions_by: per_scope!(McpInteractionsBy),
             token_usage_by: per_scope!(TokenUsageBy),

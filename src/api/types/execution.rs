@@ -6,7 +6,9 @@ use async_graphql::{Context, ID, Object};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::message::{MessageConnection, message_page};
+use super::connection::{
+    self, LlmInteractionConnection, McpInteractionConnection, MessageConnection,
+};
 use super::timeline::{TimelineConnection, TimelineFilterInput, timeline_page};
 use super::{
     LlmInteraction, McpInteraction, Message, Session, Stage, TokenUsage, loaders, required,
@@ -203,7 +205,7 @@ impl AgentExecution {
             last,
             before,
         };
-        message_page(ctx, Scope::Execution, self.0.id, args).await
+        connection::messages(ctx, Scope::Execution, self.0.id, args).await
     }
     /// This agent's LLM conversation, by sequence number, whole.
     #[graphql(
@@ -217,8 +219,35 @@ impl AgentExecution {
             .await?;
         Ok(rows.unwrap_or_default().into_iter().map(Message).collect())
     }
+    /// This agent's LLM calls, chronologically, a page at a time.
+    #[graphql(complexity = "cost::page(first, last, child_complexity)")]
+    async fn llm_interactions_connection(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(
+            desc = "The first this many LLM interactions after `after` (and before `before`); at most the server's maximum page size. Without `first` and `last`, the first 20. Give `first` or `last`, not both."
+        )]
+        first: Option<i32>,
+        #[graphql(desc = "Only LLM interactions after this cursor.")] after: Option<String>,
+        #[graphql(
+            desc = "The last this many LLM interactions before `before` (and after `after`); at most the server's maximum page size. Give `first` or `last`, not both."
+        )]
+        last: Option<i32>,
+        #[graphql(desc = "Only LLM interactions before this cursor.")] before: Option<String>,
+    ) -> Result<LlmInteractionConnection> {
+        let args = PageArgs {
+            first,
+            after,
+            last,
+            before,
+        };
+        connection::llm_interactions(ctx, Scope::Execution, self.0.id, args).await
+    }
     /// This agent's LLM calls, chronologically.
-    #[graphql(complexity = "cost::list(cost::rows::INTERACTIONS_PER_EXECUTION, child_complexity)")]
+    #[graphql(
+        complexity = "cost::list(cost::rows::INTERACTIONS_PER_EXECUTION, child_complexity)",
+        deprecation = "Unbounded: use `llmInteractionsConnection`, which pages. Removed in the next release."
+    )]
     async fn llm_interactions(&self, ctx: &Context<'_>) -> Result<Vec<LlmInteraction>> {
         let rows = loaders(ctx)
             .llm_interactions_by
@@ -231,8 +260,35 @@ impl AgentExecution {
             .map(LlmInteraction)
             .collect())
     }
+    /// This agent's MCP calls, chronologically, a page at a time.
+    #[graphql(complexity = "cost::page(first, last, child_complexity)")]
+    async fn mcp_interactions_connection(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(
+            desc = "The first this many MCP interactions after `after` (and before `before`); at most the server's maximum page size. Without `first` and `last`, the first 20. Give `first` or `last`, not both."
+        )]
+        first: Option<i32>,
+        #[graphql(desc = "Only MCP interactions after this cursor.")] after: Option<String>,
+        #[graphql(
+            desc = "The last this many MCP interactions before `before` (and after `after`); at most the server's maximum page size. Give `first` or `last`, not both."
+        )]
+        last: Option<i32>,
+        #[graphql(desc = "Only MCP interactions before this cursor.")] before: Option<String>,
+    ) -> Result<McpInteractionConnection> {
+        let args = PageArgs {
+            first,
+            after,
+            last,
+            before,
+        };
+        connection::mcp_interactions(ctx, Scope::Execution, self.0.id, args).await
+    }
     /// This agent's MCP calls, chronologically.
-    #[graphql(complexity = "cost::list(cost::rows::INTERACTIONS_PER_EXECUTION, child_complexity)")]
+    #[graphql(
+        complexity = "cost::list(cost::rows::INTERACTIONS_PER_EXECUTION, child_complexity)",
+        deprecation = "Unbounded: use `mcpInteractionsConnection`, which pages. Removed in the next release."
+    )]
     async fn mcp_interactions(&self, ctx: &Context<'_>) -> Result<Vec<McpInteraction>> {
         let rows = loaders(ctx)
             .mcp_interactions_by

@@ -1,76 +1,15 @@
 use std::sync::Arc;
 
-use async_graphql::connection::PageInfo;
-use async_graphql::{Context, ID, Object, SimpleObject};
+use async_graphql::{Context, ID, Object};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::{AgentExecution, loaders, required};
 use crate::api::ids::{self, NodeType};
-use crate::api::pagination::{PageArgs, page_info};
 use crate::api::scalars::{JsonRef, Text};
-use crate::config::Limits;
-use crate::cursor::{decode_message_cursor, message_cursor};
 use crate::model::MessageRole;
-use crate::store::{CountedPage, MessagePageKey, MessageRow, Scope};
+use crate::store::MessageRow;
 use async_graphql::Result;
-
-/// A page of messages: each agent's conversation whole, by sequence number (agents in the
-/// order of their ids: creation order, for the ids casefile makes).
-#[derive(SimpleObject)]
-pub struct MessageConnection {
-    /// The messages of this page, each with its cursor.
-    edges: Vec<MessageEdge>,
-    /// Where this page is: whether messages lie before and after it, and the cursors to page
-    /// on from either end.
-    page_info: PageInfo,
-    /// How many messages the list holds in all.
-    total_count: i64,
-}
-
-/// A message and its cursor.
-#[derive(SimpleObject)]
-pub struct MessageEdge {
-    /// Pass as `after` or `before` to page on after or before this message.
-    cursor: String,
-    /// The message.
-    node: Message,
-}
-
-/// One page of the messages of `parent` (a stage or an execution).
-pub(crate) async fn message_page(
-    ctx: &Context<'_>,
-    scope: Scope,
-    parent: Uuid,
-    args: PageArgs,
-) -> Result<MessageConnection> {
-    let slice = args.slice(ctx.data_unchecked::<Limits>(), decode_message_cursor)?;
-    let CountedPage { page, total } = loaders(ctx)
-        .message_pages
-        .get(scope)
-        .load_one(MessagePageKey { parent, slice })
-        .await?
-        .unwrap_or_default();
-    let edges: Vec<MessageEdge> = page
-        .rows
-        .into_iter()
-        .map(|row| MessageEdge {
-            cursor: message_cursor((row.execution_id, i64::from(row.sequence_number))),
-            node: Message(row),
-        })
-        .collect();
-    let page_info = page_info(
-        edges.first().map(|e| &e.cursor),
-        edges.last().map(|e| &e.cursor),
-        page.has_previous,
-        page.has_next,
-    );
-    Ok(MessageConnection {
-        edges,
-        page_info,
-        total_count: total,
-    })
-}
 
 pub struct Message(pub Arc<MessageRow>);
 

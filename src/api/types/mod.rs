@@ -3,6 +3,7 @@
 
 mod access;
 mod chat;
+mod connection;
 mod events;
 mod execution;
 mod interactions;

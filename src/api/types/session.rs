@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::SessionHistoryEntry;
+use super::connection::{self, ChatConnection, LlmInteractionConnection, McpInteractionConnection};
 use super::timeline::{TimelineConnection, TimelineFilterInput, timeline_page};
 use super::{
     AgentExecution, Chat, LlmInteraction, McpInteraction, SessionCounts, Stage, TokenUsage, loaders,
@@ -200,8 +201,35 @@ impl Session {
         };
         timeline_page(ctx, Scope::Session, self.0.id, self.0.id, args, filter).await
     }
+    /// Every LLM call of the session, chronologically, a page at a time.
+    #[graphql(complexity = "cost::page(first, last, child_complexity)")]
+    async fn llm_interactions_connection(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(
+            desc = "The first this many LLM interactions after `after` (and before `before`); at most the server's maximum page size. Without `first` and `last`, the first 20. Give `first` or `last`, not both."
+        )]
+        first: Option<i32>,
+        #[graphql(desc = "Only LLM interactions after this cursor.")] after: Option<String>,
+        #[graphql(
+            desc = "The last this many LLM interactions before `before` (and after `after`); at most the server's maximum page size. Give `first` or `last`, not both."
+        )]
+        last: Option<i32>,
+        #[graphql(desc = "Only LLM interactions before this cursor.")] before: Option<String>,
+    ) -> Result<LlmInteractionConnection> {
+        let args = PageArgs {
+            first,
+            after,
+            last,
+            before,
+        };
+        connection::llm_interactions(ctx, Scope::Session, self.0.id, args).await
+    }
     /// Every LLM call of the session, chronologically.
-    #[graphql(complexity = "cost::list(cost::rows::INTERACTIONS_PER_SESSION, child_complexity)")]
+    #[graphql(
+        complexity = "cost::list(cost::rows::INTERACTIONS_PER_SESSION, child_complexity)",
+        deprecation = "Unbounded: use `llmInteractionsConnection`, which pages. Removed in the next release."
+    )]
     async fn llm_interactions(&self, ctx: &Context<'_>) -> Result<Vec<LlmInteraction>> {
         let rows = loaders(ctx)
             .llm_interactions_by
@@ -214,8 +242,35 @@ impl Session {
             .map(LlmInteraction)
             .collect())
     }
+    /// Every MCP call of the session, chronologically, a page at a time.
+    #[graphql(complexity = "cost::page(first, last, child_complexity)")]
+    async fn mcp_interactions_connection(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(
+            desc = "The first this many MCP interactions after `after` (and before `before`); at most the server's maximum page size. Without `first` and `last`, the first 20. Give `first` or `last`, not both."
+        )]
+        first: Option<i32>,
+        #[graphql(desc = "Only MCP interactions after this cursor.")] after: Option<String>,
+        #[graphql(
+            desc = "The last this many MCP interactions before `before` (and after `after`); at most the server's maximum page size. Give `first` or `last`, not both."
+        )]
+        last: Option<i32>,
+        #[graphql(desc = "Only MCP interactions before this cursor.")] before: Option<String>,
+    ) -> Result<McpInteractionConnection> {
+        let args = PageArgs {
+            first,
+            after,
+            last,
+            before,
+        };
+        connection::mcp_interactions(ctx, Scope::Session, self.0.id, args).await
+    }
     /// Every MCP call of the session, chronologically.
-    #[graphql(complexity = "cost::list(cost::rows::INTERACTIONS_PER_SESSION, child_complexity)")]
+    #[graphql(
+        complexity = "cost::list(cost::rows::INTERACTIONS_PER_SESSION, child_complexity)",
+        deprecation = "Unbounded: use `mcpInteractionsConnection`, which pages. Removed in the next release."
+    )]
     async fn mcp_interactions(&self, ctx: &Context<'_>) -> Result<Vec<McpInteraction>> {
         let rows = loaders(ctx)
             .mcp_interactions_by
@@ -244,8 +299,35 @@ impl Session {
         let row = loaders(ctx).counts_by_session.load_one(self.0.id).await?;
         Ok(row.unwrap_or_default().into())
     }
+    /// Follow-up chats on the finished session, oldest first, a page at a time.
+    #[graphql(complexity = "cost::page(first, last, child_complexity)")]
+    async fn chats_connection(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(
+            desc = "The first this many chats after `after` (and before `before`); at most the server's maximum page size. Without `first` and `last`, the first 20. Give `first` or `last`, not both."
+        )]
+        first: Option<i32>,
+        #[graphql(desc = "Only chats after this cursor.")] after: Option<String>,
+        #[graphql(
+            desc = "The last this many chats before `before` (and after `after`); at most the server's maximum page size. Give `first` or `last`, not both."
+        )]
+        last: Option<i32>,
+        #[graphql(desc = "Only chats before this cursor.")] before: Option<String>,
+    ) -> Result<ChatConnection> {
+        let args = PageArgs {
+            first,
+            after,
+            last,
+            before,
+        };
+        connection::chats(ctx, self.0.id, args).await
+    }
     /// Follow-up chats on the finished session, oldest first.
-    #[graphql(complexity = "cost::list(cost::rows::CHATS_PER_SESSION, child_complexity)")]
+    #[graphql(
+        complexity = "cost::list(cost::rows::CHATS_PER_SESSION, child_complexity)",
+        deprecation = "Unbounded: use `chatsConnection`, which pages. Removed in the next release."
+    )]
     async fn chats(&self, ctx: &Context<'_>) -> Result<Vec<Chat>> {
         let rows = loaders(ctx).chats_by_session.load_one(self.0.id).await?;
         Ok(rows.unwrap_or_default().into_iter().map(Chat).collect())

@@ -1,0 +1,163 @@
+//! Relay connections over relationships that can grow without bound (see the README's naming
+//! rule: `<field>Connection`, the plain list deprecated for one release). Each is a page of a
+//! keyset order read by a batched loader, one statement per relationship, with `totalCount`.
+
+use std::sync::Arc;
+
+use async_graphql::connection::PageInfo;
+use async_graphql::{Context, Result, SimpleObject};
+use uuid::Uuid;
+
+use super::{Chat, LlmInteraction, McpInteraction, Message, loaders};
+use crate::api::loaders::{Load, LoadError, Loader};
+use crate::api::pagination::{PageArgs, page_info};
+use crate::config::Limits;
+use crate::cursor::{decode_message_cursor, decode_record_cursor, message_cursor, record_cursor};
+use crate::store::child_pages::ChildPageKey;
+use crate::store::{ChatRow, CountedPage, LlmInteractionRow, McpInteractionRow, MessageRow, Scope};
+
+/// Declares a connection type and its edge type over `$node` (a wrapper of `Arc<$row>`), whose
+/// cursor is `$cursor` of a row.
+macro_rules! connection {
+    ($connection:ident, $edge:ident, $node:ident($row:ty), $what:literal, $cursor:expr) => {
+        #[doc = concat!("A page of ", $what, ".")]
+        #[derive(SimpleObject)]
+        pub struct $connection {
+            /// The page's items, each with its cursor.
+            edges: Vec<$edge>,
+            /// Where this page is: whether items lie before and after it, and the cursors to
+            /// page on from either end.
+            page_info: PageInfo,
+            /// How many items the whole list holds.
+            total_count: i64,
+        }
+
+        #[doc = concat!("One of ", $what, ", and its cursor.")]
+        #[derive(SimpleObject)]
+        pub struct $edge {
+            /// Pass as `after` or `before` to page on after or before this item.
+            cursor: String,
+            /// The item.
+            node: $node,
+        }
+
+        impl From<CountedPage<Arc<$row>>> for $connection {
+            fn from(CountedPage { page, total }: CountedPage<Arc<$row>>) -> Self {
+                let cursor: fn(&$row) -> String = $cursor;
+                let edges: Vec<$edge> = page
+                    .rows
+                    .into_iter()
+                    .map(|row| $edge {
+                        cursor: cursor(&row),
+                        node: $node(row),
+                    })
+                    .collect();
+                let page_info = page_info(
+                    edges.first().map(|e| &e.cursor),
+                    edges.last().map(|e| &e.cursor),
+                    page.has_previous,
+                    page.has_next,
+                );
+                $connection {
+                    edges,
+                    page_info,
+                    total_count: total,
+                }
+            }
+        }
+    };
+}
+
+connection!(
+    MessageConnection,
+    MessageEdge,
+    Message(MessageRow),
+    "messages: each agent's conversation whole, by sequence number (agents in the order of their ids: creation order, for the ids casefile makes)",
+    |row| message_cursor((row.execution_id, i64::from(row.sequence_number)))
+);
+connection!(
+    LlmInteractionConnection,
+    LlmInteractionEdge,
+    LlmInteraction(LlmInteractionRow),
+    "LLM interactions, chronologically",
+    |row| record_cursor((row.created_at, row.id))
+);
+connection!(
+    McpInteractionConnection,
+    McpInteractionEdge,
+    McpInteraction(McpInteractionRow),
+    "MCP interactions, chronologically",
+    |row| record_cursor((row.created_at, row.id))
+);
+connection!(
+    ChatConnection,
+    ChatEdge,
+    Chat(ChatRow),
+    "chats, oldest first",
+    |row| record_cursor((row.created_at, row.id))
+);
+
+/// One page, through `loader`, of the children of `parent`, with cursors decoded by `decode`.
+async fn page_of<L, A, B, C>(
+    ctx: &Context<'_>,
+    loader: &Loader<L>,
+    parent: Uuid,
+    args: PageArgs,
+    decode: fn(&str) -> crate::error::Result<(A, B)>,
+) -> Result<C>
+where
+    L: Load<Key = ChildPageKey<A, B>>,
+    L::Value: Default,
+    C: From<L::Value>,
+{
+    let slice = args.slice(ctx.data_unchecked::<Limits>(), decode)?;
+    let page = loader
+        .load_one(ChildPageKey { parent, slice })
+        .await
+        .map_err(|err: LoadError| async_graphql::Error::from(err))?
+        .unwrap_or_default();
+    Ok(C::from(page))
+}
+
+/// A page of the messages of a stage or execution.
+pub(crate) async fn messages(
+    ctx: &Context<'_>,
+    scope: Scope,
+    parent: Uuid,
+    args: PageArgs,
+) -> Result<MessageConnection> {
+    let loader = loaders(ctx).message_pages.get(scope);
+    page_of(ctx, loader, parent, args, decode_message_cursor).await
+}
+
+/// A page of the LLM interactions of a session, stage or execution.
+pub(crate) async fn llm_interactions(
+    ctx: &Context<'_>,
+    scope: Scope,
+    parent: Uuid,
+    args: PageArgs,
+) -> Result<LlmInteractionConnection> {
+    let loader = loaders(ctx).llm_interaction_pages.get(scope);
+    page_of(ctx, loader, parent, args, decode_record_cursor).await
+}
+
+/// A page of the MCP interactions of a session, stage or execution.
+pub(crate) async fn mcp_interactions(
+    ctx: &Context<'_>,
+    scope: Scope,
+    parent: Uuid,
+    args: PageArgs,
+) -> Result<McpInteractionConnection> {
+    let loader = loaders(ctx).mcp_interaction_pages.get(scope);
+    page_of(ctx, loader, parent, args, decode_record_cursor).await
+}
+
+/// A page of the chats of a session.
+pub(crate) async fn chats(
+    ctx: &Context<'_>,
+    session: Uuid,
+    args: PageArgs,
+) -> Result<ChatConnection> {
+    let loader = &loaders(ctx).chat_pages;
+    page_of(ctx, loader, session, args, decode_record_cursor).await
+}

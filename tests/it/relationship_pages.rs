@@ -1,0 +1,145 @@
+//! Every bounded relationship walked a page at a time, forward and backward, against the plain
+//! list it replaces: the same items in the same order, and `totalCount` equal to its length.
+
+use chrono::Utc;
+use serde_json::{Value, json};
+
+use crate::common::{TestApp, fixtures};
+
+/// The path from a session to each relationship's parent, and the fields to compare.
+const RELATIONSHIPS: [(&str, &str, &str); 8] = [
+    ("", "llmInteractions", "llmInteractionsConnection"),
+    ("", "mcpInteractions", "mcpInteractionsConnection"),
+    ("", "chats", "chatsConnection"),
+    ("stages", "llmInteractions", "llmInteractionsConnection"),
+    ("stages", "mcpInteractions", "mcpInteractionsConnection"),
+    ("agents", "llmInteractions", "llmInteractionsConnection"),
+    ("agents", "mcpInteractions", "mcpInteractionsConnection"),
+    ("agents", "messages", "messagesConnection"),
+];
+
+/// The query of `selection` on the parents under `path`, with the paging variables when it pages.
+fn query(path: &str, selection: &str) -> String {
+    let vars = if selection.contains("$first") {
+        ", $first: Int, $after: String, $last: Int, $before: String"
+    } else {
+        ""
+    };
+    let inner = format!("uuid {selection}");
+    let body = match path {
+        "" => inner,
+        _ => format!("{path} {{ {inner} }}"),
+    };
+    format!("query ($s: ID!{vars}) {{ session(id: $s) {{ {body} }} }}")
+}
+
+/// The parents under `path` of a session answer.
+fn parents<'a>(data: &'a Value, path: &str) -> Vec<&'a Value> {
+    let session = &data["session"];
+    match path {
+        "" => vec![session],
+        _ => session[path].as_array().unwrap().iter().collect(),
+    }
+}
+
+const PAGE: &str = "(first: $first, after: $after, last: $last, before: $before) { totalCount edges { cursor node { uuid } } pageInfo { hasPreviousPage hasNextPage startCursor endCursor } }";
+
+#[tokio::test]
+async fn every_relationship_pages_both_ways_like_its_list() {
+    let app = TestApp::start().await;
+    let session = fixtures::investigation(app.store.pool(), Utc::now()).await;
+    let s = session.to_string();
+    let mut walked = 0;
+    for (path, list, connection) in RELATIONSHIPS {
+        let lists = app
+            .data(
+                &query(path, &format!("{list} {{ uuid }}")),
+                json!({ "s": s }),
+            )
+            .await;
+        let page_query = query(path, &format!("{connection}{PAGE}"));
+        for (i, parent) in parents(&lists, path).into_iter().enumerate() {
+            let expected: Vec<&Value> = parent[list]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|item| &item["uuid"])
+                .collect();
+            // Forward, two at a time.
+            let mut forward = Vec::new();
+            let mut after = Value::Null;
+            loop {
+                let d = app
+                    .data(&page_query, json!({ "s": s, "first": 2, "after": after }))
+                    .await;
+                let page = &parents(&d, path)[i][connection];
+                assert_eq!(page["totalCount"], expected.len(), "{path}.{connection}");
+                forward.extend(
+                    page["edges"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|e| e["node"]["uuid"].clone()),
+                );
+                if page["pageInfo"]["hasNextPage"] != true {
+                    break;
+                }
+                after = page["pageInfo"]["endCursor"].clone();
+            }
+            assert_eq!(
+                forward.iter().collect::<Vec<_>>(),
+                expected,
+                "{path}.{connection} forward"
+            );
+            // Backward, three at a time.
+            let mut backward = Vec::new();
+            let mut before = Value::Null;
+            loop {
+                let d = app
+                    .data(&page_query, json!({ "s": s, "last": 3, "before": before }))
+                    .await;
+                let page = &parents(&d, path)[i][connection];
+                let mut items: Vec<Value> = page["edges"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|e| e["node"]["uuid"].clone())
+                    .collect();
+                items.extend(backward);
+                backward = items;
+                if page["pageInfo"]["hasPreviousPage"] != true {
+                    break;
+                }
+                before = page["pageInfo"]["startCursor"].clone();
+            }
+            assert_eq!(
+                backward.iter().collect::<Vec<_>>(),
+                expected,
+                "{path}.{connection} backward"
+            );
+            walked += expected.len();
+        }
+    }
+    assert!(walked > 20, "the fixture has items to walk ({walked})");
+    // A cursor of one kind of list is refused by another kind.
+    let messages = app
+        .data(
+            &query("agents", &format!("messagesConnection{PAGE}")),
+            json!({ "s": s, "first": 1 }),
+        )
+        .await;
+    let cursor =
+        messages["session"]["agents"][0]["messagesConnection"]["pageInfo"]["endCursor"].clone();
+    let (code, message) = app
+        .error(
+            &query("", &format!("chatsConnection{PAGE}")),
+            json!({ "s": s, "after": cursor }),
+        )
+        .await;
+    assert_eq!(code, "BAD_USER_INPUT");
+    assert!(
+        message.contains("not to a list of interactions or chats"),
+        "{message}"
+    );
+    app.stop().await;
+}
