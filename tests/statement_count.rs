@@ -68,6 +68,7 @@ query Deep($n: Int) {
             inputTokens
             lastMessage { sequenceNumber }                 # 38 messages by id
             conversation { role content }                  # 39 conversation by LLM interaction
+            conversationConnection(last: 1) { totalCount edges { node { role } } } # 40 conversation pages
           }
         }
       }
@@ -76,7 +77,7 @@ query Deep($n: Int) {
 }"#;
 
 /// One statement per numbered line of [`DEEP`].
-const EXPECTED_STATEMENTS: usize = 39;
+const EXPECTED_STATEMENTS: usize = 40;
 
 async fn statements_of(app: &TestApp, sessions: i64) -> (usize, serde_json::Value) {
     // Warm up first (connections and prepared statements), then count one clean run.

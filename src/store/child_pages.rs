@@ -71,9 +71,10 @@ impl KeyPart for DateTime<Utc> {
     }
 }
 
-/// A relationship's order: the rows of a table under their parent's column, by two columns
-/// that together tell every row apart.
+/// A relationship's order: the rows of a table (the record's own, unless another is named)
+/// under their parent's column, by two columns that together tell every row apart.
 struct Keyset {
+    table: Option<&'static str>,
     parent: &'static str,
     first: &'static str,
     second: &'static str,
@@ -118,6 +119,7 @@ pub type RecordPageKey = ChildPageKey<DateTime<Utc>, Uuid>;
 /// Records under their parent's column, in time order.
 fn in_time_order(parent: &'static str) -> Keyset {
     Keyset {
+        table: None,
         parent,
         first: "created_at",
         second: "id",
@@ -158,7 +160,23 @@ impl Store {
         keys: &[MessagePageKey],
     ) -> Result<HashMap<MessagePageKey, CountedPage<Arc<MessageRow>>>> {
         let keyset = Keyset {
+            table: None,
             parent: scope.column(),
+            first: "execution_id",
+            second: "sequence_number",
+        };
+        self.child_pages(&keyset, keys).await
+    }
+
+    /// Pages of the conversations of LLM interactions: exactly the messages sent to the model
+    /// (see `migrations/0012_llm_conversations.sql`), one statement for all of them.
+    pub async fn conversation_pages(
+        &self,
+        keys: &[MessagePageKey],
+    ) -> Result<HashMap<MessagePageKey, CountedPage<Arc<MessageRow>>>> {
+        let keyset = Keyset {
+            table: Some("llm_conversation_messages"),
+            parent: "interaction_id",
             first: "execution_id",
             second: "sequence_number",
         };
@@ -192,12 +210,13 @@ impl Store {
             return Ok(HashMap::new());
         }
         let Keyset {
+            table,
             parent,
             first,
             second,
         } = keyset;
         let (a, b) = (A::SQL, B::SQL);
-        let table = R::TABLE;
+        let table = table.unwrap_or(R::TABLE);
         let columns = R::COLUMNS;
         let window = format!(
             "t.{parent} = k.parent AND (t.{first}, t.{second}) > (k.after_a, k.after_b) \

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use crate::common::{TestApp, fixtures};
 
 /// The path from a session to each relationship's parent, and the fields to compare.
-const RELATIONSHIPS: [(&str, &str, &str); 8] = [
+const RELATIONSHIPS: [(&str, &str, &str); 9] = [
     ("", "llmInteractions", "llmInteractionsConnection"),
     ("", "mcpInteractions", "mcpInteractionsConnection"),
     ("", "chats", "chatsConnection"),
@@ -16,6 +16,7 @@ const RELATIONSHIPS: [(&str, &str, &str); 8] = [
     ("agents", "llmInteractions", "llmInteractionsConnection"),
     ("agents", "mcpInteractions", "mcpInteractionsConnection"),
     ("agents", "messages", "messagesConnection"),
+    ("llmInteractions", "conversation", "conversationConnection"),
 ];
 
 /// The query of `selection` on the parents under `path`, with the paging variables when it pages.

@@ -135,6 +135,11 @@ loader!(
     |store, scope, keys| store.message_pages(scope, keys)
 );
 loader!(
+    /// Pages of the conversations of LLM interactions.
+    ConversationPages: MessagePageKey => CountedPage<Arc<MessageRow>>,
+    |store, keys| store.conversation_pages(keys)
+);
+loader!(
     /// Pages of the LLM interactions of a session, stage or execution.
     LlmInteractionPages(scope): RecordPageKey => CountedPage<Arc<LlmInteractionRow>>,
     |store, scope, keys| store.llm_interaction_pages(scope, keys)
@@ -210,6 +215,7 @@ pub struct Loaders {
     pub llm_interaction_pages: PerScope<LlmInteractionPages>,
     pub mcp_interaction_pages: PerScope<McpInteractionPages>,
     pub chat_pages: Loader<ChatPages>,
+    pub conversation_pages: Loader<ConversationPages>,
     pub llm_interactions_by: PerScope<LlmInteractionsBy>,
     pub mcp_interactions_by: PerScope<McpInteractionsBy>,
     pub token_usage_by: PerScope<TokenUsageBy>,
@@ -294,6 +300,9 @@ impl Loaders {
             llm_interaction_pages: per_scope!(LlmInteractionPages),
             mcp_interaction_pages: per_scope!(McpInteractionPages),
             chat_pages: batched!(ChatPages {
+                store: store.clone()
+            }),
+            conversation_pages: batched!(ConversationPages {
                 store: store.clone()
             }),
             llm_interactions_by: per_scope!(LlmInteractionsBy),

@@ -130,6 +130,16 @@ pub(crate) async fn messages(
     page_of(ctx, loader, parent, args, decode_message_cursor).await
 }
 
+/// A page of the conversation of an LLM interaction.
+pub(crate) async fn conversation(
+    ctx: &Context<'_>,
+    interaction: Uuid,
+    args: PageArgs,
+) -> Result<MessageConnection> {
+    let loader = &loaders(ctx).conversation_pages;
+    page_of(ctx, loader, interaction, args, decode_message_cursor).await
+}
+
 /// A page of the LLM interactions of a session, stage or execution.
 pub(crate) async fn llm_interactions(
     ctx: &Context<'_>,

@@ -5,8 +5,10 @@ use async_graphql::{Context, ID, Object};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+use super::connection::{self, MessageConnection};
 use super::{AgentExecution, Message, Session, Stage, loaders, required};
 use crate::api::ids::{self, NodeType};
+use crate::api::pagination::PageArgs;
 use crate::api::scalars::{SharedJson, SharedText, Text};
 use crate::model::{LlmInteractionType, McpInteractionType};
 use crate::store::{
@@ -108,9 +110,38 @@ impl LlmInteraction {
         };
         Ok(loaders(ctx).messages.load_one(id).await?.map(Message))
     }
+    /// Exactly the messages sent to the model, a page at a time: the execution's conversation
+    /// up to and including `lastMessage` (empty when no last message was recorded), by
+    /// sequence number.
+    #[graphql(complexity = "cost::page(first, last, child_complexity)")]
+    async fn conversation_connection(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(
+            desc = "The first this many messages after `after` (and before `before`); at most the server's maximum page size. Without `first` and `last`, the first 20. Give `first` or `last`, not both."
+        )]
+        first: Option<i32>,
+        #[graphql(desc = "Only messages after this cursor.")] after: Option<String>,
+        #[graphql(
+            desc = "The last this many messages before `before` (and after `after`); at most the server's maximum page size. Give `first` or `last`, not both."
+        )]
+        last: Option<i32>,
+        #[graphql(desc = "Only messages before this cursor.")] before: Option<String>,
+    ) -> Result<MessageConnection> {
+        let args = PageArgs {
+            first,
+            after,
+            last,
+            before,
+        };
+        connection::conversation(ctx, self.0.id, args).await
+    }
     /// Exactly the messages sent to the model: the execution's conversation up to and including
     /// `lastMessage` (empty when no last message was recorded).
-    #[graphql(complexity = "cost::list(cost::rows::MESSAGES_PER_CONVERSATION, child_complexity)")]
+    #[graphql(
+        complexity = "cost::list(cost::rows::MESSAGES_PER_CONVERSATION, child_complexity)",
+        deprecation = "Unbounded: use `conversationConnection`, which pages. Removed in the next release."
+    )]
     async fn conversation(&self, ctx: &Context<'_>) -> Result<Vec<Message>> {
         let rows = loaders(ctx)
             .conversation_by_llm_interaction
