@@ -163,12 +163,16 @@ pub async fn volume(pool: &PgPool) -> anyhow::Result<Volume> {
 }
 
 /// The copy of a column's value in copy `k`: ids (and so every foreign key) hashed with `k`,
-/// timestamps moved back by `k` times a few minutes (so copies sort as older sessions), LLM
-/// payloads padded to tens of KB.
+/// timestamps moved back by `k` times a few minutes (so copies sort as older sessions), feed
+/// positions moved past the demo's, LLM payloads padded to tens of KB.
 fn copy_expr(table: &str, column: &str, ty: &str) -> String {
     match (table, column, ty) {
         (_, _, "uuid") => format!("md5({column}::text || '/' || k)::uuid"),
         (_, _, "timestamp with time zone") => format!("{column} - k * interval '7 minutes'"),
+        // The feed's positions are unique: copy k takes the k-th block past the demo's.
+        ("session_status_changes", "feed_position", _) => {
+            "feed_position + k * (SELECT max(feed_position) FROM session_status_changes)".into()
+        }
         ("llm_interactions", "llm_request", _) => {
             "llm_request || jsonb_build_object('system', (SELECT txt FROM bench_pad \
              WHERE i = abs(hashtext(id::text || k)) % 64))"
