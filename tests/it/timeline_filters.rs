@@ -189,6 +189,15 @@ async fn updates_until(sub: &mut SseSubscription, until: &str) -> Vec<(String, S
     }
 }
 
+/// The contents of the events that finished among `updates`.
+fn finished(updates: &[(String, String)]) -> Vec<&str> {
+    updates
+        .iter()
+        .filter(|(kind, _)| kind == "FINISHED")
+        .map(|(_, text)| text.as_str())
+        .collect()
+}
+
 #[tokio::test]
 async fn the_timeline_subscription_follows_only_the_types_asked_for() {
     let app = TestApp::start().await;
@@ -204,12 +213,7 @@ async fn the_timeline_subscription_follows_only_the_types_asked_for() {
     .await;
     // The replay: the analyses, nothing else.
     let replayed = updates_until(&mut sub, "fa3").await;
-    let finished: Vec<&str> = replayed
-        .iter()
-        .filter(|(kind, _)| kind == "FINISHED")
-        .map(|(_, text)| text.as_str())
-        .collect();
-    assert_eq!(finished, ["fa1", "fa2", "fa3"], "{replayed:?}");
+    assert_eq!(finished(&replayed), ["fa1", "fa2", "fa3"], "{replayed:?}");
     // Live: a tool call is passed over, the analysis arrives.
     event(&a, &i.e3, "MCP_TOOL_CALL", "COMPLETED", "call3").await;
     event(&a, &i.e3, "FINAL_ANALYSIS", "COMPLETED", "fa4").await;
@@ -237,12 +241,7 @@ async fn the_timeline_subscription_follows_only_the_types_asked_for() {
     )
     .await;
     let rest = updates_until(&mut resumed, "fa4").await;
-    let finished: Vec<&str> = rest
-        .iter()
-        .filter(|(kind, _)| kind == "FINISHED")
-        .map(|(_, text)| text.as_str())
-        .collect();
-    assert_eq!(finished, ["fa2", "fa3", "fa4"], "{rest:?}");
+    assert_eq!(finished(&rest), ["fa2", "fa3", "fa4"], "{rest:?}");
     let refused = SseSubscription::start(
         app.addr,
         subscription,

@@ -9,7 +9,7 @@ use async_graphql::{Context, Result, SimpleObject};
 use uuid::Uuid;
 
 use super::{Chat, LlmInteraction, McpInteraction, Message, loaders};
-use crate::api::loaders::{Load, LoadError, Loader};
+use crate::api::loaders::{Load, Loader};
 use crate::api::pagination::{PageArgs, page_info};
 use crate::config::Limits;
 use crate::cursor::{decode_message_cursor, decode_record_cursor, message_cursor, record_cursor};
@@ -113,8 +113,7 @@ where
     let slice = args.slice(ctx.data_unchecked::<Limits>(), decode)?;
     let page = loader
         .load_one(ChildPageKey { parent, slice })
-        .await
-        .map_err(|err: LoadError| async_graphql::Error::from(err))?
+        .await?
         .unwrap_or_default();
     Ok(C::from(page))
 }

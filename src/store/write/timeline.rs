@@ -128,6 +128,17 @@ fn check_append(append: &Append) -> Result<i64> {
     Ok(delta_len)
 }
 
+impl Appended {
+    /// The whole of `append` (of `delta_len` characters) was stored.
+    fn whole(append: &Append, delta_len: i64) -> Appended {
+        Appended {
+            end: append.offset + delta_len,
+            stored: delta_len,
+            stored_bytes: append.delta.len(),
+        }
+    }
+}
+
 /// What `append_timeline_chunk` found (see `migrations/0009_append_in_one_statement.sql`): the
 /// event's status, where its text ended, and whether the chunk was stored.
 type AtEnd = (TimelineEventStatus, i64, bool);
@@ -153,11 +164,7 @@ async fn append_if_at_end(conn: &mut PgConnection, append: &Append) -> Result<Op
 pub async fn append_at_end(conn: &mut PgConnection, append: &Append) -> Result<Option<Appended>> {
     let delta_len = check_append(append)?;
     Ok(match append_if_at_end(conn, append).await? {
-        Some((_, _, true)) => Some(Appended {
-            end: append.offset + delta_len,
-            stored: delta_len,
-            stored_bytes: append.delta.len(),
-        }),
+        Some((_, _, true)) => Some(Appended::whole(append, delta_len)),
         _ => None,
     })
 }
@@ -170,11 +177,7 @@ pub async fn append(conn: &mut PgConnection, append: &Append) -> Result<Appended
         Error::not_found(format!("timeline event {} does not exist", append.event_id))
     })?;
     if stored {
-        return Ok(Appended {
-            end: append.offset + delta_len,
-            stored: delta_len,
-            stored_bytes: append.delta.len(),
-        });
+        return Ok(Appended::whole(append, delta_len));
     }
     if status != TimelineEventStatus::Streaming {
         return Err(Error::Conflict(format!(
