@@ -153,21 +153,35 @@ impl Agent {
         let llm = self.llm(&asked, "ITERATION", &thinking).await?;
         self.stream("LLM_THINKING", &thinking, Some(&llm)).await?;
         let call_id = format!("call_{}", Uuid::now_v7().simple());
-        self.message("ASSISTANT", &format!("Calling {tool}."), None)
+        let calls = json!([{
+            "id": call_id,
+            "type": "function",
+            "function": { "name": tool, "arguments": "{\"namespace\":\"payments\"}" },
+        }]);
+        self.api
+            .id(
+                "mutation ($e: ID!, $c: String!, $calls: JSON!) { appendMessage(input: { executionId: $e, role: ASSISTANT, content: $c, toolCalls: $calls }) { uuid } }",
+                json!({ "e": self.execution, "c": format!("Calling {tool}."), "calls": calls }),
+                "appendMessage",
+            )
             .await?;
         let mcp = self
             .api
             .id(
-                "mutation ($e: ID!, $t: String!) { recordMCPInteraction(input: { executionId: $e, interactionType: TOOL_CALL, serverName: \"kubernetes\", toolName: $t, toolArguments: { namespace: \"payments\" }, toolResult: { items: 3 }, durationMs: 140 }) { uuid } }",
-                json!({ "e": self.execution, "t": tool }),
+                "mutation ($e: ID!, $t: String!, $call: String!) { recordMCPInteraction(input: { executionId: $e, interactionType: TOOL_CALL, serverName: \"kubernetes\", toolName: $t, toolCallId: $call, toolArguments: { namespace: \"payments\" }, toolResult: { items: 3 }, durationMs: 140 }) { uuid } }",
+                json!({ "e": self.execution, "t": tool, "call": call_id }),
                 "recordMCPInteraction",
             )
             .await?;
         let event = self
             .api
             .id(
-                "mutation ($e: ID!, $t: String!) { createTimelineEvent(input: { executionId: $e, eventType: MCP_TOOL_CALL, content: $t, metadata: { server_name: \"kubernetes\" } }) { uuid } }",
-                json!({ "e": self.execution, "t": format!("{tool} (namespace payments)") }),
+                "mutation ($e: ID!, $t: String!, $m: JSON!) { createTimelineEvent(input: { executionId: $e, eventType: MCP_TOOL_CALL, content: $t, metadata: $m }) { uuid } }",
+                json!({
+                    "e": self.execution,
+                    "t": format!("{tool} (namespace payments)"),
+                    "m": { "server_name": "kubernetes", "tool_name": tool, "tool_call_id": call_id },
+                }),
                 "createTimelineEvent",
             )
             .await?;

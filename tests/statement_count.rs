@@ -57,18 +57,29 @@ query Deep($n: Int) {
           subAgents { agentName }                          # 29 sub-agents by parent
           tokenUsage { totalTokens }                       # 30 token usage by execution
           timeline(first: 10) { edges { node { content } } } # 31 timeline page by execution
-          messages { role content }                        # 32 messages by execution
-          messagesConnection(last: 2) {                    # 33 message pages by execution
+          messages {                                       # 32 messages by execution
+            role content
+            requestedToolCalls {
+              callId
+              resultMessage { role }                       # 33 answers by call
+              mcpInteraction { toolName }                  # 34 MCP interactions by call
+              requestEvent { content } executionEvent { content } # 35 timeline events by call
+            }
+            answers { callId }                             # 36 requests by call
+          }
+          messagesConnection(last: 2) {                    # 37 message pages by execution
             totalCount edges { node { content } }
           }
-          mcpInteractions { toolName }                     # 34 MCP interactions by execution
-          llmInteractionsConnection(first: 1) { totalCount } # 35 LLM pages by execution
-          mcpInteractionsConnection(first: 1) { totalCount } # 36 MCP pages by execution
-          llmInteractions {                                # 37 LLM interactions by execution
+          mcpInteractions {                                # 38 MCP interactions by execution
+            toolName toolCall { callId } requestedBy { role } # (requests by call, batched with 36)
+          }
+          llmInteractionsConnection(first: 1) { totalCount } # 39 LLM pages by execution
+          mcpInteractionsConnection(first: 1) { totalCount } # 40 MCP pages by execution
+          llmInteractions {                                # 41 LLM interactions by execution
             inputTokens
-            lastMessage { sequenceNumber }                 # 38 messages by id
-            conversation { role content }                  # 39 conversation by LLM interaction
-            conversationConnection(last: 1) { totalCount edges { node { role } } } # 40 conversation pages
+            lastMessage { sequenceNumber }                 # 42 messages by id
+            conversation { role content }                  # 43 conversation by LLM interaction
+            conversationConnection(last: 1) { totalCount edges { node { role } } } # 44 conversation pages
           }
         }
       }
@@ -77,7 +88,7 @@ query Deep($n: Int) {
 }"#;
 
 /// One statement per numbered line of [`DEEP`].
-const EXPECTED_STATEMENTS: usize = 40;
+const EXPECTED_STATEMENTS: usize = 44;
 
 async fn statements_of(app: &TestApp, sessions: i64) -> (usize, serde_json::Value) {
     // Warm up first (connections and prepared statements), then count one clean run.
@@ -186,6 +197,24 @@ async fn a_deep_query_costs_one_statement_per_relationship_level() {
     assert_eq!(
         sessions[0]["node"]["chats"][0]["messages"][0]["stage"]["name"],
         "Chat"
+    );
+
+    // Each agent's assistant message requested a call that was answered, executed and shown.
+    let execution = &sessions[0]["node"]["stages"][0]["executions"][0];
+    assert_eq!(
+        execution["messages"][2]["requestedToolCalls"][0],
+        json!({ "callId": "call_4", "resultMessage": { "role": "TOOL" },
+                "mcpInteraction": { "toolName": "kubectl_get_pods" },
+                "requestEvent": null, "executionEvent": { "content": "kubectl get pods" } })
+    );
+    assert_eq!(
+        execution["messages"][3]["answers"],
+        json!({ "callId": "call_4" })
+    );
+    assert_eq!(
+        execution["mcpInteractions"][0],
+        json!({ "toolName": "kubectl_get_pods", "toolCall": { "callId": "call_4" },
+                "requestedBy": { "role": "ASSISTANT" } })
     );
 
     println!("deep query over 20 sessions: {twenty} SQL statements");

@@ -7,12 +7,16 @@ use super::cost;
 use super::guards::{RoleGuard, caller};
 use super::ids::{self, NodeType};
 use super::pagination::{PageArgs, page_info};
-use super::types::{ApiToken, Node, Session, SessionConnection, SessionEdge, Viewer, loaders};
+use super::types::{
+    ApiToken, McpInteractionSearchConnection, Node, Session, SessionConnection, SessionEdge,
+    Viewer, loaders, search_mcp_interactions,
+};
 use crate::config::Limits;
 use crate::cursor::{decode_session_cursor, session_cursor};
 use crate::error::Error;
 use crate::model::{Role, SessionStatus};
 use crate::store::Store;
+use crate::store::mcp_search::McpSearchFilter;
 use crate::store::page::Page;
 use crate::store::sessions::{SessionFilter, SessionSort};
 use crate::store::write::{check_optional, check_time, limits};
@@ -67,12 +71,7 @@ impl SessionFilterInput {
         ] {
             check_optional(field, value.as_deref(), max)?;
         }
-        for (field, value) in [
-            ("createdAfter", self.created_after),
-            ("createdBefore", self.created_before),
-        ] {
-            value.map_or(Ok(()), |t| check_time(field, t))?;
-        }
+        check_window(self.created_after, self.created_before)?;
         let search = match self.search.map(|s| s.trim().to_owned()) {
             Some(s) if s.chars().count() < MIN_SEARCH_LEN => {
                 return Err(Error::bad_input(format!(
@@ -81,13 +80,6 @@ impl SessionFilterInput {
             }
             other => other,
         };
-        if let (Some(after), Some(before)) = (self.created_after, self.created_before)
-            && after >= before
-        {
-            return Err(Error::bad_input(
-                "`createdAfter` must be earlier than `createdBefore`",
-            ));
-        }
         Ok(SessionFilter {
             statuses: self.status.unwrap_or_default(),
             alert_type: self.alert_type,
@@ -102,6 +94,55 @@ impl SessionFilterInput {
             deleted_by: self.deleted_by,
         })
     }
+}
+
+/// Narrows the MCP interactions listed across sessions; all given conditions must hold.
+#[derive(InputObject, Default)]
+#[graphql(name = "MCPInteractionFilter")]
+pub struct McpInteractionFilterInput {
+    /// Exactly this MCP server (at most 200 characters).
+    server_name: Option<String>,
+    /// Exactly this tool (at most 200 characters).
+    tool_name: Option<String>,
+    /// Only those that succeeded (`true`) or failed (`false`: an error message was recorded).
+    success: Option<bool>,
+    /// Recorded strictly after this instant.
+    created_after: Option<DateTime<Utc>>,
+    /// Recorded strictly before this instant.
+    created_before: Option<DateTime<Utc>>,
+}
+
+impl McpInteractionFilterInput {
+    fn validate(self) -> crate::error::Result<McpSearchFilter> {
+        check_optional("serverName", self.server_name.as_deref(), limits::NAME)?;
+        check_optional("toolName", self.tool_name.as_deref(), limits::NAME)?;
+        check_window(self.created_after, self.created_before)?;
+        Ok(McpSearchFilter {
+            server_name: self.server_name,
+            tool_name: self.tool_name,
+            success: self.success,
+            created_after: self.created_after,
+            created_before: self.created_before,
+        })
+    }
+}
+
+/// Checks a `createdAfter`/`createdBefore` pair: each a representable instant, in order.
+fn check_window(
+    after: Option<DateTime<Utc>>,
+    before: Option<DateTime<Utc>>,
+) -> crate::error::Result<()> {
+    for (field, value) in [("createdAfter", after), ("createdBefore", before)] {
+        value.map_or(Ok(()), |t| check_time(field, t))?;
+    }
+    if let (Some(after), Some(before)) = (after, before)
+        && after >= before
+    {
+        return Err(Error::bad_input(
+            "`createdAfter` must be earlier than `createdBefore`",
+        ));
+    }
+    Ok(())
 }
 
 /// What to order sessions by.
@@ -279,6 +320,44 @@ impl Query {
             page_info,
             filter,
         })
+    }
+
+    /// MCP interactions across all sessions, newest first, a page at a time (forward with
+    /// `first`/`after`, backward with `last`/`before`): with `filter: { success: false }`, the
+    /// audit of failed tool calls. Every combination of filters is read along an index.
+    #[graphql(
+        complexity = "cost::page(first, last, child_complexity)",
+        guard = "RoleGuard(Role::Reader)"
+    )]
+    async fn mcp_interactions(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(
+            desc = "The first this many interactions after `after` (and before `before`); at most the server's maximum page size. Without `first` and `last`, the first 20. Give `first` or `last`, not both."
+        )]
+        first: Option<i32>,
+        #[graphql(desc = "Only interactions after this cursor (older ones).")] after: Option<
+            String,
+        >,
+        #[graphql(
+            desc = "The last this many interactions before `before` (and after `after`); at most the server's maximum page size. Give `first` or `last`, not both."
+        )]
+        last: Option<i32>,
+        #[graphql(desc = "Only interactions before this cursor (newer ones).")] before: Option<
+            String,
+        >,
+        #[graphql(desc = "Which interactions (default: all).")] filter: Option<
+            McpInteractionFilterInput,
+        >,
+    ) -> Result<McpInteractionSearchConnection> {
+        let filter = filter.unwrap_or_default().validate()?;
+        let args = PageArgs {
+            first,
+            after,
+            last,
+            before,
+        };
+        search_mcp_interactions(ctx, filter, args).await
     }
 
     /// Who is asking: the identity and role this request was authenticated as.

@@ -12,6 +12,7 @@ use crate::error::Result;
 use crate::store::{
     ChatRow, ChatUserMessageRow, ExecutionRow, LlmInteractionRow, LlmPayloadRow, LlmRequestRow,
     McpInteractionRow, McpPayloadRow, MessageRow, SessionRow, StageRow, Store, TimelineEventRow,
+    ToolCallRow,
 };
 
 impl Demo {
@@ -33,6 +34,7 @@ impl Demo {
             + insert_all(&mut tx, &fresh, &self.stages).await?
             + insert_all(&mut tx, &fresh, &self.executions).await?
             + insert_all(&mut tx, &fresh, &self.messages).await?
+            + insert_all(&mut tx, &fresh, &self.tool_calls).await?
             + insert_all(&mut tx, &fresh, &self.llm).await?
             + insert_all(&mut tx, &fresh, &self.mcp).await?
             + insert_all(&mut tx, &fresh, &self.events).await?;
@@ -45,6 +47,7 @@ impl Demo {
             (self.executions.len(), "agent executions"),
             (self.events.len(), "timeline events"),
             (self.messages.len(), "messages"),
+            (self.tool_calls.len(), "tool calls"),
             (self.llm.len(), "LLM interactions"),
             (self.mcp.len(), "MCP interactions"),
         ];
@@ -286,8 +289,8 @@ impl Insert for (LlmInteractionRow, LlmRequestRow, LlmPayloadRow) {
 impl Insert for (McpInteractionRow, McpPayloadRow) {
     const SQL: &'static str = "INSERT INTO mcp_interactions (id, session_id, stage_id, \
         execution_id, interaction_type, server_name, tool_name, tool_arguments, tool_result, \
-        available_tools, duration_ms, error_message, created_at) \
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
+        available_tools, duration_ms, error_message, created_at, tool_call_id) \
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
         ON CONFLICT (id) DO NOTHING";
     fn session_id(&self) -> Uuid {
         self.0.session_id
@@ -308,6 +311,23 @@ impl Insert for (McpInteractionRow, McpPayloadRow) {
             .bind(row.duration_ms)
             .bind(&row.error_message)
             .bind(row.created_at)
+            .bind(&row.tool_call_id)
+    }
+}
+
+impl Insert for ToolCallRow {
+    const SQL: &'static str = "INSERT INTO tool_calls (execution_id, call_id, session_id, \
+        message_id, position) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING";
+    fn session_id(&self) -> Uuid {
+        self.session_id
+    }
+    fn bind<'q>(&'q self, query: PgQuery<'q>) -> PgQuery<'q> {
+        query
+            .bind(self.execution_id)
+            .bind(&self.call_id)
+            .bind(self.session_id)
+            .bind(self.message_id)
+            .bind(self.position)
     }
 }
 

@@ -8,6 +8,7 @@ mod children;
 mod feed;
 mod health;
 mod lease;
+pub mod mcp_search;
 pub mod page;
 mod records;
 pub mod refusals;
@@ -17,6 +18,7 @@ pub mod sessions;
 pub mod tickets;
 mod timeline;
 pub mod tokens;
+mod tool_calls;
 mod traced;
 pub mod write;
 
@@ -38,6 +40,7 @@ pub use child_pages::{CountedPage, MessageKey, MessagePageKey, RecordKey, Record
 pub use health::SchemaState;
 pub use records::*;
 pub use timeline::{TimelineFilter, TimelinePageKey, TimelineReplay};
+pub use tool_calls::{CallEvents, CallKey, RequestedCall, requested_calls};
 
 /// Which parent a set of rows hangs from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

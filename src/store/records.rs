@@ -169,6 +169,17 @@ pub struct MessageRow {
 }
 record!(MessageRow, "messages", "message");
 
+/// A tool call an assistant message requested, by the id the model gave it (see
+/// `migrations/0013_tool_call_links.sql`).
+#[derive(Debug, Clone, FromRow)]
+pub struct ToolCallRow {
+    pub execution_id: Uuid,
+    pub call_id: String,
+    pub session_id: Uuid,
+    pub message_id: Uuid,
+    pub position: i32,
+}
+
 /// An LLM interaction without its payloads (tens of KB each): [`LlmRequestRow`] holds the
 /// request (the prompt, the largest), [`LlmPayloadRow`] the rest.
 #[derive(Debug, Clone, FromRow)]
@@ -239,13 +250,14 @@ pub struct McpInteractionRow {
     pub duration_ms: Option<i64>,
     pub error_message: Option<String>,
     pub created_at: DateTime<Utc>,
+    pub tool_call_id: Option<String>,
 }
 record!(
     McpInteractionRow,
     "mcp_interactions",
     "MCP interaction",
     "id, session_id, stage_id, execution_id, interaction_type, server_name, tool_name, \
-     duration_ms, error_message, created_at"
+     duration_ms, error_message, created_at, tool_call_id"
 );
 
 /// The arguments, result and tool list of an MCP interaction: read only when asked for.

@@ -153,6 +153,20 @@ pub fn describe(constraint: &str) -> Option<&'static str> {
         "llm_interactions_thinking_tokens_check" => "`thinkingTokens` must be 0 or more",
         "mcp_interactions_server_name_check" => "`serverName` must be 1–200 characters",
         "mcp_interactions_check" => "a `TOOL_CALL` interaction needs a `toolName`",
+        "mcp_interactions_tool_call_check" => {
+            "only a `TOOL_CALL` interaction executes a `toolCallId`"
+        }
+        "mcp_interactions_tool_call_fkey" => {
+            "no message of this agent's conversation requested this `toolCallId`"
+        }
+        "mcp_interactions_tool_call_key" => "this tool call is already executed",
+        "tool_calls_call_id_check" => "a tool call's `id` must be 1–200 characters",
+        "tool_calls_pkey" => "this tool call id is already requested in the conversation",
+        "tool_calls_message_id_execution_id_fkey" => {
+            "a tool call is requested by a message of its own conversation"
+        }
+        "tool_calls_message_id_position_key" => "a message's tool call is indexed once",
+        "tool_calls_position_check" => "a tool call's place in its message starts at 0",
         "timeline_events_session_id_sequence_number_key" => {
             "this sequence number is already used in the session's timeline"
         }

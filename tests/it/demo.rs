@@ -2,12 +2,13 @@
 
 use crate::common::TestDb;
 
-const TABLES: [&str; 9] = [
+const TABLES: [&str; 10] = [
     "sessions",
     "stages",
     "agent_executions",
     "timeline_events",
     "messages",
+    "tool_calls",
     "llm_interactions",
     "mcp_interactions",
     "chats",
@@ -18,7 +19,7 @@ async fn fingerprint(pool: &sqlx::PgPool) -> Vec<(String, i64, String)> {
     let mut out = Vec::new();
     for table in TABLES {
         let (count, digest): (i64, Option<String>) = sqlx::query_as(&format!(
-            "SELECT count(*), md5(string_agg(t::text, '|' ORDER BY t.id)) FROM {table} t"
+            "SELECT count(*), md5(string_agg(t::text, '|' ORDER BY t::text)) FROM {table} t"
         ))
         .fetch_one(pool)
         .await
@@ -155,6 +156,14 @@ async fn demo_is_complete_and_idempotent() {
             "SELECT count(*) FROM messages WHERE tool_calls IS NOT NULL",
         ),
         (
+            "MCP interactions linked to the call they executed",
+            "SELECT count(*) FROM mcp_interactions WHERE tool_call_id IS NOT NULL",
+        ),
+        (
+            "failed MCP tool calls",
+            "SELECT count(*) FROM mcp_interactions WHERE error_message IS NOT NULL",
+        ),
+        (
             "timeline events linked to interactions",
             "SELECT count(*) FROM timeline_events WHERE llm_interaction_id IS NOT NULL",
         ),
@@ -167,6 +176,21 @@ async fn demo_is_complete_and_idempotent() {
         let n: i64 = sqlx::query_scalar(sql).fetch_one(pool).await.unwrap();
         assert!(n > 0, "demo data lacks {what}");
     }
+    // Every tool call is linked: each tool message answers, and each MCP tool call executes, a
+    // call its agent's conversation requested; every requested call is indexed.
+    let unlinked: i64 = sqlx::query_scalar(
+        "SELECT (SELECT count(*) FROM messages m WHERE m.role = 'tool' AND NOT EXISTS \
+                   (SELECT FROM tool_calls t WHERE t.execution_id = m.execution_id \
+                      AND t.call_id = m.tool_call_id)) \
+              + (SELECT count(*) FROM mcp_interactions WHERE interaction_type = 'tool_call' \
+                   AND tool_call_id IS NULL) \
+              + (SELECT sum(jsonb_array_length(tool_calls)) FROM messages) \
+              - (SELECT count(*) FROM tool_calls)",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    assert_eq!(unlinked, 0, "demo tool calls are not all linked");
     let gaps: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM (SELECT session_id FROM timeline_events GROUP BY session_id \
          HAVING max(sequence_number) <> count(*) OR min(sequence_number) <> 1) g",

@@ -29,5 +29,6 @@ mod schema_file;
 mod telemetry;
 mod timeline_filters;
 mod token_cli;
+mod tool_calls;
 mod websocket;
 pub mod write_api;

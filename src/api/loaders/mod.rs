@@ -164,6 +164,23 @@ loader!(
     |store, scope, keys| store.mcp_interactions_by(scope, keys)
 );
 loader!(
+    /// The assistant message requesting each tool call, and the call's place in it.
+    RequestsByCall: CallKey => (i32, Arc<MessageRow>), |store, keys| store.requests_by_call(keys)
+);
+loader!(
+    /// The tool message answering each tool call.
+    AnswersByCall: CallKey => Arc<MessageRow>, |store, keys| store.answers_by_call(keys)
+);
+loader!(
+    /// The MCP interaction executing each tool call.
+    McpInteractionsByCall: CallKey => Arc<McpInteractionRow>,
+    |store, keys| store.mcp_interactions_by_call(keys)
+);
+loader!(
+    /// The timeline events showing each tool call.
+    EventsByCall: CallKey => CallEvents, |store, keys| store.events_by_call(keys)
+);
+loader!(
     /// Token and cost totals under a session, stage or execution.
     TokenUsageBy(scope): Uuid => TokenUsageRow, |store, scope, keys| store.token_usage_by(scope, keys)
 );
@@ -219,6 +236,10 @@ pub struct Loaders {
     pub llm_interactions_by: PerScope<LlmInteractionsBy>,
     pub mcp_interactions_by: PerScope<McpInteractionsBy>,
     pub token_usage_by: PerScope<TokenUsageBy>,
+    pub requests_by_call: Loader<RequestsByCall>,
+    pub answers_by_call: Loader<AnswersByCall>,
+    pub mcp_interactions_by_call: Loader<McpInteractionsByCall>,
+    pub events_by_call: Loader<EventsByCall>,
 }
 
 impl Loaders {
@@ -308,6 +329,18 @@ impl Loaders {
             llm_interactions_by: per_scope!(LlmInteractionsBy),
             mcp_interactions_by: per_scope!(McpInteractionsBy),
             token_usage_by: per_scope!(TokenUsageBy),
+            requests_by_call: batched!(RequestsByCall {
+                store: store.clone()
+            }),
+            answers_by_call: batched!(AnswersByCall {
+                store: store.clone()
+            }),
+            mcp_interactions_by_call: batched!(McpInteractionsByCall {
+                store: store.clone()
+            }),
+            events_by_call: batched!(EventsByCall {
+                store: store.clone()
+            }),
         }
     }
 }

@@ -405,11 +405,17 @@ pub struct AppendMessageInput {
     pub role: MessageRole,
     /// Message text (at most 1,000,000 characters).
     pub content: String,
-    /// For `TOOL` (required): the tool call it answers (at most 200 characters).
+    /// For `TOOL` (required): the id of the tool call it answers, which an earlier `ASSISTANT`
+    /// message of this conversation requested and nothing answered yet (at most 200
+    /// characters).
     pub tool_call_id: Option<String>,
     /// For `TOOL`: the tool that produced it (at most 200 characters).
     pub tool_name: Option<String>,
-    /// For `ASSISTANT`: the tool calls it requests (JSON, at most 4 MiB).
+    /// For `ASSISTANT`: the tool calls it requests (JSON, at most 4 MiB), as the model gave
+    /// them: a list whose every element has a string `id` (1–200 characters, new in this
+    /// conversation) and a string `name` or `function.name` (OpenAI's form), with arguments
+    /// in `arguments`, `input` or `function.arguments`. Stored as sent; see
+    /// `Message.requestedToolCalls` for each call linked to its result.
     pub tool_calls: Option<Json<Value>>,
 }
 
@@ -514,6 +520,11 @@ pub struct RecordMcpInteractionInput {
     pub duration_ms: Option<i64>,
     /// Why the call failed (absent when it succeeded; at most 1,000,000 characters).
     pub error_message: Option<String>,
+    /// For a `TOOL_CALL`: the id of the call it executed, which an earlier `ASSISTANT` message
+    /// of the same agent's conversation requested in its `toolCalls` (1–200 characters). Links
+    /// the interaction to the request, its answer and its timeline events; each call is
+    /// executed once.
+    pub tool_call_id: Option<String>,
 }
 
 impl RecordMcpInteractionInput {
@@ -529,6 +540,7 @@ impl RecordMcpInteractionInput {
             available_tools: json_or(self.available_tools, serde_json::json!([])),
             duration_ms: self.duration_ms,
             error_message: self.error_message,
+            tool_call_id: self.tool_call_id,
         })
     }
 }

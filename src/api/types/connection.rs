@@ -5,16 +5,21 @@
 use std::sync::Arc;
 
 use async_graphql::connection::PageInfo;
-use async_graphql::{Context, Result, SimpleObject};
+use async_graphql::{ComplexObject, Context, Result, SimpleObject};
 use uuid::Uuid;
 
 use super::{Chat, LlmInteraction, McpInteraction, Message, loaders};
+use crate::api::cost;
 use crate::api::loaders::{Load, Loader};
 use crate::api::pagination::{PageArgs, page_info};
 use crate::config::Limits;
 use crate::cursor::{decode_message_cursor, decode_record_cursor, message_cursor, record_cursor};
 use crate::store::child_pages::ChildPageKey;
-use crate::store::{ChatRow, CountedPage, LlmInteractionRow, McpInteractionRow, MessageRow, Scope};
+use crate::store::mcp_search::McpSearchFilter;
+use crate::store::page::Page;
+use crate::store::{
+    ChatRow, CountedPage, LlmInteractionRow, McpInteractionRow, MessageRow, Scope, Store,
+};
 
 /// Declares a connection type and its edge type over `$node` (a wrapper of `Arc<$row>`), whose
 /// cursor is `$cursor` of a row.
@@ -169,4 +174,65 @@ pub(crate) async fn chats(
 ) -> Result<ChatConnection> {
     let loader = &loaders(ctx).chat_pages;
     page_of(ctx, loader, session, args, decode_record_cursor).await
+}
+
+/// A page of MCP interactions across sessions, newest first.
+#[derive(SimpleObject)]
+#[graphql(complex)]
+pub struct McpInteractionSearchConnection {
+    /// The interactions of this page, each with its cursor.
+    edges: Vec<McpInteractionEdge>,
+    /// Where this page is: whether interactions lie before and after it, and the cursors to
+    /// page on from either end.
+    page_info: PageInfo,
+    #[graphql(skip)]
+    filter: McpSearchFilter,
+}
+
+#[ComplexObject]
+impl McpInteractionSearchConnection {
+    /// How many interactions match the filter, across all pages (counted only when asked
+    /// for).
+    #[graphql(complexity = "cost::aggregate(cost::COUNT, child_complexity)")]
+    async fn total_count(&self, ctx: &Context<'_>) -> Result<i64> {
+        Ok(ctx
+            .data_unchecked::<Store>()
+            .count_mcp_interactions(&self.filter)
+            .await?)
+    }
+}
+
+/// A page of the MCP interactions matching `filter`, newest first.
+pub(crate) async fn search_mcp_interactions(
+    ctx: &Context<'_>,
+    filter: McpSearchFilter,
+    args: PageArgs,
+) -> Result<McpInteractionSearchConnection> {
+    let slice = args.slice(ctx.data_unchecked::<Limits>(), decode_record_cursor)?;
+    let Page {
+        rows,
+        has_previous,
+        has_next,
+    } = ctx
+        .data_unchecked::<Store>()
+        .search_mcp_interactions(&filter, &slice)
+        .await?;
+    let edges: Vec<McpInteractionEdge> = rows
+        .into_iter()
+        .map(|row| McpInteractionEdge {
+            cursor: record_cursor((row.created_at, row.id)),
+            node: McpInteraction(Arc::new(row)),
+        })
+        .collect();
+    let page_info = page_info(
+        edges.first().map(|e| &e.cursor),
+        edges.last().map(|e| &e.cursor),
+        has_previous,
+        has_next,
+    );
+    Ok(McpInteractionSearchConnection {
+        edges,
+        page_info,
+        filter,
+    })
 }

@@ -6,13 +6,13 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::connection::{self, MessageConnection};
-use super::{AgentExecution, Message, Session, Stage, loaders, required};
+use super::{AgentExecution, Message, RequestedToolCall, Session, Stage, loaders, required};
 use crate::api::ids::{self, NodeType};
 use crate::api::pagination::PageArgs;
 use crate::api::scalars::{SharedJson, SharedText, Text};
 use crate::model::{LlmInteractionType, McpInteractionType};
 use crate::store::{
-    LlmInteractionRow, LlmPayloadRow, LlmRequestRow, McpInteractionRow, McpPayloadRow,
+    CallKey, LlmInteractionRow, LlmPayloadRow, LlmRequestRow, McpInteractionRow, McpPayloadRow,
 };
 use async_graphql::Result;
 
@@ -227,6 +227,31 @@ impl McpInteraction {
     /// When it was recorded.
     async fn created_at(&self) -> DateTime<Utc> {
         self.0.created_at
+    }
+    /// For a `TOOL_CALL`: the id of the call the model requested that this interaction
+    /// executed (null when it was recorded without one).
+    async fn tool_call_id(&self) -> Option<Text<'_>> {
+        self.0.tool_call_id.as_deref().map(Text)
+    }
+    /// The call the model requested that this interaction executed, with its answer and
+    /// timeline events.
+    async fn tool_call(&self, ctx: &Context<'_>) -> Result<Option<RequestedToolCall>> {
+        let Some(call_id) = &self.0.tool_call_id else {
+            return Ok(None);
+        };
+        RequestedToolCall::find(ctx, self.0.execution_id, call_id).await
+    }
+    /// The `ASSISTANT` message that requested the call this interaction executed.
+    async fn requested_by(&self, ctx: &Context<'_>) -> Result<Option<Message>> {
+        let Some(call_id) = &self.0.tool_call_id else {
+            return Ok(None);
+        };
+        let key = CallKey {
+            execution_id: self.0.execution_id,
+            call_id: call_id.clone(),
+        };
+        let request = loaders(ctx).requests_by_call.load_one(key).await?;
+        Ok(request.map(|(_, message)| Message(message)))
     }
     /// The agent execution that made the call.
     async fn execution(&self, ctx: &Context<'_>) -> Result<AgentExecution> {

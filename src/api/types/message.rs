@@ -4,7 +4,7 @@ use async_graphql::{Context, ID, Object};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::{AgentExecution, loaders, required};
+use super::{AgentExecution, RequestedToolCall, loaders, required};
 use crate::api::ids::{self, NodeType};
 use crate::api::scalars::{JsonRef, Text};
 use crate::model::MessageRole;
@@ -44,9 +44,27 @@ impl Message {
     async fn tool_name(&self) -> Option<Text<'_>> {
         self.0.tool_name.as_deref().map(Text)
     }
-    /// For an `ASSISTANT` message: the tool calls it requested.
+    /// For an `ASSISTANT` message: the tool calls it requested, as sent.
+    #[graphql(
+        deprecation = "Use `requestedToolCalls`: each call parsed, and linked to its answer, its MCP interaction and its timeline events."
+    )]
     async fn tool_calls(&self) -> Option<JsonRef<'_>> {
         self.0.tool_calls.as_ref().map(JsonRef)
+    }
+    /// For an `ASSISTANT` message: the tool calls it requested, in order, each linked by its
+    /// id to the `TOOL` message answering it, the MCP interaction executing it and the
+    /// timeline events showing it (empty for other messages).
+    async fn requested_tool_calls(&self) -> Vec<RequestedToolCall> {
+        RequestedToolCall::of(&self.0)
+    }
+    /// For a `TOOL` message: the call it answers, as requested by an earlier `ASSISTANT`
+    /// message (null for other messages, and for a tool message stored before calls were
+    /// checked whose call was never requested).
+    async fn answers(&self, ctx: &Context<'_>) -> Result<Option<RequestedToolCall>> {
+        let Some(call_id) = &self.0.tool_call_id else {
+            return Ok(None);
+        };
+        RequestedToolCall::find(ctx, self.0.execution_id, call_id).await
     }
     /// When it was stored.
     async fn created_at(&self) -> DateTime<Utc> {

@@ -13,6 +13,7 @@ mod rollups;
 mod session;
 mod stage;
 mod timeline;
+mod tool_call;
 
 use async_graphql::Context;
 
@@ -21,6 +22,8 @@ use crate::error::{Error, Result};
 
 pub use access::{ApiToken, SessionHistoryEntry, Viewer};
 pub use chat::{Chat, ChatUserMessage};
+pub use connection::McpInteractionSearchConnection;
+pub(crate) use connection::search_mcp_interactions;
 pub use events::SessionEvent;
 pub use execution::AgentExecution;
 pub use interactions::{LlmInteraction, McpInteraction};
@@ -30,6 +33,7 @@ pub use rollups::{SessionCounts, TokenUsage};
 pub use session::{Session, SessionConnection, SessionEdge};
 pub use stage::Stage;
 pub use timeline::{TimelineConnection, TimelineEvent, TimelineEventEdge};
+pub use tool_call::RequestedToolCall;
 
 pub(crate) fn loaders<'a>(ctx: &Context<'a>) -> &'a Loaders {
     ctx.data_unchecked::<Loaders>()

@@ -5,7 +5,10 @@ use async_graphql::{Context, ID, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::{AgentExecution, LlmInteraction, McpInteraction, Session, Stage, loaders, required};
+use super::{
+    AgentExecution, LlmInteraction, McpInteraction, RequestedToolCall, Session, Stage, loaders,
+    required,
+};
 use crate::api::ids::{self, NodeType};
 use crate::api::pagination::{PageArgs, page_info};
 use crate::api::scalars::{JsonRef, Text};
@@ -201,5 +204,22 @@ impl TimelineEvent {
             .load_one(id)
             .await?
             .map(McpInteraction))
+    }
+    /// For an `LLM_TOOL_CALL` or `MCP_TOOL_CALL` event: the call it shows, named by its
+    /// metadata's `tool_call_id`, as the model requested it (null until an assistant message
+    /// of the agent's conversation requests it).
+    async fn tool_call(&self, ctx: &Context<'_>) -> Result<Option<RequestedToolCall>> {
+        if !matches!(
+            self.0.event_type,
+            TimelineEventType::LlmToolCall | TimelineEventType::McpToolCall
+        ) {
+            return Ok(None);
+        }
+        let metadata: serde_json::Value =
+            serde_json::from_str(self.0.metadata.get()).unwrap_or_default();
+        let Some(call_id) = metadata.get("tool_call_id").and_then(|id| id.as_str()) else {
+            return Ok(None);
+        };
+        RequestedToolCall::find(ctx, self.0.execution_id, call_id).await
     }
 }

@@ -17,6 +17,7 @@ use super::ids::demo_id;
 use crate::store::{
     ChatRow, ChatUserMessageRow, ExecutionRow, LlmInteractionRow, LlmPayloadRow, LlmRequestRow,
     McpInteractionRow, McpPayloadRow, MessageRow, SessionRow, StageRow, TimelineEventRow,
+    ToolCallRow,
 };
 
 // What the scenarios build with, whichever file it lives in.
@@ -61,6 +62,7 @@ pub(super) struct Demo {
     pub(super) stages: Vec<StageRow>,
     pub(super) executions: Vec<ExecutionRow>,
     pub(super) messages: Vec<MessageRow>,
+    pub(super) tool_calls: Vec<ToolCallRow>,
     pub(super) llm: Vec<(LlmInteractionRow, LlmRequestRow, LlmPayloadRow)>,
     pub(super) mcp: Vec<(McpInteractionRow, McpPayloadRow)>,
     pub(super) events: Vec<TimelineEventRow>,

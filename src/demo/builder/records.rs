@@ -14,7 +14,7 @@ use crate::model::{
 };
 use crate::store::{
     LlmInteractionRow, LlmPayloadRow, LlmRequestRow, McpInteractionRow, McpPayloadRow, MessageRow,
-    TimelineEventRow,
+    TimelineEventRow, ToolCallRow,
 };
 
 /// One message of an execution's LLM conversation.
@@ -109,6 +109,16 @@ impl Demo {
             tool_calls: tool_calls.as_ref().map(crate::store::raw_json),
             created_at: self.now,
         });
+        let requested = tool_calls.as_ref().map(crate::store::requested_calls);
+        for call in requested.unwrap_or_default() {
+            self.tool_calls.push(ToolCallRow {
+                execution_id: a.id,
+                call_id: call.call_id,
+                session_id: a.session,
+                message_id: id,
+                position: call.position,
+            });
+        }
         self.wait(40);
     }
 
@@ -224,7 +234,7 @@ impl Demo {
     }
 
     /// One MCP tool call; the clock moves past it.
-    pub(super) fn mcp(&mut self, a: Agent, step: &Step<'_>) -> Uuid {
+    pub(super) fn mcp(&mut self, a: Agent, step: &Step<'_>, call_id: &str) -> Uuid {
         // MCP results are a list of content blocks plus an error flag.
         let content = |text: &str, is_error: bool| json!({ "content": [{ "type": "text", "text": text }], "isError": is_error });
         let (result, error, ms) = match step.output {
@@ -249,6 +259,7 @@ impl Demo {
             duration_ms: Some(ms),
             error_message: error,
             created_at: self.now,
+            tool_call_id: Some(call_id.to_owned()),
         };
         let payload = McpPayloadRow {
             id,
@@ -288,6 +299,7 @@ impl Demo {
                 duration_ms: Some(85),
                 error_message: None,
                 created_at: self.now,
+                tool_call_id: None,
             };
             let payload = McpPayloadRow {
                 id,

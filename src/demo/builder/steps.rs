@@ -170,7 +170,7 @@ impl Demo {
             &[(&call_id, &function, &step.args)],
         );
         let since = self.now;
-        let mcp = self.mcp(a, &step);
+        let mcp = self.mcp(a, &step, &call_id);
         let (status, content) = match step.output {
             Output::Text(text) => (TimelineEventStatus::Completed, text.to_owned()),
             Output::Error(error) => (TimelineEventStatus::Failed, error.to_owned()),

@@ -149,6 +149,10 @@ pub struct NewMcpInteraction {
     pub available_tools: Json,
     pub duration_ms: Option<i64>,
     pub error_message: Option<String>,
+    /// Absent from the request's hash when not given, so a retry keeps the hash it had before
+    /// calls were linked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
 }
 
 pub async fn record_mcp(
@@ -165,6 +169,14 @@ pub async fn record_mcp(
         (_, Some(tool)) => check_name("toolName", tool)?,
         _ => {}
     }
+    if let Some(call_id) = &new.tool_call_id {
+        check_name("toolCallId", call_id)?;
+        if new.interaction_type != McpInteractionType::ToolCall {
+            return Err(Error::bad_input(
+                "only a `TOOL_CALL` interaction executes a `toolCallId`",
+            ));
+        }
+    }
     check_json("toolArguments", &new.tool_arguments, limits::JSON)?;
     check_json("toolResult", &new.tool_result, limits::JSON)?;
     check_json("availableTools", &new.available_tools, limits::JSON)?;
@@ -178,11 +190,14 @@ pub async fn record_mcp(
     }
     let (_, execution) =
         lock_running_execution(conn, new.execution_id, "an MCP interaction").await?;
+    if let Some(call_id) = &new.tool_call_id {
+        check_executable(conn, execution.id, call_id).await?;
+    }
     sqlx::query_as(&format!(
         "INSERT INTO mcp_interactions (id, session_id, stage_id, execution_id, interaction_type, \
             server_name, tool_name, tool_arguments, tool_result, available_tools, duration_ms, \
-            error_message) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING {}",
+            error_message, tool_call_id) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING {}",
         McpInteractionRow::COLUMNS
     ))
     .bind(id)
@@ -197,7 +212,37 @@ pub async fn record_mcp(
     .bind(&new.available_tools)
     .bind(new.duration_ms)
     .bind(&new.error_message)
+    .bind(&new.tool_call_id)
     .fetch_one(traced(conn))
     .await
     .map_err(|e| id_taken(e, id))
+}
+
+/// Refuses to record the execution of a call unless the execution's conversation requested
+/// it (the execution row is locked, so that holds until commit) and nothing executed it yet.
+async fn check_executable(
+    conn: &mut PgConnection,
+    execution_id: Uuid,
+    call_id: &str,
+) -> Result<()> {
+    let (requested, executed_by): (bool, Option<Uuid>) = sqlx::query_as(
+        "SELECT EXISTS (SELECT FROM tool_calls WHERE execution_id = $1 AND call_id = $2), \
+           (SELECT id FROM mcp_interactions WHERE execution_id = $1 AND tool_call_id = $2)",
+    )
+    .bind(execution_id)
+    .bind(call_id)
+    .fetch_one(traced(conn))
+    .await?;
+    if !requested {
+        return Err(Error::bad_input(format!(
+            "no message of this agent's conversation requested tool call `{call_id}`: append \
+             the `ASSISTANT` message whose `toolCalls` request it first"
+        )));
+    }
+    if let Some(other) = executed_by {
+        return Err(Error::bad_input(format!(
+            "tool call `{call_id}` is already executed, by MCP interaction {other}"
+        )));
+    }
+    Ok(())
 }

@@ -5,14 +5,16 @@ use serde_json::Value as Json;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use std::collections::HashSet;
+
 use super::{
-    check_json, check_optional, check_text, fetch, id_taken, is_retry, limits,
+    check_json, check_name, check_optional, check_text, fetch, id_taken, is_retry, limits,
     lock_running_execution, lock_session,
 };
 use crate::error::{Error, Result};
 use crate::model::MessageRole;
-use crate::store::MessageRow;
 use crate::store::traced::traced;
+use crate::store::{MessageRow, RequestedCall, requested_calls};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct NewMessage {
@@ -29,9 +31,13 @@ pub async fn append(conn: &mut PgConnection, new: &NewMessage) -> Result<Message
     check_text("content", &new.content, limits::TEXT)?;
     check_optional("toolCallId", new.tool_call_id.as_deref(), limits::NAME)?;
     check_optional("toolName", new.tool_name.as_deref(), limits::NAME)?;
-    if let Some(calls) = &new.tool_calls {
-        check_json("toolCalls", calls, limits::JSON)?;
-    }
+    let requested = match &new.tool_calls {
+        Some(calls) => {
+            check_json("toolCalls", calls, limits::JSON)?;
+            check_requested_calls(calls)?
+        }
+        None => Vec::new(),
+    };
     let has_tool_fields = new.tool_call_id.is_some() || new.tool_name.is_some();
     match new.role {
         MessageRole::Tool if new.tool_call_id.is_none() => {
@@ -59,8 +65,14 @@ pub async fn append(conn: &mut PgConnection, new: &NewMessage) -> Result<Message
         return fetch::<MessageRow>(conn, id).await;
     }
     let (_, execution) = lock_running_execution(conn, new.execution_id, "a message").await?;
-    // The execution row is locked, so its messages are numbered one at a time without gaps.
-    sqlx::query_as(
+    // The execution row is locked, so its messages are numbered one at a time without gaps,
+    // and the calls it requests and answers are checked against a conversation that holds
+    // still.
+    if let Some(call_id) = &new.tool_call_id {
+        check_answerable(conn, execution.id, call_id).await?;
+    }
+    check_new_calls(conn, execution.id, &requested).await?;
+    let message: MessageRow = sqlx::query_as(
         "INSERT INTO messages (id, session_id, stage_id, execution_id, sequence_number, role, \
             content, tool_call_id, tool_name, tool_calls) \
          VALUES ($1, $2, $3, $4, \
@@ -76,7 +88,116 @@ pub async fn append(conn: &mut PgConnection, new: &NewMessage) -> Result<Message
     .bind(&new.tool_call_id)
     .bind(&new.tool_name)
     .bind(&new.tool_calls)
-    .fetch_one(traced(conn))
+    .fetch_one(traced(&mut *conn))
     .await
-    .map_err(|e| id_taken(e, id))
+    .map_err(|e| id_taken(e, id))?;
+    if !requested.is_empty() {
+        let (calls, positions): (Vec<&str>, Vec<i32>) = requested
+            .iter()
+            .map(|c| (c.call_id.as_str(), c.position))
+            .unzip();
+        sqlx::query(
+            "INSERT INTO tool_calls (execution_id, call_id, session_id, message_id, position) \
+             SELECT $1, call_id, $2, $3, position FROM unnest($4::text[], $5::int[]) \
+               AS c (call_id, position)",
+        )
+        .bind(message.execution_id)
+        .bind(message.session_id)
+        .bind(message.id)
+        .bind(&calls)
+        .bind(&positions)
+        .execute(traced(conn))
+        .await?;
+    }
+    Ok(message)
+}
+
+/// The calls `tool_calls` requests; refused unless every element is a call (see
+/// [`requested_calls`]) with an id and a name that fit, and no id repeats.
+fn check_requested_calls(tool_calls: &Json) -> Result<Vec<RequestedCall>> {
+    let Some(elements) = tool_calls.as_array() else {
+        return Err(Error::bad_input(
+            "`toolCalls` must be a list of tool calls, each with an `id` and a `name` (or `function.name`)",
+        ));
+    };
+    let calls = requested_calls(tool_calls);
+    if let Some(bad) =
+        (0..elements.len()).find(|&i| calls.get(i).is_none_or(|c| c.position as usize != i))
+    {
+        return Err(Error::bad_input(format!(
+            "`toolCalls[{bad}]` is not a tool call: it needs a string `id` and a string `name` (or `function.name`)"
+        )));
+    }
+    let mut seen = HashSet::new();
+    for call in &calls {
+        let at = call.position;
+        check_name(&format!("toolCalls[{at}].id"), &call.call_id)?;
+        check_name(&format!("toolCalls[{at}].name"), &call.tool_name)?;
+        if !seen.insert(call.call_id.as_str()) {
+            return Err(Error::bad_input(format!(
+                "`toolCalls` requests `{}` twice: a call id names one call",
+                call.call_id
+            )));
+        }
+    }
+    Ok(calls)
+}
+
+/// Refuses call ids the conversation already requested: each answer and execution must name
+/// one call.
+async fn check_new_calls(
+    conn: &mut PgConnection,
+    execution_id: Uuid,
+    requested: &[RequestedCall],
+) -> Result<()> {
+    if requested.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<&str> = requested.iter().map(|c| c.call_id.as_str()).collect();
+    let taken: Option<(String, i32)> = sqlx::query_as(
+        "SELECT t.call_id, m.sequence_number FROM tool_calls t \
+         JOIN messages m ON m.id = t.message_id \
+         WHERE t.execution_id = $1 AND t.call_id = ANY($2) LIMIT 1",
+    )
+    .bind(execution_id)
+    .bind(&ids)
+    .fetch_optional(traced(conn))
+    .await?;
+    match taken {
+        Some((call_id, seq)) => Err(Error::bad_input(format!(
+            "tool call `{call_id}` was already requested, by message {seq} of this conversation; \
+             a call id names one call"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Refuses a `TOOL` message unless an earlier message of its conversation requested the call
+/// it answers, and nothing answered it yet.
+async fn check_answerable(
+    conn: &mut PgConnection,
+    execution_id: Uuid,
+    call_id: &str,
+) -> Result<()> {
+    let (requested, answered_by): (bool, Option<i32>) = sqlx::query_as(
+        "SELECT EXISTS (SELECT FROM tool_calls WHERE execution_id = $1 AND call_id = $2), \
+           (SELECT min(sequence_number) FROM messages \
+             WHERE execution_id = $1 AND tool_call_id = $2)",
+    )
+    .bind(execution_id)
+    .bind(call_id)
+    .fetch_one(traced(conn))
+    .await?;
+    if !requested {
+        return Err(Error::bad_input(format!(
+            "no message of this conversation requested tool call `{call_id}`: a `TOOL` message \
+             answers a call in an earlier `ASSISTANT` message's `toolCalls`"
+        )));
+    }
+    if let Some(seq) = answered_by {
+        return Err(Error::bad_input(format!(
+            "tool call `{call_id}` is already answered, by message {seq} of this conversation"
+        )));
+    }
+    Ok(())
 }

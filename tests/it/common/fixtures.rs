@@ -137,6 +137,19 @@ pub async fn event(pool: &PgPool, at: At, seq: i64, event_type: &str, content: &
     id
 }
 
+/// Names the tool call an event shows, as its metadata's `tool_call_id`.
+pub async fn show_call(pool: &PgPool, event: Uuid, call: &str) {
+    sqlx::query(
+        "UPDATE timeline_events SET metadata = metadata || jsonb_build_object('tool_call_id', $2::text) \
+         WHERE id = $1",
+    )
+    .bind(event)
+    .bind(call)
+    .execute(pool)
+    .await
+    .unwrap();
+}
+
 pub async fn link_event(pool: &PgPool, event: Uuid, llm: Option<Uuid>, mcp: Option<Uuid>) {
     sqlx::query(
         "UPDATE timeline_events SET llm_interaction_id = $2, mcp_interaction_id = $3 WHERE id = $1",
@@ -149,12 +162,20 @@ pub async fn link_event(pool: &PgPool, event: Uuid, llm: Option<Uuid>, mcp: Opti
     .unwrap();
 }
 
+/// A message; an assistant message requests one tool call, `call_{seq + 1}`, which a tool
+/// message next in the conversation answers (`call_{seq}`).
 pub async fn message(pool: &PgPool, at: At, seq: i32, role: &str, content: &str) -> Uuid {
     let id = Uuid::now_v7();
     let tool_call_id = (role == "tool").then(|| format!("call_{seq}"));
+    let requested = (role == "assistant").then(|| format!("call_{}", seq + 1));
+    let tool_calls = requested.as_ref().map(|call| {
+        serde_json::json!([{ "id": call, "type": "function",
+            "function": { "name": "kubectl_get_pods", "arguments": "{\"namespace\":\"payments\"}" } }])
+    });
     sqlx::query(
         "INSERT INTO messages (id, session_id, stage_id, execution_id, sequence_number, role, \
-         content, tool_call_id, tool_name) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+         content, tool_call_id, tool_name, tool_calls) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
     )
     .bind(id)
     .bind(at.session)
@@ -165,9 +186,23 @@ pub async fn message(pool: &PgPool, at: At, seq: i32, role: &str, content: &str)
     .bind(content)
     .bind(&tool_call_id)
     .bind(tool_call_id.as_ref().map(|_| "kubectl_get_pods"))
+    .bind(&tool_calls)
     .execute(pool)
     .await
     .unwrap();
+    if let Some(call) = requested {
+        sqlx::query(
+            "INSERT INTO tool_calls (execution_id, call_id, session_id, message_id, position) \
+             VALUES ($1, $2, $3, $4, 0)",
+        )
+        .bind(at.execution)
+        .bind(call)
+        .bind(at.session)
+        .bind(id)
+        .execute(pool)
+        .await
+        .unwrap();
+    }
     id
 }
 
@@ -201,19 +236,21 @@ pub async fn llm(
     id
 }
 
-pub async fn mcp(pool: &PgPool, at: At, tool: &str) -> Uuid {
+/// An MCP tool call, executing the requested call `call` when given.
+pub async fn mcp(pool: &PgPool, at: At, tool: &str, call: Option<&str>) -> Uuid {
     let id = Uuid::now_v7();
     sqlx::query(
         "INSERT INTO mcp_interactions (id, session_id, stage_id, execution_id, interaction_type, \
-         server_name, tool_name, tool_arguments, tool_result, duration_ms) \
+         server_name, tool_name, tool_arguments, tool_result, duration_ms, tool_call_id) \
          VALUES ($1, $2, $3, $4, 'tool_call', 'kubernetes', $5, '{\"namespace\": \"payments\"}', \
-         '{\"pods\": 3}', 80)",
+         '{\"pods\": 3}', 80, $6)",
     )
     .bind(id)
     .bind(at.session)
     .bind(at.stage)
     .bind(at.execution)
     .bind(tool)
+    .bind(call)
     .execute(pool)
     .await
     .unwrap();
@@ -336,13 +373,15 @@ pub async fn investigation(pool: &PgPool, created_at: DateTime<Utc>) -> Uuid {
             }
             let first_llm = llm(pool, at, None, 100, 20, 0.001).await;
             let second_llm = llm(pool, at, last, 400, 80, 0.004).await;
-            let tool = mcp(pool, at, "kubectl_get_pods").await;
+            // The assistant message (3) requested `call_4`, which the tool message answers.
+            let tool = mcp(pool, at, "kubectl_get_pods", Some("call_4")).await;
             seq += 1;
             let thinking = event(pool, at, seq, "llm_thinking", "Looking at the pods").await;
             link_event(pool, thinking, Some(first_llm), None).await;
             seq += 1;
             let call = event(pool, at, seq, "mcp_tool_call", "kubectl get pods").await;
             link_event(pool, call, Some(second_llm), Some(tool)).await;
+            show_call(pool, call, "call_4").await;
         }
     }
     chat(pool, session, 3, "Why was the limit so low?").await;

@@ -1,0 +1,223 @@
+//! Tool calls joined to their results by the id the model gave each call: the assistant
+//! message that requested it, the tool message answering it, the MCP interaction executing it
+//! and the timeline events showing it (`migrations/0013_tool_call_links.sql`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::Value as Json;
+use sqlx::FromRow;
+use uuid::Uuid;
+
+use super::{McpInteractionRow, MessageRow, Record, Store, TimelineEventRow};
+use crate::error::Result;
+use crate::model::TimelineEventType;
+
+/// A tool call as its parts name it: the conversation (execution) and the model's call id.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CallKey {
+    pub execution_id: Uuid,
+    pub call_id: String,
+}
+
+/// One call an assistant message requested.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestedCall {
+    /// Its place in the message's `tool_calls` array, from 0.
+    pub position: i32,
+    pub call_id: String,
+    pub tool_name: String,
+    pub arguments: Json,
+}
+
+/// The calls in an assistant message's `tool_calls`, in order. A call is an element with a
+/// string `id` and a name: `name` (Anthropic's and the flat form) or `function.name`
+/// (OpenAI's). Its arguments are `arguments`, `input` or `function.arguments`; OpenAI sends
+/// them as a JSON string, which is read as the JSON it holds. Elements that are not calls are
+/// skipped (the write API refuses them; rows stored before it did may hold them).
+pub fn requested_calls(tool_calls: &Json) -> Vec<RequestedCall> {
+    let Some(elements) = tool_calls.as_array() else {
+        return Vec::new();
+    };
+    elements
+        .iter()
+        .enumerate()
+        .filter_map(|(position, call)| {
+            let call_id = call.get("id")?.as_str()?;
+            let function = call.get("function");
+            let name = call
+                .get("name")
+                .or_else(|| function?.get("name"))?
+                .as_str()?;
+            let arguments = call
+                .get("arguments")
+                .or_else(|| call.get("input"))
+                .or_else(|| function?.get("arguments"))
+                .map_or(Json::Null, |a| match a {
+                    Json::String(text) => serde_json::from_str(text).unwrap_or_else(|_| a.clone()),
+                    other => other.clone(),
+                });
+            Some(RequestedCall {
+                position: i32::try_from(position).ok()?,
+                call_id: call_id.to_owned(),
+                tool_name: name.to_owned(),
+                arguments,
+            })
+        })
+        .collect()
+}
+
+/// The timeline events showing a call: the model asking for it, the tool running.
+#[derive(Debug, Clone, Default)]
+pub struct CallEvents {
+    /// The `LLM_TOOL_CALL` event (the first, in timeline order).
+    pub request: Option<Arc<TimelineEventRow>>,
+    /// The `MCP_TOOL_CALL` event (the first likewise).
+    pub execution: Option<Arc<TimelineEventRow>>,
+}
+
+/// Binds keys as two parallel arrays, for `unnest($1::uuid[], $2::text[])`.
+fn key_arrays(keys: &[CallKey]) -> (Vec<Uuid>, Vec<String>) {
+    keys.iter()
+        .map(|k| (k.execution_id, k.call_id.clone()))
+        .unzip()
+}
+
+impl Store {
+    /// The assistant message requesting each call, and the call's place in it.
+    pub async fn requests_by_call(
+        &self,
+        keys: &[CallKey],
+    ) -> Result<HashMap<CallKey, (i32, Arc<MessageRow>)>> {
+        #[derive(FromRow)]
+        struct Row {
+            call_id: String,
+            position: i32,
+            #[sqlx(flatten)]
+            message: MessageRow,
+        }
+        let (executions, calls) = key_arrays(keys);
+        let rows: Vec<Row> = sqlx::query_as(
+            "SELECT t.call_id, t.position, m.* \
+             FROM unnest($1::uuid[], $2::text[]) AS k (execution_id, call_id) \
+             JOIN tool_calls t USING (execution_id, call_id) \
+             JOIN messages m ON m.id = t.message_id",
+        )
+        .bind(&executions)
+        .bind(&calls)
+        .fetch_all(self.reader().await?.traced())
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                let key = CallKey {
+                    execution_id: r.message.execution_id,
+                    call_id: r.call_id,
+                };
+                (key, (r.position, Arc::new(r.message)))
+            })
+            .collect())
+    }
+
+    /// The `TOOL` message answering each call (the first, in conversation order).
+    pub async fn answers_by_call(
+        &self,
+        keys: &[CallKey],
+    ) -> Result<HashMap<CallKey, Arc<MessageRow>>> {
+        let (executions, calls) = key_arrays(keys);
+        let rows: Vec<MessageRow> = sqlx::query_as(
+            "SELECT DISTINCT ON (m.execution_id, m.tool_call_id) m.* \
+             FROM unnest($1::uuid[], $2::text[]) AS k (execution_id, call_id) \
+             JOIN messages m ON m.execution_id = k.execution_id AND m.tool_call_id = k.call_id \
+             ORDER BY m.execution_id, m.tool_call_id, m.sequence_number",
+        )
+        .bind(&executions)
+        .bind(&calls)
+        .fetch_all(self.reader().await?.traced())
+        .await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|m| {
+                let key = CallKey {
+                    execution_id: m.execution_id,
+                    call_id: m.tool_call_id.clone()?,
+                };
+                Some((key, Arc::new(m)))
+            })
+            .collect())
+    }
+
+    /// The MCP interaction executing each call.
+    pub async fn mcp_interactions_by_call(
+        &self,
+        keys: &[CallKey],
+    ) -> Result<HashMap<CallKey, Arc<McpInteractionRow>>> {
+        let (executions, calls) = key_arrays(keys);
+        let rows: Vec<McpInteractionRow> = sqlx::query_as(&format!(
+            "SELECT {} FROM unnest($1::uuid[], $2::text[]) AS k (execution_id, call_id) \
+             JOIN mcp_interactions i \
+               ON i.execution_id = k.execution_id AND i.tool_call_id = k.call_id",
+            prefixed("i", McpInteractionRow::COLUMNS)
+        ))
+        .bind(&executions)
+        .bind(&calls)
+        .fetch_all(self.reader().await?.traced())
+        .await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|i| {
+                let key = CallKey {
+                    execution_id: i.execution_id,
+                    call_id: i.tool_call_id.clone()?,
+                };
+                Some((key, Arc::new(i)))
+            })
+            .collect())
+    }
+
+    /// The timeline events showing each call.
+    pub async fn events_by_call(&self, keys: &[CallKey]) -> Result<HashMap<CallKey, CallEvents>> {
+        #[derive(FromRow)]
+        struct Row {
+            call_id: String,
+            #[sqlx(flatten)]
+            event: TimelineEventRow,
+        }
+        let (executions, calls) = key_arrays(keys);
+        let rows: Vec<Row> = sqlx::query_as(&format!(
+            "SELECT DISTINCT ON (e.execution_id, k.call_id, e.event_type) k.call_id, e.* \
+             FROM unnest($1::uuid[], $2::text[]) AS k (execution_id, call_id) \
+             JOIN {} e ON e.execution_id = k.execution_id \
+               AND e.metadata ->> 'tool_call_id' = k.call_id \
+               AND e.event_type IN ('llm_tool_call', 'mcp_tool_call') \
+             ORDER BY e.execution_id, k.call_id, e.event_type, e.sequence_number",
+            TimelineEventRow::TABLE
+        ))
+        .bind(&executions)
+        .bind(&calls)
+        .fetch_all(self.reader().await?.traced())
+        .await?;
+        let mut events: HashMap<CallKey, CallEvents> = HashMap::new();
+        for Row { call_id, event } in rows {
+            let key = CallKey {
+                execution_id: event.execution_id,
+                call_id,
+            };
+            let slot = events.entry(key).or_default();
+            match event.event_type {
+                TimelineEventType::LlmToolCall => slot.request = Some(Arc::new(event)),
+                _ => slot.execution = Some(Arc::new(event)),
+            }
+        }
+        Ok(events)
+    }
+}
+
+/// `columns`, each qualified by `alias`.
+fn prefixed(alias: &str, columns: &str) -> String {
+    columns
+        .split(',')
+        .map(|c| format!("{alias}.{}", c.trim()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -1,0 +1,570 @@
+//! Tool calls joined to their results by call id (seed 002's ToolCall, seed 004's
+//! `llm.tool_call`/`llm.tool_result`), and the audit of MCP interactions across sessions.
+
+use serde_json::{Value, json};
+
+use crate::common::TestApp;
+use crate::write_api::Agent;
+
+const APPEND: &str = "mutation ($e: ID!, $r: MessageRole!, $c: String!, $calls: JSON, $call: String) {
+    appendMessage(input: { executionId: $e, role: $r, content: $c, toolCalls: $calls, toolCallId: $call }) { uuid } }";
+
+const RECORD_MCP: &str = "mutation ($e: ID!, $k: MCPInteractionType!, $tool: String, $call: String, $err: String, $server: String!) {
+    recordMCPInteraction(input: { executionId: $e, interactionType: $k, serverName: $server, toolName: $tool,
+      toolCallId: $call, errorMessage: $err }) { uuid } }";
+
+const EVENT: &str = "mutation ($e: ID!, $t: TimelineEventType!, $m: JSON!) {
+    createTimelineEvent(input: { executionId: $e, eventType: $t, status: COMPLETED, content: \"x\", metadata: $m }) { uuid } }";
+
+/// A running agent in a new session.
+async fn running_agent(agent: &Agent<'_>) -> String {
+    let session = agent.session().await;
+    let stage = agent.stage(&session, 1, 1, None).await;
+    let execution = agent.execution(&stage, 1, "KubernetesAgent").await;
+    agent.start(&execution).await;
+    execution
+}
+
+async fn append(
+    app: &TestApp,
+    execution: &str,
+    role: &str,
+    calls: Value,
+    call: Option<&str>,
+) -> Value {
+    app.graphql(
+        APPEND,
+        json!({ "e": execution, "r": role, "c": "text", "calls": calls, "call": call }),
+    )
+    .await
+}
+
+async fn record_mcp(
+    app: &TestApp,
+    execution: &str,
+    tool: &str,
+    call: Option<&str>,
+    error: Option<&str>,
+) -> Value {
+    app.graphql(
+        RECORD_MCP,
+        json!({ "e": execution, "k": "TOOL_CALL", "tool": tool, "call": call, "err": error, "server": "kubernetes" }),
+    )
+    .await
+}
+
+fn uuid_of(body: &Value, field: &str) -> String {
+    body["data"][field]["uuid"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{field} failed: {body:#}"))
+        .to_owned()
+}
+
+fn refusal(body: &Value) -> (&str, &str) {
+    let error = &body["errors"][0];
+    assert!(error.is_object(), "expected an error: {body:#}");
+    (
+        error["extensions"]["code"].as_str().unwrap_or_default(),
+        error["message"].as_str().unwrap_or_default(),
+    )
+}
+
+async fn count(app: &TestApp, sql: &str) -> i64 {
+    sqlx::query_scalar(sql)
+        .fetch_one(app.store.pool())
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_call_links_its_request_answer_execution_and_events_both_ways() {
+    let app = TestApp::start().await;
+    let agent = Agent { app: &app };
+    let exec = running_agent(&agent).await;
+    // OpenAI's form (arguments as a JSON string) and the flat form, in one message.
+    let calls = json!([
+        { "id": "call_a", "type": "function",
+          "function": { "name": "kubernetes__get_pods", "arguments": "{\"namespace\":\"payments\"}" } },
+        { "id": "toolu_b", "name": "get_logs", "input": { "pod": "api-1" } },
+    ]);
+    let asked = uuid_of(
+        &append(&app, &exec, "ASSISTANT", calls, None).await,
+        "appendMessage",
+    );
+    let shown = app
+        .data(EVENT, json!({ "e": exec, "t": "LLM_TOOL_CALL", "m": { "tool_call_id": "call_a", "tool_name": "get_pods" } }))
+        .await["createTimelineEvent"]["uuid"]
+        .clone();
+    let mcp = uuid_of(
+        &record_mcp(&app, &exec, "get_pods", Some("call_a"), None).await,
+        "recordMCPInteraction",
+    );
+    let ran = app
+        .data(
+            EVENT,
+            json!({ "e": exec, "t": "MCP_TOOL_CALL", "m": { "tool_call_id": "call_a" } }),
+        )
+        .await["createTimelineEvent"]["uuid"]
+        .clone();
+    let answer = uuid_of(
+        &append(&app, &exec, "TOOL", Value::Null, Some("call_a")).await,
+        "appendMessage",
+    );
+
+    let call_fields =
+        "callId toolName arguments position requestedBy { uuid } resultMessage { uuid }
+        mcpInteraction { uuid } requestEvent { uuid } executionEvent { uuid }";
+    let d = app
+        .data(
+            &format!(
+                "query ($id: ID!) {{ session(id: $id) {{ stages {{ executions {{
+                   messagesConnection {{ edges {{ node {{ uuid role requestedToolCalls {{ {call_fields} }}
+                     answers {{ callId requestedBy {{ uuid }} }} }} }} }}
+                   mcpInteractionsConnection {{ edges {{ node {{ uuid toolCallId toolCall {{ callId position }} requestedBy {{ uuid }} }} }} }}
+                   timeline {{ edges {{ node {{ uuid eventType toolCall {{ callId resultMessage {{ uuid }} }} }} }} }}
+                 }} }} }} }}"
+            ),
+            json!({ "id": session_of(&app, &exec).await }),
+        )
+        .await;
+    let execution = &d["session"]["stages"][0]["executions"][0];
+    let messages = &execution["messagesConnection"]["edges"];
+    let request = &messages[0]["node"];
+    assert_eq!(request["uuid"], asked.as_str());
+    assert_eq!(
+        request["requestedToolCalls"][0],
+        json!({
+            "callId": "call_a", "toolName": "kubernetes__get_pods",
+            "arguments": { "namespace": "payments" }, "position": 0,
+            "requestedBy": { "uuid": asked }, "resultMessage": { "uuid": answer },
+            "mcpInteraction": { "uuid": mcp }, "requestEvent": { "uuid": shown },
+            "executionEvent": { "uuid": ran },
+        })
+    );
+    // The second call is requested, but nothing answered, executed or showed it yet.
+    assert_eq!(
+        request["requestedToolCalls"][1],
+        json!({
+            "callId": "toolu_b", "toolName": "get_logs", "arguments": { "pod": "api-1" },
+            "position": 1, "requestedBy": { "uuid": asked }, "resultMessage": null,
+            "mcpInteraction": null, "requestEvent": null, "executionEvent": null,
+        })
+    );
+    assert_eq!(request["answers"], Value::Null);
+    let tool_message = &messages[1]["node"];
+    assert_eq!(tool_message["requestedToolCalls"], json!([]));
+    assert_eq!(
+        tool_message["answers"],
+        json!({ "callId": "call_a", "requestedBy": { "uuid": asked } })
+    );
+    assert_eq!(
+        execution["mcpInteractionsConnection"]["edges"][0]["node"],
+        json!({ "uuid": mcp, "toolCallId": "call_a", "toolCall": { "callId": "call_a", "position": 0 },
+                "requestedBy": { "uuid": asked } })
+    );
+    let events: Vec<&Value> = execution["timeline"]["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["node"]["toolCall"])
+        .collect();
+    let expected = json!({ "callId": "call_a", "resultMessage": { "uuid": answer } });
+    assert_eq!(events, [&expected, &expected]);
+    app.stop().await;
+}
+
+async fn session_of(app: &TestApp, execution: &str) -> String {
+    let id: uuid::Uuid =
+        sqlx::query_scalar("SELECT session_id FROM agent_executions WHERE id = $1::uuid")
+            .bind(execution)
+            .fetch_one(app.store.pool())
+            .await
+            .unwrap();
+    id.to_string()
+}
+
+#[tokio::test]
+async fn dangling_repeated_and_malformed_calls_are_refused_without_writing() {
+    let app = TestApp::start().await;
+    let agent = Agent { app: &app };
+    let exec = running_agent(&agent).await;
+    let other = running_agent(&agent).await;
+    let calls = json!([{ "id": "call_1", "name": "get_pods", "arguments": {} }]);
+    uuid_of(
+        &append(&app, &exec, "ASSISTANT", calls.clone(), None).await,
+        "appendMessage",
+    );
+    let (messages, mcp) = (
+        "SELECT count(*) FROM messages",
+        "SELECT count(*) FROM mcp_interactions",
+    );
+    let before = (count(&app, messages).await, count(&app, mcp).await);
+
+    for (body, expected) in [
+        (
+            record_mcp(&app, &exec, "get_pods", Some("call_404"), None).await,
+            "requested tool call `call_404`",
+        ),
+        // A call id belongs to its own agent's conversation.
+        (
+            record_mcp(&app, &other, "get_pods", Some("call_1"), None).await,
+            "requested tool call `call_1`",
+        ),
+        (
+            app.graphql(
+                RECORD_MCP,
+                json!({ "e": exec, "k": "TOOL_LIST", "call": "call_1", "server": "kubernetes" }),
+            )
+            .await,
+            "only a `TOOL_CALL` interaction executes a `toolCallId`",
+        ),
+        (
+            append(&app, &exec, "TOOL", Value::Null, Some("call_404")).await,
+            "requested tool call `call_404`",
+        ),
+        (
+            append(&app, &exec, "ASSISTANT", calls.clone(), None).await,
+            "`call_1` was already requested, by message 1",
+        ),
+        (
+            append(&app, &exec, "ASSISTANT", json!({ "id": "x" }), None).await,
+            "must be a list of tool calls",
+        ),
+        (
+            append(
+                &app,
+                &exec,
+                "ASSISTANT",
+                json!([{ "name": "get_pods" }]),
+                None,
+            )
+            .await,
+            "`toolCalls[0]` is not a tool call",
+        ),
+        (
+            append(
+                &app,
+                &exec,
+                "ASSISTANT",
+                json!([{ "id": "c", "name": "a" }, { "id": "c", "name": "b" }]),
+                None,
+            )
+            .await,
+            "requests `c` twice",
+        ),
+        (
+            append(
+                &app,
+                &exec,
+                "ASSISTANT",
+                json!([{ "id": "x".repeat(201), "name": "a" }]),
+                None,
+            )
+            .await,
+            "`toolCalls[0].id` is 201 characters long",
+        ),
+    ] {
+        let (code, message) = refusal(&body);
+        assert_eq!(code, "BAD_USER_INPUT", "{body:#}");
+        assert!(
+            message.contains(expected),
+            "{message:?} should say {expected:?}"
+        );
+    }
+    assert_eq!(
+        (count(&app, messages).await, count(&app, mcp).await),
+        before
+    );
+
+    // Each call is executed once and answered once.
+    uuid_of(
+        &record_mcp(&app, &exec, "get_pods", Some("call_1"), None).await,
+        "recordMCPInteraction",
+    );
+    let body = record_mcp(&app, &exec, "get_pods", Some("call_1"), None).await;
+    let (code, message) = refusal(&body);
+    assert_eq!(
+        (code, message.contains("`call_1` is already executed")),
+        ("BAD_USER_INPUT", true),
+        "{message}"
+    );
+    uuid_of(
+        &append(&app, &exec, "TOOL", Value::Null, Some("call_1")).await,
+        "appendMessage",
+    );
+    let body = append(&app, &exec, "TOOL", Value::Null, Some("call_1")).await;
+    let (code, message) = refusal(&body);
+    assert_eq!(code, "BAD_USER_INPUT");
+    assert!(
+        message.contains("`call_1` is already answered, by message 2"),
+        "{message}"
+    );
+    assert_eq!(count(&app, "SELECT count(*) FROM tool_calls").await, 1);
+    app.stop().await;
+}
+
+const SEARCH: &str =
+    "query ($f: MCPInteractionFilter, $first: Int, $after: String, $last: Int, $before: String) {
+    mcpInteractions(filter: $f, first: $first, after: $after, last: $last, before: $before) {
+      totalCount pageInfo { hasPreviousPage hasNextPage startCursor endCursor }
+      edges { cursor node { toolName errorMessage createdAt session { uuid } } } } }";
+
+/// The tool names of a page, and its page info.
+fn tools(d: &Value) -> (Vec<&str>, &Value) {
+    let page = &d["mcpInteractions"];
+    let names = page["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["node"]["toolName"].as_str().unwrap())
+        .collect();
+    (names, &page["pageInfo"])
+}
+
+#[tokio::test]
+async fn failed_tool_calls_are_listed_across_sessions_newest_first() {
+    let app = TestApp::start().await;
+    let agent = Agent { app: &app };
+    let (first, second) = (running_agent(&agent).await, running_agent(&agent).await);
+    for (exec, server, tool, error) in [
+        (&first, "kubernetes", "get_pods", None),
+        (&first, "kubernetes", "get_pods", Some("timeout")),
+        (&second, "prometheus", "query", Some("bad query")),
+        (&second, "kubernetes", "get_logs", Some("forbidden")),
+        (&first, "prometheus", "query", None),
+    ] {
+        let body = app
+            .graphql(
+                RECORD_MCP,
+                json!({ "e": exec, "k": "TOOL_CALL", "tool": tool, "err": error, "server": server }),
+            )
+            .await;
+        uuid_of(&body, "recordMCPInteraction");
+    }
+    let search = |filter: Value, page: Value| {
+        let mut variables = json!({ "f": filter });
+        variables
+            .as_object_mut()
+            .unwrap()
+            .extend(page.as_object().unwrap().clone());
+        app.data(SEARCH, variables)
+    };
+
+    let failed = search(json!({ "success": false }), json!({})).await;
+    assert_eq!(tools(&failed).0, ["get_logs", "query", "get_pods"]);
+    assert_eq!(failed["mcpInteractions"]["totalCount"], 3);
+    let sessions: Vec<&Value> = failed["mcpInteractions"]["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["node"]["session"]["uuid"])
+        .collect();
+    assert_ne!(sessions[0], sessions[2], "across sessions");
+    let all = search(json!(null), json!({})).await;
+    assert_eq!(
+        tools(&all).0,
+        ["query", "get_logs", "query", "get_pods", "get_pods"]
+    );
+    let k8s = search(
+        json!({ "serverName": "kubernetes", "success": false }),
+        json!({}),
+    )
+    .await;
+    assert_eq!(tools(&k8s).0, ["get_logs", "get_pods"]);
+    let query_ok = search(json!({ "toolName": "query", "success": true }), json!({})).await;
+    assert_eq!(tools(&query_ok).0, ["query"]);
+    assert_eq!(
+        query_ok["mcpInteractions"]["edges"][0]["node"]["errorMessage"],
+        Value::Null
+    );
+    // A time window: strictly before the newest failure.
+    let newest = failed["mcpInteractions"]["edges"][0]["node"]["createdAt"].clone();
+    let older = search(
+        json!({ "success": false, "createdBefore": newest }),
+        json!({}),
+    )
+    .await;
+    assert_eq!(tools(&older).0, ["query", "get_pods"]);
+    assert_eq!(older["mcpInteractions"]["totalCount"], 2);
+
+    // Forward, then back from the end.
+    let one = search(json!({ "success": false }), json!({ "first": 2 })).await;
+    let (names, info) = tools(&one);
+    assert_eq!(names, ["get_logs", "query"]);
+    assert_eq!(
+        (
+            info["hasPreviousPage"].as_bool(),
+            info["hasNextPage"].as_bool()
+        ),
+        (Some(false), Some(true))
+    );
+    let two = search(
+        json!({ "success": false }),
+        json!({ "first": 2, "after": info["endCursor"] }),
+    )
+    .await;
+    let (names, info) = tools(&two);
+    assert_eq!(names, ["get_pods"]);
+    assert_eq!(
+        (
+            info["hasPreviousPage"].as_bool(),
+            info["hasNextPage"].as_bool()
+        ),
+        (Some(true), Some(false))
+    );
+    let back = search(
+        json!({ "success": false }),
+        json!({ "last": 2, "before": info["startCursor"] }),
+    )
+    .await;
+    let (names, info) = tools(&back);
+    assert_eq!(names, ["get_logs", "query"]);
+    assert_eq!(
+        (
+            info["hasPreviousPage"].as_bool(),
+            info["hasNextPage"].as_bool()
+        ),
+        (Some(false), Some(true))
+    );
+
+    for (filter, expected) in [
+        (
+            json!({ "createdAfter": newest, "createdBefore": newest }),
+            "`createdAfter` must be earlier",
+        ),
+        (
+            json!({ "serverName": "x".repeat(201) }),
+            "`serverName` is 201 characters long",
+        ),
+    ] {
+        let (code, message) = app.error(SEARCH, json!({ "f": filter })).await;
+        assert_eq!(code, "BAD_USER_INPUT");
+        assert!(message.contains(expected), "{message}");
+    }
+    let (code, _) = app.error(SEARCH, json!({ "after": "nonsense" })).await;
+    assert_eq!(code, "BAD_USER_INPUT");
+    app.stop().await;
+}
+
+/// At volume (40,000 interactions, one in 50 failed, over 4 servers and 20 tools), every
+/// combination of filters reads an index made for it, never the whole table. (Where the planner
+/// expects few matches, as for one tool's failures on one server, it may read them all and sort
+/// them; otherwise it reads the index in list order and stops after the page.)
+#[tokio::test]
+async fn the_audit_reads_an_index_for_every_filter_at_volume() {
+    use casefile::store::mcp_search::McpSearchFilter;
+    use casefile::store::page::Slice;
+
+    let app = TestApp::start().await;
+    let agent = Agent { app: &app };
+    let exec: uuid::Uuid = running_agent(&agent).await.parse().unwrap();
+    let mut conn = app.store.pool().acquire().await.unwrap();
+    // Rows as an import would write them (the live-change triggers are not measured here).
+    sqlx::query("SET session_replication_role = replica")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO mcp_interactions (id, session_id, stage_id, execution_id, interaction_type, \
+             server_name, tool_name, error_message, created_at) \
+         SELECT gen_random_uuid(), e.session_id, e.stage_id, e.id, 'tool_call', \
+                'server' || (n % 4), 'tool' || (n % 20), \
+                CASE WHEN n % 50 = 7 THEN 'failed' END, \
+                now() - make_interval(secs => n) \
+         FROM agent_executions e, generate_series(1, 40000) n WHERE e.id = $1",
+    )
+    .bind(exec)
+    .execute(&mut *conn)
+    .await
+    .unwrap();
+    sqlx::query("RESET session_replication_role")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    sqlx::query("ANALYZE mcp_interactions")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    drop(conn);
+
+    let server = Some("server1".to_owned());
+    let tool = Some("tool7".to_owned());
+    let hour_ago = Some(chrono::Utc::now() - chrono::TimeDelta::hours(1));
+    let filters = [
+        (McpSearchFilter::default(), "mcp_interactions_time_idx"),
+        (
+            McpSearchFilter {
+                success: Some(false),
+                ..Default::default()
+            },
+            "mcp_interactions_failed_time_idx",
+        ),
+        (
+            McpSearchFilter {
+                server_name: server.clone(),
+                ..Default::default()
+            },
+            "mcp_interactions_server_time_idx",
+        ),
+        (
+            McpSearchFilter {
+                server_name: server.clone(),
+                success: Some(false),
+                ..Default::default()
+            },
+            "mcp_interactions_failed_server_time_idx",
+        ),
+        (
+            McpSearchFilter {
+                tool_name: tool.clone(),
+                ..Default::default()
+            },
+            "mcp_interactions_tool_time_idx",
+        ),
+        (
+            McpSearchFilter {
+                tool_name: tool.clone(),
+                success: Some(false),
+                ..Default::default()
+            },
+            "mcp_interactions_failed_tool_time_idx",
+        ),
+        (
+            McpSearchFilter {
+                server_name: server,
+                tool_name: tool,
+                success: Some(false),
+                ..Default::default()
+            },
+            "mcp_interactions_failed_",
+        ),
+        (
+            McpSearchFilter {
+                success: Some(false),
+                created_before: hour_ago,
+                ..Default::default()
+            },
+            "mcp_interactions_failed_time_idx",
+        ),
+    ];
+    let first_page = Slice {
+        after: None,
+        before: None,
+        size: 20,
+        from_end: false,
+    };
+    for (filter, index) in filters {
+        let plan = app
+            .store
+            .explain_mcp_search(&filter, &first_page)
+            .await
+            .unwrap();
+        println!("{filter:?}, first 20:\n{plan}\n");
+        assert!(
+            plan.contains(index),
+            "{filter:?} does not read {index}:\n{plan}"
+        );
+        assert!(!plan.contains("Seq Scan on mcp_interactions"), "{plan}");
+    }
+    app.stop().await;
+}
