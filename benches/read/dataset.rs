@@ -14,7 +14,7 @@ use casefile::store::Store;
 
 /// Tables that hold a session's records, parents first. Tokens, receipts and the change log are
 /// not copied: no read touches them.
-const TABLES: [&str; 10] = [
+const TABLES: [&str; 11] = [
     "sessions",
     "session_status_changes",
     "chats",
@@ -22,6 +22,7 @@ const TABLES: [&str; 10] = [
     "stages",
     "agent_executions",
     "messages",
+    "tool_calls",
     "llm_interactions",
     "mcp_interactions",
     "timeline_events",
