@@ -76,14 +76,41 @@ pub struct CallEvents {
     pub execution: Option<Arc<TimelineEventRow>>,
 }
 
-/// Binds keys as two parallel arrays, for `unnest($1::uuid[], $2::text[])`.
-fn key_arrays(keys: &[CallKey]) -> (Vec<Uuid>, Vec<String>) {
-    keys.iter()
-        .map(|k| (k.execution_id, k.call_id.clone()))
-        .unzip()
+/// Rows by the call they name (`key` gives the row's execution and call id, if any).
+fn by_call<R>(
+    rows: Vec<R>,
+    key: impl Fn(&R) -> (Uuid, Option<String>),
+) -> HashMap<CallKey, Arc<R>> {
+    rows.into_iter()
+        .filter_map(|row| {
+            let (execution_id, call_id) = key(&row);
+            let key = CallKey {
+                execution_id,
+                call_id: call_id?,
+            };
+            Some((key, Arc::new(row)))
+        })
+        .collect()
 }
 
 impl Store {
+    /// The rows of `sql`, whose keys are `unnest($1::uuid[], $2::text[]) AS k (execution_id,
+    /// call_id)`: every key bound as two parallel arrays.
+    async fn rows_by_call<R>(&self, sql: &str, keys: &[CallKey]) -> Result<Vec<R>>
+    where
+        R: for<'r> FromRow<'r, sqlx::postgres::PgRow> + Send + Unpin,
+    {
+        let (executions, calls): (Vec<Uuid>, Vec<&str>) = keys
+            .iter()
+            .map(|k| (k.execution_id, k.call_id.as_str()))
+            .unzip();
+        Ok(sqlx::query_as(sql)
+            .bind(&executions)
+            .bind(&calls)
+            .fetch_all(self.reader().await?.traced())
+            .await?)
+    }
+
     /// The assistant message requesting each call, and the call's place in it.
     pub async fn requests_by_call(
         &self,
@@ -96,17 +123,15 @@ impl Store {
             #[sqlx(flatten)]
             message: MessageRow,
         }
-        let (executions, calls) = key_arrays(keys);
-        let rows: Vec<Row> = sqlx::query_as(
-            "SELECT t.call_id, t.position, m.* \
-             FROM unnest($1::uuid[], $2::text[]) AS k (execution_id, call_id) \
-             JOIN tool_calls t USING (execution_id, call_id) \
-             JOIN messages m ON m.id = t.message_id",
-        )
-        .bind(&executions)
-        .bind(&calls)
-        .fetch_all(self.reader().await?.traced())
-        .await?;
+        let rows: Vec<Row> = self
+            .rows_by_call(
+                "SELECT t.call_id, t.position, m.* \
+                 FROM unnest($1::uuid[], $2::text[]) AS k (execution_id, call_id) \
+                 JOIN tool_calls t USING (execution_id, call_id) \
+                 JOIN messages m ON m.id = t.message_id",
+                keys,
+            )
+            .await?;
         Ok(rows
             .into_iter()
             .map(|r| {
@@ -124,27 +149,16 @@ impl Store {
         &self,
         keys: &[CallKey],
     ) -> Result<HashMap<CallKey, Arc<MessageRow>>> {
-        let (executions, calls) = key_arrays(keys);
-        let rows: Vec<MessageRow> = sqlx::query_as(
-            "SELECT DISTINCT ON (m.execution_id, m.tool_call_id) m.* \
-             FROM unnest($1::uuid[], $2::text[]) AS k (execution_id, call_id) \
-             JOIN messages m ON m.execution_id = k.execution_id AND m.tool_call_id = k.call_id \
-             ORDER BY m.execution_id, m.tool_call_id, m.sequence_number",
-        )
-        .bind(&executions)
-        .bind(&calls)
-        .fetch_all(self.reader().await?.traced())
-        .await?;
-        Ok(rows
-            .into_iter()
-            .filter_map(|m| {
-                let key = CallKey {
-                    execution_id: m.execution_id,
-                    call_id: m.tool_call_id.clone()?,
-                };
-                Some((key, Arc::new(m)))
-            })
-            .collect())
+        let rows: Vec<MessageRow> = self
+            .rows_by_call(
+                "SELECT DISTINCT ON (m.execution_id, m.tool_call_id) m.* \
+                 FROM unnest($1::uuid[], $2::text[]) AS k (execution_id, call_id) \
+                 JOIN messages m ON m.execution_id = k.execution_id AND m.tool_call_id = k.call_id \
+                 ORDER BY m.execution_id, m.tool_call_id, m.sequence_number",
+                keys,
+            )
+            .await?;
+        Ok(by_call(rows, |m| (m.execution_id, m.tool_call_id.clone())))
     }
 
     /// The MCP interaction executing each call.
@@ -152,27 +166,14 @@ impl Store {
         &self,
         keys: &[CallKey],
     ) -> Result<HashMap<CallKey, Arc<McpInteractionRow>>> {
-        let (executions, calls) = key_arrays(keys);
-        let rows: Vec<McpInteractionRow> = sqlx::query_as(&format!(
+        let sql = format!(
             "SELECT {} FROM unnest($1::uuid[], $2::text[]) AS k (execution_id, call_id) \
              JOIN mcp_interactions i \
                ON i.execution_id = k.execution_id AND i.tool_call_id = k.call_id",
             prefixed("i", McpInteractionRow::COLUMNS)
-        ))
-        .bind(&executions)
-        .bind(&calls)
-        .fetch_all(self.reader().await?.traced())
-        .await?;
-        Ok(rows
-            .into_iter()
-            .filter_map(|i| {
-                let key = CallKey {
-                    execution_id: i.execution_id,
-                    call_id: i.tool_call_id.clone()?,
-                };
-                Some((key, Arc::new(i)))
-            })
-            .collect())
+        );
+        let rows: Vec<McpInteractionRow> = self.rows_by_call(&sql, keys).await?;
+        Ok(by_call(rows, |i| (i.execution_id, i.tool_call_id.clone())))
     }
 
     /// The timeline events showing each call.
@@ -183,8 +184,7 @@ impl Store {
             #[sqlx(flatten)]
             event: TimelineEventRow,
         }
-        let (executions, calls) = key_arrays(keys);
-        let rows: Vec<Row> = sqlx::query_as(&format!(
+        let sql = format!(
             "SELECT DISTINCT ON (e.execution_id, k.call_id, e.event_type) k.call_id, e.* \
              FROM unnest($1::uuid[], $2::text[]) AS k (execution_id, call_id) \
              JOIN {} e ON e.execution_id = k.execution_id \
@@ -192,11 +192,8 @@ impl Store {
                AND e.event_type IN ('llm_tool_call', 'mcp_tool_call') \
              ORDER BY e.execution_id, k.call_id, e.event_type, e.sequence_number",
             TimelineEventRow::TABLE
-        ))
-        .bind(&executions)
-        .bind(&calls)
-        .fetch_all(self.reader().await?.traced())
-        .await?;
+        );
+        let rows: Vec<Row> = self.rows_by_call(&sql, keys).await?;
         let mut events: HashMap<CallKey, CallEvents> = HashMap::new();
         for Row { call_id, event } in rows {
             let key = CallKey {
