@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use sqlx::FromRow;
+use sqlx::{Executor as _, FromRow};
 use uuid::Uuid;
 
 use super::{
@@ -33,12 +33,10 @@ impl Store {
         &self,
         ids: &[Uuid],
     ) -> Result<HashMap<Uuid, Vec<Arc<StageRow>>>> {
-        let rows: Vec<StageRow> = sqlx::query_as(
-            "SELECT * FROM stages WHERE session_id = ANY($1) ORDER BY session_id, stage_index",
-        )
-        .bind(ids)
-        .fetch_all(self.reader().await?.traced())
-        .await?;
+        let rows: Vec<StageRow> = sqlx::query_as(STAGES_BY_SESSION)
+            .bind(ids)
+            .fetch_all(self.reader().await?.traced())
+            .await?;
         Ok(group_by(ids, rows, |r| r.session_id))
     }
 
@@ -47,12 +45,10 @@ impl Store {
         &self,
         ids: &[Uuid],
     ) -> Result<HashMap<Uuid, Vec<Arc<ExecutionRow>>>> {
-        let rows: Vec<ExecutionRow> = sqlx::query_as(
-            "SELECT * FROM agent_executions WHERE stage_id = ANY($1) ORDER BY stage_id, agent_index",
-        )
-        .bind(ids)
-        .fetch_all(self.reader().await?.traced())
-        .await?;
+        let rows: Vec<ExecutionRow> = sqlx::query_as(EXECUTIONS_BY_STAGE)
+            .bind(ids)
+            .fetch_all(self.reader().await?.traced())
+            .await?;
         Ok(group_by(ids, rows, |r| r.stage_id))
     }
 
@@ -203,6 +199,50 @@ impl Store {
             .into_iter()
             .filter_map(|r| r.chat_user_message_id.map(|k| (k, Arc::new(r))))
             .collect())
+    }
+}
+
+/// The statements of the loaders under a list of sessions: its stages, and their agents.
+const STAGES_BY_SESSION: &str =
+    "SELECT * FROM stages WHERE session_id = ANY($1) ORDER BY session_id, stage_index";
+const EXECUTIONS_BY_STAGE: &str =
+    "SELECT * FROM agent_executions WHERE stage_id = ANY($1) ORDER BY stage_id, agent_index";
+
+impl Store {
+    /// How a connection runs the statements that load a session list's stages (for `sessions`)
+    /// and their agents (for `stages`): `EXPLAIN EXECUTE` of each as a prepared statement, as
+    /// it runs on its tenth execution as much as on its first.
+    pub async fn explain_list_loaders(
+        &self,
+        sessions: &[Uuid],
+        stages: &[Uuid],
+    ) -> Result<[String; 2]> {
+        let mut conn = self.connection().await?;
+        let mut explain = async |sql: &str, ids: &[Uuid]| -> Result<String> {
+            let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
+            conn.execute(format!("PREPARE casefile_explained (uuid[]) AS {sql}").as_str())
+                .await?;
+            let lines: Vec<String> = sqlx::query_scalar(&format!(
+                "EXPLAIN EXECUTE casefile_explained('{{{}}}')",
+                ids.join(",")
+            ))
+            .fetch_all(&mut *conn)
+            .await?;
+            conn.execute("DEALLOCATE casefile_explained").await?;
+            Ok(lines.join("\n"))
+        };
+        let plans = async {
+            Ok([
+                explain(STAGES_BY_SESSION, sessions).await?,
+                explain(EXECUTIONS_BY_STAGE, stages).await?,
+            ])
+        }
+        .await;
+        if plans.is_err() {
+            // It may still hold the prepared statement; no later borrower should find it.
+            conn.close_on_drop();
+        }
+        plans
     }
 }
 

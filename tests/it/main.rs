@@ -17,6 +17,7 @@ mod input_limits;
 mod integrity;
 mod lifecycle;
 mod limits;
+mod list_plans;
 mod live;
 mod live_hub;
 mod message_pages;
