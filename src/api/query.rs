@@ -1,6 +1,6 @@
 //! The query root.
 
-use async_graphql::{Context, Enum, ID, InputObject, Object};
+use async_graphql::{Context, Enum, ID, InputObject, Json, Object};
 use chrono::{DateTime, Utc};
 
 use super::cost;
@@ -8,8 +8,8 @@ use super::guards::{RoleGuard, caller};
 use super::ids::{self, NodeType};
 use super::pagination::{PageArgs, page_info};
 use super::types::{
-    ApiToken, McpInteractionSearchConnection, Node, Session, SessionConnection, SessionEdge,
-    Viewer, loaders, search_mcp_interactions,
+    ApiToken, EdgeSearch, McpInteractionSearchConnection, Node, Session, SessionConnection,
+    SessionEdge, Viewer, loaders, search_mcp_interactions,
 };
 use crate::config::Limits;
 use crate::cursor::{decode_session_cursor, session_cursor};
@@ -19,11 +19,11 @@ use crate::store::Store;
 use crate::store::mcp_search::McpSearchFilter;
 use crate::store::page::Page;
 use crate::store::sessions::{SessionFilter, SessionSort};
-use crate::store::write::{check_optional, check_time, limits};
+use crate::store::write::{check_json, check_optional, check_time, limits};
 use async_graphql::Result;
 
-/// Shortest accepted text search.
-const MIN_SEARCH_LEN: usize = 3;
+/// Longest accepted search (words to find, not a document).
+const MAX_SEARCH_LEN: usize = 1000;
 
 /// Narrows the sessions list; all given conditions must hold.
 #[derive(InputObject, Default)]
@@ -40,9 +40,19 @@ pub struct SessionFilterInput {
     created_after: Option<DateTime<Utc>>,
     /// Created strictly before this instant.
     created_before: Option<DateTime<Utc>>,
-    /// Case-insensitive substring (3–1,000,000 characters) of alert type, author or final
-    /// analysis.
+    /// Words to find (at most 1,000 characters), as in a web search: `"exact phrase"`, `or`,
+    /// `-excluded`. Matched as English (`crashing` finds `crashed`) in the alert type, final
+    /// analysis, executive summary, alert data and the text of finished timeline events (an
+    /// event is searchable once it finishes). Only the first 60,000 characters of a final
+    /// analysis, 20,000 of an executive summary, 40,000 of the alert data (as JSON text) and
+    /// 150,000 of an event are indexed, which keeps every document under PostgreSQL's 1 MB
+    /// limit; words past those are not found. Order by `RELEVANCE` for the best matches first;
+    /// each edge's `matches` says where a session matched.
     search: Option<String>,
+    /// The alert data contains this JSON object: `{"cluster": "prod-eu"}` matches alerts whose
+    /// data has that key with that value, whatever else they hold (nested objects and arrays
+    /// match the same way, as PostgreSQL's `@>`).
+    alert_data_contains: Option<Json<serde_json::Value>>,
     /// Include soft-deleted sessions.
     #[graphql(default = false)]
     include_deleted: bool,
@@ -67,18 +77,28 @@ impl SessionFilterInput {
             ("createdBy", &self.created_by, limits::NAME),
             ("cancelledBy", &self.cancelled_by, limits::NAME),
             ("deletedBy", &self.deleted_by, limits::NAME),
-            ("search", &self.search, limits::TEXT),
+            ("search", &self.search, MAX_SEARCH_LEN),
         ] {
             check_optional(field, value.as_deref(), max)?;
         }
         check_window(self.created_after, self.created_before)?;
         let search = match self.search.map(|s| s.trim().to_owned()) {
-            Some(s) if s.chars().count() < MIN_SEARCH_LEN => {
-                return Err(Error::bad_input(format!(
-                    "`search` needs at least {MIN_SEARCH_LEN} characters, got \"{s}\""
-                )));
+            Some(s) if s.is_empty() => {
+                return Err(Error::bad_input("`search` needs at least one word"));
             }
             other => other,
+        };
+        let alert_data_contains = match self.alert_data_contains.map(|j| j.0) {
+            Some(json) if !json.is_object() => {
+                return Err(Error::bad_input(format!(
+                    "`alertDataContains` must be a JSON object, got {json}"
+                )));
+            }
+            Some(json) => {
+                check_json("alertDataContains", &json, limits::SMALL_JSON)?;
+                Some(json)
+            }
+            None => None,
         };
         Ok(SessionFilter {
             statuses: self.status.unwrap_or_default(),
@@ -88,6 +108,7 @@ impl SessionFilterInput {
             created_after: self.created_after,
             created_before: self.created_before,
             search,
+            alert_data_contains,
             include_deleted: self.include_deleted,
             created_by: self.created_by,
             cancelled_by: self.cancelled_by,
@@ -158,6 +179,14 @@ pub enum SessionOrderField {
     Author,
     /// Duration (unfinished sessions first).
     Duration,
+    /// Time of the last change to the session itself (its status, analysis, deletion).
+    UpdatedAt,
+    /// Completion time (sessions that have not completed first).
+    CompletedAt,
+    /// How well the session matches the filter's `search`, by PostgreSQL's `ts_rank` (a match
+    /// in the alert type counts most, then the analysis and summary, then the alert data, then
+    /// timeline events): `DESC` for the best matches first. Needs a `search`.
+    Relevance,
 }
 
 /// Sort direction.
@@ -188,6 +217,9 @@ impl From<SessionOrderField> for SessionSort {
             SessionOrderField::AlertType => SessionSort::AlertType,
             SessionOrderField::Author => SessionSort::Author,
             SessionOrderField::Duration => SessionSort::Duration,
+            SessionOrderField::UpdatedAt => SessionSort::UpdatedAt,
+            SessionOrderField::CompletedAt => SessionSort::CompletedAt,
+            SessionOrderField::Relevance => SessionSort::Relevance,
         }
     }
 }
@@ -294,6 +326,11 @@ impl Query {
             decode_session_cursor(cursor, sort)
         })?;
         let filter = filter.unwrap_or_default().validate()?;
+        if sort == SessionSort::Relevance && filter.search.is_none() {
+            return Err(
+                Error::bad_input("ordering by `RELEVANCE` needs a `search` in the filter").into(),
+            );
+        }
         let store = ctx.data_unchecked::<Store>();
         let Page {
             rows,
@@ -304,9 +341,13 @@ impl Query {
             .await?;
         let edges: Vec<SessionEdge> = rows
             .into_iter()
-            .map(|row| SessionEdge {
-                cursor: session_cursor(sort, sort.key_of(&row)),
-                node: Session(row.into()),
+            .map(|listed| SessionEdge {
+                cursor: session_cursor(sort, sort.key_of(&listed)),
+                search: filter.search.clone().map(|words| EdgeSearch {
+                    words,
+                    rank: listed.search_rank.unwrap_or_default(),
+                }),
+                node: Session(listed.session.into()),
             })
             .collect();
         let page_info = page_info(

@@ -71,6 +71,9 @@ fn order_name(sort: SessionSort) -> &'static str {
         SessionSort::AlertType => "ALERT_TYPE",
         SessionSort::Author => "AUTHOR",
         SessionSort::Duration => "DURATION",
+        SessionSort::UpdatedAt => "UPDATED_AT",
+        SessionSort::CompletedAt => "COMPLETED_AT",
+        SessionSort::Relevance => "RELEVANCE",
     }
 }
 

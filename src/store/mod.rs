@@ -13,6 +13,7 @@ pub mod page;
 mod records;
 pub mod refusals;
 mod rollups;
+mod search;
 pub mod session_events;
 pub mod sessions;
 pub mod tickets;
@@ -39,6 +40,7 @@ use crate::observe::metrics::WaitingForConnection;
 pub use child_pages::{CountedPage, MessageKey, MessagePageKey, RecordKey, RecordPageKey};
 pub use health::SchemaState;
 pub use records::*;
+pub use search::{HIGHLIGHT_END, HIGHLIGHT_START, MatchedField, SearchMatchKey, SearchMatchRow};
 pub use timeline::{TimelineFilter, TimelinePageKey, TimelineReplay};
 pub use tool_calls::{CallEvents, CallKey, RequestedCall, requested_calls};
 

@@ -47,6 +47,27 @@ macro_rules! record {
     };
 }
 
+/// The columns of a session row: all but its search document, which only searches read (and
+/// which can be large).
+macro_rules! session_columns {
+    () => {
+        "id, alert_type, alert_data, status, chain_id, author, runbook_url, final_analysis, \
+         executive_summary, error_message, started_at, completed_at, created_at, updated_at, \
+         deleted_at, duration_ms, created_by"
+    };
+}
+pub(crate) use session_columns;
+pub const SESSION_COLUMNS: &str = session_columns!();
+
+/// The columns of a timeline event row, likewise without its search document.
+macro_rules! timeline_event_columns {
+    () => {
+        "id, session_id, stage_id, execution_id, sequence_number, event_type, status, content, \
+         metadata, llm_interaction_id, mcp_interaction_id, created_at, updated_at"
+    };
+}
+pub(crate) use timeline_event_columns;
+
 #[derive(Debug, Clone, FromRow)]
 pub struct SessionRow {
     pub id: Uuid,
@@ -67,7 +88,7 @@ pub struct SessionRow {
     pub duration_ms: Option<i64>,
     pub created_by: Option<String>,
 }
-record!(SessionRow, "sessions", "session");
+record!(SessionRow, "sessions", "session", SESSION_COLUMNS);
 
 /// One entry of a session's status history.
 #[derive(Debug, Clone, FromRow)]

@@ -5,8 +5,9 @@ use sqlx::{FromRow, Postgres, QueryBuilder};
 use uuid::Uuid;
 
 use super::page::{Joined, Page, Slice};
+use super::records::SESSION_COLUMNS;
 use super::write::storable_time;
-use super::{SessionRow, Store};
+use super::{SessionRow, Store, search};
 use crate::error::Result;
 use crate::model::{SessionStatus, db_name};
 
@@ -19,8 +20,11 @@ pub struct SessionFilter {
     pub author: Option<String>,
     pub created_after: Option<DateTime<Utc>>,
     pub created_before: Option<DateTime<Utc>>,
-    /// Substring matched case-insensitively against alert type, author and final analysis.
+    /// Words searched for (web search syntax) in the alert, its analysis and summary, and the
+    /// text of its finished timeline events; see [`super::search`].
     pub search: Option<String>,
+    /// The alert data contains this JSON (`@>`).
+    pub alert_data_contains: Option<serde_json::Value>,
     pub include_deleted: bool,
     /// Created by this identity (`token:NAME` or a proxy user).
     pub created_by: Option<String>,
@@ -28,6 +32,19 @@ pub struct SessionFilter {
     pub cancelled_by: Option<String>,
     /// Deleted by this identity (implies deleted sessions are included).
     pub deleted_by: Option<String>,
+}
+
+/// Where sessions that have not completed sort by completion: before every real completion,
+/// at the first instant of year 1, as in the index `sessions_completed_at_idx`.
+fn never_completed() -> DateTime<Utc> {
+    DateTime::from_timestamp(-62_135_596_800, 0).expect("0001-01-01T00:00:00Z")
+}
+
+/// A session in a list, with how well it matched the list's search (if it had one).
+#[derive(Debug, Clone)]
+pub struct ListedSession {
+    pub session: SessionRow,
+    pub search_rank: Option<f32>,
 }
 
 /// What sessions are ordered by; ties are always broken by id.
@@ -38,6 +55,10 @@ pub enum SessionSort {
     AlertType,
     Author,
     Duration,
+    UpdatedAt,
+    CompletedAt,
+    /// How well the session matches the filter's search (only with one).
+    Relevance,
 }
 
 /// The value of a session's sort key, as stored in a cursor.
@@ -49,6 +70,8 @@ pub enum SortValue {
     Time(DateTime<Utc>),
     #[serde(rename = "s")]
     Text(String),
+    #[serde(rename = "r")]
+    Real(f32),
 }
 
 /// A position in an ordered list of sessions: the place of the session with this key.
@@ -68,17 +91,24 @@ impl SessionSort {
             Self::AlertType => "alert_type",
             Self::Author => "coalesce(author, '')",
             Self::Duration => "coalesce(duration_ms, -1)",
+            Self::UpdatedAt => "updated_at",
+            Self::CompletedAt => "coalesce(completed_at, '0001-01-01 00:00:00+00')",
+            Self::Relevance => "search_rank",
         }
     }
 
-    /// The sort key of a row, computed exactly as [`Self::expression`] does in SQL.
-    pub fn key_of(self, row: &SessionRow) -> SessionKey {
+    /// The sort key of a listed session, computed exactly as [`Self::expression`] does in SQL.
+    pub fn key_of(self, listed: &ListedSession) -> SessionKey {
+        let row = &listed.session;
         let value = match self {
             Self::CreatedAt => SortValue::Time(row.created_at),
             Self::Status => SortValue::Text(db_name(row.status)),
             Self::AlertType => SortValue::Text(row.alert_type.clone()),
             Self::Author => SortValue::Text(row.author.clone().unwrap_or_default()),
             Self::Duration => SortValue::Int(row.duration_ms.unwrap_or(-1)),
+            Self::UpdatedAt => SortValue::Time(row.updated_at),
+            Self::CompletedAt => SortValue::Time(row.completed_at.unwrap_or_else(never_completed)),
+            Self::Relevance => SortValue::Real(listed.search_rank.unwrap_or_default()),
         };
         SessionKey { value, id: row.id }
     }
@@ -87,7 +117,10 @@ impl SessionSort {
     /// database can compare (a forged cursor may hold anything).
     pub fn accepts(self, value: &SortValue) -> bool {
         match (self, value) {
-            (Self::CreatedAt, SortValue::Time(t)) => storable_time(*t),
+            (Self::CreatedAt | Self::UpdatedAt | Self::CompletedAt, SortValue::Time(t)) => {
+                storable_time(*t)
+            }
+            (Self::Relevance, SortValue::Real(r)) => r.is_finite(),
             (Self::Status | Self::AlertType | Self::Author, SortValue::Text(s)) => {
                 !s.contains('\0')
             }
@@ -104,22 +137,9 @@ fn push_bound(qb: &mut QueryBuilder<'_, Postgres>, expr: &str, op: &str, key: &S
         SortValue::Int(v) => qb.push_bind(*v),
         SortValue::Time(v) => qb.push_bind(*v),
         SortValue::Text(v) => qb.push_bind(v.clone()),
+        SortValue::Real(v) => qb.push_bind(*v),
     };
     qb.push(", ").push_bind(key.id).push(")");
-}
-
-/// Escapes LIKE wildcards so a search term matches literally.
-fn like_pattern(term: &str) -> String {
-    let mut pattern = String::with_capacity(term.len() + 2);
-    pattern.push('%');
-    for c in term.chars() {
-        if matches!(c, '%' | '_' | '\\') {
-            pattern.push('\\');
-        }
-        pattern.push(c);
-    }
-    pattern.push('%');
-    pattern
 }
 
 fn push_filter(qb: &mut QueryBuilder<'_, Postgres>, filter: &SessionFilter) {
@@ -168,13 +188,23 @@ fn push_filter(qb: &mut QueryBuilder<'_, Postgres>, filter: &SessionFilter) {
         .push_bind(v.clone())
         .push(")");
     }
-    if let Some(term) = &filter.search {
-        // Same expression as the trigram index sessions_search_idx.
-        qb.push(
-            " AND (alert_type || ' ' || coalesce(author, '') || ' ' || coalesce(final_analysis, '')) ILIKE ",
-        )
-        .push_bind(like_pattern(term));
+    if let Some(json) = &filter.alert_data_contains {
+        qb.push(" AND alert_data @> ").push_bind(json.clone());
     }
+}
+
+/// `FROM` the sessions listed: the table, or with a search only the sessions it matches, each
+/// with its `search_rank` (see [`super::search::push_ranked`]). Named `sessions` either way,
+/// so filters and orders read the same.
+fn push_source(qb: &mut QueryBuilder<'_, Postgres>, filter: &SessionFilter) {
+    match &filter.search {
+        None => qb.push(" FROM sessions"),
+        Some(words) => {
+            qb.push(" FROM (SELECT s.*, r.search_rank FROM sessions s JOIN (");
+            search::push_ranked(qb, words);
+            qb.push(") r ON r.session_id = s.id) sessions")
+        }
+    };
 }
 
 /// How a stage and an execution relate to a session.
@@ -220,61 +250,16 @@ impl Store {
         sort: SessionSort,
         descending: bool,
         slice: &Slice<SessionKey>,
-    ) -> Result<Page<SessionRow>> {
+    ) -> Result<Page<ListedSession>> {
         #[derive(FromRow)]
         struct Row {
             earlier: bool,
             later: bool,
+            search_rank: Option<f32>,
             #[sqlx(flatten)]
             session: Joined<SessionRow>,
         }
-        let expr = sort.expression();
-        // Comparisons in list order ("precedes", "follows"), and the directions along it and
-        // against it. A page from the end is read against it, so LIMIT takes the rows next to
-        // `before`.
-        let (precedes, follows, along, against) = if descending {
-            (">", "<", "DESC", "ASC")
-        } else {
-            ("<", ">", "ASC", "DESC")
-        };
-        let read = if slice.from_end { against } else { along };
-        let mut qb = QueryBuilder::<Postgres>::new("SELECT ");
-        // Whether a session lies on either side: the nearest one, read along the index.
-        // Uncorrelated, so each is read once per statement, not once per row. (Not EXISTS: the
-        // planner drops its ORDER BY and LIMIT, and may then scan the whole table for a row
-        // that is not there.)
-        for (key, op, towards, name) in [
-            (&slice.after, precedes, against, "earlier"),
-            (&slice.before, follows, along, "later"),
-        ] {
-            match key {
-                Some(key) => {
-                    qb.push("(SELECT TRUE FROM sessions");
-                    push_filter(&mut qb, filter);
-                    push_bound(&mut qb, expr, &format!("{op}="), key);
-                    qb.push(format_args!(
-                        " ORDER BY {expr} {towards}, id {towards} LIMIT 1) IS NOT NULL"
-                    ));
-                }
-                None => {
-                    qb.push("FALSE");
-                }
-            }
-            qb.push(format_args!(" AS {name}, "));
-        }
-        qb.push("p.* FROM (VALUES (1)) AS one LEFT JOIN (SELECT * FROM sessions");
-        push_filter(&mut qb, filter);
-        if let Some(key) = &slice.after {
-            push_bound(&mut qb, expr, follows, key);
-        }
-        if let Some(key) = &slice.before {
-            push_bound(&mut qb, expr, precedes, key);
-        }
-        qb.push(format_args!(" ORDER BY {expr} {read}, id {read} LIMIT "))
-            .push_bind(slice.read())
-            .push(format_args!(
-                ") p ON TRUE ORDER BY {expr} {along}, id {along}"
-            ));
+        let mut qb = page_statement("", filter, sort, descending, slice);
         let rows: Vec<Row> = qb
             .build_query_as()
             .fetch_all(self.reader().await?.traced())
@@ -282,13 +267,40 @@ impl Store {
         let (earlier, later) = rows
             .first()
             .map_or((false, false), |r| (r.earlier, r.later));
-        let sessions = rows.into_iter().filter_map(|r| r.session.0).collect();
+        let sessions = rows
+            .into_iter()
+            .filter_map(|r| {
+                let search_rank = r.search_rank;
+                r.session.0.map(|session| ListedSession {
+                    session,
+                    search_rank,
+                })
+            })
+            .collect();
         Ok(Page::new(sessions, slice, earlier, later))
+    }
+
+    /// How PostgreSQL reads a page of sessions: `EXPLAIN` of the very statement, for checking
+    /// that indexes serve the filter and order.
+    pub async fn explain_list_sessions(
+        &self,
+        filter: &SessionFilter,
+        sort: SessionSort,
+        descending: bool,
+        slice: &Slice<SessionKey>,
+    ) -> Result<String> {
+        let mut qb = page_statement("EXPLAIN ", filter, sort, descending, slice);
+        let lines: Vec<String> = qb
+            .build_query_scalar()
+            .fetch_all(self.reader().await?.traced())
+            .await?;
+        Ok(lines.join("\n"))
     }
 
     /// How many sessions match the filter.
     pub async fn count_sessions(&self, filter: &SessionFilter) -> Result<i64> {
-        let mut qb = QueryBuilder::<Postgres>::new("SELECT count(*) FROM sessions");
+        let mut qb = QueryBuilder::<Postgres>::new("SELECT count(*)");
+        push_source(&mut qb, filter);
         push_filter(&mut qb, filter);
         Ok(qb
             .build_query_scalar()
@@ -297,9 +309,77 @@ impl Store {
     }
 }
 
+/// The statement of [`Store::list_sessions`], after `prefix`.
+fn page_statement<'a>(
+    prefix: &str,
+    filter: &'a SessionFilter,
+    sort: SessionSort,
+    descending: bool,
+    slice: &'a Slice<SessionKey>,
+) -> QueryBuilder<'a, Postgres> {
+    let expr = sort.expression();
+    // Comparisons in list order ("precedes", "follows"), and the directions along it and
+    // against it. A page from the end is read against it, so LIMIT takes the rows next to
+    // `before`.
+    let (precedes, follows, along, against) = if descending {
+        (">", "<", "DESC", "ASC")
+    } else {
+        ("<", ">", "ASC", "DESC")
+    };
+    let read = if slice.from_end { against } else { along };
+    let mut qb = QueryBuilder::<Postgres>::new(prefix);
+    qb.push("SELECT ");
+    // Whether a session lies on either side: the nearest one, read along the index.
+    // Uncorrelated, so each is read once per statement, not once per row. (Not EXISTS: the
+    // planner drops its ORDER BY and LIMIT, and may then scan the whole table for a row
+    // that is not there.)
+    for (key, op, towards, name) in [
+        (&slice.after, precedes, against, "earlier"),
+        (&slice.before, follows, along, "later"),
+    ] {
+        match key {
+            Some(key) => {
+                qb.push("(SELECT TRUE");
+                push_source(&mut qb, filter);
+                push_filter(&mut qb, filter);
+                push_bound(&mut qb, expr, &format!("{op}="), key);
+                qb.push(format_args!(
+                    " ORDER BY {expr} {towards}, id {towards} LIMIT 1) IS NOT NULL"
+                ));
+            }
+            None => {
+                qb.push("FALSE");
+            }
+        }
+        qb.push(format_args!(" AS {name}, "));
+    }
+    let rank = if filter.search.is_some() {
+        "search_rank"
+    } else {
+        "NULL::real AS search_rank"
+    };
+    qb.push(format_args!(
+        "p.* FROM (VALUES (1)) AS one LEFT JOIN (SELECT {SESSION_COLUMNS}, {rank}"
+    ));
+    push_source(&mut qb, filter);
+    push_filter(&mut qb, filter);
+    if let Some(key) = &slice.after {
+        push_bound(&mut qb, expr, follows, key);
+    }
+    if let Some(key) = &slice.before {
+        push_bound(&mut qb, expr, precedes, key);
+    }
+    qb.push(format_args!(" ORDER BY {expr} {read}, id {read} LIMIT "))
+        .push_bind(slice.read())
+        .push(format_args!(
+            ") p ON TRUE ORDER BY {expr} {along}, id {along}"
+        ));
+    qb
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{SessionSort, SortValue, like_pattern};
+    use super::{SessionSort, SortValue};
 
     #[test]
     fn cursor_values_the_database_cannot_compare_are_not_accepted() {
@@ -309,10 +389,5 @@ mod tests {
         assert!(SessionSort::CreatedAt.accepts(&value(r#"{"t": "-4713-11-24T00:00:00Z"}"#)));
         assert!(!SessionSort::Author.accepts(&value(r#"{"s": "a\u0000"}"#)));
         assert!(SessionSort::Duration.accepts(&value(&format!(r#"{{"i": {}}}"#, i64::MIN))));
-    }
-
-    #[test]
-    fn search_terms_match_literally() {
-        assert_eq!(like_pattern("50%_a\\b"), "%50\\%\\_a\\\\b%");
     }
 }

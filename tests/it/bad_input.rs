@@ -186,12 +186,20 @@ async fn bad_filter_values_are_bad_user_input() {
     let q = "query ($filter: SessionFilterInput, $order: SessionOrder) { sessions(filter: $filter, orderBy: $order) { totalCount } }";
     let cases = [
         (
-            json!({ "filter": { "search": "ab" } }),
-            "at least 3 characters",
+            json!({ "filter": { "search": "   " } }),
+            "at least one word",
         ),
         (
-            json!({ "filter": { "search": "   x  " } }),
-            "at least 3 characters",
+            json!({ "filter": { "search": "x".repeat(1001) } }),
+            "`search` is 1001 characters long; at most 1000 are allowed",
+        ),
+        (
+            json!({ "order": { "field": "RELEVANCE" } }),
+            "needs a `search`",
+        ),
+        (
+            json!({ "filter": { "alertDataContains": ["prod"] } }),
+            "must be a JSON object",
         ),
         (json!({ "filter": { "status": ["EXPLODED"] } }), "EXPLODED"),
         (

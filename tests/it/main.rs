@@ -27,6 +27,7 @@ mod query_api;
 mod relationship_pages;
 mod replicas;
 mod schema_file;
+mod search;
 mod telemetry;
 mod timeline_filters;
 mod token_cli;

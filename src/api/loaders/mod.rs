@@ -181,6 +181,10 @@ loader!(
     EventsByCall: CallKey => CallEvents, |store, keys| store.events_by_call(keys)
 );
 loader!(
+    /// Where a search matched each session: its best matches.
+    SearchMatches: SearchMatchKey => Vec<SearchMatchRow>, |store, keys| store.search_matches(keys)
+);
+loader!(
     /// Token and cost totals under a session, stage or execution.
     TokenUsageBy(scope): Uuid => TokenUsageRow, |store, scope, keys| store.token_usage_by(scope, keys)
 );
@@ -240,6 +244,7 @@ pub struct Loaders {
     pub answers_by_call: Loader<AnswersByCall>,
     pub mcp_interactions_by_call: Loader<McpInteractionsByCall>,
     pub events_by_call: Loader<EventsByCall>,
+    pub search_matches: Loader<SearchMatches>,
 }
 
 impl Loaders {
@@ -339,6 +344,9 @@ impl Loaders {
                 store: store.clone()
             }),
             events_by_call: batched!(EventsByCall {
+                store: store.clone()
+            }),
+            search_matches: batched!(SearchMatches {
                 store: store.clone()
             }),
         }

@@ -7,6 +7,7 @@ use uuid::Uuid;
 
 use super::SessionHistoryEntry;
 use super::connection::{self, ChatConnection, LlmInteractionConnection, McpInteractionConnection};
+use super::search::{EdgeSearch, SearchMatch};
 use super::timeline::{TimelineConnection, TimelineFilterInput, timeline_page};
 use super::{
     AgentExecution, Chat, LlmInteraction, McpInteraction, SessionCounts, Stage, TokenUsage, loaders,
@@ -17,7 +18,7 @@ use crate::api::pagination::PageArgs;
 use crate::api::scalars::{JsonRef, Text};
 use crate::model::SessionStatus;
 use crate::store::sessions::SessionFilter;
-use crate::store::{Scope, SessionRow, Store};
+use crate::store::{Scope, SearchMatchKey, SessionRow, Store};
 use async_graphql::Result;
 
 /// A page of sessions.
@@ -35,12 +36,57 @@ pub struct SessionConnection {
 
 /// A session and its cursor.
 #[derive(SimpleObject)]
+#[graphql(complex)]
 pub struct SessionEdge {
     /// Pass as `after` or `before` (with the same `orderBy`) to page on after or before this
     /// session.
     pub cursor: String,
     /// The session.
     pub node: Session,
+    #[graphql(skip)]
+    pub search: Option<EdgeSearch>,
+}
+
+/// Most matches one edge lists.
+const MAX_MATCHES: i32 = 20;
+
+#[ComplexObject]
+impl SessionEdge {
+    /// How well the session matches the filter's `search` (what `RELEVANCE` orders by; null
+    /// without a search).
+    async fn search_rank(&self) -> Option<f32> {
+        self.search.as_ref().map(|s| s.rank)
+    }
+    /// Where the filter's `search` matched this session, best first: its fields and finished
+    /// timeline events, each with a fragment of its text around the words found (empty without
+    /// a search).
+    #[graphql(complexity = "cost::list(first.clamp(0, MAX_MATCHES) as usize, child_complexity)")]
+    async fn matches(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "How many (at most 20).", default = 3)] first: i32,
+    ) -> Result<Vec<SearchMatch>> {
+        let Some(search) = &self.search else {
+            return Ok(Vec::new());
+        };
+        if !(0..=MAX_MATCHES).contains(&first) {
+            return Err(crate::error::Error::bad_input(format!(
+                "`first` must be between 0 and {MAX_MATCHES}, got {first}"
+            ))
+            .into());
+        }
+        let key = SearchMatchKey {
+            session: self.node.0.id,
+            words: search.words.clone(),
+            first: first.into(),
+        };
+        let rows = loaders(ctx).search_matches.load_one(key).await?;
+        Ok(rows
+            .unwrap_or_default()
+            .into_iter()
+            .map(SearchMatch)
+            .collect())
+    }
 }
 
 #[ComplexObject]

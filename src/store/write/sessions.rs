@@ -23,6 +23,7 @@ use super::{
 use crate::error::{Error, Result};
 use crate::model::{ExecutionStatus, SessionStatus};
 use crate::store::SessionRow;
+use crate::store::records::session_columns;
 use crate::store::traced::traced;
 
 #[derive(Debug, Clone, Serialize)]
@@ -47,10 +48,11 @@ pub async fn create(conn: &mut PgConnection, new: &NewSession) -> Result<Session
     if is_retry(conn, new.id, id, "createSession", new).await? {
         return fetch::<SessionRow>(conn, id).await;
     }
-    sqlx::query_as(
+    sqlx::query_as(concat!(
         "INSERT INTO sessions (id, alert_type, alert_data, chain_id, author, runbook_url, \
-            created_by) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING *",
-    )
+            created_by) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ",
+        session_columns!()
+    ))
     .bind(id)
     .bind(&new.alert_type)
     .bind(&new.alert_data)
@@ -78,12 +80,12 @@ async fn set_status(
     error_message: Option<&str>,
 ) -> Result<SessionRow> {
     let finished = is_finished_session(status);
-    Ok(sqlx::query_as(
+    Ok(sqlx::query_as(concat!(
         "UPDATE sessions SET status = $2, \
             started_at = CASE WHEN $2 = 'in_progress' THEN coalesce(started_at, now()) ELSE started_at END, \
             completed_at = CASE WHEN $3 THEN now() ELSE completed_at END, \
             error_message = coalesce($4, error_message), updated_at = now() \
-         WHERE id = $1 RETURNING *",
+         WHERE id = $1 RETURNING ", session_columns!()),
     )
     .bind(id)
     .bind(status)
@@ -175,10 +177,11 @@ pub async fn complete(
             names.join(", ")
         )));
     }
-    Ok(sqlx::query_as(
+    Ok(sqlx::query_as(concat!(
         "UPDATE sessions SET status = 'completed', completed_at = now(), updated_at = now(), \
-            final_analysis = $2, executive_summary = $3 WHERE id = $1 RETURNING *",
-    )
+            final_analysis = $2, executive_summary = $3 WHERE id = $1 RETURNING ",
+        session_columns!()
+    ))
     .bind(id)
     .bind(&completion.final_analysis)
     .bind(&completion.executive_summary)
@@ -265,9 +268,10 @@ pub async fn delete(conn: &mut PgConnection, id: Uuid) -> Result<SessionRow> {
     if !is_finished_session(session.status) {
         return Err(refuse(&session, "delete (cancel it first)"));
     }
-    Ok(sqlx::query_as(
-        "UPDATE sessions SET deleted_at = $2, updated_at = now() WHERE id = $1 RETURNING *",
-    )
+    Ok(sqlx::query_as(concat!(
+        "UPDATE sessions SET deleted_at = $2, updated_at = now() WHERE id = $1 RETURNING ",
+        session_columns!()
+    ))
     .bind(id)
     .bind(Utc::now())
     .fetch_one(traced(conn))
@@ -280,9 +284,10 @@ pub async fn restore(conn: &mut PgConnection, id: Uuid) -> Result<SessionRow> {
     if session.deleted_at.is_none() {
         return Ok(session);
     }
-    Ok(sqlx::query_as(
-        "UPDATE sessions SET deleted_at = NULL, updated_at = now() WHERE id = $1 RETURNING *",
-    )
+    Ok(sqlx::query_as(concat!(
+        "UPDATE sessions SET deleted_at = NULL, updated_at = now() WHERE id = $1 RETURNING ",
+        session_columns!()
+    ))
     .bind(id)
     .fetch_one(traced(conn))
     .await?)

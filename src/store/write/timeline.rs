@@ -24,6 +24,7 @@ use super::{
 use crate::error::{Error, Result};
 use crate::model::{ExecutionStatus, TimelineEventStatus, TimelineEventType};
 use crate::store::TimelineEventRow;
+use crate::store::records::timeline_event_columns;
 use crate::store::traced::traced;
 
 #[derive(Debug, Clone, Serialize)]
@@ -71,12 +72,12 @@ pub(crate) async fn insert(
     execution_id: Uuid,
     new: &NewEvent,
 ) -> Result<TimelineEventRow> {
-    let event: TimelineEventRow = sqlx::query_as(
+    let event: TimelineEventRow = sqlx::query_as(concat!(
         "INSERT INTO timeline_events (id, session_id, stage_id, execution_id, sequence_number, \
             event_type, status, content, metadata) \
          VALUES ($1, $2, $3, $4, \
             (SELECT coalesce(max(sequence_number), 0) + 1 FROM timeline_events WHERE session_id = $2), \
-            $5, $6, $7, $8) RETURNING *",
+            $5, $6, $7, $8) RETURNING ", timeline_event_columns!()),
     )
     .bind(id)
     .bind(session_id)
@@ -357,12 +358,13 @@ async fn fold(
         .bind(event_id)
         .execute(traced(&mut *conn))
         .await?;
-    Ok(sqlx::query_as(
+    Ok(sqlx::query_as(concat!(
         "UPDATE timeline_events SET status = $2, content = $3, metadata = coalesce($4, metadata), \
             llm_interaction_id = coalesce($5, llm_interaction_id), \
             mcp_interaction_id = coalesce($6, mcp_interaction_id), updated_at = now() \
-         WHERE id = $1 RETURNING *",
-    )
+         WHERE id = $1 RETURNING ",
+        timeline_event_columns!()
+    ))
     .bind(event_id)
     .bind(status)
     .bind(content)
