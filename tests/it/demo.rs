@@ -199,6 +199,22 @@ async fn demo_is_complete_and_idempotent() {
     .await
     .unwrap();
     assert_eq!(gaps, 0, "timeline sequence numbers must be gapless from 1");
+    // Searchable: every session and finished event has its search document, and the crash
+    // loop's analysis is found by words of it, stemmed.
+    let unindexed: i64 = sqlx::query_scalar(
+        "SELECT (SELECT count(*) FROM sessions WHERE search_document IS NULL) \
+              + (SELECT count(*) FROM timeline_events \
+                 WHERE status <> 'streaming' AND search_document IS NULL)",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    assert_eq!(unindexed, 0, "demo rows without a search document");
+    let filter = casefile::store::sessions::SessionFilter {
+        search: Some("payments setting renamed".to_owned()),
+        ..Default::default()
+    };
+    assert!(store.count_sessions(&filter).await.unwrap() >= 1);
     drop(store);
     db.stop().await;
 }
