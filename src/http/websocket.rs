@@ -43,6 +43,8 @@ use crate::observe::request::RequestInfo;
 #[derive(Debug, Clone)]
 pub struct ConnectionInit(pub serde_json::Value);
 
+/// How long a connection reads on after sending its close frame, for the client's reply.
+const CLOSE_LINGER: Duration = Duration::from_secs(1);
 /// Close code for a peer that stopped answering (IANA-registered "Timeout").
 const CLOSE_TIMEOUT: u16 = 3008;
 /// Close code for a connection never initialized in time (graphql-transport-ws).
@@ -306,6 +308,15 @@ pub(crate) async fn serve<E: Executor>(socket: WebSocket, executor: E, connectio
             // A client that stops reading cannot hold the connection (and its buffers) forever.
             match tokio::time::timeout(silence_limit, sink.send(message)).await {
                 Ok(Ok(())) if !closing => {}
+                Ok(Ok(())) => {
+                    // The closing handshake: read what the client still sends (its pongs, its
+                    // close frame) before hanging up. Closing a socket with unread data resets
+                    // the connection, and a reset can destroy our close frame before the client
+                    // reads its code.
+                    let drain = async { while messages.next().await.is_some() {} };
+                    let _ = tokio::time::timeout(CLOSE_LINGER, drain).await;
+                    return;
+                }
                 _ => return,
             }
         }
