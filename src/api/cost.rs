@@ -16,6 +16,15 @@ pub const COUNT: usize = 100;
 /// A roll-up (`tokenUsage`, `counts`): an aggregate over a subtree.
 pub const ROLL_UP: usize = 10;
 
+/// A grouping of `sessionStats`: an aggregate over every session the filter matches (a month of
+/// them: hundreds of milliseconds of database time), so a dozen fit under the default limit.
+pub const GROUPING: usize = 10_000;
+
+/// Groups of a grouping, up to `first`, each costing `child`.
+pub fn groups(first: i32, child: usize) -> usize {
+    aggregate(GROUPING, list(first.max(0) as usize, child))
+}
+
 /// Realistic lengths of the unpaginated lists.
 pub mod rows {
     pub const STAGES_PER_SESSION: usize = 10;

@@ -9,7 +9,7 @@ use super::ids::{self, NodeType};
 use super::pagination::{PageArgs, page_info};
 use super::types::{
     ApiToken, EdgeSearch, McpInteractionSearchConnection, Node, Session, SessionConnection,
-    SessionEdge, Viewer, loaders, search_mcp_interactions,
+    SessionEdge, SessionStats, Viewer, loaders, search_mcp_interactions,
 };
 use crate::config::Limits;
 use crate::cursor::{decode_session_cursor, session_cursor};
@@ -399,6 +399,25 @@ impl Query {
             before,
         };
         search_mcp_interactions(ctx, filter, args).await
+    }
+
+    /// Analytics over the sessions `filter` matches (the same filter as `sessions`): session
+    /// counts, outcomes and durations, and LLM usage and cost, each grouped as its field asks.
+    /// Days and weeks are those of `timeZone`, an IANA name (default UTC).
+    #[graphql(guard = "RoleGuard(Role::Reader)")]
+    async fn session_stats(
+        &self,
+        #[graphql(desc = "Which sessions (default: all that are not deleted).")] filter: Option<
+            SessionFilterInput,
+        >,
+        #[graphql(
+            desc = "The time zone whose calendar days and weeks `DAY` and `WEEK` group by, such as \"Europe/Berlin\".",
+            default_with = "String::from(\"UTC\")"
+        )]
+        time_zone: String,
+    ) -> Result<SessionStats> {
+        let filter = filter.unwrap_or_default().validate()?;
+        Ok(SessionStats::new(filter, time_zone)?)
     }
 
     /// Who is asking: the identity and role this request was authenticated as.

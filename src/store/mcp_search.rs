@@ -66,11 +66,7 @@ impl Store {
     ) -> Result<String> {
         let mut qb = QueryBuilder::new("EXPLAIN ");
         push_page(&mut qb, filter, slice);
-        let lines: Vec<String> = qb
-            .build_query_scalar()
-            .fetch_all(self.reader().await?.traced())
-            .await?;
-        Ok(lines.join("\n"))
+        self.explain(qb).await
     }
 }
 

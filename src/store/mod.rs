@@ -16,6 +16,7 @@ mod rollups;
 mod search;
 pub mod session_events;
 pub mod sessions;
+pub mod stats;
 pub mod tickets;
 mod timeline;
 pub mod tokens;
@@ -143,6 +144,16 @@ impl Store {
     pub async fn begin(&self) -> Result<sqlx::Transaction<'static, Postgres>> {
         let _waiting = WaitingForConnection::start();
         Ok(self.pool.begin().await?)
+    }
+
+    /// How PostgreSQL would run a statement built after the prefix `EXPLAIN `: its plan, one
+    /// line per node, for tests that check an index serves it.
+    async fn explain(&self, mut statement: sqlx::QueryBuilder<'_, Postgres>) -> Result<String> {
+        let lines: Vec<String> = statement
+            .build_query_scalar()
+            .fetch_all(self.reader().await?.traced())
+            .await?;
+        Ok(lines.join("\n"))
     }
 
     /// Rows of one table by id; ids that do not exist are simply absent.

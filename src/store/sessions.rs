@@ -142,7 +142,7 @@ fn push_bound(qb: &mut QueryBuilder<'_, Postgres>, expr: &str, op: &str, key: &S
     qb.push(", ").push_bind(key.id).push(")");
 }
 
-fn push_filter(qb: &mut QueryBuilder<'_, Postgres>, filter: &SessionFilter) {
+pub(super) fn push_filter(qb: &mut QueryBuilder<'_, Postgres>, filter: &SessionFilter) {
     qb.push(" WHERE TRUE");
     if !filter.include_deleted && filter.deleted_by.is_none() {
         qb.push(" AND deleted_at IS NULL");
@@ -193,18 +193,28 @@ fn push_filter(qb: &mut QueryBuilder<'_, Postgres>, filter: &SessionFilter) {
     }
 }
 
-/// `FROM` the sessions listed: the table, or with a search only the sessions it matches, each
-/// with its `search_rank` (see [`super::search::push_ranked`]). Named `sessions` either way,
-/// so filters and orders read the same.
-fn push_source(qb: &mut QueryBuilder<'_, Postgres>, filter: &SessionFilter) {
-    match &filter.search {
-        None => qb.push(" FROM sessions"),
-        Some(words) => {
-            qb.push(" FROM (SELECT s.*, r.search_rank FROM sessions s JOIN (");
-            search::push_ranked(qb, words);
-            qb.push(") r ON r.session_id = s.id) sessions")
+/// With a search, `WITH ranked AS (…)`: every session it matches with its `search_rank` (see
+/// [`super::search::push_ranked`]), a statement's first words. A page statement reads it up to
+/// three times (the page and both of its ends), so it is written once and computed once.
+pub(super) fn push_ranked_sessions(qb: &mut QueryBuilder<'_, Postgres>, filter: &SessionFilter) {
+    if let Some(words) = &filter.search {
+        qb.push("WITH ranked AS (");
+        search::push_ranked(qb, words);
+        qb.push(") ");
+    }
+}
+
+/// `FROM` the sessions listed: the table, or with a search only the sessions it matches (from
+/// [`push_ranked_sessions`]), each with its `search_rank`. Named `sessions` either way, so
+/// filters and orders read the same.
+pub(super) fn push_source(qb: &mut QueryBuilder<'_, Postgres>, filter: &SessionFilter) {
+    qb.push(match filter.search {
+        None => " FROM sessions",
+        Some(_) => {
+            " FROM (SELECT s.*, r.search_rank FROM sessions s \
+               JOIN ranked r ON r.session_id = s.id) sessions"
         }
-    };
+    });
 }
 
 /// How a stage and an execution relate to a session.
@@ -289,17 +299,15 @@ impl Store {
         descending: bool,
         slice: &Slice<SessionKey>,
     ) -> Result<String> {
-        let mut qb = page_statement("EXPLAIN ", filter, sort, descending, slice);
-        let lines: Vec<String> = qb
-            .build_query_scalar()
-            .fetch_all(self.reader().await?.traced())
-            .await?;
-        Ok(lines.join("\n"))
+        self.explain(page_statement("EXPLAIN ", filter, sort, descending, slice))
+            .await
     }
 
     /// How many sessions match the filter.
     pub async fn count_sessions(&self, filter: &SessionFilter) -> Result<i64> {
-        let mut qb = QueryBuilder::<Postgres>::new("SELECT count(*)");
+        let mut qb = QueryBuilder::<Postgres>::new("");
+        push_ranked_sessions(&mut qb, filter);
+        qb.push("SELECT count(*)");
         push_source(&mut qb, filter);
         push_filter(&mut qb, filter);
         Ok(qb
@@ -328,6 +336,7 @@ fn page_statement<'a>(
     };
     let read = if slice.from_end { against } else { along };
     let mut qb = QueryBuilder::<Postgres>::new(prefix);
+    push_ranked_sessions(&mut qb, filter);
     qb.push("SELECT ");
     // Whether a session lies on either side: the nearest one, read along the index.
     // Uncorrelated, so each is read once per statement, not once per row. (Not EXISTS: the

@@ -28,6 +28,7 @@ mod relationship_pages;
 mod replicas;
 mod schema_file;
 mod search;
+mod stats;
 mod telemetry;
 mod timeline_filters;
 mod token_cli;

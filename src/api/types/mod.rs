@@ -13,6 +13,7 @@ mod rollups;
 mod search;
 mod session;
 mod stage;
+mod stats;
 mod timeline;
 mod tool_call;
 
@@ -34,6 +35,7 @@ pub use rollups::{SessionCounts, TokenUsage};
 pub use search::EdgeSearch;
 pub use session::{Session, SessionConnection, SessionEdge};
 pub use stage::Stage;
+pub use stats::SessionStats;
 pub use timeline::{TimelineConnection, TimelineEvent, TimelineEventEdge};
 pub use tool_call::RequestedToolCall;
 

@@ -41,7 +41,7 @@ impl From<MatchedField> for SearchField {
 }
 
 /// A stretch of a fragment that matched the search.
-#[derive(SimpleObject, Debug, PartialEq, Eq)]
+#[derive(SimpleObject, Clone, Debug, PartialEq, Eq)]
 pub struct TextHighlight {
     /// Where it starts in the fragment, in characters (Unicode code points) from 0.
     pub start: i32,
@@ -49,7 +49,23 @@ pub struct TextHighlight {
     pub end: i32,
 }
 
-pub struct SearchMatch(pub SearchMatchRow);
+pub struct SearchMatch {
+    row: SearchMatchRow,
+    /// The headline's plain text, and where the words found are in it.
+    fragment: String,
+    highlights: Vec<TextHighlight>,
+}
+
+impl From<SearchMatchRow> for SearchMatch {
+    fn from(row: SearchMatchRow) -> Self {
+        let (fragment, highlights) = split_headline(&row.headline);
+        Self {
+            row,
+            fragment,
+            highlights,
+        }
+    }
+}
 
 /// One place a search matched a session: a field of the session or one of its timeline events,
 /// with a fragment of that text around the words found.
@@ -57,11 +73,11 @@ pub struct SearchMatch(pub SearchMatchRow);
 impl SearchMatch {
     /// What matched.
     async fn field(&self) -> SearchField {
-        self.0.field.into()
+        self.row.field.into()
     }
     /// The timeline event that matched (when `field` is `TIMELINE_EVENT`).
     async fn event(&self, ctx: &Context<'_>) -> Result<Option<TimelineEvent>> {
-        let Some(id) = self.0.event_id else {
+        let Some(id) = self.row.event_id else {
             return Ok(None);
         };
         Ok(loaders(ctx)
@@ -72,16 +88,16 @@ impl SearchMatch {
     }
     /// How well this text matches (PostgreSQL's `ts_rank`, weighted by field).
     async fn rank(&self) -> f32 {
-        self.0.rank
+        self.row.rank
     }
     /// Up to two passages of the text around the words found (joined by ` … `), as plain
     /// text: mark it up with `highlights`.
-    async fn fragment(&self) -> String {
-        split_headline(&self.0.headline).0
+    async fn fragment(&self) -> &str {
+        &self.fragment
     }
     /// The stretches of `fragment` that matched, in order.
-    async fn highlights(&self) -> Vec<TextHighlight> {
-        split_headline(&self.0.headline).1
+    async fn highlights(&self) -> &[TextHighlight] {
+        &self.highlights
     }
 }
 

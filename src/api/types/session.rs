@@ -84,7 +84,7 @@ impl SessionEdge {
         Ok(rows
             .unwrap_or_default()
             .into_iter()
-            .map(SearchMatch)
+            .map(SearchMatch::from)
             .collect())
     }
 }

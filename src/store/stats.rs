@@ -1,0 +1,289 @@
+//! Analytics over the sessions a filter matches: session figures and LLM usage, grouped, each
+//! grouping one statement (the aggregation is PostgreSQL's, never done in Rust).
+
+use chrono::{DateTime, Utc};
+use sqlx::{FromRow, Postgres, QueryBuilder};
+
+use super::Store;
+use super::sessions::{SessionFilter, push_filter, push_ranked_sessions, push_source};
+use crate::error::{Error, Result};
+use crate::model::SessionStatus;
+
+/// What figures are grouped by. Session figures take the first six; usage takes any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatsDimension {
+    Status,
+    AlertType,
+    Chain,
+    Author,
+    /// The calendar day the session was created, in the request's time zone.
+    Day,
+    /// The week (from Monday) the session was created, in the request's time zone.
+    Week,
+    /// The model an LLM interaction called.
+    Model,
+    /// The provider an agent execution was configured with.
+    Provider,
+    AgentName,
+}
+
+impl StatsDimension {
+    /// The column of the group key it fills.
+    pub fn key_column(self) -> &'static str {
+        match self {
+            Self::Status => "status",
+            Self::AlertType => "alert_type",
+            Self::Chain => "chain_id",
+            Self::Author => "author",
+            Self::Day | Self::Week => "period",
+            Self::Model => "model",
+            Self::Provider => "provider",
+            Self::AgentName => "agent_name",
+        }
+    }
+
+    /// Whether it orders groups in time (periods come first, oldest first).
+    fn is_period(self) -> bool {
+        matches!(self, Self::Day | Self::Week)
+    }
+}
+
+/// A grouping: the dimensions, the time zone of days and weeks (an IANA name PostgreSQL knows),
+/// and how many groups at most (the first in group order).
+#[derive(Debug, Clone)]
+pub struct Grouping {
+    pub by: Vec<StatsDimension>,
+    pub time_zone: String,
+    pub limit: i64,
+}
+
+/// The key of a group: the value of each dimension grouped by (`None` for the others, and for
+/// sessions or executions without that value).
+#[derive(Debug, Clone, Default, FromRow)]
+pub struct GroupKeyRow {
+    pub status: Option<SessionStatus>,
+    pub alert_type: Option<String>,
+    pub chain_id: Option<String>,
+    pub author: Option<String>,
+    pub period: Option<DateTime<Utc>>,
+    pub model: Option<String>,
+    pub provider: Option<String>,
+    pub agent_name: Option<String>,
+}
+
+const KEY_COLUMNS: [(&str, &str); 8] = [
+    ("status", "text"),
+    ("alert_type", "text"),
+    ("chain_id", "text"),
+    ("author", "text"),
+    ("period", "timestamptz"),
+    ("model", "text"),
+    ("provider", "text"),
+    ("agent_name", "text"),
+];
+
+/// Session figures of one group (each per session).
+#[derive(Debug, Clone, FromRow)]
+pub struct SessionGroupRow {
+    #[sqlx(flatten)]
+    pub key: GroupKeyRow,
+    pub session_count: i64,
+    pub active_count: i64,
+    pub completed_count: i64,
+    pub failed_count: i64,
+    pub timed_out_count: i64,
+    pub cancelled_count: i64,
+    /// Sessions with a duration (started and completed).
+    pub timed_count: i64,
+    pub duration_p50_ms: Option<f64>,
+    pub duration_p95_ms: Option<f64>,
+    pub duration_avg_ms: Option<f64>,
+    /// How many groups there are in all (the same on every row).
+    pub group_count: i64,
+}
+
+/// Usage figures of one group: LLM calls and tokens (per interaction, from the roll-ups) and
+/// agent executions.
+#[derive(Debug, Clone, FromRow)]
+pub struct UsageGroupRow {
+    #[sqlx(flatten)]
+    pub key: GroupKeyRow,
+    pub execution_count: i64,
+    pub finished_execution_count: i64,
+    pub failed_execution_count: i64,
+    pub llm_calls: i64,
+    pub failed_llm_calls: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub total_tokens: i64,
+    pub thinking_tokens: i64,
+    pub estimated_cost_usd: f64,
+    pub group_count: i64,
+}
+
+/// Session statuses by outcome, as the figures count them.
+const ACTIVE: &str = "('pending', 'in_progress', 'cancelling')";
+const FAILED_EXECUTION: &str = "('failed', 'timed_out')";
+const FINISHED_EXECUTION: &str = "('completed', 'failed', 'timed_out')";
+
+impl Store {
+    /// Session figures of the sessions `filter` matches, grouped.
+    pub async fn session_groups(
+        &self,
+        filter: &SessionFilter,
+        grouping: &Grouping,
+    ) -> Result<Vec<SessionGroupRow>> {
+        let mut qb = QueryBuilder::new("");
+        push_ranked_sessions(&mut qb, filter);
+        push_key_select(&mut qb, grouping);
+        qb.push(format!(
+            "count(*) AS session_count, \
+             count(*) FILTER (WHERE s.status IN {ACTIVE}) AS active_count, \
+             count(*) FILTER (WHERE s.status = 'completed') AS completed_count, \
+             count(*) FILTER (WHERE s.status = 'failed') AS failed_count, \
+             count(*) FILTER (WHERE s.status = 'timed_out') AS timed_out_count, \
+             count(*) FILTER (WHERE s.status = 'cancelled') AS cancelled_count, \
+             count(s.duration_ms) AS timed_count, \
+             percentile_cont(0.5) WITHIN GROUP (ORDER BY s.duration_ms) AS duration_p50_ms, \
+             percentile_cont(0.95) WITHIN GROUP (ORDER BY s.duration_ms) AS duration_p95_ms, \
+             avg(s.duration_ms)::float8 AS duration_avg_ms, \
+             count(*) OVER () AS group_count"
+        ))
+        .push(" FROM (SELECT *");
+        push_source(&mut qb, filter);
+        push_filter(&mut qb, filter);
+        qb.push(") s");
+        push_group_order(&mut qb, grouping, "session_count");
+        self.fetch_groups(qb).await
+    }
+
+    /// LLM usage and agent executions under the sessions `filter` matches, grouped. An
+    /// execution is counted once in each group it falls in (with several models, once per
+    /// model when grouped by model).
+    pub async fn usage_groups(
+        &self,
+        filter: &SessionFilter,
+        grouping: &Grouping,
+    ) -> Result<Vec<UsageGroupRow>> {
+        let mut qb = QueryBuilder::new("");
+        push_ranked_sessions(&mut qb, filter);
+        push_key_select(&mut qb, grouping);
+        qb.push(format!(
+            "count(DISTINCT e.id) AS execution_count, \
+             count(DISTINCT e.id) FILTER (WHERE e.status IN {FINISHED_EXECUTION}) \
+                 AS finished_execution_count, \
+             count(DISTINCT e.id) FILTER (WHERE e.status IN {FAILED_EXECUTION}) \
+                 AS failed_execution_count, \
+             coalesce(sum(u.calls), 0)::bigint AS llm_calls, \
+             coalesce(sum(u.failed_calls), 0)::bigint AS failed_llm_calls, \
+             coalesce(sum(u.input_tokens), 0)::bigint AS input_tokens, \
+             coalesce(sum(u.output_tokens), 0)::bigint AS output_tokens, \
+             coalesce(sum(u.total_tokens), 0)::bigint AS total_tokens, \
+             coalesce(sum(u.thinking_tokens), 0)::bigint AS thinking_tokens, \
+             coalesce(sum(u.estimated_cost_usd), 0)::float8 AS estimated_cost_usd, \
+             count(*) OVER () AS group_count"
+        ))
+        .push(" FROM (SELECT *");
+        push_source(&mut qb, filter);
+        push_filter(&mut qb, filter);
+        qb.push(
+            ") s JOIN agent_executions e ON e.session_id = s.id \
+             LEFT JOIN llm_usage_rollups u ON u.execution_id = e.id",
+        );
+        push_group_order(&mut qb, grouping, "llm_calls");
+        self.fetch_groups(qb).await
+    }
+
+    async fn fetch_groups<R>(&self, mut statement: QueryBuilder<'_, Postgres>) -> Result<Vec<R>>
+    where
+        R: for<'r> FromRow<'r, sqlx::postgres::PgRow> + Send + Unpin,
+    {
+        statement
+            .build_query_as()
+            .fetch_all(self.reader().await?.traced())
+            .await
+            .map_err(|e| match &e {
+                // The only value PostgreSQL can refuse here is the time zone's name.
+                sqlx::Error::Database(db) if db.code().as_deref() == Some("22023") => {
+                    Error::bad_input(format!("unknown time zone: {}", db.message()))
+                }
+                _ => e.into(),
+            })
+    }
+}
+
+/// `SELECT` and the group key's columns, each the dimension's expression or a typed `NULL`,
+/// ending with `, ` for the figures. Grouping and ordering name the key's columns by position,
+/// so each expression (and the time zone bound in it) is written once.
+fn push_key_select(qb: &mut QueryBuilder<'_, Postgres>, grouping: &Grouping) {
+    qb.push("SELECT ");
+    for (column, sql_type) in KEY_COLUMNS {
+        match grouping.by.iter().find(|d| d.key_column() == column) {
+            Some(dimension) => push_expression(qb, *dimension, &grouping.time_zone),
+            None => {
+                qb.push(format_args!("NULL::{sql_type}"));
+            }
+        }
+        qb.push(format_args!(" AS {column}, "));
+    }
+}
+
+/// What a dimension groups on (sessions are `s`, executions `e`, roll-ups `u`).
+fn push_expression(
+    qb: &mut QueryBuilder<'_, Postgres>,
+    dimension: StatsDimension,
+    time_zone: &str,
+) {
+    let column = match dimension {
+        StatsDimension::Status => "s.status",
+        StatsDimension::AlertType => "s.alert_type",
+        StatsDimension::Chain => "s.chain_id",
+        StatsDimension::Author => "s.author",
+        StatsDimension::Model => "u.model_name",
+        StatsDimension::Provider => "e.llm_provider",
+        StatsDimension::AgentName => "e.agent_name",
+        StatsDimension::Day => return push_period(qb, "day", time_zone),
+        StatsDimension::Week => return push_period(qb, "week", time_zone),
+    };
+    qb.push(column);
+}
+
+/// The start of the day or week of a session's creation, as an instant: truncated on the wall
+/// clock of the time zone, so days follow its offsets (23 and 25 hours at DST changes).
+fn push_period(qb: &mut QueryBuilder<'_, Postgres>, unit: &str, time_zone: &str) {
+    qb.push(format_args!(
+        "date_trunc('{unit}', s.created_at AT TIME ZONE "
+    ))
+    .push_bind(time_zone.to_owned())
+    .push(") AT TIME ZONE ")
+    .push_bind(time_zone.to_owned());
+}
+
+/// `GROUP BY` the key's columns that are grouped by, ordered periods first (oldest first), then
+/// the largest groups (by `size`), then the key; at most `limit` groups.
+fn push_group_order(qb: &mut QueryBuilder<'_, Postgres>, grouping: &Grouping, size: &str) {
+    // Select-list positions count from 1.
+    let position = |column: &str| {
+        1 + KEY_COLUMNS
+            .iter()
+            .position(|(c, _)| *c == column)
+            .expect("a key column")
+    };
+    let grouped: Vec<usize> = grouping
+        .by
+        .iter()
+        .map(|d| position(d.key_column()))
+        .collect();
+    if !grouped.is_empty() {
+        let list: Vec<String> = grouped.iter().map(|p| p.to_string()).collect();
+        qb.push(format_args!(" GROUP BY {}", list.join(", ")));
+    }
+    let mut order: Vec<String> = Vec::new();
+    if grouping.by.iter().any(|d| d.is_period()) {
+        order.push(format!("{} ASC", position("period")));
+    }
+    order.push(format!("{size} DESC"));
+    order.extend(grouped.iter().map(|p| format!("{p} ASC NULLS LAST")));
+    qb.push(format_args!(" ORDER BY {} LIMIT ", order.join(", ")))
+        .push_bind(grouping.limit);
+}
