@@ -1,6 +1,7 @@
 //! Demo data: eight investigation sessions, one in every status, that between them use every
 //! table, status and type of the data model, with plausible Kubernetes / Argo CD / Prometheus
-//! content (`casefile demo`, `casefile serve --demo`).
+//! content (`casefile demo`, `casefile serve --demo`); and fourteen short ones over the week
+//! before, for the analytics to group by day, alert type, chain, model and agent.
 //!
 //! A [`Demo`] first builds the rows in memory while it plays a clock forward, so timestamps,
 //! durations, token counts, costs and stage outcomes follow from what the scenario does instead

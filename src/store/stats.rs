@@ -138,28 +138,26 @@ impl Store {
         push_key_select(&mut qb, grouping);
         qb.push(format!(
             "count(*) AS session_count, \
-             count(*) FILTER (WHERE s.status IN {ACTIVE}) AS active_count, \
-             count(*) FILTER (WHERE s.status = 'completed') AS completed_count, \
-             count(*) FILTER (WHERE s.status = 'failed') AS failed_count, \
-             count(*) FILTER (WHERE s.status = 'timed_out') AS timed_out_count, \
-             count(*) FILTER (WHERE s.status = 'cancelled') AS cancelled_count, \
-             count(s.duration_ms) AS timed_count, \
-             percentile_cont(0.5) WITHIN GROUP (ORDER BY s.duration_ms) AS duration_p50_ms, \
-             percentile_cont(0.95) WITHIN GROUP (ORDER BY s.duration_ms) AS duration_p95_ms, \
-             avg(s.duration_ms)::float8 AS duration_avg_ms, \
-             count(*) OVER () AS group_count"
-        ))
-        .push(" FROM (SELECT *");
-        push_source(&mut qb, filter);
-        push_filter(&mut qb, filter);
-        qb.push(") s");
+             count(*) FILTER (WHERE r.status IN {ACTIVE}) AS active_count, \
+             count(*) FILTER (WHERE r.status = 'completed') AS completed_count, \
+             count(*) FILTER (WHERE r.status = 'failed') AS failed_count, \
+             count(*) FILTER (WHERE r.status = 'timed_out') AS timed_out_count, \
+             count(*) FILTER (WHERE r.status = 'cancelled') AS cancelled_count, \
+             count(r.duration_ms) AS timed_count, \
+             percentile_cont(0.5) WITHIN GROUP (ORDER BY r.duration_ms) AS duration_p50_ms, \
+             percentile_cont(0.95) WITHIN GROUP (ORDER BY r.duration_ms) AS duration_p95_ms, \
+             avg(r.duration_ms)::float8 AS duration_avg_ms, \
+             count(*) OVER () AS group_count FROM ("
+        ));
+        push_sessions(&mut qb, filter);
+        qb.push(") r");
         push_group_order(&mut qb, grouping, "session_count");
         self.fetch_groups(qb).await
     }
 
     /// LLM usage and agent executions under the sessions `filter` matches, grouped. An
-    /// execution is counted once in each group it falls in (with several models, once per
-    /// model when grouped by model).
+    /// execution counts once in each group it falls in: once in all, or once per model it
+    /// called when grouped by model.
     pub async fn usage_groups(
         &self,
         filter: &SessionFilter,
@@ -168,28 +166,66 @@ impl Store {
         let mut qb = QueryBuilder::new("");
         push_ranked_sessions(&mut qb, filter);
         push_key_select(&mut qb, grouping);
-        qb.push(format!(
-            "count(DISTINCT e.id) AS execution_count, \
-             count(DISTINCT e.id) FILTER (WHERE e.status IN {FINISHED_EXECUTION}) \
-                 AS finished_execution_count, \
-             count(DISTINCT e.id) FILTER (WHERE e.status IN {FAILED_EXECUTION}) \
-                 AS failed_execution_count, \
-             coalesce(sum(u.calls), 0)::bigint AS llm_calls, \
-             coalesce(sum(u.failed_calls), 0)::bigint AS failed_llm_calls, \
-             coalesce(sum(u.input_tokens), 0)::bigint AS input_tokens, \
-             coalesce(sum(u.output_tokens), 0)::bigint AS output_tokens, \
-             coalesce(sum(u.total_tokens), 0)::bigint AS total_tokens, \
-             coalesce(sum(u.thinking_tokens), 0)::bigint AS thinking_tokens, \
-             coalesce(sum(u.estimated_cost_usd), 0)::float8 AS estimated_cost_usd, \
-             count(*) OVER () AS group_count"
-        ))
-        .push(" FROM (SELECT *");
-        push_source(&mut qb, filter);
-        push_filter(&mut qb, filter);
         qb.push(
-            ") s JOIN agent_executions e ON e.session_id = s.id \
-             LEFT JOIN llm_usage_rollups u ON u.execution_id = e.id",
+            "sum(r.executions)::bigint AS execution_count, \
+             sum(r.finished_executions)::bigint AS finished_execution_count, \
+             sum(r.failed_executions)::bigint AS failed_execution_count, \
+             sum(r.calls)::bigint AS llm_calls, \
+             sum(r.failed_calls)::bigint AS failed_llm_calls, \
+             sum(r.input_tokens)::bigint AS input_tokens, \
+             sum(r.output_tokens)::bigint AS output_tokens, \
+             sum(r.total_tokens)::bigint AS total_tokens, \
+             sum(r.thinking_tokens)::bigint AS thinking_tokens, \
+             sum(r.estimated_cost_usd)::float8 AS estimated_cost_usd, \
+             count(*) OVER () AS group_count FROM (",
         );
+        // Rows of executions and of roll-ups, alike: the session's columns, the execution's
+        // agent and provider, and the figures each adds.
+        let session = "s.status, s.alert_type, s.chain_id, s.author, s.created_at";
+        let execution = format!(
+            "1 AS executions, (e.status IN {FINISHED_EXECUTION})::int AS finished_executions, \
+             (e.status IN {FAILED_EXECUTION})::int AS failed_executions"
+        );
+        let calls = "calls, failed_calls, input_tokens, output_tokens, total_tokens, \
+                     thinking_tokens, estimated_cost_usd";
+        if grouping.by.contains(&StatsDimension::Model) {
+            // Each execution with each model it called (or none): one row per pair, so counting
+            // rows counts executions per model.
+            qb.push(format_args!(
+                "SELECT {session}, e.agent_name, e.llm_provider, u.model_name, {execution}, \
+                   coalesce(u.calls, 0) AS calls, coalesce(u.failed_calls, 0) AS failed_calls, \
+                   coalesce(u.input_tokens, 0) AS input_tokens, \
+                   coalesce(u.output_tokens, 0) AS output_tokens, \
+                   coalesce(u.total_tokens, 0) AS total_tokens, \
+                   coalesce(u.thinking_tokens, 0) AS thinking_tokens, \
+                   coalesce(u.estimated_cost_usd, 0) AS estimated_cost_usd FROM ("
+            ));
+            push_sessions(&mut qb, filter);
+            qb.push(
+                ") s JOIN agent_executions e ON e.session_id = s.id \
+                 LEFT JOIN llm_usage_rollups u ON u.execution_id = e.id",
+            );
+        } else {
+            // Executions and roll-ups as rows of their own, each joined to its session only:
+            // each execution counted once however many models it called, and no count of
+            // distinct executions to sort for.
+            qb.push(format_args!(
+                "SELECT {session}, e.agent_name, e.llm_provider, NULL::text AS model_name, \
+                   {execution}, 0::bigint AS calls, 0::bigint AS failed_calls, \
+                   0::bigint AS input_tokens, 0::bigint AS output_tokens, \
+                   0::bigint AS total_tokens, 0::bigint AS thinking_tokens, \
+                   0::numeric AS estimated_cost_usd FROM ("
+            ));
+            push_sessions(&mut qb, filter);
+            qb.push(format_args!(
+                ") s JOIN agent_executions e ON e.session_id = s.id \
+                 UNION ALL SELECT {session}, u.agent_name, u.llm_provider, u.model_name, \
+                   0, 0, 0, {calls} FROM ("
+            ));
+            push_sessions(&mut qb, filter);
+            qb.push(") s JOIN llm_usage_rollups u ON u.session_id = s.id");
+        }
+        qb.push(") r");
         push_group_order(&mut qb, grouping, "llm_calls");
         self.fetch_groups(qb).await
     }
@@ -228,20 +264,28 @@ fn push_key_select(qb: &mut QueryBuilder<'_, Postgres>, grouping: &Grouping) {
     }
 }
 
-/// What a dimension groups on (sessions are `s`, executions `e`, roll-ups `u`).
+/// `SELECT * FROM sessions WHERE …`: the sessions `filter` matches.
+fn push_sessions(qb: &mut QueryBuilder<'_, Postgres>, filter: &SessionFilter) {
+    qb.push("SELECT *");
+    push_source(qb, filter);
+    push_filter(qb, filter);
+}
+
+/// What a dimension groups on: a column of the rows grouped (`r`), which are sessions, or for
+/// usage, executions and roll-ups with their session's columns.
 fn push_expression(
     qb: &mut QueryBuilder<'_, Postgres>,
     dimension: StatsDimension,
     time_zone: &str,
 ) {
     let column = match dimension {
-        StatsDimension::Status => "s.status",
-        StatsDimension::AlertType => "s.alert_type",
-        StatsDimension::Chain => "s.chain_id",
-        StatsDimension::Author => "s.author",
-        StatsDimension::Model => "u.model_name",
-        StatsDimension::Provider => "e.llm_provider",
-        StatsDimension::AgentName => "e.agent_name",
+        StatsDimension::Status => "r.status",
+        StatsDimension::AlertType => "r.alert_type",
+        StatsDimension::Chain => "r.chain_id",
+        StatsDimension::Author => "r.author",
+        StatsDimension::Model => "r.model_name",
+        StatsDimension::Provider => "r.llm_provider",
+        StatsDimension::AgentName => "r.agent_name",
         StatsDimension::Day => return push_period(qb, "day", time_zone),
         StatsDimension::Week => return push_period(qb, "week", time_zone),
     };
@@ -252,7 +296,7 @@ fn push_expression(
 /// clock of the time zone, so days follow its offsets (23 and 25 hours at DST changes).
 fn push_period(qb: &mut QueryBuilder<'_, Postgres>, unit: &str, time_zone: &str) {
     qb.push(format_args!(
-        "date_trunc('{unit}', s.created_at AT TIME ZONE "
+        "date_trunc('{unit}', r.created_at AT TIME ZONE "
     ))
     .push_bind(time_zone.to_owned())
     .push(") AT TIME ZONE ")

@@ -215,6 +215,30 @@ async fn demo_is_complete_and_idempotent() {
         ..Default::default()
     };
     assert!(store.count_sessions(&filter).await.unwrap() >= 1);
+    // A week of sessions for the analytics: eight days (the week before and the demo's day),
+    // failures among them, and usage by several models and agents.
+    use casefile::store::stats::{Grouping, StatsDimension};
+    let grouping = |by: Vec<StatsDimension>| Grouping {
+        by,
+        time_zone: "UTC".to_owned(),
+        limit: 100,
+    };
+    let all = casefile::store::sessions::SessionFilter::default();
+    let days = store
+        .session_groups(&all, &grouping(vec![StatsDimension::Day]))
+        .await
+        .unwrap();
+    assert_eq!(days.len(), 8, "the demo's day and the week before it");
+    assert!(
+        days.iter()
+            .any(|d| d.failed_count > 0 && d.completed_count > 0)
+    );
+    let models = store
+        .usage_groups(&all, &grouping(vec![StatsDimension::Model]))
+        .await
+        .unwrap();
+    assert!(models.iter().filter(|m| m.llm_calls > 0).count() >= 3);
+    assert!(models.iter().any(|m| m.failed_llm_calls > 0));
     drop(store);
     db.stop().await;
 }

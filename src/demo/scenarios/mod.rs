@@ -8,6 +8,7 @@ mod latency_orchestrated;
 mod node_pending;
 mod oom_failed;
 mod rollout_in_progress;
+mod week_of_alerts;
 
 use super::builder::Demo;
 
@@ -22,4 +23,5 @@ pub(super) fn play_all(d: &mut Demo) {
     ingress_cancelling::play(d);
     rollout_in_progress::play(d);
     node_pending::play(d);
+    week_of_alerts::play(d);
 }
