@@ -151,6 +151,7 @@ impl Store {
         ));
         push_sessions(&mut qb, filter);
         qb.push(") r");
+        push_time_zone_check(&mut qb, grouping);
         push_group_order(&mut qb, grouping, "session_count");
         self.fetch_groups(qb).await
     }
@@ -167,16 +168,16 @@ impl Store {
         push_ranked_sessions(&mut qb, filter);
         push_key_select(&mut qb, grouping);
         qb.push(
-            "sum(r.executions)::bigint AS execution_count, \
-             sum(r.finished_executions)::bigint AS finished_execution_count, \
-             sum(r.failed_executions)::bigint AS failed_execution_count, \
-             sum(r.calls)::bigint AS llm_calls, \
-             sum(r.failed_calls)::bigint AS failed_llm_calls, \
-             sum(r.input_tokens)::bigint AS input_tokens, \
-             sum(r.output_tokens)::bigint AS output_tokens, \
-             sum(r.total_tokens)::bigint AS total_tokens, \
-             sum(r.thinking_tokens)::bigint AS thinking_tokens, \
-             sum(r.estimated_cost_usd)::float8 AS estimated_cost_usd, \
+            "coalesce(sum(r.executions), 0)::bigint AS execution_count, \
+             coalesce(sum(r.finished_executions), 0)::bigint AS finished_execution_count, \
+             coalesce(sum(r.failed_executions), 0)::bigint AS failed_execution_count, \
+             coalesce(sum(r.calls), 0)::bigint AS llm_calls, \
+             coalesce(sum(r.failed_calls), 0)::bigint AS failed_llm_calls, \
+             coalesce(sum(r.input_tokens), 0)::bigint AS input_tokens, \
+             coalesce(sum(r.output_tokens), 0)::bigint AS output_tokens, \
+             coalesce(sum(r.total_tokens), 0)::bigint AS total_tokens, \
+             coalesce(sum(r.thinking_tokens), 0)::bigint AS thinking_tokens, \
+             coalesce(sum(r.estimated_cost_usd), 0)::float8 AS estimated_cost_usd, \
              count(*) OVER () AS group_count FROM (",
         );
         // Rows of executions and of roll-ups, alike: the session's columns, the execution's
@@ -226,6 +227,7 @@ impl Store {
             qb.push(") s JOIN llm_usage_rollups u ON u.session_id = s.id");
         }
         qb.push(") r");
+        push_time_zone_check(&mut qb, grouping);
         push_group_order(&mut qb, grouping, "llm_calls");
         self.fetch_groups(qb).await
     }
@@ -301,6 +303,16 @@ fn push_period(qb: &mut QueryBuilder<'_, Postgres>, unit: &str, time_zone: &str)
     .push_bind(time_zone.to_owned())
     .push(") AT TIME ZONE ")
     .push_bind(time_zone.to_owned());
+}
+
+/// With days or weeks, ` WHERE` the time zone is one PostgreSQL knows: a condition on no row,
+/// checked once before any is read, so an unknown zone is refused even when no session matches.
+fn push_time_zone_check(qb: &mut QueryBuilder<'_, Postgres>, grouping: &Grouping) {
+    if grouping.by.iter().any(|d| d.is_period()) {
+        qb.push(" WHERE (SELECT now() AT TIME ZONE ")
+            .push_bind(grouping.time_zone.clone())
+            .push(") IS NOT NULL");
+    }
 }
 
 /// `GROUP BY` the key's columns that are grouped by, ordered periods first (oldest first), then

@@ -276,6 +276,36 @@ async fn bad_groupings_are_refused() {
         code, "BAD_USER_INPUT",
         "the filter is checked as `sessions` checks it"
     );
+    // Refused even where no session matches; a grouping without days or weeks ignores it.
+    let body = app
+        .graphql(
+            "{ sessionStats(timeZone: \"mem\", filter: { alertType: \"none\" }) {
+               a: groups(by: []) { totalCount } b: groups(by: [DAY]) { totalCount }
+               c: usage(by: [MODEL, WEEK]) { totalCount }
+               d: usage(by: []) { totalCount nodes { llmCalls executionCount estimatedCostUsd } } } }",
+            json!({}),
+        )
+        .await;
+    let errors: Vec<(&Value, &Value)> = body["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (&e["path"][1], &e["extensions"]["code"]))
+        .collect();
+    assert_eq!(
+        errors,
+        [
+            (&json!("b"), &json!("BAD_USER_INPUT")),
+            (&json!("c"), &json!("BAD_USER_INPUT"))
+        ],
+        "{body}"
+    );
+    assert_eq!(body["data"]["sessionStats"]["a"]["totalCount"], 1);
+    // Usage over no sessions is one group of zeros.
+    assert_eq!(
+        body["data"]["sessionStats"]["d"],
+        json!({ "totalCount": 1, "nodes": [{ "llmCalls": 0, "executionCount": 0, "estimatedCostUsd": 0.0 }] })
+    );
     app.stop().await;
 }
 
