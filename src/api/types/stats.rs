@@ -154,8 +154,12 @@ impl SessionStats {
     async fn groups(
         &self,
         ctx: &Context<'_>,
-        #[graphql(default)] by: Vec<SessionDimension>,
-        #[graphql(default = 100)] first: i32,
+        #[graphql(
+            default,
+            desc = "The dimensions, each at most once (not both DAY and WEEK)."
+        )]
+        by: Vec<SessionDimension>,
+        #[graphql(default = 100, desc = "Most groups returned (1 to 1,000).")] first: i32,
     ) -> Result<SessionGroups> {
         let grouping = self.grouping(by, first)?;
         let rows = ctx
@@ -175,8 +179,12 @@ impl SessionStats {
     async fn usage(
         &self,
         ctx: &Context<'_>,
-        #[graphql(default)] by: Vec<UsageDimension>,
-        #[graphql(default = 100)] first: i32,
+        #[graphql(
+            default,
+            desc = "The dimensions, each at most once (not both DAY and WEEK)."
+        )]
+        by: Vec<UsageDimension>,
+        #[graphql(default = 100, desc = "Most groups returned (1 to 1,000).")] first: i32,
     ) -> Result<UsageGroups> {
         let grouping = self.grouping(by, first)?;
         let rows = ctx
