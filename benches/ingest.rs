@@ -7,6 +7,8 @@
 //!     DATABASE_URL=postgres://… cargo bench --bench ingest
 //!     cargo bench --bench ingest -- --token cf_…      # the server requires tokens
 
+#[path = "common/app.rs"]
+mod app;
 #[path = "../tests/it/common/mod.rs"]
 mod common;
 #[path = "common/token.rs"]
@@ -16,8 +18,7 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use casefile::config::HttpOptions;
-use common::{TestApp, TestDb};
+use common::TestApp;
 
 /// Token-sized chunks of varied text (so compression does not flatter either design).
 fn chunks(n: usize, seed: u64) -> Vec<String> {
@@ -188,23 +189,7 @@ async fn update_baseline(app: &TestApp, chunks: &[String]) -> f64 {
 }
 
 async fn run(label: &str, url: Option<String>, token: Option<&str>) {
-    let mut options = HttpOptions::default();
-    // One client measuring capacity: a fair-use limit would measure itself.
-    options.throttle.rate_limit_per_second = 0;
-    if token.is_some() {
-        options.auth.mode = casefile::auth::AuthMode::Tokens;
-    }
-    let mut app = TestApp::start_on(TestDb::start_on(url).await, options).await;
-    if let Some(token) = token {
-        casefile::store::tokens::create_first_admin(
-            app.store.pool(),
-            "bench-admin",
-            &casefile::auth::tokens::hash(token),
-        )
-        .await
-        .unwrap();
-        app.token = Some(token.to_owned());
-    }
+    let app = app::start(url, token).await;
     let exec = execution(&app).await;
     let stream = chunks(2_000, 42);
     one_event(&app, &exec, &chunks(200, 1)).await; // warm-up

@@ -9,6 +9,8 @@
 //! Needs an external PostgreSQL (loading a million rows into the embedded one takes too long
 //! to be worth it); without one it says so and measures nothing.
 
+#[path = "common/app.rs"]
+mod app;
 #[path = "../tests/it/common/mod.rs"]
 mod common;
 #[path = "common/token.rs"]
@@ -18,8 +20,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use casefile::config::HttpOptions;
-use common::{TestApp, TestDb};
+use common::TestApp;
 
 /// `--name N` after `cargo bench --bench stats --`, else `default`.
 fn arg(name: &str, default: u64) -> u64 {
@@ -178,22 +179,7 @@ async fn main() {
         println!("stats: skipped, no PostgreSQL at DATABASE_URL ({err})");
         return;
     }
-    let mut options = HttpOptions::default();
-    options.throttle.rate_limit_per_second = 0;
-    if token.is_some() {
-        options.auth.mode = casefile::auth::AuthMode::Tokens;
-    }
-    let mut app = TestApp::start_on(TestDb::start_on(Some(url)).await, options).await;
-    if let Some(token) = &token {
-        casefile::store::tokens::create_first_admin(
-            app.store.pool(),
-            "bench-admin",
-            &casefile::auth::tokens::hash(token),
-        )
-        .await
-        .unwrap();
-        app.token = Some(token.clone());
-    }
+    let app = app::start(Some(url), token.as_deref()).await;
     let started = Instant::now();
     load(&app, sessions).await;
     let (interactions, rollups): (i64, i64) = sqlx::query_as(

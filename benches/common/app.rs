@@ -1,0 +1,26 @@
+//! The benchmarked server: casefile on a fresh database (embedded, or on the PostgreSQL at
+//! `url`), with no fair-use limit (one client measuring capacity would measure the limit), and
+//! with `token` (see `token.rs`) as its first admin when given, sent by every request.
+
+use crate::common::{TestApp, TestDb};
+use casefile::config::HttpOptions;
+
+pub async fn start(url: Option<String>, token: Option<&str>) -> TestApp {
+    let mut options = HttpOptions::default();
+    options.throttle.rate_limit_per_second = 0;
+    if token.is_some() {
+        options.auth.mode = casefile::auth::AuthMode::Tokens;
+    }
+    let mut app = TestApp::start_on(TestDb::start_on(url).await, options).await;
+    if let Some(token) = token {
+        casefile::store::tokens::create_first_admin(
+            app.store.pool(),
+            "bench-admin",
+            &casefile::auth::tokens::hash(token),
+        )
+        .await
+        .unwrap();
+        app.token = Some(token.to_owned());
+    }
+    app
+}
