@@ -59,7 +59,7 @@ pub struct Grouping {
 
 /// The key of a group: the value of each dimension grouped by (`None` for the others, and for
 /// sessions or executions without that value).
-#[derive(Debug, Clone, Default, FromRow)]
+#[derive(Debug, Clone, FromRow)]
 pub struct GroupKeyRow {
     pub status: Option<SessionStatus>,
     pub alert_type: Option<String>,
@@ -121,7 +121,8 @@ pub struct UsageGroupRow {
     pub group_count: i64,
 }
 
-/// Session statuses by outcome, as the figures count them.
+/// Statuses as the figures count them: sessions still active, and executions that failed or
+/// ended with an outcome.
 const ACTIVE: &str = "('pending', 'in_progress', 'cancelling')";
 const FAILED_EXECUTION: &str = "('failed', 'timed_out')";
 const FINISHED_EXECUTION: &str = "('completed', 'failed', 'timed_out')";

@@ -41,7 +41,7 @@ impl From<MatchedField> for SearchField {
 }
 
 /// A stretch of a fragment that matched the search.
-#[derive(SimpleObject, Clone, Debug, PartialEq, Eq)]
+#[derive(SimpleObject, Debug, PartialEq, Eq)]
 pub struct TextHighlight {
     /// Where it starts in the fragment, in characters (Unicode code points) from 0.
     pub start: i32,

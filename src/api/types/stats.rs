@@ -2,7 +2,6 @@
 //! matches, grouped. Each grouping is one SQL statement (see [`crate::store::stats`]).
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use async_graphql::{Context, Enum, Object, SimpleObject};
 use chrono::{DateTime, Utc};
@@ -20,7 +19,7 @@ const MAX_GROUPS: i32 = 1000;
 const MAX_TIME_ZONE_LEN: usize = 64;
 
 /// What session figures are grouped by.
-#[derive(Enum, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Enum, Clone, Copy, PartialEq, Eq)]
 pub enum SessionDimension {
     /// The session's status.
     Status,
@@ -38,7 +37,7 @@ pub enum SessionDimension {
 
 /// What usage figures are grouped by: a property of the session, or of the agent execution or
 /// LLM call.
-#[derive(Enum, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Enum, Clone, Copy, PartialEq, Eq)]
 pub enum UsageDimension {
     /// The session's status.
     Status,
@@ -92,7 +91,7 @@ impl From<UsageDimension> for StatsDimension {
 
 /// Figures over the sessions a filter matches.
 pub struct SessionStats {
-    filter: Arc<SessionFilter>,
+    filter: SessionFilter,
     time_zone: String,
 }
 
@@ -110,15 +109,12 @@ impl SessionStats {
                  most {MAX_TIME_ZONE_LEN} characters)"
             )));
         }
-        Ok(Self {
-            filter: Arc::new(filter),
-            time_zone,
-        })
+        Ok(Self { filter, time_zone })
     }
 
     fn grouping<D>(&self, by: Vec<D>, first: i32) -> crate::error::Result<Grouping>
     where
-        D: Into<StatsDimension> + Copy + Eq + std::hash::Hash,
+        D: Into<StatsDimension>,
     {
         if !(1..=MAX_GROUPS).contains(&first) {
             return Err(Error::bad_input(format!(
