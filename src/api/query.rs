@@ -8,14 +8,16 @@ use super::guards::{RoleGuard, caller};
 use super::ids::{self, NodeType};
 use super::pagination::{PageArgs, page_info};
 use super::types::{
-    ApiToken, EdgeSearch, McpInteractionSearchConnection, Node, Session, SessionConnection,
-    SessionEdge, SessionStats, Viewer, loaders, search_mcp_interactions,
+    ApiToken, ChatListConnection, EdgeSearch, McpInteractionSearchConnection, Node, Session,
+    SessionConnection, SessionEdge, SessionStats, Viewer, list_chats, loaders,
+    search_mcp_interactions,
 };
 use crate::config::Limits;
 use crate::cursor::{decode_session_cursor, session_cursor};
 use crate::error::Error;
 use crate::model::{Role, SessionStatus};
 use crate::store::Store;
+use crate::store::chats::ChatListFilter;
 use crate::store::mcp_search::McpSearchFilter;
 use crate::store::page::Page;
 use crate::store::sessions::{SessionFilter, SessionSort};
@@ -224,6 +226,15 @@ impl From<SessionOrderField> for SessionSort {
     }
 }
 
+/// Whose chats to list.
+#[derive(Enum, Clone, Copy, PartialEq, Eq)]
+pub enum ChatOwner {
+    /// The caller's own: the chats they opened.
+    Me,
+    /// Everyone's (admins only).
+    Anyone,
+}
+
 /// The entry points for reading investigation sessions.
 pub struct Query;
 
@@ -399,6 +410,85 @@ impl Query {
             before,
         };
         search_mcp_interactions(ctx, filter, args).await
+    }
+
+    /// Chats across sessions, most recently active first (a question asked or an answer ended
+    /// moves a chat to the top), a page at a time: forward with `first`/`after`, backward with
+    /// `last`/`before`. By default the caller's own; admins may list anyone's. A chat that
+    /// becomes active while you page moves to the front, so a later page no longer holds it.
+    #[graphql(
+        complexity = "cost::page(first, last, child_complexity)",
+        guard = "RoleGuard(Role::Reader)"
+    )]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the field's GraphQL arguments: a Relay connection's four and whose chats"
+    )]
+    async fn chats(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(
+            desc = "Whose chats: `ME` (the default) for the caller's own, `ANYONE` for everyone's (admins only; it needs an identity, so under `--auth none` use `ANYONE`).",
+            default_with = "ChatOwner::Me"
+        )]
+        owner: ChatOwner,
+        #[graphql(
+            desc = "With `owner: ANYONE`, only the chats this identity opened (`token:NAME` or a person's user; at most 200 characters)."
+        )]
+        created_by: Option<String>,
+        #[graphql(desc = "Include the chats of soft-deleted sessions.", default = false)]
+        include_deleted: bool,
+        #[graphql(
+            desc = "The first this many chats after `after` (and before `before`); at most the server's maximum page size. Without `first` and `last`, the first 20. Give `first` or `last`, not both."
+        )]
+        first: Option<i32>,
+        #[graphql(desc = "Only chats after this cursor (less recently active ones).")]
+        after: Option<String>,
+        #[graphql(
+            desc = "The last this many chats before `before` (and after `after`); at most the server's maximum page size. Give `first` or `last`, not both."
+        )]
+        last: Option<i32>,
+        #[graphql(desc = "Only chats before this cursor (more recently active ones).")]
+        before: Option<String>,
+    ) -> Result<ChatListConnection> {
+        let identity = caller(ctx)?;
+        check_optional("createdBy", created_by.as_deref(), limits::NAME)?;
+        let created_by = match (owner, created_by) {
+            (ChatOwner::Me, Some(_)) => {
+                return Err(Error::bad_input(
+                    "`createdBy` goes with `owner: ANYONE`; `owner: ME` already names the caller",
+                )
+                .into());
+            }
+            (ChatOwner::Me, None) => Some(identity.actor.clone().ok_or_else(|| {
+                Error::bad_input(
+                    "`owner: ME` needs an identity, and under `--auth none` there is none: \
+                     list with `owner: ANYONE` (and `createdBy` for one person's chats)",
+                )
+            })?),
+            (ChatOwner::Anyone, named) => {
+                let own = named.is_some() && named == identity.actor;
+                if identity.role < Role::Admin && !own {
+                    return Err(Error::Forbidden(
+                        "only an admin may list other people's chats; use `owner: ME` for your own"
+                            .to_owned(),
+                    )
+                    .into());
+                }
+                named
+            }
+        };
+        let filter = ChatListFilter {
+            created_by,
+            include_deleted,
+        };
+        let args = PageArgs {
+            first,
+            after,
+            last,
+            before,
+        };
+        list_chats(ctx, filter, args).await
     }
 
     /// Analytics over the sessions `filter` matches (the same filter as `sessions`): session

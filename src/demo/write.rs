@@ -128,8 +128,8 @@ impl Insert for SessionRow {
 }
 
 impl Insert for ChatRow {
-    const SQL: &'static str = "INSERT INTO chats (id, session_id, created_by, created_at, \
-        updated_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING";
+    const SQL: &'static str = "INSERT INTO chats (id, session_id, created_by, title, \
+        created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING";
     fn session_id(&self) -> Uuid {
         self.session_id
     }
@@ -138,6 +138,7 @@ impl Insert for ChatRow {
             .bind(self.id)
             .bind(self.session_id)
             .bind(&self.created_by)
+            .bind(&self.title)
             .bind(self.created_at)
             .bind(self.updated_at)
     }

@@ -7,8 +7,8 @@ use sqlx::{Executor as _, FromRow};
 use uuid::Uuid;
 
 use super::{
-    ChatRow, ChatUserMessageRow, ExecutionRow, LlmInteractionRow, McpInteractionRow, MessageRow,
-    Record as _, Scope, SessionStatusChangeRow, StageRow, Store, group_by,
+    ExecutionRow, LlmInteractionRow, McpInteractionRow, MessageRow, Record as _, Scope,
+    SessionStatusChangeRow, StageRow, Store, group_by,
 };
 use crate::error::Result;
 
@@ -158,47 +158,6 @@ impl Store {
         Ok(group_by(ids, rows, |r| {
             scope_key(scope, r.session_id, r.stage_id, r.execution_id)
         }))
-    }
-
-    /// Follow-up chats of each session, oldest first.
-    pub async fn chats_by_session(&self, ids: &[Uuid]) -> Result<HashMap<Uuid, Vec<Arc<ChatRow>>>> {
-        let rows: Vec<ChatRow> = sqlx::query_as(
-            "SELECT * FROM chats WHERE session_id = ANY($1) ORDER BY session_id, created_at, id",
-        )
-        .bind(ids)
-        .fetch_all(self.reader().await?.traced())
-        .await?;
-        Ok(group_by(ids, rows, |r| r.session_id))
-    }
-
-    /// Questions asked in each chat, oldest first.
-    pub async fn user_messages_by_chat(
-        &self,
-        ids: &[Uuid],
-    ) -> Result<HashMap<Uuid, Vec<Arc<ChatUserMessageRow>>>> {
-        let rows: Vec<ChatUserMessageRow> = sqlx::query_as(
-            "SELECT * FROM chat_user_messages WHERE chat_id = ANY($1) ORDER BY chat_id, created_at, id",
-        )
-        .bind(ids)
-        .fetch_all(self.reader().await?.traced())
-        .await?;
-        Ok(group_by(ids, rows, |r| r.chat_id))
-    }
-
-    /// The stage that answers each chat question (absent until the answer starts).
-    pub async fn stage_by_chat_user_message(
-        &self,
-        ids: &[Uuid],
-    ) -> Result<HashMap<Uuid, Arc<StageRow>>> {
-        let rows: Vec<StageRow> =
-            sqlx::query_as("SELECT * FROM stages WHERE chat_user_message_id = ANY($1)")
-                .bind(ids)
-                .fetch_all(self.reader().await?.traced())
-                .await?;
-        Ok(rows
-            .into_iter()
-            .filter_map(|r| r.chat_user_message_id.map(|k| (k, Arc::new(r))))
-            .collect())
     }
 }
 

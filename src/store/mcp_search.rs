@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::{FromRow, Postgres, QueryBuilder};
 
-use super::page::{Joined, Page, Slice};
+use super::page::{Joined, NewestFirst, Page, Slice};
 use super::{McpInteractionRow, Record as _, RecordKey, Store};
 use crate::error::Result;
 
@@ -70,60 +70,18 @@ impl Store {
     }
 }
 
-/// The page statement, newest first: like the sessions list, the rows of the slice outer-joined
-/// to whether rows lie beyond `after` and `before`, each read along the index.
+/// The page statement: the interactions matching `filter`, newest first.
 fn push_page(
     qb: &mut QueryBuilder<'_, Postgres>,
     filter: &McpSearchFilter,
     slice: &Slice<RecordKey>,
 ) {
-    // List order is descending: a row "precedes" another when it is newer.
-    let (precedes, follows) = (">", "<");
-    let read = if slice.from_end { "ASC" } else { "DESC" };
-    qb.push("SELECT ");
-    for (key, op, towards, name) in [
-        (&slice.after, precedes, "ASC", "earlier"),
-        (&slice.before, follows, "DESC", "later"),
-    ] {
-        match key {
-            Some(key) => {
-                qb.push("(SELECT TRUE FROM mcp_interactions");
-                push_filter(qb, filter);
-                push_bound(qb, &format!("{op}="), key);
-                qb.push(format_args!(
-                    " ORDER BY created_at {towards}, id {towards} LIMIT 1) IS NOT NULL"
-                ));
-            }
-            None => {
-                qb.push("FALSE");
-            }
-        }
-        qb.push(format_args!(" AS {name}, "));
-    }
-    qb.push(format_args!(
-        "p.* FROM (VALUES (1)) AS one LEFT JOIN (SELECT {} FROM mcp_interactions",
-        McpInteractionRow::COLUMNS
-    ));
-    push_filter(qb, filter);
-    if let Some(key) = &slice.after {
-        push_bound(qb, follows, key);
-    }
-    if let Some(key) = &slice.before {
-        push_bound(qb, precedes, key);
-    }
-    qb.push(format_args!(
-        " ORDER BY created_at {read}, id {read} LIMIT "
-    ))
-    .push_bind(slice.read())
-    .push(") p ON TRUE ORDER BY created_at DESC, id DESC");
-}
-
-fn push_bound(qb: &mut QueryBuilder<'_, Postgres>, op: &str, (at, id): &RecordKey) {
-    qb.push(format_args!(" AND (created_at, id) {op} ("))
-        .push_bind(*at)
-        .push(", ")
-        .push_bind(*id)
-        .push(")");
+    let newest_first = NewestFirst {
+        table: "mcp_interactions",
+        columns: McpInteractionRow::COLUMNS,
+        at: "created_at",
+    };
+    newest_first.push_page(qb, &|qb| push_filter(qb, filter), slice);
 }
 
 /// The filter's conditions, written as the partial indexes' predicates so they can be used.

@@ -3,6 +3,7 @@
 
 mod agents;
 pub mod change_log;
+pub mod chats;
 pub mod child_pages;
 mod children;
 mod feed;

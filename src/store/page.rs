@@ -1,9 +1,12 @@
 //! Pages of ordered lists, read from either end: which rows a page asks for, and what one
-//! statement brings back for it (the rows, and whether rows lie on either side of them).
+//! statement brings back for it (the rows, and whether rows lie on either side of them), and
+//! that statement for lists kept newest first.
 
 use sqlx::postgres::PgRow;
-use sqlx::{FromRow, Row as _};
+use sqlx::{FromRow, Postgres, QueryBuilder, Row as _};
 use uuid::Uuid;
+
+use super::RecordKey;
 
 /// The rows of an ordered list strictly after `after` and strictly before `before` (either
 /// may be absent), and of those the first `size`, or the last `size` when `from_end`.
@@ -59,6 +62,72 @@ impl<R> Page<R> {
             has_previous: earlier || (more && slice.from_end),
             has_next: later || (more && !slice.from_end),
         }
+    }
+}
+
+/// A list of a table's rows, newest first by `(at, id)` (`at` a timestamp column), read along
+/// an index on those columns (after the filter's equality columns) from either end.
+pub(super) struct NewestFirst {
+    pub table: &'static str,
+    pub columns: &'static str,
+    pub at: &'static str,
+}
+
+impl NewestFirst {
+    /// The statement of a page: the rows of the slice outer-joined to whether rows lie at or
+    /// beyond `after` and `before` (so an empty page still says), each an index probe. `filter`
+    /// pushes ` WHERE …` with the list's conditions.
+    pub fn push_page<'q>(
+        &self,
+        qb: &mut QueryBuilder<'q, Postgres>,
+        filter: &dyn Fn(&mut QueryBuilder<'q, Postgres>),
+        slice: &Slice<RecordKey>,
+    ) {
+        let NewestFirst { table, columns, at } = self;
+        // List order is descending: a row "precedes" another when it is newer.
+        let (precedes, follows) = (">", "<");
+        let read = if slice.from_end { "ASC" } else { "DESC" };
+        qb.push("SELECT ");
+        for (key, op, towards, name) in [
+            (&slice.after, precedes, "ASC", "earlier"),
+            (&slice.before, follows, "DESC", "later"),
+        ] {
+            match key {
+                Some(key) => {
+                    qb.push(format_args!("(SELECT TRUE FROM {table}"));
+                    filter(qb);
+                    self.push_bound(qb, &format!("{op}="), key);
+                    qb.push(format_args!(
+                        " ORDER BY {at} {towards}, id {towards} LIMIT 1) IS NOT NULL"
+                    ));
+                }
+                None => {
+                    qb.push("FALSE");
+                }
+            }
+            qb.push(format_args!(" AS {name}, "));
+        }
+        qb.push(format_args!(
+            "p.* FROM (VALUES (1)) AS one LEFT JOIN (SELECT {columns} FROM {table}"
+        ));
+        filter(qb);
+        if let Some(key) = &slice.after {
+            self.push_bound(qb, follows, key);
+        }
+        if let Some(key) = &slice.before {
+            self.push_bound(qb, precedes, key);
+        }
+        qb.push(format_args!(" ORDER BY {at} {read}, id {read} LIMIT "))
+            .push_bind(slice.read())
+            .push(format_args!(") p ON TRUE ORDER BY {at} DESC, id DESC"));
+    }
+
+    fn push_bound(&self, qb: &mut QueryBuilder<'_, Postgres>, op: &str, (at, id): &RecordKey) {
+        qb.push(format_args!(" AND ({}, id) {op} (", self.at))
+            .push_bind(*at)
+            .push(", ")
+            .push_bind(*id)
+            .push(")");
     }
 }
 

@@ -301,6 +301,8 @@ pub struct ChatRow {
     pub id: Uuid,
     pub session_id: Uuid,
     pub created_by: Option<String>,
+    /// 1–200 characters, set and changed by its owner.
+    pub title: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }

@@ -215,6 +215,32 @@ async fn demo_is_complete_and_idempotent() {
         ..Default::default()
     };
     assert!(store.count_sessions(&filter).await.unwrap() >= 1);
+    // A titled chat in its owner's list, its question answered.
+    let mine = casefile::store::chats::ChatListFilter {
+        created_by: Some("maria.k@example.com".to_owned()),
+        include_deleted: false,
+    };
+    let everything = casefile::store::page::Slice {
+        after: None,
+        before: None,
+        size: 10,
+        from_end: false,
+    };
+    let chats = store.list_chats(&mine, &everything).await.unwrap().rows;
+    assert_eq!(chats.len(), 1);
+    assert!(chats[0].title.is_some(), "the demo chat has a title");
+    let questions = store.user_messages_by_chat(&[chats[0].id]).await.unwrap();
+    let question = questions[&chats[0].id][0].id;
+    let answers = store
+        .answer_by_chat_user_message(&[question])
+        .await
+        .unwrap();
+    assert!(
+        answers[&question].content.contains("rollback"),
+        "the answer"
+    );
+    let latest = store.latest_stage_by_chat(&[chats[0].id]).await.unwrap();
+    assert!(latest[&chats[0].id].completed_at.unwrap() <= chats[0].updated_at);
     // A week of sessions for the analytics: eight days (the week before and the demo's day),
     // failures among them, and usage by several models and agents.
     use casefile::store::stats::{Grouping, StatsDimension};

@@ -2,6 +2,7 @@
 
 mod access;
 mod bad_input;
+mod chats;
 mod common;
 mod connections;
 mod db_timeouts;

@@ -116,6 +116,15 @@ loader!(
     StageByChatUserMessage: Uuid => Arc<StageRow>, |store, keys| store.stage_by_chat_user_message(keys)
 );
 loader!(
+    /// The latest stage of a chat: where it stands.
+    LatestStageByChat: Uuid => Arc<StageRow>, |store, keys| store.latest_stage_by_chat(keys)
+);
+loader!(
+    /// The answer to a chat question, once its stage has completed.
+    AnswerByChatUserMessage: Uuid => Arc<TimelineEventRow>,
+    |store, keys| store.answer_by_chat_user_message(keys)
+);
+loader!(
     /// A session's status history, oldest first.
     StatusChangesBySession: Uuid => Vec<Arc<SessionStatusChangeRow>>,
     |store, keys| store.status_changes_by_session(keys)
@@ -229,6 +238,8 @@ pub struct Loaders {
     pub chats_by_session: Loader<ChatsBySession>,
     pub user_messages_by_chat: Loader<UserMessagesByChat>,
     pub stage_by_chat_user_message: Loader<StageByChatUserMessage>,
+    pub latest_stage_by_chat: Loader<LatestStageByChat>,
+    pub answer_by_chat_user_message: Loader<AnswerByChatUserMessage>,
     pub counts_by_session: Loader<CountsBySession>,
     pub status_changes_by_session: Loader<StatusChangesBySession>,
     pub timeline: PerScope<TimelinePages>,
@@ -313,6 +324,12 @@ impl Loaders {
                 store: store.clone()
             }),
             stage_by_chat_user_message: batched!(StageByChatUserMessage {
+                store: store.clone()
+            }),
+            latest_stage_by_chat: batched!(LatestStageByChat {
+                store: store.clone()
+            }),
+            answer_by_chat_user_message: batched!(AnswerByChatUserMessage {
                 store: store.clone()
             }),
             counts_by_session: batched!(CountsBySession {

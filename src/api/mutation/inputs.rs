@@ -556,6 +556,8 @@ pub struct OpenChatInput {
     /// (`--auth none`); otherwise it is the caller's identity, and setting it is a
     /// BAD_USER_INPUT.
     pub created_by: Option<String>,
+    /// Its title (1–200 characters, not only whitespace); its owner can change it later.
+    pub title: Option<String>,
 }
 
 impl OpenChatInput {
@@ -565,8 +567,18 @@ impl OpenChatInput {
             id: self.id,
             session_id: uuid(NodeType::Session, &self.session_id)?,
             created_by,
+            title: self.title,
         })
     }
+}
+
+/// A chat's new title.
+#[derive(InputObject)]
+pub struct RenameChatInput {
+    /// The chat.
+    pub id: ID,
+    /// The new title (1–200 characters, not only whitespace), or null to remove it.
+    pub title: Option<String>,
 }
 
 /// A question in a chat. Creates the question, its answering stage (next stage index) with one

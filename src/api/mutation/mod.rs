@@ -514,21 +514,31 @@ impl Mutation {
         #[graphql(desc = "What to record.")] mut input: PostChatMessageInput,
     ) -> Result<ChatUserMessage> {
         let created_by = created_by(ctx, input.created_by.take())?;
-        let identity = caller(ctx)?;
-        let owner_only = match (&identity.actor, identity.role) {
-            (Some(actor), role) if role < Role::Admin => Some(actor.clone()),
-            _ => None,
-        };
+        let owner_only = owner_only(ctx)?;
         let new = input.into_command(created_by)?;
         let row = transaction(ctx, Audit::Caller, (new, owner_only), |c, (new, owner)| {
-            let poster = match owner.as_deref() {
-                Some(actor) => chats::Poster::Owner(actor),
-                None => chats::Poster::Anyone,
-            };
-            Box::pin(chats::post(c, new, poster))
+            Box::pin(chats::post(c, new, chats::Poster::from(owner.as_deref())))
         })
         .await?;
         Ok(ChatUserMessage(row.into()))
+    }
+
+    /// Gives a chat a new title, or removes it. Operator, and only a chat of one's own (an
+    /// admin may rename any). Renaming is not activity: the chat keeps its `updatedAt`.
+    #[graphql(guard = "RoleGuard(Role::Operator)")]
+    async fn rename_chat(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The chat and its new title.")] input: RenameChatInput,
+    ) -> Result<Chat> {
+        let id = decode_as(NodeType::Chat, &input.id)?;
+        let rename = (id, input.title, owner_only(ctx)?);
+        let row = transaction(ctx, Audit::Caller, rename, |c, (id, title, owner)| {
+            let who = chats::Poster::from(owner.as_deref());
+            Box::pin(chats::rename(c, *id, title.as_deref(), who))
+        })
+        .await?;
+        Ok(Chat(row.into()))
     }
 
     /// Applies many operations in one transaction, in order (at most 1,000): all of them or
@@ -567,6 +577,16 @@ impl Mutation {
 
 /// `createdBy` as recorded: the caller's identity once authentication is on (a value in the
 /// input would be a forgery), the input's value without it.
+/// Whose chats the caller may post in and rename: only the identity's own, below admin;
+/// `None` for anyone's.
+fn owner_only(ctx: &Context<'_>) -> Result<Option<String>> {
+    let identity = caller(ctx)?;
+    Ok(match (&identity.actor, identity.role) {
+        (Some(actor), role) if role < Role::Admin => Some(actor.clone()),
+        _ => None,
+    })
+}
+
 fn created_by(ctx: &Context<'_>, input: Option<String>) -> Result<Option<String>> {
     let identity = caller(ctx)?;
     if identity.is_anonymous() {

@@ -2,14 +2,43 @@ use std::sync::Arc;
 
 use crate::api::cost;
 use crate::api::scalars::Text;
-use async_graphql::{Context, ID, Object};
+use async_graphql::{Context, Enum, ID, Object};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::{Session, Stage, loaders, required};
+use super::{Session, Stage, TimelineEvent, loaders, required};
 use crate::api::ids::{self, NodeType};
+use crate::model::StageStatus;
 use crate::store::{ChatRow, ChatUserMessageRow};
 use async_graphql::Result;
+
+/// Where a chat stands: how its latest question fared.
+#[derive(Enum, Clone, Copy, PartialEq, Eq, Debug)]
+pub enum ChatStatus {
+    /// No question has been asked yet.
+    New,
+    /// The latest question is being answered (its stage is pending or active).
+    Answering,
+    /// The latest question was answered (its stage completed).
+    Answered,
+    /// Answering the latest question failed or timed out.
+    Failed,
+    /// Answering the latest question was cancelled.
+    Cancelled,
+}
+
+impl From<Option<StageStatus>> for ChatStatus {
+    /// The status of a chat whose latest stage has this status (none: no question yet).
+    fn from(latest: Option<StageStatus>) -> Self {
+        match latest {
+            None => ChatStatus::New,
+            Some(StageStatus::Pending | StageStatus::Active) => ChatStatus::Answering,
+            Some(StageStatus::Completed) => ChatStatus::Answered,
+            Some(StageStatus::Failed | StageStatus::TimedOut) => ChatStatus::Failed,
+            Some(StageStatus::Cancelled) => ChatStatus::Cancelled,
+        }
+    }
+}
 
 pub struct Chat(pub Arc<ChatRow>);
 
@@ -29,13 +58,26 @@ impl Chat {
     async fn created_by(&self) -> Option<Text<'_>> {
         self.0.created_by.as_deref().map(Text)
     }
+    /// Its title (1–200 characters; null until its owner gives it one with `renameChat`).
+    async fn title(&self) -> Option<Text<'_>> {
+        self.0.title.as_deref().map(Text)
+    }
     /// When it was opened.
     async fn created_at(&self) -> DateTime<Utc> {
         self.0.created_at
     }
-    /// When it last changed.
+    /// Its latest activity: when it was opened, the latest question was asked, or the latest
+    /// answer ended (a rename does not count). `chats` lists the most recent first.
     async fn updated_at(&self) -> DateTime<Utc> {
         self.0.updated_at
+    }
+    /// Where it stands: how its latest question fared.
+    async fn status(&self, ctx: &Context<'_>) -> Result<ChatStatus> {
+        let latest = loaders(ctx)
+            .latest_stage_by_chat
+            .load_one(self.0.id)
+            .await?;
+        Ok(ChatStatus::from(latest.map(|stage| stage.status)))
     }
     /// The session it follows up on.
     async fn session(&self, ctx: &Context<'_>) -> Result<Session> {
@@ -99,5 +141,25 @@ impl ChatUserMessage {
             .load_one(self.0.id)
             .await?
             .map(Stage))
+    }
+    /// Whether it is still being answered (its stage is pending or active). Follow the
+    /// stage's timeline to watch the answer stream in.
+    async fn answering(&self, ctx: &Context<'_>) -> Result<bool> {
+        let stage = loaders(ctx)
+            .stage_by_chat_user_message
+            .load_one(self.0.id)
+            .await?;
+        Ok(stage.is_some_and(|s| matches!(s.status, StageStatus::Pending | StageStatus::Active)))
+    }
+    /// The answer: the final response of its answering stage (the last finished
+    /// `LLM_RESPONSE` or `FINAL_ANALYSIS` event of the stage's timeline), once the stage has
+    /// completed. Null while it is being answered, and when answering failed, timed out or was
+    /// cancelled (the stage's `errorMessage` says why).
+    async fn answer(&self, ctx: &Context<'_>) -> Result<Option<TimelineEvent>> {
+        Ok(loaders(ctx)
+            .answer_by_chat_user_message
+            .load_one(self.0.id)
+            .await?
+            .map(TimelineEvent))
     }
 }

@@ -14,6 +14,7 @@ use crate::api::loaders::{Load, Loader};
 use crate::api::pagination::{PageArgs, page_info};
 use crate::config::Limits;
 use crate::cursor::{decode_message_cursor, decode_record_cursor, message_cursor, record_cursor};
+use crate::store::chats::ChatListFilter;
 use crate::store::child_pages::ChildPageKey;
 use crate::store::mcp_search::McpSearchFilter;
 use crate::store::page::Page;
@@ -231,6 +232,66 @@ pub(crate) async fn search_mcp_interactions(
         has_next,
     );
     Ok(McpInteractionSearchConnection {
+        edges,
+        page_info,
+        filter,
+    })
+}
+
+/// A page of chats across sessions, most recently active first.
+#[derive(SimpleObject)]
+#[graphql(complex)]
+pub struct ChatListConnection {
+    /// The chats of this page, each with its cursor.
+    edges: Vec<ChatEdge>,
+    /// Where this page is: whether chats lie before and after it, and the cursors to page on
+    /// from either end.
+    page_info: PageInfo,
+    #[graphql(skip)]
+    filter: ChatListFilter,
+}
+
+#[ComplexObject]
+impl ChatListConnection {
+    /// How many chats the list holds, across all pages (counted only when asked for).
+    #[graphql(complexity = "cost::aggregate(cost::COUNT, child_complexity)")]
+    async fn total_count(&self, ctx: &Context<'_>) -> Result<i64> {
+        Ok(ctx
+            .data_unchecked::<Store>()
+            .count_chats(&self.filter)
+            .await?)
+    }
+}
+
+/// A page of the chats matching `filter`, most recently active first.
+pub(crate) async fn list_chats(
+    ctx: &Context<'_>,
+    filter: ChatListFilter,
+    args: PageArgs,
+) -> Result<ChatListConnection> {
+    let slice = args.slice(ctx.data_unchecked::<Limits>(), decode_record_cursor)?;
+    let Page {
+        rows,
+        has_previous,
+        has_next,
+    } = ctx
+        .data_unchecked::<Store>()
+        .list_chats(&filter, &slice)
+        .await?;
+    let edges: Vec<ChatEdge> = rows
+        .into_iter()
+        .map(|row| ChatEdge {
+            cursor: record_cursor((row.updated_at, row.id)),
+            node: Chat(Arc::new(row)),
+        })
+        .collect();
+    let page_info = page_info(
+        edges.first().map(|e| &e.cursor),
+        edges.last().map(|e| &e.cursor),
+        has_previous,
+        has_next,
+    );
+    Ok(ChatListConnection {
         edges,
         page_info,
         filter,

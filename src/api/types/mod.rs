@@ -24,8 +24,8 @@ use crate::error::{Error, Result};
 
 pub use access::{ApiToken, SessionHistoryEntry, Viewer};
 pub use chat::{Chat, ChatUserMessage};
-pub use connection::McpInteractionSearchConnection;
-pub(crate) use connection::search_mcp_interactions;
+pub use connection::{ChatListConnection, McpInteractionSearchConnection};
+pub(crate) use connection::{list_chats, search_mcp_interactions};
 pub use events::SessionEvent;
 pub use execution::AgentExecution;
 pub use interactions::{LlmInteraction, McpInteraction};

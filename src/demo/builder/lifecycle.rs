@@ -195,20 +195,33 @@ impl Demo {
         row.duration_ms = row.started_at.map(|started| millis_between(started, now));
         row.error_message = error.clone();
         row.updated_at = now;
+        if let Some(chat) = row.chat_id {
+            self.touch_chat(chat);
+        }
         error
     }
 
-    pub(in crate::demo) fn chat(&mut self, s: Session, created_by: &str) -> Uuid {
+    /// A chat `created_by` opens (and so owns), with its title.
+    pub(in crate::demo) fn chat(&mut self, s: Session, created_by: &str, title: &str) -> Uuid {
         let n = self.next(s.id, "chat");
         let id = Self::child_id(s.id, "chat", n, self.now);
         self.chats.push(ChatRow {
             id,
             session_id: s.id,
             created_by: Some(created_by.into()),
+            title: Some(title.into()),
             created_at: self.now,
             updated_at: self.now,
         });
         id
+    }
+
+    /// A question asked, or an answer ended: the chat's latest activity.
+    fn touch_chat(&mut self, chat: Uuid) {
+        let now = self.now;
+        if let Some(row) = self.chats.iter_mut().find(|c| c.id == chat) {
+            row.updated_at = now;
+        }
     }
 
     /// A question asked in a chat: its stage starts a chat agent, whose timeline opens with
@@ -231,6 +244,7 @@ impl Demo {
             created_at: self.now,
             created_by: None,
         });
+        self.touch_chat(chat);
         let asked = self.now;
         self.wait(600);
         let st = self.stage(s, "Chat Response", Agents::One);

@@ -216,7 +216,11 @@ pub(super) fn play(d: &mut Demo) {
 
     // Later, someone asks a follow-up question about the finished investigation.
     d.wait(25 * 60_000);
-    let chat = d.chat(s, "maria.k@example.com");
+    let chat = d.chat(
+        s,
+        "maria.k@example.com",
+        "Can we roll checkout back to 2.13.4?",
+    );
     let (st, bot) = d.chat_question(s, chat, "maria.k@example.com", CHECKOUT_QUESTION);
     d.begin(
         bot,

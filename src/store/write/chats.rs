@@ -21,23 +21,57 @@ pub struct NewChat {
     pub id: Option<Uuid>,
     pub session_id: Uuid,
     pub created_by: Option<String>,
+    pub title: Option<String>,
 }
 
 pub async fn open(conn: &mut PgConnection, new: &NewChat) -> Result<ChatRow> {
     check_optional("createdBy", new.created_by.as_deref(), limits::NAME)?;
+    check_title(new.title.as_deref())?;
     let session = lock_session(conn, new.session_id).await?;
     let id = new.id.unwrap_or_else(Uuid::now_v7);
     if is_retry(conn, new.id, session.id, "openChat", new).await? {
         return fetch::<ChatRow>(conn, id).await;
     }
     ensure_accepts_work(&session, true, "open a chat")?;
-    sqlx::query_as("INSERT INTO chats (id, session_id, created_by) VALUES ($1, $2, $3) RETURNING *")
-        .bind(id)
-        .bind(session.id)
-        .bind(&new.created_by)
-        .fetch_one(traced(conn))
-        .await
-        .map_err(|e| id_taken(e, id))
+    sqlx::query_as(
+        "INSERT INTO chats (id, session_id, created_by, title) VALUES ($1, $2, $3, $4) RETURNING *",
+    )
+    .bind(id)
+    .bind(session.id)
+    .bind(&new.created_by)
+    .bind(&new.title)
+    .fetch_one(traced(conn))
+    .await
+    .map_err(|e| id_taken(e, id))
+}
+
+/// A chat's title: absent, or 1–200 characters that are not all whitespace.
+fn check_title(title: Option<&str>) -> Result<()> {
+    title.map_or(Ok(()), |t| check_required("title", t, limits::CHAT_TITLE))
+}
+
+/// Gives a chat a new title, or none. Only its owner may (or anyone `who` allows). A rename is
+/// not activity: the chat keeps its place in the list (`updated_at` stays).
+pub async fn rename(
+    conn: &mut PgConnection,
+    chat_id: Uuid,
+    title: Option<&str>,
+    who: Poster<'_>,
+) -> Result<ChatRow> {
+    check_title(title)?;
+    let chat: ChatRow = sqlx::query_as("SELECT * FROM chats WHERE id = $1 FOR UPDATE")
+        .bind(chat_id)
+        .fetch_optional(traced(&mut *conn))
+        .await?
+        .ok_or_else(|| Error::not_found(format!("chat {chat_id} does not exist")))?;
+    who.check(chat.created_by.as_deref(), "rename", chat_id)?;
+    Ok(
+        sqlx::query_as("UPDATE chats SET title = $2 WHERE id = $1 RETURNING *")
+            .bind(chat_id)
+            .bind(title)
+            .fetch_one(traced(conn))
+            .await?,
+    )
 }
 
 /// A question, and who answers it.
@@ -77,13 +111,33 @@ pub fn validate_question(content: &str) -> Result<()> {
     check_text("content", content, limits::CHAT_MESSAGE)
 }
 
-/// Who may post to a chat.
+/// Who may post to a chat, or rename it.
 #[derive(Debug, Clone, Copy)]
 pub enum Poster<'a> {
     /// Anyone (an admin, or no authentication at all).
     Anyone,
     /// Only the chat's owner, if this is them.
     Owner(&'a str),
+}
+
+impl<'a> From<Option<&'a str>> for Poster<'a> {
+    /// Only this owner, or anyone.
+    fn from(owner_only: Option<&'a str>) -> Self {
+        owner_only.map_or(Poster::Anyone, Poster::Owner)
+    }
+}
+
+impl Poster<'_> {
+    /// Refuses unless this poster may `act` (a verb) on a chat that `owner` opened.
+    fn check(self, owner: Option<&str>, act: &str, chat_id: Uuid) -> Result<()> {
+        match self {
+            Poster::Owner(poster) if owner != Some(poster) => Err(Error::Forbidden(format!(
+                "only the chat's owner ({}) or an admin may {act} chat {chat_id}",
+                owner.unwrap_or("nobody")
+            ))),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// Posts a question: stores it, creates its answering stage (the session's next stage index)
@@ -110,15 +164,7 @@ pub async fn post(
             .fetch_optional(traced(&mut *conn))
             .await?
             .ok_or_else(|| Error::not_found(format!("chat {} does not exist", new.chat_id)))?;
-    if let Poster::Owner(poster) = poster
-        && owner.as_deref() != Some(poster)
-    {
-        return Err(Error::Forbidden(format!(
-            "only the chat's owner ({}) or an admin may post to chat {}",
-            owner.as_deref().unwrap_or("nobody"),
-            new.chat_id
-        )));
-    }
+    poster.check(owner.as_deref(), "post to", new.chat_id)?;
     let session = lock_session(conn, session_id).await?;
     let id = new.id.unwrap_or_else(Uuid::now_v7);
     if is_retry(conn, new.id, session_id, "postChatMessage", new).await? {

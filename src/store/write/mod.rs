@@ -47,6 +47,8 @@ pub mod limits {
     pub const JSON: usize = 4_194_304;
     /// A chat question: characters.
     pub const CHAT_MESSAGE: usize = 5_000;
+    /// A chat's title: characters (seed 002).
+    pub const CHAT_TITLE: usize = 200;
     /// A reason given for a status change, delete or restore: characters.
     pub const REASON: usize = 2_000;
     /// Operations in one batched ingest.

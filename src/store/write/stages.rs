@@ -232,7 +232,7 @@ pub(crate) async fn refresh(conn: &mut PgConnection, stage_id: Uuid) -> Result<S
         return Ok(stage);
     }
     let finished = !matches!(status, StageStatus::Pending | StageStatus::Active);
-    Ok(sqlx::query_as(
+    let stage: StageRow = sqlx::query_as(
         "UPDATE stages SET status = $2, error_message = $3, \
             started_at = CASE WHEN $2 = 'pending' THEN NULL ELSE coalesce(started_at, \
                 (SELECT min(started_at) FROM agent_executions WHERE stage_id = $1), now()) END, \
@@ -245,6 +245,14 @@ pub(crate) async fn refresh(conn: &mut PgConnection, stage_id: Uuid) -> Result<S
     .bind(status)
     .bind(error_message)
     .bind(finished)
-    .fetch_one(traced(conn))
-    .await?)
+    .fetch_one(traced(&mut *conn))
+    .await?;
+    // An answer that ends is a chat's latest activity, as the question that started it was.
+    if let (true, Some(chat_id)) = (finished, stage.chat_id) {
+        sqlx::query("UPDATE chats SET updated_at = now() WHERE id = $1")
+            .bind(chat_id)
+            .execute(traced(conn))
+            .await?;
+    }
+    Ok(stage)
 }

@@ -1,0 +1,185 @@
+//! Follow-up chats (seed 002): the chats of sessions and the questions in them, a person's chats
+//! across sessions, and where each chat and question stands (its answering stage and answer).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use sqlx::{FromRow, Postgres, QueryBuilder};
+use uuid::Uuid;
+
+use super::page::{Joined, NewestFirst, Page, Slice};
+use super::records::timeline_event_columns;
+use super::{
+    ChatRow, ChatUserMessageRow, Record as _, RecordKey, StageRow, Store, TimelineEventRow,
+    group_by,
+};
+use crate::error::Result;
+
+/// Which chats to list across sessions.
+#[derive(Debug, Clone, Default)]
+pub struct ChatListFilter {
+    /// Only the chats this identity opened (all chats when absent).
+    pub created_by: Option<String>,
+    /// Include the chats of soft-deleted sessions.
+    pub include_deleted: bool,
+}
+
+/// The order of the chat list: most recent activity first (a question asked or an answer
+/// ended), along `chats_owner_activity_idx` and `chats_activity_idx`.
+const BY_ACTIVITY: NewestFirst = NewestFirst {
+    table: "chats",
+    columns: ChatRow::COLUMNS,
+    at: "updated_at",
+};
+
+impl Store {
+    /// A page of the chats matching `filter`, most recently active first (ties by id).
+    pub async fn list_chats(
+        &self,
+        filter: &ChatListFilter,
+        slice: &Slice<RecordKey>,
+    ) -> Result<Page<ChatRow>> {
+        #[derive(FromRow)]
+        struct Row {
+            earlier: bool,
+            later: bool,
+            #[sqlx(flatten)]
+            chat: Joined<ChatRow>,
+        }
+        let mut qb = QueryBuilder::new("");
+        BY_ACTIVITY.push_page(&mut qb, &|qb| push_filter(qb, filter), slice);
+        let rows: Vec<Row> = qb
+            .build_query_as()
+            .fetch_all(self.reader().await?.traced())
+            .await?;
+        let (earlier, later) = rows
+            .first()
+            .map_or((false, false), |r| (r.earlier, r.later));
+        let chats = rows.into_iter().filter_map(|r| r.chat.0).collect();
+        Ok(Page::new(chats, slice, earlier, later))
+    }
+
+    /// How many chats match `filter`.
+    pub async fn count_chats(&self, filter: &ChatListFilter) -> Result<i64> {
+        let mut qb = QueryBuilder::new("SELECT count(*) FROM chats");
+        push_filter(&mut qb, filter);
+        Ok(qb
+            .build_query_scalar()
+            .fetch_one(self.reader().await?.traced())
+            .await?)
+    }
+
+    /// How PostgreSQL reads a page of the chat list (`EXPLAIN` of the very statement).
+    pub async fn explain_chat_list(
+        &self,
+        filter: &ChatListFilter,
+        slice: &Slice<RecordKey>,
+    ) -> Result<String> {
+        let mut qb = QueryBuilder::new("EXPLAIN ");
+        BY_ACTIVITY.push_page(&mut qb, &|qb| push_filter(qb, filter), slice);
+        self.explain(qb).await
+    }
+
+    /// Follow-up chats of each session, oldest first.
+    pub async fn chats_by_session(&self, ids: &[Uuid]) -> Result<HashMap<Uuid, Vec<Arc<ChatRow>>>> {
+        let rows: Vec<ChatRow> = sqlx::query_as(
+            "SELECT * FROM chats WHERE session_id = ANY($1) ORDER BY session_id, created_at, id",
+        )
+        .bind(ids)
+        .fetch_all(self.reader().await?.traced())
+        .await?;
+        Ok(group_by(ids, rows, |r| r.session_id))
+    }
+
+    /// Questions asked in each chat, oldest first.
+    pub async fn user_messages_by_chat(
+        &self,
+        ids: &[Uuid],
+    ) -> Result<HashMap<Uuid, Vec<Arc<ChatUserMessageRow>>>> {
+        let rows: Vec<ChatUserMessageRow> = sqlx::query_as(
+            "SELECT * FROM chat_user_messages WHERE chat_id = ANY($1) ORDER BY chat_id, created_at, id",
+        )
+        .bind(ids)
+        .fetch_all(self.reader().await?.traced())
+        .await?;
+        Ok(group_by(ids, rows, |r| r.chat_id))
+    }
+
+    /// The stage that answers each chat question (absent until the answer starts).
+    pub async fn stage_by_chat_user_message(
+        &self,
+        ids: &[Uuid],
+    ) -> Result<HashMap<Uuid, Arc<StageRow>>> {
+        let rows: Vec<StageRow> =
+            sqlx::query_as("SELECT * FROM stages WHERE chat_user_message_id = ANY($1)")
+                .bind(ids)
+                .fetch_all(self.reader().await?.traced())
+                .await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|r| r.chat_user_message_id.map(|k| (k, Arc::new(r))))
+            .collect())
+    }
+
+    /// The latest stage of each chat (the one answering its latest question), which says where
+    /// the chat stands; absent for a chat with no question yet.
+    pub async fn latest_stage_by_chat(&self, ids: &[Uuid]) -> Result<HashMap<Uuid, Arc<StageRow>>> {
+        let rows: Vec<StageRow> = sqlx::query_as(
+            "SELECT DISTINCT ON (chat_id) * FROM stages WHERE chat_id = ANY($1) \
+             ORDER BY chat_id, stage_index DESC",
+        )
+        .bind(ids)
+        .fetch_all(self.reader().await?.traced())
+        .await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|r| r.chat_id.map(|k| (k, Arc::new(r))))
+            .collect())
+    }
+
+    /// The answer to each chat question: the last completed response (`llm_response` or
+    /// `final_analysis`) of its answering stage, once that stage has completed. Absent while
+    /// it is being answered, and when the answer failed.
+    pub async fn answer_by_chat_user_message(
+        &self,
+        ids: &[Uuid],
+    ) -> Result<HashMap<Uuid, Arc<TimelineEventRow>>> {
+        #[derive(FromRow)]
+        struct Row {
+            question_id: Uuid,
+            #[sqlx(flatten)]
+            event: TimelineEventRow,
+        }
+        // The stage's events are read backward along `timeline_events_stage_idx`.
+        let rows: Vec<Row> = sqlx::query_as(concat!(
+            "SELECT st.chat_user_message_id AS question_id, answer.* FROM stages st \
+             CROSS JOIN LATERAL (SELECT ",
+            timeline_event_columns!(),
+            " FROM timeline_events WHERE stage_id = st.id \
+                 AND event_type IN ('llm_response', 'final_analysis') AND status = 'completed' \
+               ORDER BY sequence_number DESC LIMIT 1) answer \
+             WHERE st.chat_user_message_id = ANY($1) AND st.status = 'completed'"
+        ))
+        .bind(ids)
+        .fetch_all(self.reader().await?.traced())
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| (r.question_id, Arc::new(r.event)))
+            .collect())
+    }
+}
+
+/// The list's conditions, `created_by` first as in the owner's index.
+fn push_filter(qb: &mut QueryBuilder<'_, Postgres>, filter: &ChatListFilter) {
+    qb.push(" WHERE TRUE");
+    if let Some(owner) = &filter.created_by {
+        qb.push(" AND created_by = ").push_bind(owner.clone());
+    }
+    if !filter.include_deleted {
+        qb.push(
+            " AND NOT EXISTS (SELECT 1 FROM sessions s \
+               WHERE s.id = chats.session_id AND s.deleted_at IS NOT NULL)",
+        );
+    }
+}
