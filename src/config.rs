@@ -37,6 +37,98 @@ pub enum Command {
     /// Manage API tokens (create, list, revoke).
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Hard-delete old sessions (with everything under them) and idempotency receipts, in small
+    /// batches. A dry run by default: it prints what would go; `--execute` deletes.
+    Purge(PurgeArgs),
+}
+
+/// What `casefile purge` deletes. Sessions matching either criterion go.
+#[derive(Debug, Clone, Args)]
+pub struct PurgeArgs {
+    /// Sessions soft-deleted before this: an age (`30d`, `12h`) or an instant
+    /// (`2026-01-01T00:00:00Z`).
+    #[arg(long, value_parser = parse_cutoff)]
+    pub deleted_before: Option<Cutoff>,
+
+    /// Sessions that finished (completed, failed, timed out or cancelled) before this, and whose
+    /// chats have had no activity since: an age or an instant.
+    #[arg(long, value_parser = parse_cutoff)]
+    pub finished_before: Option<Cutoff>,
+
+    /// Idempotency receipts older than this: an age or an instant (a retry of a create whose
+    /// receipt is gone gets CONFLICT).
+    #[arg(long, value_parser = parse_cutoff)]
+    pub receipts_before: Option<Cutoff>,
+
+    /// Delete (without it, only count what would be deleted).
+    #[arg(long)]
+    pub execute: bool,
+
+    /// Who runs it, for the purge's record (default: `cli:` and the system user).
+    #[arg(long, env = "CASEFILE_PURGE_ACTOR")]
+    pub actor: Option<String>,
+
+    #[command(flatten)]
+    pub batches: PurgeBatches,
+
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+}
+
+/// How a purge paces itself: small transactions, with pauses, so it never holds locks (or the
+/// embedded database's one connection) for long.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct PurgeBatches {
+    /// Sessions deleted per transaction (each with everything under it).
+    #[arg(long = "purge-batch-size", env = "CASEFILE_PURGE_BATCH_SIZE", default_value_t = 50,
+          value_parser = clap::value_parser!(i64).range(1..=10_000))]
+    pub size: i64,
+
+    /// Milliseconds to wait between batches.
+    #[arg(
+        long = "purge-batch-pause-ms",
+        env = "CASEFILE_PURGE_BATCH_PAUSE_MS",
+        default_value_t = 50
+    )]
+    pub pause_ms: u64,
+}
+
+impl Default for PurgeBatches {
+    fn default() -> Self {
+        Self {
+            size: 50,
+            pause_ms: 50,
+        }
+    }
+}
+
+/// The end of a retention window: everything before it goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cutoff {
+    /// This long before the purge runs.
+    Age(chrono::Duration),
+    /// This instant.
+    At(chrono::DateTime<chrono::Utc>),
+}
+
+impl Cutoff {
+    /// The instant, for a purge starting at `now`.
+    pub fn instant(self, now: chrono::DateTime<chrono::Utc>) -> chrono::DateTime<chrono::Utc> {
+        match self {
+            Cutoff::Age(age) => now - age,
+            Cutoff::At(at) => at,
+        }
+    }
+}
+
+/// An age (`30d`) or an RFC 3339 instant.
+pub fn parse_cutoff(text: &str) -> Result<Cutoff, String> {
+    if let Ok(at) = chrono::DateTime::parse_from_rfc3339(text.trim()) {
+        return Ok(Cutoff::At(at.with_timezone(&chrono::Utc)));
+    }
+    parse_period(text).map(Cutoff::Age).map_err(|_| {
+        format!("{text:?} is neither an age such as 30d, 12h or 90m nor an instant such as 2026-01-01T00:00:00Z")
+    })
 }
 
 /// API token management. Works on the database directly (the embedded one only while no server
@@ -52,7 +144,7 @@ pub enum TokenCommand {
         #[arg(long, value_enum)]
         role: Role,
         /// Lifetime, e.g. `30d`, `12h`, `90m` (default: no expiry).
-        #[arg(long, value_parser = parse_lifetime)]
+        #[arg(long, value_parser = parse_period)]
         expires_in: Option<chrono::Duration>,
         #[command(flatten)]
         target: TokenTarget,
@@ -87,8 +179,8 @@ pub struct TokenTarget {
     pub database: DatabaseArgs,
 }
 
-/// A lifetime such as `30d`, `12h`, `90m` or `45s`.
-pub fn parse_lifetime(text: &str) -> Result<chrono::Duration, String> {
+/// A length of time such as `30d`, `12h`, `90m` or `45s` (a token's lifetime, a retention age).
+pub fn parse_period(text: &str) -> Result<chrono::Duration, String> {
     let text = text.trim();
     let split = text
         .find(|c: char| !c.is_ascii_digit())
@@ -96,7 +188,7 @@ pub fn parse_lifetime(text: &str) -> Result<chrono::Duration, String> {
     let (number, unit) = text.split_at(split);
     let n: i64 = number
         .parse()
-        .map_err(|_| format!("{text:?} is not a lifetime such as 30d, 12h or 90m"))?;
+        .map_err(|_| format!("{text:?} is not a length of time such as 30d, 12h or 90m"))?;
     let duration = match unit {
         "d" => chrono::Duration::try_days(n),
         "h" => chrono::Duration::try_hours(n),
@@ -105,10 +197,10 @@ pub fn parse_lifetime(text: &str) -> Result<chrono::Duration, String> {
         _ => None,
     };
     match duration {
-        // A token that outlives everyone needs no expiry at all.
+        // Past a century, a token needs no expiry and data no retention.
         Some(d) if n > 0 && d <= chrono::Duration::days(36_500) => Ok(d),
         _ => Err(format!(
-            "{text:?} is not a positive lifetime such as 30d, 12h or 90m"
+            "{text:?} is not a positive length of time such as 30d, 12h or 90m"
         )),
     }
 }
@@ -235,6 +327,9 @@ pub struct HttpOptions {
     #[command(flatten)]
     pub metrics: MetricsOptions,
 
+    #[command(flatten)]
+    pub retention: RetentionOptions,
+
     /// The origin browsers see this server at, when it is behind a TLS-terminating proxy
     /// (`https://casefile.example.com`): what "same origin" means for WebSocket and SSE
     /// requests. Unset: `http://` and the request's Host.
@@ -330,6 +425,74 @@ pub struct MetricsOptions {
         hide_env_values = true
     )]
     pub token: Option<String>,
+}
+
+/// What the server deletes on its own schedule: `casefile purge`'s policy (the only way to run
+/// it on the embedded database while it serves). Every replica runs it; a batch skips what
+/// another holds, so replicas share the work rather than repeat it.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct RetentionOptions {
+    /// Hard-delete sessions soft-deleted longer ago than this (e.g. `30d`). Unset: kept.
+    #[arg(
+        long = "retention-deleted-before",
+        env = "CASEFILE_RETENTION_DELETED_BEFORE",
+        value_parser = parse_period
+    )]
+    pub deleted_before: Option<chrono::Duration>,
+
+    /// Hard-delete sessions that finished longer ago than this, and whose chats have been quiet
+    /// as long (e.g. `365d`). Unset: kept.
+    #[arg(
+        long = "retention-finished-before",
+        env = "CASEFILE_RETENTION_FINISHED_BEFORE",
+        value_parser = parse_period
+    )]
+    pub finished_before: Option<chrono::Duration>,
+
+    /// Forget idempotency receipts older than this: a retry of a create whose receipt is gone
+    /// gets CONFLICT instead of the record.
+    #[arg(
+        long = "retention-receipts-before",
+        env = "CASEFILE_RETENTION_RECEIPTS_BEFORE",
+        default_value = "7d",
+        value_parser = parse_period
+    )]
+    pub receipts_before: chrono::Duration,
+
+    /// Drop live changes older than this from the shared change log even when a process has not
+    /// read them (one that lags so far resumes its subscribers from the data).
+    #[arg(
+        long = "retention-change-log",
+        env = "CASEFILE_RETENTION_CHANGE_LOG",
+        default_value = "1h",
+        value_parser = parse_period
+    )]
+    pub change_log: chrono::Duration,
+
+    /// How often the schedule runs (its first run is one interval after start).
+    #[arg(
+        long = "retention-interval",
+        env = "CASEFILE_RETENTION_INTERVAL",
+        default_value = "1h",
+        value_parser = parse_period
+    )]
+    pub interval: chrono::Duration,
+
+    #[command(flatten)]
+    pub batches: PurgeBatches,
+}
+
+impl Default for RetentionOptions {
+    fn default() -> Self {
+        Self {
+            deleted_before: None,
+            finished_before: None,
+            receipts_before: chrono::Duration::days(7),
+            change_log: chrono::Duration::hours(1),
+            interval: chrono::Duration::hours(1),
+            batches: PurgeBatches::default(),
+        }
+    }
 }
 
 /// Bounds on live streams.
@@ -577,6 +740,7 @@ impl Default for HttpOptions {
             throttle: ThrottleOptions::default(),
             live: LiveOptions::default(),
             metrics: MetricsOptions::default(),
+            retention: RetentionOptions::default(),
             public_origin: None,
             cors_allow_headers: DEFAULT_CORS_ALLOW_HEADERS.map(String::from).to_vec(),
             cors_allow_origins: Vec::new(),
@@ -663,11 +827,31 @@ mod tests {
     }
 
     #[test]
-    fn lifetimes() {
-        assert_eq!(parse_lifetime("30d"), Ok(chrono::Duration::days(30)));
-        assert_eq!(parse_lifetime("12h"), Ok(chrono::Duration::hours(12)));
-        assert_eq!(parse_lifetime("90m"), Ok(chrono::Duration::minutes(90)));
-        assert_eq!(parse_lifetime("45s"), Ok(chrono::Duration::seconds(45)));
+    fn cutoffs_are_ages_or_instants() {
+        assert_eq!(
+            parse_cutoff("30d"),
+            Ok(Cutoff::Age(chrono::Duration::days(30)))
+        );
+        let at = parse_cutoff("2026-01-01T01:00:00+01:00").unwrap();
+        assert_eq!(at, Cutoff::At("2026-01-01T00:00:00Z".parse().unwrap()));
+        let now = "2026-03-31T00:00:00Z".parse().unwrap();
+        assert_eq!(
+            Cutoff::Age(chrono::Duration::days(30)).instant(now),
+            "2026-03-01T00:00:00Z"
+                .parse::<chrono::DateTime<chrono::Utc>>()
+                .unwrap()
+        );
+        for bad in ["", "yesterday", "2026-13-01T00:00:00Z", "0d"] {
+            assert!(parse_cutoff(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn periods() {
+        assert_eq!(parse_period("30d"), Ok(chrono::Duration::days(30)));
+        assert_eq!(parse_period("12h"), Ok(chrono::Duration::hours(12)));
+        assert_eq!(parse_period("90m"), Ok(chrono::Duration::minutes(90)));
+        assert_eq!(parse_period("45s"), Ok(chrono::Duration::seconds(45)));
         for bad in [
             "",
             "d",
@@ -679,7 +863,7 @@ mod tests {
             "36501d",
             "99999999999999d",
         ] {
-            assert!(parse_lifetime(bad).is_err(), "{bad:?}");
+            assert!(parse_period(bad).is_err(), "{bad:?}");
         }
     }
 }

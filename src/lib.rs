@@ -16,6 +16,8 @@ pub mod http;
 pub mod live;
 pub mod model;
 pub mod observe;
+pub mod purge_command;
+pub mod retention;
 pub mod server;
 pub mod simulate;
 pub mod store;

@@ -40,6 +40,13 @@ async fn main() -> anyhow::Result<()> {
         Command::Serve(args) => serve(*args).await,
         Command::Simulate(args) => casefile::simulate::run(&args).await,
         Command::Token(command) => token(command).await,
+        Command::Purge(args) => {
+            let args = &args;
+            with_database(&args.database, |store| async move {
+                casefile::purge_command::run(&store, args).await
+            })
+            .await
+        }
     }
 }
 

@@ -88,6 +88,28 @@ pub enum SessionChangeAction {
     Restored,
 }
 
+/// Who or what started a purge.
+#[derive(Enum, sqlx::Type, Debug, Clone, Copy, PartialEq, Eq)]
+#[sqlx(type_name = "text", rename_all = "snake_case")]
+pub enum PurgeTrigger {
+    /// `casefile purge --execute`.
+    Command,
+    /// The server's retention schedule (`--retention-…`).
+    Schedule,
+}
+
+/// How a purge ended, or that it is still running (or was cut off: its process died).
+#[derive(Enum, sqlx::Type, Debug, Clone, Copy, PartialEq, Eq)]
+#[sqlx(type_name = "text", rename_all = "snake_case")]
+pub enum PurgeStatus {
+    /// Still deleting, or its process died before it finished.
+    Running,
+    /// Everything its policy selected (and no other process held) is gone.
+    Completed,
+    /// It stopped on an error, or was stopped; `errorMessage` says why.
+    Failed,
+}
+
 /// Lifecycle of a stage; aggregated from its agent executions.
 #[derive(
     Enum, sqlx::Type, serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash,

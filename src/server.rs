@@ -29,6 +29,8 @@ pub struct Server {
     task: JoinHandle<()>,
     /// `/metrics` on an address of its own, when configured.
     metrics: Option<(SocketAddr, JoinHandle<()>)>,
+    /// The retention schedule.
+    retention: JoinHandle<()>,
 }
 
 impl Server {
@@ -55,6 +57,11 @@ impl Server {
             store.clone(),
             HubOptions {
                 reader_timeout: options.change_log_reader_timeout,
+                max_age: options
+                    .retention
+                    .change_log
+                    .to_std()
+                    .context("--retention-change-log is out of range")?,
                 ..HubOptions::with_buffer(options.subscriber_buffer)
             },
         )
@@ -85,6 +92,8 @@ impl Server {
             ),
             None => None,
         };
+        let retention =
+            crate::retention::spawn_schedule(store.clone(), options.retention, closing.subscribe());
         let app = router(store, hub.clone(), auth, options, closing.subscribe())?;
         let task = tokio::spawn(serve(
             listener,
@@ -100,6 +109,7 @@ impl Server {
             closing,
             task,
             metrics,
+            retention,
         })
     }
 
@@ -127,6 +137,14 @@ impl Server {
                 .is_err()
         {
             metrics.abort();
+        }
+        // A purge in progress ends after its current batch (a short transaction).
+        let mut retention = self.retention;
+        if tokio::time::timeout(DRAIN_GRACE, &mut retention)
+            .await
+            .is_err()
+        {
+            retention.abort();
         }
         let mut task = self.task;
         // The loop waits `DRAIN_GRACE` for connections itself; this only guards against a bug.

@@ -8,7 +8,7 @@ use super::guards::{RoleGuard, caller};
 use super::ids::{self, NodeType};
 use super::pagination::{PageArgs, page_info};
 use super::types::{
-    ApiToken, ChatListConnection, EdgeSearch, McpInteractionSearchConnection, Node, Session,
+    ApiToken, ChatListConnection, EdgeSearch, McpInteractionSearchConnection, Node, Purge, Session,
     SessionConnection, SessionEdge, SessionStats, Viewer, list_chats, loaders,
     search_mcp_interactions,
 };
@@ -514,6 +514,26 @@ impl Query {
     #[graphql(guard = "RoleGuard(Role::Reader)")]
     async fn viewer(&self, ctx: &Context<'_>) -> Result<Viewer> {
         Ok(Viewer(caller(ctx)?.clone()))
+    }
+
+    /// The latest purges (retention), newest first: who hard-deleted how many sessions and
+    /// receipts, when, by which policy (admin only).
+    #[graphql(guard = "RoleGuard(Role::Admin)")]
+    async fn purges(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "How many (1 to 100).", default = 20)] first: i32,
+    ) -> Result<Vec<Purge>> {
+        if !(1..=100).contains(&first) {
+            return Err(Error::bad_input(format!("`first` must be 1 to 100, got {first}")).into());
+        }
+        let store = ctx.data_unchecked::<Store>();
+        Ok(store
+            .purges(i64::from(first))
+            .await?
+            .into_iter()
+            .map(Purge)
+            .collect())
     }
 
     /// API tokens, oldest first (admin only; secrets are never shown).

@@ -34,6 +34,8 @@ pub struct HubOptions {
     pub byte_budget: usize,
     /// A reader not heard from for this long no longer holds the log back.
     pub reader_timeout: Duration,
+    /// Changes older than this are pruned even when a reader has not read them.
+    pub max_age: Duration,
     /// How often this process records its position.
     pub heartbeat_every: Duration,
     /// How often this process prunes the log.
@@ -48,6 +50,7 @@ impl HubOptions {
             buffer,
             byte_budget: SUBSCRIBER_BYTE_BUDGET,
             reader_timeout: Duration::from_secs(300),
+            max_age: Duration::from_secs(3600),
             heartbeat_every: Duration::from_secs(5),
             prune_every: Duration::from_secs(60),
             max_gaps: MAX_GAPS,
@@ -305,7 +308,11 @@ async fn pump(hub: Arc<Hub>, mut follower: Follower, mut stop: watch::Receiver<b
         }
         if pruned.elapsed() >= hub.options.prune_every {
             pruned = Instant::now();
-            if let Err(err) = hub.store.prune_change_log(hub.options.reader_timeout).await {
+            if let Err(err) = hub
+                .store
+                .prune_change_log(hub.options.reader_timeout, hub.options.max_age)
+                .await
+            {
                 tracing::warn!("pruning live changes failed: {err}");
             }
         }

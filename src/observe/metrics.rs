@@ -28,6 +28,7 @@ pub const DB_POOL_WAITING: &str = "casefile_db_pool_waiting";
 pub const INGEST_OPERATIONS: &str = "casefile_ingest_operations_total";
 pub const INGEST_BATCHED_OPERATIONS: &str = "casefile_ingest_batched_operations_total";
 pub const INGEST_APPENDED_BYTES: &str = "casefile_ingest_appended_bytes_total";
+pub const RETENTION_DELETED: &str = "casefile_retention_deleted_total";
 
 /// Distinct operation names kept as label values.
 const MAX_OPERATION_NAMES: usize = 200;
@@ -158,6 +159,10 @@ fn describe() {
         INGEST_APPENDED_BYTES,
         Unit::Bytes,
         "Bytes of timeline text stored by appends (retried ones count once)"
+    );
+    describe_counter!(
+        RETENTION_DELETED,
+        "Rows purged by retention, by what (`sessions`, each with everything under it, or `receipts`)"
     );
 }
 

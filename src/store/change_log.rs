@@ -51,6 +51,9 @@ const SNAPSHOT: &str = "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bi
     (SELECT pruned_through FROM change_log_state) AS pruned_through, \
     (SELECT epoch FROM change_log_epoch) AS epoch";
 
+/// The most changes one prune checks for age (a minute of 200 appends a second is 12,000).
+const AGED_PER_PRUNE: i64 = 50_000;
+
 impl Store {
     /// The log's newest id and which of the `window` ids below it are present.
     pub async fn change_log_start(&self, window: i64) -> Result<LogStart> {
@@ -147,13 +150,25 @@ impl Store {
         Ok(())
     }
 
-    /// Deletes the changes every reader heard from within `reader_timeout` has read, and forgets
-    /// readers not heard from in ten times that; returns how far the log is now pruned.
-    pub async fn prune_change_log(&self, reader_timeout: Duration) -> Result<i64> {
+    /// Deletes the changes every reader heard from within `reader_timeout` has read, and those
+    /// older than `max_age` whoever has not read them (a reader that lags so far resumes its
+    /// subscribers from the data), and forgets readers not heard from in ten times
+    /// `reader_timeout`; returns how far the log is now pruned.
+    pub async fn prune_change_log(
+        &self,
+        reader_timeout: Duration,
+        max_age: Duration,
+    ) -> Result<i64> {
+        // Changes older than `max_age` are looked for among the oldest `AGED_PER_PRUNE` only, so
+        // a prune's work is bounded however long the log has grown; the next prune goes on.
         let pruned: i64 = sqlx::query_scalar(
             "WITH horizon AS ( \
-                 SELECT min(position) AS upto FROM change_log_readers \
-                 WHERE heartbeat_at > clock_timestamp() - make_interval(secs => $1)), \
+                 SELECT greatest( \
+                     (SELECT min(position) FROM change_log_readers \
+                      WHERE heartbeat_at > clock_timestamp() - make_interval(secs => $1)), \
+                     (SELECT max(id) FROM ( \
+                          SELECT id, created_at FROM live_changes ORDER BY id LIMIT $3) oldest \
+                      WHERE created_at < clock_timestamp() - make_interval(secs => $2))) AS upto), \
              forgotten AS ( \
                  DELETE FROM change_log_readers \
                  WHERE heartbeat_at < clock_timestamp() - make_interval(secs => $1 * 10)), \
@@ -165,6 +180,8 @@ impl Store {
                              (SELECT pruned_through FROM change_log_state))",
         )
         .bind(reader_timeout.as_secs_f64())
+        .bind(max_age.as_secs_f64())
+        .bind(AGED_PER_PRUNE)
         .fetch_one(self.reader().await?.traced())
         .await?;
         Ok(pruned)

@@ -13,6 +13,7 @@ pub mod mcp_search;
 pub mod page;
 mod records;
 pub mod refusals;
+pub mod retention;
 mod rollups;
 mod search;
 pub mod session_events;

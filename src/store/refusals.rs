@@ -106,6 +106,7 @@ pub fn describe(constraint: &str) -> Option<&'static str> {
         }
         "chat_user_messages_chat_id_session_id_fkey" => "the chat is not a chat of this session",
         "chats_title_length" => "a chat's `title` must be 1–200 characters",
+        "purges_trigger_check" => "a purge's `trigger` is `command` or `schedule`",
         "stages_session_id_stage_index_key" => {
             "this stage index is already used in the session (`stageIndex` is unique in a session)"
         }

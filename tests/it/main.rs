@@ -27,6 +27,7 @@ mod pagination;
 mod query_api;
 mod relationship_pages;
 mod replicas;
+mod retention;
 mod schema_file;
 mod search;
 mod stats;

@@ -1,0 +1,230 @@
+//! Retention (seed 000 Q12): hard-deleting the sessions a policy selects, with everything under
+//! them, in small batches; forgetting old idempotency receipts; and the record each purge
+//! leaves (`migrations/0017_retention.sql`).
+
+use chrono::{DateTime, Utc};
+use serde_json::Value as Json;
+use sqlx::{FromRow, Postgres, QueryBuilder};
+use uuid::Uuid;
+
+use super::Store;
+use super::traced::traced;
+use crate::error::Result;
+use crate::model::{PurgeStatus, PurgeTrigger};
+
+/// Which sessions a purge deletes: those matching either condition given.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SessionCriteria {
+    /// Soft-deleted before this instant.
+    pub deleted_before: Option<DateTime<Utc>>,
+    /// Finished (completed, failed, timed out or cancelled) before this instant, with no chat
+    /// activity since: a follow-up conversation keeps its session.
+    pub finished_before: Option<DateTime<Utc>>,
+}
+
+impl SessionCriteria {
+    pub fn is_empty(&self) -> bool {
+        self.deleted_before.is_none() && self.finished_before.is_none()
+    }
+}
+
+/// What a purge would delete: the sessions, and the rows under them (which go with them).
+#[derive(Debug, Clone, Default, PartialEq, Eq, FromRow)]
+pub struct PurgeCounts {
+    pub sessions: i64,
+    pub stages: i64,
+    pub agent_executions: i64,
+    pub timeline_events: i64,
+    pub messages: i64,
+    pub llm_interactions: i64,
+    pub mcp_interactions: i64,
+    pub chats: i64,
+    pub session_events: i64,
+}
+
+/// The record of a purge.
+#[derive(Debug, Clone, FromRow)]
+pub struct PurgeRow {
+    pub id: Uuid,
+    pub actor: String,
+    pub trigger: PurgeTrigger,
+    pub criteria: Json,
+    pub status: PurgeStatus,
+    pub sessions_deleted: i64,
+    pub receipts_deleted: i64,
+    pub error_message: Option<String>,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+impl Store {
+    /// How many sessions `criteria` selects, and how many rows lie under them.
+    pub async fn count_purgeable(&self, criteria: &SessionCriteria) -> Result<PurgeCounts> {
+        let mut qb = QueryBuilder::new("WITH doomed AS MATERIALIZED (SELECT id FROM sessions");
+        push_criteria(&mut qb, criteria);
+        qb.push(") SELECT (SELECT count(*) FROM doomed) AS sessions");
+        for table in [
+            "stages",
+            "agent_executions",
+            "timeline_events",
+            "messages",
+            "llm_interactions",
+            "mcp_interactions",
+            "chats",
+            "session_events",
+        ] {
+            qb.push(format_args!(
+                ", (SELECT count(*) FROM {table} WHERE session_id IN (SELECT id FROM doomed)) \
+                 AS {table}"
+            ));
+        }
+        Ok(qb
+            .build_query_as()
+            .fetch_one(self.reader().await?.traced())
+            .await?)
+    }
+
+    /// How many idempotency receipts are older than `before`.
+    pub async fn count_old_receipts(&self, before: DateTime<Utc>) -> Result<i64> {
+        Ok(
+            sqlx::query_scalar("SELECT count(*) FROM create_receipts WHERE created_at < $1")
+                .bind(before)
+                .fetch_one(self.reader().await?.traced())
+                .await?,
+        )
+    }
+
+    /// Records that a purge starts; its id.
+    pub async fn begin_purge(
+        &self,
+        actor: &str,
+        trigger: PurgeTrigger,
+        criteria: &Json,
+    ) -> Result<Uuid> {
+        let id = Uuid::now_v7();
+        sqlx::query("INSERT INTO purges (id, actor, trigger, criteria) VALUES ($1, $2, $3, $4)")
+            .bind(id)
+            .bind(actor)
+            .bind(trigger)
+            .bind(criteria)
+            .execute(self.pool())
+            .await?;
+        Ok(id)
+    }
+
+    /// Deletes up to `limit` of the sessions `criteria` selects, with everything under them,
+    /// in one short transaction, and adds them to purge `purge`'s count; how many it deleted.
+    /// Sessions a writer holds (a chat question being posted, a restore) are skipped, not
+    /// waited for: the next batch or run takes them if they still qualify. Each selected row is
+    /// re-checked once locked, so a session restored meanwhile stays.
+    pub async fn purge_sessions(
+        &self,
+        purge: Uuid,
+        criteria: &SessionCriteria,
+        limit: i64,
+    ) -> Result<i64> {
+        let mut qb = QueryBuilder::new("WITH doomed AS (SELECT id FROM sessions");
+        push_criteria(&mut qb, criteria);
+        qb.push(" LIMIT ")
+            .push_bind(limit)
+            .push(
+                " FOR UPDATE SKIP LOCKED), \
+                 gone AS (DELETE FROM sessions s USING doomed d WHERE s.id = d.id RETURNING s.id) \
+                 UPDATE purges SET sessions_deleted = sessions_deleted + (SELECT count(*) FROM gone) \
+                 WHERE id = ",
+            )
+            .push_bind(purge)
+            .push(" RETURNING (SELECT count(*) FROM gone)");
+        let mut tx = self.begin().await?;
+        // A batch never waits long behind a lock (nor keeps others queued behind it).
+        sqlx::query("SET LOCAL lock_timeout = '2s'")
+            .execute(&mut *tx)
+            .await?;
+        let deleted: i64 = qb.build_query_scalar().fetch_one(traced(&mut tx)).await?;
+        tx.commit().await?;
+        Ok(deleted)
+    }
+
+    /// Forgets up to `limit` idempotency receipts older than `before` (oldest first), adding
+    /// them to purge `purge`'s count; how many it forgot. A retry of a create whose receipt is
+    /// gone is refused as a `CONFLICT` (the id is taken) instead of answered again.
+    pub async fn purge_receipts(
+        &self,
+        purge: Uuid,
+        before: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<i64> {
+        Ok(sqlx::query_scalar(
+            "WITH gone AS (DELETE FROM create_receipts WHERE id IN ( \
+                 SELECT id FROM create_receipts WHERE created_at < $1 \
+                 ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED) RETURNING 1) \
+             UPDATE purges SET receipts_deleted = receipts_deleted + (SELECT count(*) FROM gone) \
+             WHERE id = $3 RETURNING (SELECT count(*) FROM gone)",
+        )
+        .bind(before)
+        .bind(limit)
+        .bind(purge)
+        .fetch_one(self.pool())
+        .await?)
+    }
+
+    /// Records how a purge ended.
+    pub async fn finish_purge(
+        &self,
+        purge: Uuid,
+        status: PurgeStatus,
+        error: Option<&str>,
+    ) -> Result<()> {
+        sqlx::query(
+            "UPDATE purges SET status = $2, error_message = $3, finished_at = now() WHERE id = $1",
+        )
+        .bind(purge)
+        .bind(status)
+        .bind(error)
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+
+    /// Drops the record of a scheduled purge that deleted nothing (so the schedule's quiet runs
+    /// leave no trace).
+    pub async fn forget_empty_purge(&self, purge: Uuid) -> Result<()> {
+        sqlx::query(
+            "DELETE FROM purges WHERE id = $1 AND sessions_deleted = 0 AND receipts_deleted = 0",
+        )
+        .bind(purge)
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+
+    /// The latest purges, newest first.
+    pub async fn purges(&self, limit: i64) -> Result<Vec<PurgeRow>> {
+        Ok(
+            sqlx::query_as("SELECT * FROM purges ORDER BY started_at DESC, id DESC LIMIT $1")
+                .bind(limit)
+                .fetch_all(self.reader().await?.traced())
+                .await?,
+        )
+    }
+}
+
+/// ` WHERE …` selecting the sessions `criteria` names (none when it names none), each condition
+/// written as its index's expression (`sessions_deleted_at_idx`, `sessions_completed_at_idx`).
+fn push_criteria(qb: &mut QueryBuilder<'_, Postgres>, criteria: &SessionCriteria) {
+    qb.push(" WHERE FALSE");
+    if let Some(before) = criteria.deleted_before {
+        qb.push(" OR deleted_at < ").push_bind(before);
+    }
+    if let Some(before) = criteria.finished_before {
+        qb.push(" OR (coalesce(completed_at, '0001-01-01 00:00:00+00') < ")
+            .push_bind(before)
+            .push(
+                " AND completed_at IS NOT NULL \
+                 AND NOT EXISTS (SELECT 1 FROM chats c WHERE c.session_id = sessions.id \
+                                 AND c.updated_at >= ",
+            )
+            .push_bind(before)
+            .push("))");
+    }
+}

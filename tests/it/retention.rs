@@ -1,0 +1,816 @@
+//! Retention (seed 000 Q12): purges hard-delete what a policy selects, with everything under
+//! it, in batches, and leave a record; the server runs the policy on a schedule; the change log
+//! and idempotency receipts are pruned by age.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::json;
+use sqlx::PgPool;
+use tokio::sync::watch;
+use uuid::Uuid;
+
+use casefile::config::{
+    Cutoff, DatabaseArgs, DbTimeouts, HttpOptions, PurgeBatches, RetentionOptions,
+};
+use casefile::db::Database;
+use casefile::model::{PurgeStatus, PurgeTrigger};
+use casefile::retention::{Policy, purge};
+use casefile::store::Store;
+
+use crate::common::TestApp;
+
+/// Every table whose rows belong to a session (through `session_id`), except the live change
+/// log, which is pruned by its own rules.
+const SESSION_TABLES: [&str; 14] = [
+    "stages",
+    "agent_executions",
+    "timeline_events",
+    "messages",
+    "tool_calls",
+    "llm_interactions",
+    "mcp_interactions",
+    "llm_usage_rollups",
+    "chats",
+    "chat_user_messages",
+    "session_events",
+    "session_status_changes",
+    "create_receipts",
+    "event_stream_tickets",
+];
+
+fn at(text: &str) -> DateTime<Utc> {
+    text.parse().unwrap()
+}
+
+/// Rows left behind by sessions that no longer exist, per table (none, after any purge).
+async fn orphans(pool: &PgPool) -> Vec<(String, i64)> {
+    let mut found = Vec::new();
+    for table in SESSION_TABLES {
+        let n: i64 = sqlx::query_scalar(&format!(
+            "SELECT count(*) FROM {table} t WHERE NOT EXISTS \
+             (SELECT 1 FROM sessions s WHERE s.id = t.session_id)"
+        ))
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        if n > 0 {
+            found.push((table.to_owned(), n));
+        }
+    }
+    let chunks: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM timeline_event_chunks c \
+         WHERE NOT EXISTS (SELECT 1 FROM timeline_events e WHERE e.id = c.event_id)",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    if chunks > 0 {
+        found.push(("timeline_event_chunks".to_owned(), chunks));
+    }
+    found
+}
+
+/// How many rows each session-owned table holds for `sessions`.
+async fn rows_of(pool: &PgPool, sessions: &[Uuid]) -> Vec<(String, i64)> {
+    let mut counts = Vec::new();
+    for table in SESSION_TABLES {
+        let n: i64 = sqlx::query_scalar(&format!(
+            "SELECT count(*) FROM {table} WHERE session_id = ANY($1)"
+        ))
+        .bind(sessions)
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        counts.push((table.to_owned(), n));
+    }
+    counts
+}
+
+/// Runs `statements` without the triggers (as an import would): to move timestamps into the
+/// past without recording changes that did not happen.
+async fn backdate(pool: &PgPool, statements: &[String]) {
+    let mut tx = pool.begin().await.unwrap();
+    sqlx::query("SET LOCAL session_replication_role = replica")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    for statement in statements {
+        sqlx::query(statement).execute(&mut *tx).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+}
+
+fn never_stopped() -> watch::Receiver<bool> {
+    watch::channel(false).1
+}
+
+async fn session_ids(pool: &PgPool) -> Vec<Uuid> {
+    sqlx::query_scalar("SELECT id FROM sessions ORDER BY id")
+        .fetch_all(pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_purge_deletes_what_its_policy_selects_with_everything_under_it() {
+    let app = TestApp::start().await;
+    let pool = app.store.pool().clone();
+    casefile::demo::load(&app.store).await.unwrap();
+    let pick = |sql: &'static str| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, Uuid>(sql)
+                .fetch_all(&pool)
+                .await
+                .unwrap()
+        }
+    };
+    let quiet = pick(
+        "SELECT id FROM sessions s WHERE status = 'completed' \
+         AND NOT EXISTS (SELECT 1 FROM chats c WHERE c.session_id = s.id) ORDER BY id LIMIT 3",
+    )
+    .await;
+    let chatted = pick("SELECT DISTINCT session_id FROM chats").await;
+    let running = pick("SELECT id FROM sessions WHERE completed_at IS NULL LIMIT 1").await;
+    assert_eq!((quiet.len(), chatted.len(), running.len()), (3, 1, 1));
+    let (deleted_long_ago, deleted_lately, finished_long_ago) = (quiet[0], quiet[1], quiet[2]);
+    let chatted = chatted[0];
+    backdate(
+        &pool,
+        &[
+            format!(
+                "UPDATE sessions SET deleted_at = '2025-01-01Z' WHERE id = '{deleted_long_ago}'"
+            ),
+            format!("UPDATE sessions SET deleted_at = '2025-12-01Z' WHERE id = '{deleted_lately}'"),
+            format!(
+                "UPDATE sessions SET created_at = '2024-12-31Z', started_at = '2024-12-31Z', \
+                     completed_at = '2025-01-01Z' \
+                 WHERE id IN ('{finished_long_ago}', '{chatted}')"
+            ),
+            // A follow-up chat still in use keeps its session.
+            format!("UPDATE chats SET updated_at = '2025-12-01Z' WHERE session_id = '{chatted}'"),
+            format!(
+                "UPDATE sessions SET created_at = '2024-01-01Z' WHERE id = '{}'",
+                running[0]
+            ),
+        ],
+    )
+    .await;
+    let doomed = {
+        let mut v = vec![deleted_long_ago, finished_long_ago];
+        v.sort();
+        v
+    };
+    let survivors: Vec<Uuid> = session_ids(&pool)
+        .await
+        .into_iter()
+        .filter(|id| !doomed.contains(id))
+        .collect();
+    let survivors_before = rows_of(&pool, &survivors).await;
+    let doomed_before = rows_of(&pool, &doomed).await;
+    assert!(
+        doomed_before.iter().filter(|(_, n)| *n > 0).count() >= 8,
+        "the doomed sessions hold rows in most tables: {doomed_before:?}"
+    );
+
+    let cutoff = Some(Cutoff::At(at("2025-06-01T00:00:00Z")));
+    let policy = Policy::new(cutoff, cutoff, None, Utc::now());
+    // The dry run's counts are what goes.
+    let counts = app.store.count_purgeable(&policy.sessions).await.unwrap();
+    let count_of = |table: &str| {
+        doomed_before
+            .iter()
+            .find(|(t, _)| t == table)
+            .map(|(_, n)| *n)
+            .unwrap()
+    };
+    assert_eq!(counts.sessions, 2);
+    for (table, n) in [
+        ("stages", counts.stages),
+        ("agent_executions", counts.agent_executions),
+        ("timeline_events", counts.timeline_events),
+        ("messages", counts.messages),
+        ("llm_interactions", counts.llm_interactions),
+        ("mcp_interactions", counts.mcp_interactions),
+        ("chats", counts.chats),
+        ("session_events", counts.session_events),
+    ] {
+        assert_eq!(n, count_of(table), "{table}");
+    }
+
+    // One session per batch: two batches that delete, and one that finds nothing left.
+    let batches = PurgeBatches {
+        size: 1,
+        pause_ms: 0,
+    };
+    let purged = purge(
+        &app.store,
+        &policy,
+        "cli:ops",
+        PurgeTrigger::Command,
+        batches,
+        &never_stopped(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        (purged.sessions, purged.receipts, purged.batches),
+        (2, 0, 3)
+    );
+    let remaining = session_ids(&pool).await;
+    assert_eq!(remaining, survivors, "exactly the selected sessions went");
+    assert!(
+        rows_of(&pool, &doomed).await.iter().all(|(_, n)| *n == 0),
+        "nothing of them is left"
+    );
+    assert_eq!(rows_of(&pool, &survivors).await, survivors_before);
+    assert_eq!(orphans(&pool).await, vec![]);
+
+    // The record: who, when, the criteria, how many; admins read it through the API.
+    let records = app.store.purges(10).await.unwrap();
+    assert_eq!(records.len(), 1);
+    let record = &records[0];
+    assert_eq!(record.id, purged.id);
+    assert_eq!(
+        (record.actor.as_str(), record.trigger, record.status),
+        ("cli:ops", PurgeTrigger::Command, PurgeStatus::Completed)
+    );
+    assert_eq!((record.sessions_deleted, record.receipts_deleted), (2, 0));
+    assert!(record.finished_at.is_some());
+    let d = app
+        .data(
+            "{ purges { uuid actor trigger status criteria sessionsDeleted receiptsDeleted errorMessage startedAt finishedAt } }",
+            json!({}),
+        )
+        .await;
+    let listed = &d["purges"][0];
+    assert_eq!(listed["uuid"], purged.id.to_string());
+    assert_eq!(
+        (
+            &listed["trigger"],
+            &listed["status"],
+            &listed["sessionsDeleted"]
+        ),
+        (&json!("COMMAND"), &json!("COMPLETED"), &json!(2))
+    );
+    assert_eq!(
+        listed["criteria"],
+        json!({
+            "deletedBefore": { "instant": "2025-06-01T00:00:00Z" },
+            "finishedBefore": { "instant": "2025-06-01T00:00:00Z" },
+        })
+    );
+    let (code, _) = app.error("{ purges(first: 0) { uuid } }", json!({})).await;
+    assert_eq!(code, "BAD_USER_INPUT");
+
+    // Nothing more to do: a second run deletes nothing.
+    let again = purge(
+        &app.store,
+        &policy,
+        "cli:ops",
+        PurgeTrigger::Command,
+        PurgeBatches::default(),
+        &never_stopped(),
+    )
+    .await
+    .unwrap();
+    assert_eq!((again.sessions, again.batches), (0, 1));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn old_receipts_are_forgotten_and_their_retries_become_conflicts() {
+    let app = TestApp::start().await;
+    let pool = app.store.pool().clone();
+    let create = "mutation ($id: UUID!) { createSession(input: { id: $id, alertType: \"Disk\", chainId: \"c\" }) { uuid } }";
+    let (old, new) = (Uuid::now_v7(), Uuid::now_v7());
+    for id in [old, new] {
+        app.data(create, json!({ "id": id })).await;
+    }
+    backdate(
+        &pool,
+        &[format!(
+            "UPDATE create_receipts SET created_at = '2025-01-01Z' WHERE id = '{old}'"
+        )],
+    )
+    .await;
+    let policy = Policy::new(
+        None,
+        None,
+        Some(Cutoff::At(at("2025-06-01T00:00:00Z"))),
+        Utc::now(),
+    );
+    assert_eq!(
+        app.store
+            .count_old_receipts(policy.receipts_before.unwrap())
+            .await
+            .unwrap(),
+        1
+    );
+    let purged = purge(
+        &app.store,
+        &policy,
+        "cli:ops",
+        PurgeTrigger::Command,
+        PurgeBatches::default(),
+        &never_stopped(),
+    )
+    .await
+    .unwrap();
+    assert_eq!((purged.sessions, purged.receipts), (0, 1));
+    // A retry within the window is answered again; one past it is refused, never duplicated.
+    let d = app.data(create, json!({ "id": new })).await;
+    assert_eq!(d["createSession"]["uuid"], new.to_string());
+    let (code, _) = app.error(create, json!({ "id": old })).await;
+    assert_eq!(code, "CONFLICT");
+    let sessions: i64 = sqlx::query_scalar("SELECT count(*) FROM sessions")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(sessions, 2);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_change_log_is_pruned_by_age_even_past_a_reader_that_lags() {
+    let app = TestApp::start().await;
+    let pool = app.store.pool().clone();
+    // A reader that is alive but stuck at the start.
+    app.store
+        .change_log_heartbeat(Uuid::now_v7(), "stuck", 0)
+        .await
+        .unwrap();
+    let create =
+        "mutation { createSession(input: { alertType: \"Disk\", chainId: \"c\" }) { uuid } }";
+    app.data(create, json!({})).await;
+    let (oldest, newest): (i64, i64) = sqlx::query_as("SELECT min(id), max(id) FROM live_changes")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    backdate(
+        &pool,
+        &["UPDATE live_changes SET created_at = now() - interval '2 hours'".to_owned()],
+    )
+    .await;
+    app.data(create, json!({})).await;
+    let (_, latest): (i64, i64) = sqlx::query_as("SELECT min(id), max(id) FROM live_changes")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert!(latest > newest);
+
+    let hour = Duration::from_secs(3600);
+    // By readers alone nothing goes: the stuck reader has read nothing.
+    let pruned = app
+        .store
+        .prune_change_log(Duration::from_secs(300), Duration::from_secs(86_400))
+        .await
+        .unwrap();
+    assert!(pruned < oldest, "{pruned} < {oldest}");
+    let pruned = app
+        .store
+        .prune_change_log(Duration::from_secs(300), hour)
+        .await
+        .unwrap();
+    assert_eq!(pruned, newest, "everything older than an hour is gone");
+    let left: Vec<i64> = sqlx::query_scalar("SELECT id FROM live_changes ORDER BY id")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    assert!(
+        !left.is_empty() && left.iter().all(|id| *id > newest),
+        "{left:?}"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_server_purges_on_its_schedule_and_quiet_runs_leave_no_record() {
+    let options = HttpOptions {
+        retention: RetentionOptions {
+            deleted_before: Some(chrono::Duration::days(30)),
+            interval: chrono::Duration::milliseconds(200),
+            ..RetentionOptions::default()
+        },
+        ..HttpOptions::default()
+    };
+    let app = TestApp::start_with(options).await;
+    let pool = app.store.pool().clone();
+    let create =
+        "mutation { createSession(input: { alertType: \"Disk\", chainId: \"c\" }) { uuid } }";
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let d = app.data(create, json!({})).await;
+        let id = d["createSession"]["uuid"].as_str().unwrap().to_owned();
+        app.data(
+            "mutation ($id: ID!) { startSession(id: $id) { status } completeSession(input: { id: $id }) { status } deleteSession(id: $id) { deletedAt } }",
+            json!({ "id": id }),
+        )
+        .await;
+        ids.push(id);
+    }
+    // Deleted 40 days ago, and just now.
+    backdate(
+        &pool,
+        &[format!(
+            "UPDATE sessions SET deleted_at = now() - interval '40 days' WHERE id = '{}'",
+            ids[0]
+        )],
+    )
+    .await;
+    let mut gone = false;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let d = app
+            .data(
+                "query ($id: ID!) { session(id: $id) { uuid } }",
+                json!({ "id": ids[0] }),
+            )
+            .await;
+        if d["session"].is_null() {
+            gone = true;
+            break;
+        }
+    }
+    assert!(gone, "the schedule purged the session deleted 40 days ago");
+    // Several more intervals pass with nothing to do.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let d = app
+        .data(
+            "query ($id: ID!) { session(id: $id) { uuid } }",
+            json!({ "id": ids[1] }),
+        )
+        .await;
+    assert_eq!(
+        d["session"]["uuid"],
+        ids[1].as_str(),
+        "the recent one stays"
+    );
+    let records = app.store.purges(10).await.unwrap();
+    assert_eq!(records.len(), 1, "only the run that deleted is recorded");
+    assert_eq!(records[0].trigger, PurgeTrigger::Schedule);
+    assert!(
+        records[0].actor.starts_with("schedule:"),
+        "{}",
+        records[0].actor
+    );
+    assert_eq!(records[0].sessions_deleted, 1);
+    assert_eq!(orphans(&pool).await, vec![]);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_stopped_purge_ends_after_its_batch_and_says_so() {
+    let app = TestApp::start().await;
+    let create =
+        "mutation { createSession(input: { alertType: \"Disk\", chainId: \"c\" }) { uuid } }";
+    app.data(create, json!({})).await;
+    let (stopping, stop) = watch::channel(false);
+    stopping.send(true).unwrap();
+    let policy = Policy::new(
+        Some(Cutoff::At(Utc::now())),
+        None,
+        Some(Cutoff::At(Utc::now())),
+        Utc::now(),
+    );
+    let failed = purge(
+        &app.store,
+        &policy,
+        "cli:ops",
+        PurgeTrigger::Command,
+        PurgeBatches::default(),
+        &stop,
+    )
+    .await
+    .unwrap_err();
+    assert!(failed.to_string().contains("stopped"), "{failed}");
+    let records = app.store.purges(1).await.unwrap();
+    assert_eq!(records[0].id, failed.purged.id);
+    assert_eq!(records[0].status, PurgeStatus::Failed);
+    assert!(
+        records[0]
+            .error_message
+            .as_deref()
+            .unwrap()
+            .contains("stopped")
+    );
+    app.stop().await;
+}
+
+struct DataDir(PathBuf);
+
+impl Drop for DataDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn casefile(args: &[&str], data_dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_casefile"))
+        .args(args)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .env_remove("DATABASE_URL")
+        .env("USER", "ops")
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap()
+}
+
+fn stdout(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+/// The count a dry run printed for `what`.
+fn printed(out: &str, what: &str) -> i64 {
+    out.lines()
+        .find_map(|line| {
+            let line = line.trim();
+            line.strip_prefix(what)
+                .filter(|rest| rest.starts_with(' '))
+                .map(|rest| rest.trim().parse().unwrap())
+        })
+        .unwrap_or_else(|| panic!("no {what:?} in:\n{out}"))
+}
+
+#[tokio::test]
+async fn the_purge_command_is_a_dry_run_until_told_to_execute() {
+    let dir = DataDir(std::env::temp_dir().join(format!("casefile-purge-{}", Uuid::new_v4())));
+    let dir = &dir.0;
+    stdout(&casefile(&["demo"], dir));
+    let policy = ["purge", "--finished-before", "2030-01-01T00:00:00Z"];
+    let out = stdout(&casefile(&policy, dir));
+    assert!(out.starts_with("Dry run: nothing is deleted."), "{out}");
+    let sessions = printed(&out, "sessions");
+    assert!(sessions >= 10, "the demo's finished sessions: {out}");
+    assert!(printed(&out, "timeline events") > 0, "{out}");
+    assert_eq!(
+        printed(&stdout(&casefile(&policy, dir)), "sessions"),
+        sessions,
+        "nothing went"
+    );
+
+    let executed = [&policy[..], &["--execute", "--purge-batch-size", "4"]].concat();
+    let out = stdout(&casefile(&executed, dir));
+    assert!(
+        out.contains(&format!("deleted {sessions} sessions")),
+        "{out}"
+    );
+    assert_eq!(printed(&stdout(&casefile(&policy, dir)), "sessions"), 0);
+
+    let out = casefile(&["purge"], dir);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("nothing to purge"),
+        "{out:?}"
+    );
+    let out = casefile(&["purge", "--deleted-before", "soon"], dir);
+    assert!(!out.status.success());
+
+    // The record says who ran it.
+    let args = DatabaseArgs {
+        database_url: None,
+        data_dir: dir.clone(),
+        db_max_connections: 1,
+        timeouts: DbTimeouts::default(),
+    };
+    let db = Database::connect(&args).await.unwrap();
+    let records = Store::new(db.pool().clone()).purges(5).await.unwrap();
+    db.shutdown().await;
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].actor, "cli:ops");
+    assert_eq!(records[0].sessions_deleted, sessions);
+    assert_eq!(
+        records[0].criteria,
+        json!({ "finishedBefore": { "instant": "2030-01-01T00:00:00Z" } })
+    );
+}
+
+/// What a concurrent client saw: error codes, by what it did.
+#[derive(Default)]
+struct Seen {
+    requests: usize,
+    codes: Vec<String>,
+    slowest: Duration,
+}
+
+#[tokio::test]
+async fn purging_alongside_readers_and_writers_on_real_postgres() {
+    let Some((app, _)) = TestApp::start_external("purging alongside readers and writers").await
+    else {
+        return;
+    };
+    let app = std::sync::Arc::new(app);
+    let pool = app.store.pool().clone();
+    // 400 sessions deleted 40 days ago and 100 finished ones kept, each with a stage, two
+    // agents, twelve timeline events and six messages; the kept ones have a chat.
+    for statement in [
+        "INSERT INTO sessions (id, alert_type, chain_id, status, created_at, started_at, completed_at) \
+         SELECT gen_random_uuid(), 'Disk', 'k8s', 'completed', now() - interval '50 days', \
+             now() - interval '50 days', now() - interval '49 days' \
+         FROM generate_series(1, 500)",
+        "INSERT INTO stages (id, session_id, stage_name, stage_index, expected_agent_count, \
+             parallel_type, success_policy) \
+         SELECT gen_random_uuid(), id, 'investigate', 0, 2, 'multi_agent', 'all' FROM sessions",
+        "INSERT INTO agent_executions (id, stage_id, session_id, agent_name, agent_index, \
+             iteration_strategy, agent_type, depth) \
+         SELECT gen_random_uuid(), st.id, st.session_id, 'Agent' || i, i, 'react', \
+             'global_supervisor', 0 \
+         FROM stages st, generate_series(1, 2) i",
+        "INSERT INTO timeline_events (id, session_id, stage_id, execution_id, sequence_number, \
+             event_type, status, content) \
+         SELECT gen_random_uuid(), e.session_id, e.stage_id, e.id, \
+             (e.agent_index - 1) * 6 + n, 'llm_response', 'completed', 'disk is filling up ' || n \
+         FROM agent_executions e, generate_series(1, 6) n",
+        "INSERT INTO messages (id, session_id, stage_id, execution_id, sequence_number, role, content) \
+         SELECT gen_random_uuid(), e.session_id, e.stage_id, e.id, n, 'user', 'look at the disk' \
+         FROM agent_executions e, generate_series(1, 3) n",
+        "UPDATE sessions SET deleted_at = now() - interval '40 days' \
+         WHERE id IN (SELECT id FROM sessions ORDER BY id LIMIT 400)",
+        "INSERT INTO chats (id, session_id) SELECT gen_random_uuid(), id FROM sessions \
+         WHERE deleted_at IS NULL",
+    ] {
+        sqlx::query(statement).execute(&pool).await.unwrap();
+    }
+    let doomed: Vec<Uuid> =
+        sqlx::query_scalar("SELECT id FROM sessions WHERE deleted_at IS NOT NULL")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    let chats: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM chats")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    assert_eq!((doomed.len(), chats.len()), (400, 100));
+
+    let (done_tx, done) = watch::channel(false);
+    let client = |work: &'static str| {
+        let app = app.clone();
+        let done = done.clone();
+        let doomed = doomed.clone();
+        let chats = chats.clone();
+        tokio::spawn(async move {
+            let mut seen = Seen::default();
+            let mut restored = Vec::new();
+            let mut i = 0usize;
+            while !*done.borrow() {
+                i += 1;
+                let sent = std::time::Instant::now();
+                let body = match work {
+                    "list" => app.graphql(
+                        "{ sessions(first: 50, filter: { includeDeleted: true }) { totalCount edges { node { id deletedAt stages { executions { timeline(first: 3) { edges { node { content } } } } } } } } }",
+                        json!({}),
+                    ).await,
+                    "read" => app.graphql(
+                        "query ($id: ID!) { session(id: $id) { id stages { executions { agentName messages { content } } } timeline(first: 20) { edges { node { content } } } } }",
+                        json!({ "id": doomed[(i * 7) % doomed.len()] }),
+                    ).await,
+                    "create" => app.graphql(
+                        "mutation { createSession(input: { alertType: \"Fresh\", chainId: \"c\" }) { id } }",
+                        json!({}),
+                    ).await,
+                    "restore" => {
+                        let id = doomed[(i * 13) % doomed.len()];
+                        let body = app.graphql(
+                            "mutation ($id: ID!) { restoreSession(id: $id) { id } }",
+                            json!({ "id": id }),
+                        ).await;
+                        if body["data"]["restoreSession"].is_object() {
+                            restored.push(id);
+                        }
+                        body
+                    }
+                    "ask" => app.graphql(
+                        "mutation ($c: ID!) { postChatMessage(input: { chatId: $c, content: \"still full?\" }) { id } }",
+                        json!({ "c": chats[i % chats.len()] }),
+                    ).await,
+                    _ => app.graphql(
+                        "mutation ($s: ID!) { openChat(input: { sessionId: $s }) { id } }",
+                        json!({ "s": doomed[(i * 11) % doomed.len()] }),
+                    ).await,
+                };
+                seen.requests += 1;
+                seen.slowest = seen.slowest.max(sent.elapsed());
+                if let Some(code) = body["errors"][0]["extensions"]["code"].as_str() {
+                    seen.codes.push(code.to_owned());
+                }
+                if work == "restore" || work == "open" {
+                    tokio::time::sleep(Duration::from_millis(40)).await;
+                }
+            }
+            (work, seen, restored)
+        })
+    };
+    let clients: Vec<_> = ["list", "read", "create", "restore", "ask", "open"]
+        .into_iter()
+        .map(client)
+        .collect();
+
+    let policy = Policy::new(
+        Some(Cutoff::Age(chrono::Duration::days(30))),
+        None,
+        None,
+        Utc::now(),
+    );
+    let batches = PurgeBatches {
+        size: 5,
+        pause_ms: 20,
+    };
+    let started = std::time::Instant::now();
+    let first = purge(
+        &app.store,
+        &policy,
+        "cli:ops",
+        PurgeTrigger::Command,
+        batches,
+        &never_stopped(),
+    )
+    .await
+    .unwrap();
+    let took = started.elapsed();
+    done_tx.send(true).unwrap();
+    let mut restored = Vec::new();
+    for client in clients {
+        let (work, seen, mut theirs) = client.await.unwrap();
+        restored.append(&mut theirs);
+        let allowed: &[&str] = match work {
+            // A chat's previous question is still unanswered.
+            "ask" => &["CONFLICT"],
+            // Restoring twice, or a session already purged.
+            "restore" => &["CONFLICT", "NOT_FOUND"],
+            // A deleted session takes no chat; a purged one is gone.
+            "open" => &["CONFLICT", "NOT_FOUND"],
+            _ => &[],
+        };
+        let unexpected: Vec<&String> = seen
+            .codes
+            .iter()
+            .filter(|c| !allowed.contains(&c.as_str()))
+            .collect();
+        assert!(unexpected.is_empty(), "{work}: {unexpected:?}");
+        assert!(seen.requests > 0, "{work} ran");
+        eprintln!(
+            "{work}: {} requests, {} refused as expected, slowest {:?}",
+            seen.requests,
+            seen.codes.len(),
+            seen.slowest
+        );
+    }
+    // What a writer held was skipped, not waited for; a second run takes what still qualifies.
+    let second = purge(
+        &app.store,
+        &policy,
+        "cli:ops",
+        PurgeTrigger::Command,
+        batches,
+        &never_stopped(),
+    )
+    .await
+    .unwrap();
+    eprintln!(
+        "purged {} + {} sessions in {} batches in {took:?}; {} restored meanwhile",
+        first.sessions,
+        second.sessions,
+        first.batches,
+        restored.len()
+    );
+    restored.sort();
+    restored.dedup();
+    let left: Vec<Uuid> =
+        sqlx::query_scalar("SELECT id FROM sessions WHERE id = ANY($1) ORDER BY id")
+            .bind(&doomed)
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(left, restored, "exactly the restored sessions survive");
+    assert_eq!(
+        first.sessions + second.sessions,
+        (doomed.len() - restored.len()) as i64
+    );
+    let kept: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM sessions WHERE alert_type = 'Disk' AND deleted_at IS NULL",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(kept, 100 + restored.len() as i64);
+    assert_eq!(orphans(&pool).await, vec![]);
+    let recorded: i64 = app
+        .store
+        .purges(10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|p| p.sessions_deleted)
+        .sum();
+    assert_eq!(recorded, first.sessions + second.sessions);
+    std::sync::Arc::into_inner(app).unwrap().stop().await;
+}
