@@ -1,7 +1,9 @@
 //! Analytics benchmark: a dashboard's `sessionStats` queries over 30 days of 100,000 sessions
 //! (small payloads: 2 stages, 3 agents and 12 LLM calls each), through the GraphQL API, p50 and
 //! p99 of each. Beside them, the usage-by-model figure computed by scanning the LLM interactions
-//! themselves, to show what the roll-ups save. Prints figures; asserts nothing about speed.
+//! themselves, to show what the roll-ups save. Then retention at that volume: the sessions that
+//! finished in the oldest three days purged in the default batches, each batch timed. Prints
+//! figures; asserts nothing about speed.
 //!
 //!     cargo bench --bench stats                           # local PostgreSQL (DATABASE_URL)
 //!     cargo bench --bench stats -- --sessions 20000 --runs 30
@@ -233,5 +235,52 @@ async fn main() {
         "{:<32} {p50:>10.1} {p99:>10.1}   (SQL only, no roll-ups)",
         "usage by model, scanning calls"
     );
+    purge_oldest_days(&app).await;
     app.stop().await;
+}
+
+/// Purges what finished in the oldest three of the 30 days, batch by batch as `casefile purge`
+/// does (default batch size), timing each transaction: how long a batch holds its locks.
+async fn purge_oldest_days(app: &TestApp) {
+    let cutoff = chrono::Utc::now() - chrono::Duration::days(27);
+    let criteria = casefile::store::retention::SessionCriteria {
+        deleted_before: None,
+        finished_before: Some(cutoff),
+    };
+    let size = casefile::config::PurgeBatches::default().size;
+    let counts = app.store.count_purgeable(&criteria).await.unwrap();
+    let purge = app
+        .store
+        .begin_purge("bench", casefile::model::PurgeTrigger::Command, &json!({}))
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let mut batches = Vec::new();
+    loop {
+        let batch = Instant::now();
+        let deleted = app
+            .store
+            .purge_sessions(purge, &criteria, size)
+            .await
+            .unwrap();
+        batches.push(batch.elapsed().as_secs_f64() * 1000.0);
+        if deleted < size {
+            break;
+        }
+    }
+    let total = started.elapsed().as_secs_f64();
+    batches.sort_by(f64::total_cmp);
+    let at = |q: f64| batches[((batches.len() as f64 - 1.0) * q).round() as usize];
+    println!(
+        "purged {} sessions ({} LLM interactions, {} timeline events under them) in {} batches \
+         of {size}: {total:.1} s, {:.0} sessions/s; a batch p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        counts.sessions,
+        counts.llm_interactions,
+        counts.timeline_events,
+        batches.len(),
+        counts.sessions as f64 / total,
+        at(0.5),
+        at(0.99),
+        batches[batches.len() - 1]
+    );
 }
