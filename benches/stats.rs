@@ -258,13 +258,13 @@ async fn purge_oldest_days(app: &TestApp) {
     let mut batches = Vec::new();
     loop {
         let batch = Instant::now();
-        let deleted = app
+        let done = app
             .store
             .purge_sessions(purge, &criteria, size)
             .await
             .unwrap();
         batches.push(batch.elapsed().as_secs_f64() * 1000.0);
-        if deleted < size {
+        if done.locked < size {
             break;
         }
     }

@@ -1,14 +1,14 @@
 -- Retention (seed 000 Q12): sessions are hard-deleted with everything under them once a policy
 -- says so (soft-deleted, or finished, longer ago than an age), in small batches; idempotency
--- receipts are forgotten by age. Each purge that deletes leaves a record of its own.
-
--- The sessions a policy selects, read along an index: soft-deleted ones by when (finished ones
--- by `sessions_completed_at_idx`).
-CREATE INDEX sessions_deleted_at_idx ON sessions (deleted_at) WHERE deleted_at IS NOT NULL;
+-- receipts are forgotten by age. Each purge that deletes leaves a record of its own. This
+-- migration only takes short locks: a new table, a column added without a rewrite, an index on
+-- a small table.
 
 -- A session's delete cascades along every foreign key to it; each needs an index that leads
--- with the referencing column, or each deleted session costs a scan of the table.
-CREATE INDEX chat_user_messages_session_idx ON chat_user_messages (session_id);
+-- with the referencing column, or each deleted session costs a scan of the table. Tickets live
+-- for seconds, so their table is small; the indexes on large tables are built without blocking
+-- writes, one per migration (0018 to 0020: `CREATE INDEX CONCURRENTLY` runs outside a
+-- transaction, alone).
 CREATE INDEX event_stream_tickets_session_idx ON event_stream_tickets (session_id);
 
 -- The live change log is pruned by age too (`--retention-change-log`), past a process that is
@@ -16,9 +16,6 @@ CREATE INDEX event_stream_tickets_session_idx ON event_stream_tickets (session_i
 -- changes logged before have no time and go as readers read them.
 ALTER TABLE live_changes ADD COLUMN created_at timestamptz;
 ALTER TABLE live_changes ALTER COLUMN created_at SET DEFAULT clock_timestamp();
-
--- Receipts are forgotten oldest first.
-CREATE INDEX create_receipts_created_at_idx ON create_receipts (created_at);
 
 -- One row per purge that ran (by `casefile purge --execute`, or the server's schedule when it
 -- deleted anything): who, when, by what criteria, and how many rows it deleted. Counts are

@@ -121,10 +121,15 @@ impl Cutoff {
     }
 }
 
-/// An age (`30d`) or an RFC 3339 instant.
+/// An age (`30d`) or an RFC 3339 instant, not in the future: a cutoff past now would take
+/// what finished a moment ago, or leave no time to restore what was deleted by mistake.
 pub fn parse_cutoff(text: &str) -> Result<Cutoff, String> {
     if let Ok(at) = chrono::DateTime::parse_from_rfc3339(text.trim()) {
-        return Ok(Cutoff::At(at.with_timezone(&chrono::Utc)));
+        let at = at.with_timezone(&chrono::Utc);
+        if at > chrono::Utc::now() {
+            return Err(format!("{text:?} is in the future"));
+        }
+        return Ok(Cutoff::At(at));
     }
     parse_period(text).map(Cutoff::Age).map_err(|_| {
         format!("{text:?} is neither an age such as 30d, 12h or 90m nor an instant such as 2026-01-01T00:00:00Z")
@@ -841,7 +846,13 @@ mod tests {
                 .parse::<chrono::DateTime<chrono::Utc>>()
                 .unwrap()
         );
-        for bad in ["", "yesterday", "2026-13-01T00:00:00Z", "0d"] {
+        for bad in [
+            "",
+            "yesterday",
+            "2026-13-01T00:00:00Z",
+            "0d",
+            "2999-01-01T00:00:00Z",
+        ] {
             assert!(parse_cutoff(bad).is_err(), "{bad:?}");
         }
     }

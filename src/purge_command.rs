@@ -68,7 +68,15 @@ pub async fn run(store: &Store, args: &PurgeArgs) -> anyhow::Result<()> {
             format!("cli:{user}")
         }
     });
-    // Ctrl-C ends the purge after its current batch, recorded as stopped.
+    let mut deleting = Vec::new();
+    if !selected.is_empty() {
+        deleting.push(format!("sessions {}", selected.join(", or ")));
+    }
+    if let Some(before) = policy.receipts_before {
+        deleting.push(format!("idempotency receipts from before {}", time(before)));
+    }
+    println!("Deleting {}.", deleting.join("; and "));
+    // Ctrl-C ends the purge after its current batch, recorded as failed ("stopped").
     let (stopping, stop) = watch::channel(false);
     let interrupt = tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {

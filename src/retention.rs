@@ -16,13 +16,12 @@ use crate::error::{Error, Result};
 use crate::model::{PurgeStatus, PurgeTrigger};
 use crate::observe::metrics::RETENTION_DELETED;
 use crate::store::Store;
-use crate::store::refusals::{self, Refused};
 use crate::store::retention::SessionCriteria;
 
 /// Receipts forgotten per transaction (small rows, one index).
 const RECEIPT_BATCH: i64 = 1_000;
-/// Times a batch that met a lock is tried again before the purge gives up.
-const LOCK_RETRIES: u32 = 3;
+/// Times a batch that met a lock (or a deadlock) is tried again before the purge gives up.
+const RETRIES: u32 = 3;
 
 /// What a purge deletes, as instants, and as it was given (for its record).
 #[derive(Debug, Clone)]
@@ -175,27 +174,60 @@ async fn run_batches(
         }
     };
     if !policy.sessions.is_empty() {
+        let mut size = batches.size;
+        let mut retries = 0;
         loop {
             go_on()?;
-            let deleted = with_lock_retries(|| {
-                store.purge_sessions(purged.id, &policy.sessions, batches.size)
-            })
-            .await?;
+            // Awaited apart from the match, whose arms wait too: the call's borrows end here.
+            let result = store
+                .purge_sessions(purged.id, &policy.sessions, size)
+                .await;
+            let batch = match result {
+                Ok(batch) => batch,
+                Err(err) => match Trouble::of(&err) {
+                    // Too many sessions (or too large ones) for one statement: fewer at once.
+                    Some(Trouble::TooSlow) if size > 1 => {
+                        size = (size / 2).max(1);
+                        tracing::info!("a purge batch took too long; now {size} sessions a batch");
+                        continue;
+                    }
+                    Some(Trouble::Contended) if retries < RETRIES => {
+                        retries += 1;
+                        tracing::info!(
+                            "a purge batch met a lock; trying again ({retries} of {RETRIES})"
+                        );
+                        tokio::time::sleep(pause.max(Duration::from_millis(250)) * retries).await;
+                        continue;
+                    }
+                    _ => return Err(err),
+                },
+            };
+            retries = 0;
             purged.batches += 1;
-            purged.sessions += deleted;
-            metrics::counter!(RETENTION_DELETED, "what" => "sessions").increment(deleted as u64);
-            if deleted < batches.size {
+            purged.sessions += batch.deleted;
+            metrics::counter!(RETENTION_DELETED, "what" => "sessions")
+                .increment(batch.deleted as u64);
+            if batch.locked < size {
                 break;
             }
             tokio::time::sleep(pause).await;
         }
     }
     if let Some(before) = policy.receipts_before {
+        let mut retries = 0;
         loop {
             go_on()?;
-            let deleted =
-                with_lock_retries(|| store.purge_receipts(purged.id, before, RECEIPT_BATCH))
-                    .await?;
+            let result = store.purge_receipts(purged.id, before, RECEIPT_BATCH).await;
+            let deleted = match result {
+                Ok(deleted) => deleted,
+                Err(err) if retries < RETRIES && Trouble::of(&err).is_some() => {
+                    retries += 1;
+                    tokio::time::sleep(pause.max(Duration::from_millis(250)) * retries).await;
+                    continue;
+                }
+                Err(err) => return Err(err),
+            };
+            retries = 0;
             purged.batches += 1;
             purged.receipts += deleted;
             metrics::counter!(RETENTION_DELETED, "what" => "receipts").increment(deleted as u64);
@@ -208,26 +240,24 @@ async fn run_batches(
     Ok(())
 }
 
-/// Runs a batch, again (after a pause) when it gave up waiting for a lock.
-async fn with_lock_retries<F, Fut>(batch: F) -> Result<i64>
-where
-    F: Fn() -> Fut,
-    Fut: Future<Output = Result<i64>>,
-{
-    let mut tries = 0;
-    loop {
-        match batch().await {
-            Err(Error::Database(err))
-                if tries < LOCK_RETRIES
-                    && refusals::of(&err).is_some_and(|r| r.kind == Refused::Timeout) =>
-            {
-                tries += 1;
-                tracing::info!(
-                    "a purge batch met a lock; trying again ({tries} of {LOCK_RETRIES})"
-                );
-                tokio::time::sleep(Duration::from_millis(500 * u64::from(tries))).await;
-            }
-            other => return other,
+/// Why a batch failed when another try may succeed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Trouble {
+    /// It gave up waiting for a lock, or was chosen to end a deadlock: the same batch again.
+    Contended,
+    /// It ran out of statement time: a smaller batch.
+    TooSlow,
+}
+
+impl Trouble {
+    fn of(err: &Error) -> Option<Trouble> {
+        let Error::Database(err) = err else {
+            return None;
+        };
+        match err.as_database_error()?.code()?.as_ref() {
+            "55P03" | "40P01" | "40001" => Some(Trouble::Contended),
+            "57014" => Some(Trouble::TooSlow),
+            _ => None,
         }
     }
 }

@@ -41,6 +41,7 @@ impl Server {
         addr: SocketAddr,
     ) -> anyhow::Result<Self> {
         check_anonymous_exposure(&options.auth, addr)?;
+        check_retention(options)?;
         crate::observe::metrics::handle();
         if auth_needs_metrics_guard(options) {
             tracing::warn!(
@@ -92,9 +93,15 @@ impl Server {
             ),
             None => None,
         };
+        let app = router(
+            store.clone(),
+            hub.clone(),
+            auth,
+            options,
+            closing.subscribe(),
+        )?;
         let retention =
-            crate::retention::spawn_schedule(store.clone(), options.retention, closing.subscribe());
-        let app = router(store, hub.clone(), auth, options, closing.subscribe())?;
+            crate::retention::spawn_schedule(store, options.retention, closing.subscribe());
         let task = tokio::spawn(serve(
             listener,
             app,
@@ -156,6 +163,20 @@ impl Server {
             task.abort();
         }
     }
+}
+
+/// The change log's age limit must leave a live reader its timeout: a shorter one would send
+/// every process that is merely a little slow back to the data.
+fn check_retention(options: &HttpOptions) -> anyhow::Result<()> {
+    let limit = options.retention.change_log.to_std().unwrap_or_default();
+    if limit < options.change_log_reader_timeout {
+        anyhow::bail!(
+            "--retention-change-log ({}s) must be at least --change-log-reader-timeout-secs ({}s)",
+            limit.as_secs(),
+            options.change_log_reader_timeout.as_secs()
+        );
+    }
+    Ok(())
 }
 
 /// Whether callers must authenticate while `/metrics`, on the same address, needs nothing.

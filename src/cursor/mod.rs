@@ -32,6 +32,11 @@ enum Cursor {
         at: chrono::DateTime<chrono::Utc>,
         id: Uuid,
     },
+    /// A chat in the list of chats by latest activity (`at` is its `updated_at`).
+    ChatActivity {
+        at: chrono::DateTime<chrono::Utc>,
+        id: Uuid,
+    },
     Events(EventsPosition),
     Feed(FeedPosition),
     /// Timeline subscription cursors handed out before both kinds shared one format: decoded,
@@ -58,7 +63,8 @@ fn kind_of(cursor: &Cursor) -> &'static str {
         Cursor::Sessions { .. } => "the sessions list",
         Cursor::Timeline(_) | Cursor::Live(_) => "a timeline",
         Cursor::Messages { .. } => "a list of messages",
-        Cursor::Records { .. } => "a list of interactions or chats",
+        Cursor::Records { .. } => "a list of interactions or of a session's chats",
+        Cursor::ChatActivity { .. } => "the list of chats by activity",
         Cursor::Events(_) => "a session's event stream",
         Cursor::Feed(_) => "the sessions feed",
     }
@@ -129,6 +135,22 @@ pub fn decode_message_cursor(cursor: &str) -> Result<MessageKey> {
 /// The cursor of an interaction or chat in a list of them (in time order).
 pub fn record_cursor((at, id): RecordKey) -> String {
     encode(&Cursor::Records { at, id })
+}
+
+/// The cursor of a chat in the list of chats by latest activity.
+pub fn chat_activity_cursor((at, id): RecordKey) -> String {
+    encode(&Cursor::ChatActivity { at, id })
+}
+
+/// The place a cursor of the chats-by-activity list points at.
+pub fn decode_chat_activity_cursor(cursor: &str) -> Result<RecordKey> {
+    match decode(cursor)? {
+        Cursor::ChatActivity { at, id } => Ok((at, id)),
+        other => Err(Error::bad_input(format!(
+            "cursor belongs to {}, not to the list of chats by activity",
+            kind_of(&other)
+        ))),
+    }
 }
 
 /// The place an interaction or chat cursor points at.

@@ -28,6 +28,15 @@ impl SessionCriteria {
     }
 }
 
+/// What one batch did: the sessions it locked, and of those the ones it deleted (a session can
+/// stop qualifying between the two: restored, or asked a question). A batch that locks fewer
+/// than it may is the last.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PurgedBatch {
+    pub locked: i64,
+    pub deleted: i64,
+}
+
 /// What a purge would delete: the sessions, and the rows under them (which go with them).
 #[derive(Debug, Clone, Default, PartialEq, Eq, FromRow)]
 pub struct PurgeCounts {
@@ -115,34 +124,57 @@ impl Store {
     /// Deletes up to `limit` of the sessions `criteria` selects, with everything under them,
     /// in one short transaction, and adds them to purge `purge`'s count; how many it deleted.
     /// Sessions a writer holds (a chat question being posted, a restore) are skipped, not
-    /// waited for: the next batch or run takes them if they still qualify. Each selected row is
-    /// re-checked once locked, so a session restored meanwhile stays.
+    /// waited for: the next batch or run takes them if they still qualify. The sessions are
+    /// locked first and deleted by a second statement, which sees everything committed until
+    /// they were locked: a session restored, or a chat question posted, meanwhile stays.
     pub async fn purge_sessions(
         &self,
         purge: Uuid,
         criteria: &SessionCriteria,
         limit: i64,
-    ) -> Result<i64> {
-        let mut qb = QueryBuilder::new("WITH doomed AS (SELECT id FROM sessions");
-        push_criteria(&mut qb, criteria);
-        qb.push(" LIMIT ")
+    ) -> Result<PurgedBatch> {
+        let mut tx = self.begin().await?;
+        // A batch never waits long behind a lock (nor keeps others queued behind it). A batch
+        // of one session may take long (a session with millions of events): it holds the locks
+        // of that session's rows alone, which only its own writers (there are none) would want.
+        sqlx::query(
+            "SELECT set_config('lock_timeout', '2s', true), set_config('statement_timeout', \
+                 coalesce($1, current_setting('statement_timeout')), true)",
+        )
+        .bind((limit == 1).then_some("10min"))
+        .execute(&mut *tx)
+        .await?;
+        let mut lock = QueryBuilder::new("SELECT id FROM sessions");
+        push_criteria(&mut lock, criteria);
+        lock.push(" LIMIT ")
             .push_bind(limit)
+            .push(" FOR UPDATE SKIP LOCKED");
+        let locked: Vec<Uuid> = lock.build_query_scalar().fetch_all(traced(&mut tx)).await?;
+        if locked.is_empty() {
+            tx.commit().await?;
+            return Ok(PurgedBatch::default());
+        }
+        let mut delete = QueryBuilder::new("WITH gone AS (DELETE FROM sessions");
+        push_criteria(&mut delete, criteria);
+        delete
+            .push(" AND id = ANY(")
+            .push_bind(&locked)
             .push(
-                " FOR UPDATE SKIP LOCKED), \
-                 gone AS (DELETE FROM sessions s USING doomed d WHERE s.id = d.id RETURNING s.id) \
+                ") RETURNING id) \
                  UPDATE purges SET sessions_deleted = sessions_deleted + (SELECT count(*) FROM gone) \
                  WHERE id = ",
             )
             .push_bind(purge)
             .push(" RETURNING (SELECT count(*) FROM gone)");
-        let mut tx = self.begin().await?;
-        // A batch never waits long behind a lock (nor keeps others queued behind it).
-        sqlx::query("SET LOCAL lock_timeout = '2s'")
-            .execute(&mut *tx)
+        let deleted: i64 = delete
+            .build_query_scalar()
+            .fetch_one(traced(&mut tx))
             .await?;
-        let deleted: i64 = qb.build_query_scalar().fetch_one(traced(&mut tx)).await?;
         tx.commit().await?;
-        Ok(deleted)
+        Ok(PurgedBatch {
+            locked: locked.len() as i64,
+            deleted,
+        })
     }
 
     /// Forgets up to `limit` idempotency receipts older than `before` (oldest first), adding
@@ -209,22 +241,27 @@ impl Store {
     }
 }
 
-/// ` WHERE …` selecting the sessions `criteria` names (none when it names none), each condition
-/// written as its index's expression (`sessions_deleted_at_idx`, `sessions_completed_at_idx`).
+/// ` WHERE (…)` selecting the sessions `criteria` names (none when it names none), each
+/// condition written as its index's expression (`sessions_deleted_at_idx`,
+/// `sessions_completed_at_idx`).
 fn push_criteria(qb: &mut QueryBuilder<'_, Postgres>, criteria: &SessionCriteria) {
-    qb.push(" WHERE FALSE");
+    qb.push(" WHERE (FALSE");
     if let Some(before) = criteria.deleted_before {
         qb.push(" OR deleted_at < ").push_bind(before);
     }
     if let Some(before) = criteria.finished_before {
-        qb.push(" OR (coalesce(completed_at, '0001-01-01 00:00:00+00') < ")
-            .push_bind(before)
-            .push(
-                " AND completed_at IS NOT NULL \
-                 AND NOT EXISTS (SELECT 1 FROM chats c WHERE c.session_id = sessions.id \
+        // Unfinished sessions sit at the index's low end (their coalesced year 1): skipped.
+        qb.push(
+            " OR (coalesce(completed_at, '0001-01-01 00:00:00+00') > '0001-01-01 00:00:00+00' \
+             AND coalesce(completed_at, '0001-01-01 00:00:00+00') < ",
+        )
+        .push_bind(before)
+        .push(
+            " AND NOT EXISTS (SELECT 1 FROM chats c WHERE c.session_id = sessions.id \
                                  AND c.updated_at >= ",
-            )
-            .push_bind(before)
-            .push("))");
+        )
+        .push_bind(before)
+        .push("))");
     }
+    qb.push(")");
 }

@@ -273,6 +273,27 @@ async fn people_list_their_own_chats_by_latest_activity_and_see_each_answer() {
     let (page, info, _) = alice.list("(last: 1)").await;
     assert_eq!(page, [rollback.as_str()]);
     assert_eq!(info["hasPreviousPage"], true);
+    let before = info["startCursor"].as_str().unwrap();
+    let (page, info, _) = alice
+        .list(&format!("(last: 5, before: \"{before}\")"))
+        .await;
+    assert_eq!(page, [untitled.as_str()]);
+    assert_eq!(
+        (&info["hasPreviousPage"], &info["hasNextPage"]),
+        (&json!(false), &json!(true))
+    );
+    // A cursor of a session's chats (ordered by creation) is not one of this list.
+    let d = alice
+        .ok(
+            "query ($s: ID!) { session(id: $s) { chatsConnection(first: 1) { edges { cursor } } } }",
+            json!({ "s": first_session }),
+        )
+        .await;
+    let foreign = d["session"]["chatsConnection"]["edges"][0]["cursor"]
+        .as_str()
+        .unwrap();
+    let query = format!("{{ chats(after: \"{foreign}\") {{ totalCount }} }}");
+    assert_eq!(alice.refused(&query, json!({})).await, "BAD_USER_INPUT");
 
     // Each person sees their own; only an admin sees anyone's.
     assert_eq!(bob.list("").await.0, [bobs.as_str()]);
@@ -390,6 +411,19 @@ async fn only_a_chats_owner_or_an_admin_renames_it_and_a_rename_is_not_activity(
     assert_eq!(
         d["renameChat"],
         json!({ "title": null, "updatedAt": before })
+    );
+    // A deleted session's chat takes no rename, as it takes no question.
+    admin
+        .ok(
+            "mutation ($id: ID!) { deleteSession(id: $id) { deletedAt } }",
+            json!({ "id": session }),
+        )
+        .await;
+    assert_eq!(
+        alice
+            .refused(rename, json!({ "c": chat, "t": "too late" }))
+            .await,
+        "CONFLICT"
     );
     app.stop().await;
 }

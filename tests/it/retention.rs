@@ -546,7 +546,9 @@ async fn the_purge_command_is_a_dry_run_until_told_to_execute() {
     let dir = DataDir(std::env::temp_dir().join(format!("casefile-purge-{}", Uuid::new_v4())));
     let dir = &dir.0;
     stdout(&casefile(&["demo"], dir));
-    let policy = ["purge", "--finished-before", "2030-01-01T00:00:00Z"];
+    // Everything finished until now (the demo's sessions are in the past).
+    let now = Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let policy = ["purge", "--finished-before", now.as_str()];
     let out = stdout(&casefile(&policy, dir));
     assert!(out.starts_with("Dry run: nothing is deleted."), "{out}");
     let sessions = printed(&out, "sessions");
@@ -561,6 +563,10 @@ async fn the_purge_command_is_a_dry_run_until_told_to_execute() {
     let executed = [&policy[..], &["--execute", "--purge-batch-size", "4"]].concat();
     let out = stdout(&casefile(&executed, dir));
     assert!(
+        out.starts_with(&format!("Deleting sessions finished before {now}")),
+        "{out}"
+    );
+    assert!(
         out.contains(&format!("deleted {sessions} sessions")),
         "{out}"
     );
@@ -572,8 +578,10 @@ async fn the_purge_command_is_a_dry_run_until_told_to_execute() {
         String::from_utf8_lossy(&out.stderr).contains("nothing to purge"),
         "{out:?}"
     );
-    let out = casefile(&["purge", "--deleted-before", "soon"], dir);
-    assert!(!out.status.success());
+    for bad in ["soon", "2999-01-01T00:00:00Z"] {
+        let out = casefile(&["purge", "--deleted-before", bad], dir);
+        assert!(!out.status.success(), "{bad}");
+    }
 
     // The record says who ran it.
     let args = DatabaseArgs {
@@ -590,7 +598,7 @@ async fn the_purge_command_is_a_dry_run_until_told_to_execute() {
     assert_eq!(records[0].sessions_deleted, sessions);
     assert_eq!(
         records[0].criteria,
-        json!({ "finishedBefore": { "instant": "2030-01-01T00:00:00Z" } })
+        json!({ "finishedBefore": { "instant": now } })
     );
 }
 
@@ -610,8 +618,10 @@ async fn purging_alongside_readers_and_writers_on_real_postgres() {
     };
     let app = std::sync::Arc::new(app);
     let pool = app.store.pool().clone();
-    // 400 sessions deleted 40 days ago and 100 finished ones kept, each with a stage, two
-    // agents, twelve timeline events and six messages; the kept ones have a chat.
+    // 500 sessions, each with a stage, two agents, twelve timeline events and six messages: 400
+    // that finished 41 days ago and were soft-deleted 40 days ago; 50 that finished 49 days ago
+    // with a chat quiet for 48 (both kinds past the policy below), and 50 with a chat active
+    // today (kept).
     for statement in [
         "INSERT INTO sessions (id, alert_type, chain_id, status, created_at, started_at, completed_at) \
          SELECT gen_random_uuid(), 'Disk', 'k8s', 'completed', now() - interval '50 days', \
@@ -633,33 +643,50 @@ async fn purging_alongside_readers_and_writers_on_real_postgres() {
         "INSERT INTO messages (id, session_id, stage_id, execution_id, sequence_number, role, content) \
          SELECT gen_random_uuid(), e.session_id, e.stage_id, e.id, n, 'user', 'look at the disk' \
          FROM agent_executions e, generate_series(1, 3) n",
-        "UPDATE sessions SET deleted_at = now() - interval '40 days' \
+        // Finished inside the policy's window, deleted past it: a restored one stays.
+        "UPDATE sessions SET completed_at = now() - interval '41 days', \
+             deleted_at = now() - interval '40 days' \
          WHERE id IN (SELECT id FROM sessions ORDER BY id LIMIT 400)",
-        "INSERT INTO chats (id, session_id) SELECT gen_random_uuid(), id FROM sessions \
-         WHERE deleted_at IS NULL",
+        "INSERT INTO chats (id, session_id, created_at, updated_at) \
+         SELECT gen_random_uuid(), id, now() - interval '48 days', \
+             CASE WHEN row_number() OVER (ORDER BY id) <= 50 THEN now() - interval '48 days' \
+                  ELSE now() END \
+         FROM sessions WHERE deleted_at IS NULL",
     ] {
         sqlx::query(statement).execute(&pool).await.unwrap();
     }
-    let doomed: Vec<Uuid> =
+    let deleted: Vec<Uuid> =
         sqlx::query_scalar("SELECT id FROM sessions WHERE deleted_at IS NOT NULL")
             .fetch_all(&pool)
             .await
             .unwrap();
-    let chats: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM chats")
-        .fetch_all(&pool)
-        .await
-        .unwrap();
-    assert_eq!((doomed.len(), chats.len()), (400, 100));
+    let quiet: Vec<(Uuid, Uuid)> = sqlx::query_as(
+        "SELECT id, session_id FROM chats WHERE updated_at < now() - interval '1 day'",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!((deleted.len(), quiet.len()), (400, 50));
+    let doomed: Vec<Uuid> = {
+        let mut v: Vec<Uuid> = deleted
+            .iter()
+            .copied()
+            .chain(quiet.iter().map(|q| q.1))
+            .collect();
+        v.sort();
+        v
+    };
 
     let (done_tx, done) = watch::channel(false);
     let client = |work: &'static str| {
         let app = app.clone();
         let done = done.clone();
-        let doomed = doomed.clone();
-        let chats = chats.clone();
+        let deleted = deleted.clone();
+        let quiet = quiet.clone();
         tokio::spawn(async move {
             let mut seen = Seen::default();
-            let mut restored = Vec::new();
+            // Sessions this client's write kept: restored, or asked a question in.
+            let mut kept = Vec::new();
             let mut i = 0usize;
             while !*done.borrow() {
                 i += 1;
@@ -671,30 +698,37 @@ async fn purging_alongside_readers_and_writers_on_real_postgres() {
                     ).await,
                     "read" => app.graphql(
                         "query ($id: ID!) { session(id: $id) { id stages { executions { agentName messages { content } } } timeline(first: 20) { edges { node { content } } } } }",
-                        json!({ "id": doomed[(i * 7) % doomed.len()] }),
+                        json!({ "id": deleted[(i * 7) % deleted.len()] }),
                     ).await,
                     "create" => app.graphql(
                         "mutation { createSession(input: { alertType: \"Fresh\", chainId: \"c\" }) { id } }",
                         json!({}),
                     ).await,
                     "restore" => {
-                        let id = doomed[(i * 13) % doomed.len()];
+                        let id = deleted[(i * 13) % deleted.len()];
                         let body = app.graphql(
                             "mutation ($id: ID!) { restoreSession(id: $id) { id } }",
                             json!({ "id": id }),
                         ).await;
                         if body["data"]["restoreSession"].is_object() {
-                            restored.push(id);
+                            kept.push(id);
                         }
                         body
                     }
-                    "ask" => app.graphql(
-                        "mutation ($c: ID!) { postChatMessage(input: { chatId: $c, content: \"still full?\" }) { id } }",
-                        json!({ "c": chats[i % chats.len()] }),
-                    ).await,
+                    "ask" => {
+                        let (chat, session) = quiet[(i * 3) % quiet.len()];
+                        let body = app.graphql(
+                            "mutation ($c: ID!) { postChatMessage(input: { chatId: $c, content: \"still full?\" }) { id } }",
+                            json!({ "c": chat }),
+                        ).await;
+                        if body["data"]["postChatMessage"].is_object() {
+                            kept.push(session);
+                        }
+                        body
+                    }
                     _ => app.graphql(
                         "mutation ($s: ID!) { openChat(input: { sessionId: $s }) { id } }",
-                        json!({ "s": doomed[(i * 11) % doomed.len()] }),
+                        json!({ "s": deleted[(i * 11) % deleted.len()] }),
                     ).await,
                 };
                 seen.requests += 1;
@@ -702,11 +736,11 @@ async fn purging_alongside_readers_and_writers_on_real_postgres() {
                 if let Some(code) = body["errors"][0]["extensions"]["code"].as_str() {
                     seen.codes.push(code.to_owned());
                 }
-                if work == "restore" || work == "open" {
+                if matches!(work, "restore" | "open" | "ask") {
                     tokio::time::sleep(Duration::from_millis(40)).await;
                 }
             }
-            (work, seen, restored)
+            (work, seen, kept)
         })
     };
     let clients: Vec<_> = ["list", "read", "create", "restore", "ask", "open"]
@@ -716,7 +750,7 @@ async fn purging_alongside_readers_and_writers_on_real_postgres() {
 
     let policy = Policy::new(
         Some(Cutoff::Age(chrono::Duration::days(30))),
-        None,
+        Some(Cutoff::Age(chrono::Duration::days(45))),
         None,
         Utc::now(),
     );
@@ -724,26 +758,28 @@ async fn purging_alongside_readers_and_writers_on_real_postgres() {
         size: 5,
         pause_ms: 20,
     };
+    let running = never_stopped();
+    let run = || {
+        purge(
+            &app.store,
+            &policy,
+            "cli:ops",
+            PurgeTrigger::Command,
+            batches,
+            &running,
+        )
+    };
     let started = std::time::Instant::now();
-    let first = purge(
-        &app.store,
-        &policy,
-        "cli:ops",
-        PurgeTrigger::Command,
-        batches,
-        &never_stopped(),
-    )
-    .await
-    .unwrap();
+    let first = run().await.unwrap();
     let took = started.elapsed();
     done_tx.send(true).unwrap();
-    let mut restored = Vec::new();
+    let mut kept = Vec::new();
     for client in clients {
         let (work, seen, mut theirs) = client.await.unwrap();
-        restored.append(&mut theirs);
+        kept.append(&mut theirs);
         let allowed: &[&str] = match work {
-            // A chat's previous question is still unanswered.
-            "ask" => &["CONFLICT"],
+            // The chat's previous question is unanswered; the session was purged first.
+            "ask" => &["CONFLICT", "NOT_FOUND"],
             // Restoring twice, or a session already purged.
             "restore" => &["CONFLICT", "NOT_FOUND"],
             // A deleted session takes no chat; a purged one is gone.
@@ -765,43 +801,34 @@ async fn purging_alongside_readers_and_writers_on_real_postgres() {
         );
     }
     // What a writer held was skipped, not waited for; a second run takes what still qualifies.
-    let second = purge(
-        &app.store,
-        &policy,
-        "cli:ops",
-        PurgeTrigger::Command,
-        batches,
-        &never_stopped(),
-    )
-    .await
-    .unwrap();
+    let second = run().await.unwrap();
+    kept.sort();
+    kept.dedup();
     eprintln!(
-        "purged {} + {} sessions in {} batches in {took:?}; {} restored meanwhile",
+        "purged {} + {} sessions in {} batches in {took:?}; {} kept by a restore or a question",
         first.sessions,
         second.sessions,
         first.batches,
-        restored.len()
+        kept.len()
     );
-    restored.sort();
-    restored.dedup();
+    assert!(!kept.is_empty(), "some writes raced the purge and won");
     let left: Vec<Uuid> =
         sqlx::query_scalar("SELECT id FROM sessions WHERE id = ANY($1) ORDER BY id")
             .bind(&doomed)
             .fetch_all(&pool)
             .await
             .unwrap();
-    assert_eq!(left, restored, "exactly the restored sessions survive");
+    assert_eq!(left, kept, "exactly the sessions a write kept survive");
     assert_eq!(
         first.sessions + second.sessions,
-        (doomed.len() - restored.len()) as i64
+        (doomed.len() - kept.len()) as i64
     );
-    let kept: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM sessions WHERE alert_type = 'Disk' AND deleted_at IS NULL",
-    )
-    .fetch_one(&pool)
-    .await
-    .unwrap();
-    assert_eq!(kept, 100 + restored.len() as i64);
+    let survivors: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM sessions WHERE alert_type = 'Disk'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(survivors, 50 + kept.len() as i64);
     assert_eq!(orphans(&pool).await, vec![]);
     let recorded: i64 = app
         .store

@@ -58,7 +58,8 @@ impl Chat {
     async fn created_by(&self) -> Option<Text<'_>> {
         self.0.created_by.as_deref().map(Text)
     }
-    /// Its title (1–200 characters; null until its owner gives it one with `renameChat`).
+    /// Its title (1–200 characters), given by `openChat` or later by `renameChat`; null when
+    /// it has none.
     async fn title(&self) -> Option<Text<'_>> {
         self.0.title.as_deref().map(Text)
     }

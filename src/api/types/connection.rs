@@ -13,7 +13,10 @@ use crate::api::cost;
 use crate::api::loaders::{Load, Loader};
 use crate::api::pagination::{PageArgs, page_info};
 use crate::config::Limits;
-use crate::cursor::{decode_message_cursor, decode_record_cursor, message_cursor, record_cursor};
+use crate::cursor::{
+    chat_activity_cursor, decode_chat_activity_cursor, decode_message_cursor, decode_record_cursor,
+    message_cursor, record_cursor,
+};
 use crate::store::chats::ChatListFilter;
 use crate::store::child_pages::ChildPageKey;
 use crate::store::mcp_search::McpSearchFilter;
@@ -99,7 +102,7 @@ connection!(
     ChatConnection,
     ChatEdge,
     Chat(ChatRow),
-    "chats, oldest first",
+    "a session's chats, oldest first",
     |row| record_cursor((row.created_at, row.id))
 );
 
@@ -243,12 +246,21 @@ pub(crate) async fn search_mcp_interactions(
 #[graphql(complex)]
 pub struct ChatListConnection {
     /// The chats of this page, each with its cursor.
-    edges: Vec<ChatEdge>,
+    edges: Vec<ChatListEdge>,
     /// Where this page is: whether chats lie before and after it, and the cursors to page on
     /// from either end.
     page_info: PageInfo,
     #[graphql(skip)]
     filter: ChatListFilter,
+}
+
+/// A chat in the list of chats by activity, and its cursor.
+#[derive(SimpleObject)]
+pub struct ChatListEdge {
+    /// Pass as `after` or `before` to page on after or before this chat (in this list only).
+    cursor: String,
+    /// The chat.
+    node: Chat,
 }
 
 #[ComplexObject]
@@ -269,7 +281,7 @@ pub(crate) async fn list_chats(
     filter: ChatListFilter,
     args: PageArgs,
 ) -> Result<ChatListConnection> {
-    let slice = args.slice(ctx.data_unchecked::<Limits>(), decode_record_cursor)?;
+    let slice = args.slice(ctx.data_unchecked::<Limits>(), decode_chat_activity_cursor)?;
     let Page {
         rows,
         has_previous,
@@ -278,10 +290,10 @@ pub(crate) async fn list_chats(
         .data_unchecked::<Store>()
         .list_chats(&filter, &slice)
         .await?;
-    let edges: Vec<ChatEdge> = rows
+    let edges: Vec<ChatListEdge> = rows
         .into_iter()
-        .map(|row| ChatEdge {
-            cursor: record_cursor((row.updated_at, row.id)),
+        .map(|row| ChatListEdge {
+            cursor: chat_activity_cursor((row.updated_at, row.id)),
             node: Chat(Arc::new(row)),
         })
         .collect();

@@ -8,19 +8,22 @@ use uuid::Uuid;
 use super::stages::{NewStage, ensure_accepts_work};
 use super::timeline::NewEvent;
 use super::{
-    check_name, check_optional, check_required, check_text, fetch, id_taken, is_retry, limits,
-    lock_session,
+    check_name, check_optional, check_required, check_text, ensure_not_deleted, fetch, id_taken,
+    is_retry, limits, lock_session,
 };
 use crate::error::{Error, Result};
 use crate::model::{TimelineEventStatus, TimelineEventType};
 use crate::store::traced::traced;
-use crate::store::{ChatRow, ChatUserMessageRow, ExecutionRow};
+use crate::store::{ChatRow, ChatUserMessageRow, ExecutionRow, SessionRow};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct NewChat {
     pub id: Option<Uuid>,
     pub session_id: Uuid,
     pub created_by: Option<String>,
+    /// Left out of the request's hash when absent, so that a retry of an `openChat` made before
+    /// titles existed still matches its receipt.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
 }
 
@@ -50,8 +53,9 @@ fn check_title(title: Option<&str>) -> Result<()> {
     title.map_or(Ok(()), |t| check_required("title", t, limits::CHAT_TITLE))
 }
 
-/// Gives a chat a new title, or none. Only its owner may (or anyone `who` allows). A rename is
-/// not activity: the chat keeps its place in the list (`updated_at` stays).
+/// Gives a chat a new title, or none. Only its owner may (or anyone `who` allows), and not on
+/// a deleted session (like every other write). A rename is not activity: the chat keeps its
+/// place in the list (`updated_at` stays).
 pub async fn rename(
     conn: &mut PgConnection,
     chat_id: Uuid,
@@ -59,12 +63,15 @@ pub async fn rename(
     who: Poster<'_>,
 ) -> Result<ChatRow> {
     check_title(title)?;
-    let chat: ChatRow = sqlx::query_as("SELECT * FROM chats WHERE id = $1 FOR UPDATE")
+    // Not `FOR UPDATE`: a question posted meanwhile (whose foreign key shares the chat's key)
+    // need not wait for the rename.
+    let chat: ChatRow = sqlx::query_as("SELECT * FROM chats WHERE id = $1 FOR NO KEY UPDATE")
         .bind(chat_id)
         .fetch_optional(traced(&mut *conn))
         .await?
         .ok_or_else(|| Error::not_found(format!("chat {chat_id} does not exist")))?;
     who.check(chat.created_by.as_deref(), "rename", chat_id)?;
+    ensure_not_deleted(&fetch::<SessionRow>(conn, chat.session_id).await?)?;
     Ok(
         sqlx::query_as("UPDATE chats SET title = $2 WHERE id = $1 RETURNING *")
             .bind(chat_id)
@@ -267,5 +274,24 @@ async fn next_stage_index(conn: &mut PgConnection, session_id: Uuid) -> Result<i
                  index is left for the stage that would answer this question"
             ))
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_untitled_chat_hashes_as_before_titles_existed() {
+        let chat = NewChat {
+            id: None,
+            session_id: Uuid::nil(),
+            created_by: Some("alice".to_owned()),
+            title: None,
+        };
+        assert_eq!(
+            serde_json::to_value(&chat).unwrap(),
+            json!({ "id": null, "session_id": Uuid::nil(), "created_by": "alice" })
+        );
     }
 }
