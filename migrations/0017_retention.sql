@@ -32,6 +32,8 @@ CREATE TABLE purges (
     receipts_deleted bigint NOT NULL DEFAULT 0,
     error_message    text,
     started_at       timestamptz NOT NULL DEFAULT now(),
+    -- Moved by every batch: a running purge not heard from for an hour has lost its process.
+    heartbeat_at     timestamptz NOT NULL DEFAULT now(),
     finished_at      timestamptz
 );
 CREATE INDEX purges_started_at_idx ON purges (started_at, id);

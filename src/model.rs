@@ -102,7 +102,8 @@ pub enum PurgeTrigger {
 #[derive(Enum, sqlx::Type, Debug, Clone, Copy, PartialEq, Eq)]
 #[sqlx(type_name = "text", rename_all = "snake_case")]
 pub enum PurgeStatus {
-    /// Still deleting, or its process died before it finished.
+    /// Still deleting. (One whose process died is marked `FAILED` by the next purge, an hour
+    /// after its last progress.)
     Running,
     /// Everything its policy selected (and no other process held) is gone.
     Completed,

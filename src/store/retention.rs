@@ -63,6 +63,7 @@ pub struct PurgeRow {
     pub receipts_deleted: i64,
     pub error_message: Option<String>,
     pub started_at: DateTime<Utc>,
+    pub heartbeat_at: DateTime<Utc>,
     pub finished_at: Option<DateTime<Utc>>,
 }
 
@@ -103,13 +104,21 @@ impl Store {
         )
     }
 
-    /// Records that a purge starts; its id.
+    /// Records that a purge starts; its id. Purges still `running` whose last batch is an hour
+    /// old lost their process (killed, or its machine gone): they are recorded as failed first.
     pub async fn begin_purge(
         &self,
         actor: &str,
         trigger: PurgeTrigger,
         criteria: &Json,
     ) -> Result<Uuid> {
+        sqlx::query(
+            "UPDATE purges SET status = 'failed', finished_at = heartbeat_at, \
+                 error_message = 'its process stopped before it finished' \
+             WHERE status = 'running' AND heartbeat_at < now() - interval '1 hour'",
+        )
+        .execute(self.pool())
+        .await?;
         let id = Uuid::now_v7();
         sqlx::query("INSERT INTO purges (id, actor, trigger, criteria) VALUES ($1, $2, $3, $4)")
             .bind(id)
@@ -161,7 +170,8 @@ impl Store {
             .push_bind(&locked)
             .push(
                 ") RETURNING id) \
-                 UPDATE purges SET sessions_deleted = sessions_deleted + (SELECT count(*) FROM gone) \
+                 UPDATE purges SET sessions_deleted = sessions_deleted + (SELECT count(*) FROM gone), \
+                     heartbeat_at = now() \
                  WHERE id = ",
             )
             .push_bind(purge)
@@ -190,7 +200,8 @@ impl Store {
             "WITH gone AS (DELETE FROM create_receipts WHERE id IN ( \
                  SELECT id FROM create_receipts WHERE created_at < $1 \
                  ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED) RETURNING 1) \
-             UPDATE purges SET receipts_deleted = receipts_deleted + (SELECT count(*) FROM gone) \
+             UPDATE purges SET receipts_deleted = receipts_deleted + (SELECT count(*) FROM gone), \
+                 heartbeat_at = now() \
              WHERE id = $3 RETURNING (SELECT count(*) FROM gone)",
         )
         .bind(before)

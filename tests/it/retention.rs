@@ -500,6 +500,54 @@ async fn a_stopped_purge_ends_after_its_batch_and_says_so() {
     app.stop().await;
 }
 
+#[tokio::test]
+async fn a_purge_whose_process_died_is_marked_failed_by_the_next() {
+    let app = TestApp::start().await;
+    let pool = app.store.pool().clone();
+    let (dead, alive) = (Uuid::now_v7(), Uuid::now_v7());
+    for (id, ago) in [(dead, "2 hours"), (alive, "5 minutes")] {
+        sqlx::query(&format!(
+            "INSERT INTO purges (id, actor, trigger, criteria, started_at, heartbeat_at) \
+             VALUES ($1, 'cli:ops', 'command', '{{}}', now() - interval '{ago}', \
+                     now() - interval '{ago}')"
+        ))
+        .bind(id)
+        .execute(&pool)
+        .await
+        .unwrap();
+    }
+    let policy = Policy::new(None, None, Some(Cutoff::At(Utc::now())), Utc::now());
+    let purged = purge(
+        &app.store,
+        &policy,
+        "cli:ops",
+        PurgeTrigger::Command,
+        PurgeBatches::default(),
+        &never_stopped(),
+    )
+    .await
+    .unwrap();
+    let records = app.store.purges(10).await.unwrap();
+    let find = |id: Uuid| records.iter().find(|r| r.id == id).unwrap();
+    assert_eq!(find(purged.id).status, PurgeStatus::Completed);
+    assert!(find(purged.id).heartbeat_at >= find(purged.id).started_at);
+    let dead = find(dead);
+    assert_eq!(dead.status, PurgeStatus::Failed);
+    assert_eq!(dead.finished_at, Some(dead.heartbeat_at));
+    assert!(
+        dead.error_message
+            .as_deref()
+            .unwrap()
+            .contains("process stopped")
+    );
+    assert_eq!(find(alive).status, PurgeStatus::Running, "it may still run");
+    let d = app
+        .data("{ purges { uuid status lastProgressAt } }", json!({}))
+        .await;
+    assert_eq!(d["purges"].as_array().unwrap().len(), 3);
+    app.stop().await;
+}
+
 struct DataDir(PathBuf);
 
 impl Drop for DataDir {

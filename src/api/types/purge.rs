@@ -51,6 +51,11 @@ impl Purge {
     async fn started_at(&self) -> DateTime<Utc> {
         self.0.started_at
     }
+    /// When it last made progress: its start, then each batch's commit. A purge still
+    /// `RUNNING` an hour after it is marked `FAILED` by the next purge (its process died).
+    async fn last_progress_at(&self) -> DateTime<Utc> {
+        self.0.heartbeat_at
+    }
     /// When it ended (null while it runs).
     async fn finished_at(&self) -> Option<DateTime<Utc>> {
         self.0.finished_at
