@@ -7,7 +7,7 @@ use std::sync::Arc;
 use sqlx::{FromRow, Postgres, QueryBuilder};
 use uuid::Uuid;
 
-use super::page::{Joined, NewestFirst, Page, Slice};
+use super::page::{NewestFirst, Page, Slice};
 use super::records::timeline_event_columns;
 use super::{
     ChatRow, ChatUserMessageRow, Record as _, RecordKey, StageRow, Store, TimelineEventRow,
@@ -39,24 +39,9 @@ impl Store {
         filter: &ChatListFilter,
         slice: &Slice<RecordKey>,
     ) -> Result<Page<ChatRow>> {
-        #[derive(FromRow)]
-        struct Row {
-            earlier: bool,
-            later: bool,
-            #[sqlx(flatten)]
-            chat: Joined<ChatRow>,
-        }
-        let mut qb = QueryBuilder::new("");
-        BY_ACTIVITY.push_page(&mut qb, &|qb| push_filter(qb, filter), slice);
-        let rows: Vec<Row> = qb
-            .build_query_as()
-            .fetch_all(self.reader().await?.traced())
-            .await?;
-        let (earlier, later) = rows
-            .first()
-            .map_or((false, false), |r| (r.earlier, r.later));
-        let chats = rows.into_iter().filter_map(|r| r.chat.0).collect();
-        Ok(Page::new(chats, slice, earlier, later))
+        BY_ACTIVITY
+            .fetch(self, &|qb| push_filter(qb, filter), slice)
+            .await
     }
 
     /// How many chats match `filter`.
@@ -75,9 +60,9 @@ impl Store {
         filter: &ChatListFilter,
         slice: &Slice<RecordKey>,
     ) -> Result<String> {
-        let mut qb = QueryBuilder::new("EXPLAIN ");
-        BY_ACTIVITY.push_page(&mut qb, &|qb| push_filter(qb, filter), slice);
-        self.explain(qb).await
+        BY_ACTIVITY
+            .explain(self, &|qb| push_filter(qb, filter), slice)
+            .await
     }
 
     /// Follow-up chats of each session, oldest first.

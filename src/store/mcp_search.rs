@@ -3,9 +3,9 @@
 //! so a page costs its own rows, not the table's.
 
 use chrono::{DateTime, Utc};
-use sqlx::{FromRow, Postgres, QueryBuilder};
+use sqlx::{Postgres, QueryBuilder};
 
-use super::page::{Joined, NewestFirst, Page, Slice};
+use super::page::{NewestFirst, Page, Slice};
 use super::{McpInteractionRow, Record as _, RecordKey, Store};
 use crate::error::Result;
 
@@ -27,24 +27,9 @@ impl Store {
         filter: &McpSearchFilter,
         slice: &Slice<RecordKey>,
     ) -> Result<Page<McpInteractionRow>> {
-        #[derive(FromRow)]
-        struct Row {
-            earlier: bool,
-            later: bool,
-            #[sqlx(flatten)]
-            interaction: Joined<McpInteractionRow>,
-        }
-        let mut qb = QueryBuilder::new("");
-        push_page(&mut qb, filter, slice);
-        let rows: Vec<Row> = qb
-            .build_query_as()
-            .fetch_all(self.reader().await?.traced())
-            .await?;
-        let (earlier, later) = rows
-            .first()
-            .map_or((false, false), |r| (r.earlier, r.later));
-        let interactions = rows.into_iter().filter_map(|r| r.interaction.0).collect();
-        Ok(Page::new(interactions, slice, earlier, later))
+        NEWEST_FIRST
+            .fetch(self, &|qb| push_filter(qb, filter), slice)
+            .await
     }
 
     /// How many interactions match `filter`.
@@ -64,25 +49,18 @@ impl Store {
         filter: &McpSearchFilter,
         slice: &Slice<RecordKey>,
     ) -> Result<String> {
-        let mut qb = QueryBuilder::new("EXPLAIN ");
-        push_page(&mut qb, filter, slice);
-        self.explain(qb).await
+        NEWEST_FIRST
+            .explain(self, &|qb| push_filter(qb, filter), slice)
+            .await
     }
 }
 
-/// The page statement: the interactions matching `filter`, newest first.
-fn push_page(
-    qb: &mut QueryBuilder<'_, Postgres>,
-    filter: &McpSearchFilter,
-    slice: &Slice<RecordKey>,
-) {
-    let newest_first = NewestFirst {
-        table: "mcp_interactions",
-        columns: McpInteractionRow::COLUMNS,
-        at: "created_at",
-    };
-    newest_first.push_page(qb, &|qb| push_filter(qb, filter), slice);
-}
+/// The list's order: newest first, along the indexes of each combination of filters.
+const NEWEST_FIRST: NewestFirst = NewestFirst {
+    table: "mcp_interactions",
+    columns: McpInteractionRow::COLUMNS,
+    at: "created_at",
+};
 
 /// The filter's conditions, written as the partial indexes' predicates so they can be used.
 fn push_filter(qb: &mut QueryBuilder<'_, Postgres>, filter: &McpSearchFilter) {

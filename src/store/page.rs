@@ -6,7 +6,8 @@ use sqlx::postgres::PgRow;
 use sqlx::{FromRow, Postgres, QueryBuilder, Row as _};
 use uuid::Uuid;
 
-use super::RecordKey;
+use super::{RecordKey, Store};
+use crate::error::Result;
 
 /// The rows of an ordered list strictly after `after` and strictly before `before` (either
 /// may be absent), and of those the first `size`, or the last `size` when `from_end`.
@@ -73,14 +74,53 @@ pub(super) struct NewestFirst {
     pub at: &'static str,
 }
 
+/// A list's conditions: pushes ` WHERE …` onto a statement about its table.
+pub(super) type Filter<'f, 'q> = &'f (dyn Fn(&mut QueryBuilder<'q, Postgres>) + Sync);
+
 impl NewestFirst {
+    /// The page `slice` of the rows `filter` selects, and whether rows lie on either side.
+    pub async fn fetch<'q, R>(
+        &self,
+        store: &Store,
+        filter: Filter<'_, 'q>,
+        slice: &Slice<RecordKey>,
+    ) -> Result<Page<R>>
+    where
+        R: for<'r> FromRow<'r, PgRow> + Send + Unpin,
+    {
+        let mut qb = QueryBuilder::new("");
+        self.push_page(&mut qb, filter, slice);
+        let rows: Vec<Flagged<R>> = qb
+            .build_query_as()
+            .fetch_all(store.reader().await?.traced())
+            .await?;
+        let (earlier, later) = rows
+            .first()
+            .map_or((false, false), |r| (r.earlier, r.later));
+        let rows = rows.into_iter().filter_map(|r| r.row.0).collect();
+        Ok(Page::new(rows, slice, earlier, later))
+    }
+
+    /// How PostgreSQL reads that page: `EXPLAIN` of the very statement, for the tests that check
+    /// an index serves it.
+    pub async fn explain<'q>(
+        &self,
+        store: &Store,
+        filter: Filter<'_, 'q>,
+        slice: &Slice<RecordKey>,
+    ) -> Result<String> {
+        let mut qb = QueryBuilder::new("EXPLAIN ");
+        self.push_page(&mut qb, filter, slice);
+        store.explain(qb).await
+    }
+
     /// The statement of a page: the rows of the slice outer-joined to whether rows lie at or
     /// beyond `after` and `before` (so an empty page still says), each an index probe. `filter`
     /// pushes ` WHERE …` with the list's conditions.
-    pub fn push_page<'q>(
+    fn push_page<'q>(
         &self,
         qb: &mut QueryBuilder<'q, Postgres>,
-        filter: &dyn Fn(&mut QueryBuilder<'q, Postgres>),
+        filter: Filter<'_, 'q>,
         slice: &Slice<RecordKey>,
     ) {
         let NewestFirst { table, columns, at } = self;
@@ -128,6 +168,24 @@ impl NewestFirst {
             .push(", ")
             .push_bind(*id)
             .push(")");
+    }
+}
+
+/// A row of a page statement: whether rows lie beyond either cursor, and the row itself
+/// (absent on an empty page).
+struct Flagged<R> {
+    earlier: bool,
+    later: bool,
+    row: Joined<R>,
+}
+
+impl<'r, R: FromRow<'r, PgRow>> FromRow<'r, PgRow> for Flagged<R> {
+    fn from_row(row: &'r PgRow) -> sqlx::Result<Self> {
+        Ok(Flagged {
+            earlier: row.try_get("earlier")?,
+            later: row.try_get("later")?,
+            row: Joined::from_row(row)?,
+        })
     }
 }
 
