@@ -6,7 +6,7 @@ use async_graphql::connection::PageInfo;
 
 use crate::config::Limits;
 use crate::error::{Error, Result};
-use crate::store::page::Slice;
+use crate::store::page::{Page, Slice};
 
 /// Page size used when a client gives neither `first` nor `last`.
 pub const DEFAULT_PAGE_SIZE: usize = 20;
@@ -52,19 +52,21 @@ fn page_size(name: &str, size: Option<i32>, limits: &Limits) -> Result<i64> {
     }
 }
 
-/// Page info of a page: its first and last cursors, and whether edges lie before and after it.
-pub fn page_info(
-    start: Option<&String>,
-    end: Option<&String>,
-    has_previous_page: bool,
-    has_next_page: bool,
-) -> PageInfo {
-    PageInfo {
-        has_previous_page,
-        has_next_page,
-        start_cursor: start.cloned(),
-        end_cursor: end.cloned(),
-    }
+/// A page's edges, each built from a row by `edge`, and where the page is: whether the list
+/// holds items before and after it, and its first and last edges' `cursor`s.
+pub fn edges_of<R, E>(
+    page: Page<R>,
+    edge: impl FnMut(R) -> E,
+    cursor: fn(&E) -> &String,
+) -> (Vec<E>, PageInfo) {
+    let edges: Vec<E> = page.rows.into_iter().map(edge).collect();
+    let info = PageInfo {
+        has_previous_page: page.has_previous,
+        has_next_page: page.has_next,
+        start_cursor: edges.first().map(cursor).cloned(),
+        end_cursor: edges.last().map(cursor).cloned(),
+    };
+    (edges, info)
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use super::cost;
 use super::guards::{RoleGuard, caller};
 use super::ids::{self, NodeType};
-use super::pagination::{PageArgs, page_info};
+use super::pagination::{PageArgs, edges_of};
 use super::types::{
     ApiToken, ChatListConnection, EdgeSearch, McpInteractionSearchConnection, Node, Purge, Session,
     SessionConnection, SessionEdge, SessionStats, Viewer, list_chats, loaders,
@@ -19,7 +19,6 @@ use crate::model::{Role, SessionStatus};
 use crate::store::Store;
 use crate::store::chats::ChatListFilter;
 use crate::store::mcp_search::McpSearchFilter;
-use crate::store::page::Page;
 use crate::store::sessions::{SessionFilter, SessionSort};
 use crate::store::write::{check_json, check_optional, check_time, limits};
 use async_graphql::Result;
@@ -343,29 +342,20 @@ impl Query {
             );
         }
         let store = ctx.data_unchecked::<Store>();
-        let Page {
-            rows,
-            has_previous,
-            has_next,
-        } = store
+        let page = store
             .list_sessions(&filter, sort, descending, &slice)
             .await?;
-        let edges: Vec<SessionEdge> = rows
-            .into_iter()
-            .map(|listed| SessionEdge {
+        let (edges, page_info) = edges_of(
+            page,
+            |listed| SessionEdge {
                 cursor: session_cursor(sort, sort.key_of(&listed)),
                 search: filter.search.clone().map(|words| EdgeSearch {
                     words,
                     rank: listed.search_rank.unwrap_or_default(),
                 }),
                 node: Session(listed.session.into()),
-            })
-            .collect();
-        let page_info = page_info(
-            edges.first().map(|e| &e.cursor),
-            edges.last().map(|e| &e.cursor),
-            has_previous,
-            has_next,
+            },
+            |e| &e.cursor,
         );
         Ok(SessionConnection {
             edges,

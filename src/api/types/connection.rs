@@ -11,7 +11,7 @@ use uuid::Uuid;
 use super::{Chat, LlmInteraction, McpInteraction, Message, loaders};
 use crate::api::cost;
 use crate::api::loaders::{Load, Loader};
-use crate::api::pagination::{PageArgs, page_info};
+use crate::api::pagination::{PageArgs, edges_of};
 use crate::config::Limits;
 use crate::cursor::{
     chat_activity_cursor, decode_chat_activity_cursor, decode_message_cursor, decode_record_cursor,
@@ -20,7 +20,6 @@ use crate::cursor::{
 use crate::store::chats::ChatListFilter;
 use crate::store::child_pages::ChildPageKey;
 use crate::store::mcp_search::McpSearchFilter;
-use crate::store::page::Page;
 use crate::store::{
     ChatRow, CountedPage, LlmInteractionRow, McpInteractionRow, MessageRow, Scope, Store,
 };
@@ -53,19 +52,13 @@ macro_rules! connection {
         impl From<CountedPage<Arc<$row>>> for $connection {
             fn from(CountedPage { page, total }: CountedPage<Arc<$row>>) -> Self {
                 let cursor: fn(&$row) -> String = $cursor;
-                let edges: Vec<$edge> = page
-                    .rows
-                    .into_iter()
-                    .map(|row| $edge {
+                let (edges, page_info) = edges_of(
+                    page,
+                    |row| $edge {
                         cursor: cursor(&row),
                         node: $node(row),
-                    })
-                    .collect();
-                let page_info = page_info(
-                    edges.first().map(|e| &e.cursor),
-                    edges.last().map(|e| &e.cursor),
-                    page.has_previous,
-                    page.has_next,
+                    },
+                    |e| &e.cursor,
                 );
                 $connection {
                     edges,
@@ -213,26 +206,17 @@ pub(crate) async fn search_mcp_interactions(
     args: PageArgs,
 ) -> Result<McpInteractionSearchConnection> {
     let slice = args.slice(ctx.data_unchecked::<Limits>(), decode_record_cursor)?;
-    let Page {
-        rows,
-        has_previous,
-        has_next,
-    } = ctx
+    let page = ctx
         .data_unchecked::<Store>()
         .search_mcp_interactions(&filter, &slice)
         .await?;
-    let edges: Vec<McpInteractionEdge> = rows
-        .into_iter()
-        .map(|row| McpInteractionEdge {
+    let (edges, page_info) = edges_of(
+        page,
+        |row| McpInteractionEdge {
             cursor: record_cursor((row.created_at, row.id)),
             node: McpInteraction(Arc::new(row)),
-        })
-        .collect();
-    let page_info = page_info(
-        edges.first().map(|e| &e.cursor),
-        edges.last().map(|e| &e.cursor),
-        has_previous,
-        has_next,
+        },
+        |e| &e.cursor,
     );
     Ok(McpInteractionSearchConnection {
         edges,
@@ -282,26 +266,17 @@ pub(crate) async fn list_chats(
     args: PageArgs,
 ) -> Result<ChatListConnection> {
     let slice = args.slice(ctx.data_unchecked::<Limits>(), decode_chat_activity_cursor)?;
-    let Page {
-        rows,
-        has_previous,
-        has_next,
-    } = ctx
+    let page = ctx
         .data_unchecked::<Store>()
         .list_chats(&filter, &slice)
         .await?;
-    let edges: Vec<ChatListEdge> = rows
-        .into_iter()
-        .map(|row| ChatListEdge {
+    let (edges, page_info) = edges_of(
+        page,
+        |row| ChatListEdge {
             cursor: chat_activity_cursor((row.updated_at, row.id)),
             node: Chat(Arc::new(row)),
-        })
-        .collect();
-    let page_info = page_info(
-        edges.first().map(|e| &e.cursor),
-        edges.last().map(|e| &e.cursor),
-        has_previous,
-        has_next,
+        },
+        |e| &e.cursor,
     );
     Ok(ChatListConnection {
         edges,

@@ -10,12 +10,11 @@ use super::{
     required,
 };
 use crate::api::ids::{self, NodeType};
-use crate::api::pagination::{PageArgs, page_info};
+use crate::api::pagination::{PageArgs, edges_of};
 use crate::api::scalars::{JsonRef, Text};
 use crate::config::Limits;
 use crate::cursor::{EventTypes, TimelinePosition, View};
 use crate::model::{TimelineEventStatus, TimelineEventType};
-use crate::store::page::Page;
 use crate::store::{Scope, TimelineEventRow, TimelineFilter, TimelinePageKey};
 use async_graphql::Result;
 
@@ -74,11 +73,7 @@ pub(crate) async fn timeline_page(
         event_types: types.map(EventTypes::to_vec),
         statuses: filter.status,
     };
-    let Page {
-        rows,
-        has_previous,
-        has_next,
-    } = loaders(ctx)
+    let page = loaders(ctx)
         .timeline
         .get(scope)
         .load_one(TimelinePageKey {
@@ -101,9 +96,9 @@ pub(crate) async fn timeline_page(
     if by_status {
         at = at.filtered_by_status();
     }
-    let edges: Vec<TimelineEventEdge> = rows
-        .into_iter()
-        .map(|row| {
+    let (edges, page_info) = edges_of(
+        page,
+        |row| {
             at.pass(row.sequence_number);
             if row.status == TimelineEventStatus::Streaming {
                 at.given_up_to(row.sequence_number, row.content.chars().count() as i64);
@@ -112,13 +107,8 @@ pub(crate) async fn timeline_page(
                 cursor: at.encode(),
                 node: TimelineEvent(row),
             }
-        })
-        .collect();
-    let page_info = page_info(
-        edges.first().map(|e| &e.cursor),
-        edges.last().map(|e| &e.cursor),
-        has_previous,
-        has_next,
+        },
+        |e| &e.cursor,
     );
     Ok(TimelineConnection { edges, page_info })
 }
