@@ -2,8 +2,6 @@
 //! it, in batches, and leave a record; the server runs the policy on a schedule; the change log
 //! and idempotency receipts are pruned by age.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -17,10 +15,11 @@ use casefile::config::{
 };
 use casefile::db::Database;
 use casefile::model::{PurgeStatus, PurgeTrigger};
-use casefile::retention::{Policy, purge};
+use casefile::retention::{Policy, PurgeFailed, Purged, purge};
 use casefile::store::Store;
 
 use crate::common::TestApp;
+use crate::common::cli::{DataDir, casefile, stdout};
 
 /// Every table whose rows belong to a session (through `session_id`), except the live change
 /// log, which is pruned by its own rules.
@@ -103,8 +102,22 @@ async fn backdate(pool: &PgPool, statements: &[String]) {
     tx.commit().await.unwrap();
 }
 
-fn never_stopped() -> watch::Receiver<bool> {
-    watch::channel(false).1
+/// `policy` purged from the command line by `cli:ops`, in `batches`, and never stopped.
+async fn purge_by_ops(
+    store: &Store,
+    policy: &Policy,
+    batches: PurgeBatches,
+) -> Result<Purged, PurgeFailed> {
+    let running = watch::channel(false).1;
+    purge(
+        store,
+        policy,
+        "cli:ops",
+        PurgeTrigger::Command,
+        batches,
+        &running,
+    )
+    .await
 }
 
 async fn session_ids(pool: &PgPool) -> Vec<Uuid> {
@@ -206,16 +219,7 @@ async fn a_purge_deletes_what_its_policy_selects_with_everything_under_it() {
         size: 1,
         pause_ms: 0,
     };
-    let purged = purge(
-        &app.store,
-        &policy,
-        "cli:ops",
-        PurgeTrigger::Command,
-        batches,
-        &never_stopped(),
-    )
-    .await
-    .unwrap();
+    let purged = purge_by_ops(&app.store, &policy, batches).await.unwrap();
     assert_eq!(
         (purged.sessions, purged.receipts, purged.batches),
         (2, 0, 3)
@@ -267,16 +271,9 @@ async fn a_purge_deletes_what_its_policy_selects_with_everything_under_it() {
     assert_eq!(code, "BAD_USER_INPUT");
 
     // Nothing more to do: a second run deletes nothing.
-    let again = purge(
-        &app.store,
-        &policy,
-        "cli:ops",
-        PurgeTrigger::Command,
-        PurgeBatches::default(),
-        &never_stopped(),
-    )
-    .await
-    .unwrap();
+    let again = purge_by_ops(&app.store, &policy, PurgeBatches::default())
+        .await
+        .unwrap();
     assert_eq!((again.sessions, again.batches), (0, 1));
     app.stop().await;
 }
@@ -310,16 +307,9 @@ async fn old_receipts_are_forgotten_and_their_retries_become_conflicts() {
             .unwrap(),
         1
     );
-    let purged = purge(
-        &app.store,
-        &policy,
-        "cli:ops",
-        PurgeTrigger::Command,
-        PurgeBatches::default(),
-        &never_stopped(),
-    )
-    .await
-    .unwrap();
+    let purged = purge_by_ops(&app.store, &policy, PurgeBatches::default())
+        .await
+        .unwrap();
     assert_eq!((purged.sessions, purged.receipts), (0, 1));
     // A retry within the window is answered again; one past it is refused, never duplicated.
     let d = app.data(create, json!({ "id": new })).await;
@@ -517,16 +507,9 @@ async fn a_purge_whose_process_died_is_marked_failed_by_the_next() {
         .unwrap();
     }
     let policy = Policy::new(None, None, Some(Cutoff::At(Utc::now())), Utc::now());
-    let purged = purge(
-        &app.store,
-        &policy,
-        "cli:ops",
-        PurgeTrigger::Command,
-        PurgeBatches::default(),
-        &never_stopped(),
-    )
-    .await
-    .unwrap();
+    let purged = purge_by_ops(&app.store, &policy, PurgeBatches::default())
+        .await
+        .unwrap();
     let records = app.store.purges(10).await.unwrap();
     let find = |id: Uuid| records.iter().find(|r| r.id == id).unwrap();
     assert_eq!(find(purged.id).status, PurgeStatus::Completed);
@@ -548,35 +531,6 @@ async fn a_purge_whose_process_died_is_marked_failed_by_the_next() {
     app.stop().await;
 }
 
-struct DataDir(PathBuf);
-
-impl Drop for DataDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn casefile(args: &[&str], data_dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_casefile"))
-        .args(args)
-        .arg("--data-dir")
-        .arg(data_dir)
-        .env_remove("DATABASE_URL")
-        .env("USER", "ops")
-        .env("RUST_LOG", "warn")
-        .output()
-        .unwrap()
-}
-
-fn stdout(output: &Output) -> String {
-    assert!(
-        output.status.success(),
-        "failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout.clone()).unwrap()
-}
-
 /// The count a dry run printed for `what`.
 fn printed(out: &str, what: &str) -> i64 {
     out.lines()
@@ -591,7 +545,7 @@ fn printed(out: &str, what: &str) -> i64 {
 
 #[tokio::test]
 async fn the_purge_command_is_a_dry_run_until_told_to_execute() {
-    let dir = DataDir(std::env::temp_dir().join(format!("casefile-purge-{}", Uuid::new_v4())));
+    let dir = DataDir::new("purge");
     let dir = &dir.0;
     stdout(&casefile(&["demo"], dir));
     // Everything finished until now (the demo's sessions are in the past).
@@ -806,17 +760,7 @@ async fn purging_alongside_readers_and_writers_on_real_postgres() {
         size: 5,
         pause_ms: 20,
     };
-    let running = never_stopped();
-    let run = || {
-        purge(
-            &app.store,
-            &policy,
-            "cli:ops",
-            PurgeTrigger::Command,
-            batches,
-            &running,
-        )
-    };
+    let run = || purge_by_ops(&app.store, &policy, batches);
     let started = std::time::Instant::now();
     let first = run().await.unwrap();
     let took = started.elapsed();

@@ -1,47 +1,12 @@
 //! `casefile token …` and the first admin token, as an operator would use them.
 
 use std::io::{BufRead as _, BufReader};
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
+use crate::common::cli::{DataDir, casefile, stdout};
 use crate::common::process;
-
-struct DataDir(PathBuf);
-
-impl DataDir {
-    fn new() -> DataDir {
-        DataDir(std::env::temp_dir().join(format!("casefile-token-{}", uuid::Uuid::new_v4())))
-    }
-}
-
-impl Drop for DataDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn casefile(args: &[&str], data_dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_casefile"))
-        .args(args)
-        .arg("--data-dir")
-        .arg(data_dir)
-        .env_remove("DATABASE_URL")
-        .env_remove("CASEFILE_TOKEN")
-        .env("RUST_LOG", "warn")
-        .output()
-        .unwrap()
-}
-
-fn stdout(output: &Output) -> String {
-    assert!(
-        output.status.success(),
-        "failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout.clone()).unwrap()
-}
 
 /// The secret a `token create` printed: its last line.
 fn secret(output: &Output) -> String {
@@ -64,7 +29,7 @@ async fn viewer(addr: std::net::SocketAddr, secret: &str) -> (u16, Value) {
 
 #[tokio::test]
 async fn tokens_are_managed_from_the_command_line_and_through_a_running_server() {
-    let dir = DataDir::new();
+    let dir = DataDir::new("token");
     let created = casefile(
         &[
             "token",
@@ -175,7 +140,7 @@ async fn tokens_are_managed_from_the_command_line_and_through_a_running_server()
 
 #[tokio::test]
 async fn the_first_admin_token_is_printed_once() {
-    let dir = DataDir::new();
+    let dir = DataDir::new("token");
     let start = || {
         process::serve([
             "--data-dir".as_ref(),

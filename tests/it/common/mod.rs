@@ -6,6 +6,7 @@
 
 #![allow(dead_code)] // each test binary uses a different part of the harness
 
+pub mod cli;
 pub mod fixtures;
 pub mod multipart;
 pub mod process;
