@@ -165,30 +165,75 @@ async fn run_batches(
     stop: &watch::Receiver<bool>,
     purged: &mut Purged,
 ) -> Result<()> {
-    let pause = Duration::from_millis(batches.pause_ms);
-    let go_on = || {
-        if *stop.borrow() {
-            Err(Error::Internal("stopped before it finished".to_owned()))
-        } else {
-            Ok(())
-        }
+    let pace = Pace {
+        pause: Duration::from_millis(batches.pause_ms),
+        stop,
     };
+    let id = purged.id;
     if !policy.sessions.is_empty() {
-        let mut size = batches.size;
+        let criteria = &policy.sessions;
+        let counts = (&mut purged.sessions, &mut purged.batches);
+        pace.run("sessions", batches.size, true, counts, |size| async move {
+            let batch = store.purge_sessions(id, criteria, size).await?;
+            Ok((batch.locked, batch.deleted))
+        })
+        .await?;
+    }
+    if let Some(before) = policy.receipts_before {
+        let counts = (&mut purged.receipts, &mut purged.batches);
+        pace.run(
+            "receipts",
+            RECEIPT_BATCH,
+            false,
+            counts,
+            |size| async move {
+                let deleted = store.purge_receipts(id, before, size).await?;
+                Ok((deleted, deleted))
+            },
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// How a purge runs its batches: with a pause between them, and not past a stop.
+struct Pace<'a> {
+    pause: Duration,
+    stop: &'a watch::Receiver<bool>,
+}
+
+impl Pace<'_> {
+    /// Runs `batch(size)`, which says how many rows it took and how many of those it deleted,
+    /// until one takes fewer than `size`. Each batch's deletions (`what`, for the metric) are
+    /// added to the first of `counts` and the batch counted in the second as it commits, so a
+    /// failure leaves both as far as they got. A batch that met a lock or a deadlock runs again
+    /// (three times in a row at most); one that ran out of statement time runs again at half
+    /// the size when the batch `shrinks` (down to one), else as one that met a lock.
+    async fn run<F, Fut>(
+        &self,
+        what: &'static str,
+        mut size: i64,
+        shrinks: bool,
+        (deleted, batches): (&mut i64, &mut u32),
+        mut batch: F,
+    ) -> Result<()>
+    where
+        F: FnMut(i64) -> Fut,
+        Fut: Future<Output = Result<(i64, i64)>>,
+    {
         let mut retries = 0;
         loop {
-            go_on()?;
+            if *self.stop.borrow() {
+                return Err(Error::Internal("stopped before it finished".to_owned()));
+            }
             // Awaited apart from the match, whose arms wait too: the call's borrows end here.
-            let result = store
-                .purge_sessions(purged.id, &policy.sessions, size)
-                .await;
-            let batch = match result {
-                Ok(batch) => batch,
-                Err(err) => match Trouble::of(&err) {
-                    // Too many sessions (or too large ones) for one statement: fewer at once.
+            let result = batch(size).await;
+            let (taken, gone) = match result {
+                Ok(done) => done,
+                Err(err) => match Trouble::of(&err, shrinks) {
                     Some(Trouble::TooSlow) if size > 1 => {
                         size = (size / 2).max(1);
-                        tracing::info!("a purge batch took too long; now {size} sessions a batch");
+                        tracing::info!("a purge batch took too long; now {size} {what} a batch");
                         continue;
                     }
                     Some(Trouble::Contended) if retries < RETRIES => {
@@ -196,48 +241,23 @@ async fn run_batches(
                         tracing::info!(
                             "a purge batch met a lock; trying again ({retries} of {RETRIES})"
                         );
-                        tokio::time::sleep(pause.max(Duration::from_millis(250)) * retries).await;
+                        tokio::time::sleep(self.pause.max(Duration::from_millis(250)) * retries)
+                            .await;
                         continue;
                     }
                     _ => return Err(err),
                 },
             };
             retries = 0;
-            purged.batches += 1;
-            purged.sessions += batch.deleted;
-            metrics::counter!(RETENTION_DELETED, "what" => "sessions")
-                .increment(batch.deleted as u64);
-            if batch.locked < size {
-                break;
+            *batches += 1;
+            *deleted += gone;
+            metrics::counter!(RETENTION_DELETED, "what" => what).increment(gone as u64);
+            if taken < size {
+                return Ok(());
             }
-            tokio::time::sleep(pause).await;
+            tokio::time::sleep(self.pause).await;
         }
     }
-    if let Some(before) = policy.receipts_before {
-        let mut retries = 0;
-        loop {
-            go_on()?;
-            let result = store.purge_receipts(purged.id, before, RECEIPT_BATCH).await;
-            let deleted = match result {
-                Ok(deleted) => deleted,
-                Err(err) if retries < RETRIES && Trouble::of(&err).is_some() => {
-                    retries += 1;
-                    tokio::time::sleep(pause.max(Duration::from_millis(250)) * retries).await;
-                    continue;
-                }
-                Err(err) => return Err(err),
-            };
-            retries = 0;
-            purged.batches += 1;
-            purged.receipts += deleted;
-            metrics::counter!(RETENTION_DELETED, "what" => "receipts").increment(deleted as u64);
-            if deleted < RECEIPT_BATCH {
-                break;
-            }
-            tokio::time::sleep(pause).await;
-        }
-    }
-    Ok(())
 }
 
 /// Why a batch failed when another try may succeed.
@@ -250,13 +270,19 @@ enum Trouble {
 }
 
 impl Trouble {
-    fn of(err: &Error) -> Option<Trouble> {
+    /// The trouble behind `err`, if another try may succeed; a batch that cannot shrink treats
+    /// running out of time as contention.
+    fn of(err: &Error, shrinks: bool) -> Option<Trouble> {
+        if err.is_transient() {
+            return Some(Trouble::Contended);
+        }
         let Error::Database(err) = err else {
             return None;
         };
         match err.as_database_error()?.code()?.as_ref() {
-            "55P03" | "40P01" | "40001" => Some(Trouble::Contended),
-            "57014" => Some(Trouble::TooSlow),
+            "55P03" => Some(Trouble::Contended),
+            "57014" if shrinks => Some(Trouble::TooSlow),
+            "57014" => Some(Trouble::Contended),
             _ => None,
         }
     }
