@@ -759,6 +759,12 @@ impl Default for HttpOptions {
 
 /// Room for an LLM interaction's request and response JSON (4 MiB each at most).
 const DEFAULT_MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
+/// The query text alone, the tokens in it and its nesting: graphql-java's parser limits (1 MiB,
+/// 15,000 tokens), far above any query a person or a code generator writes.
+const DEFAULT_MAX_QUERY_BYTES: usize = 1024 * 1024;
+const DEFAULT_MAX_QUERY_TOKENS: usize = 15_000;
+const DEFAULT_MAX_QUERY_NESTING: usize = 64;
+const DEFAULT_MAX_SELECTIONS: usize = 10_000;
 const DEFAULT_MAX_QUERY_DEPTH: usize = 16;
 const DEFAULT_MAX_QUERY_COMPLEXITY: usize = 250_000;
 const DEFAULT_MAX_BATCH_OPERATIONS: usize = 10;
@@ -773,6 +779,25 @@ pub struct Limits {
     /// Largest accepted request body, in bytes.
     #[arg(long, env = "CASEFILE_MAX_BODY_BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES)]
     pub max_body_bytes: usize,
+
+    /// Largest accepted query text, in bytes (variables are not part of it).
+    #[arg(long, env = "CASEFILE_MAX_QUERY_BYTES", default_value_t = DEFAULT_MAX_QUERY_BYTES)]
+    pub max_query_bytes: usize,
+
+    /// Most tokens (names, punctuation, values) in a query text; checked before it is parsed.
+    #[arg(long, env = "CASEFILE_MAX_QUERY_TOKENS", default_value_t = DEFAULT_MAX_QUERY_TOKENS)]
+    pub max_query_tokens: usize,
+
+    /// Deepest nesting of braces, brackets and parentheses in a query text; checked before it
+    /// is parsed.
+    #[arg(long, env = "CASEFILE_MAX_QUERY_NESTING", default_value_t = DEFAULT_MAX_QUERY_NESTING)]
+    pub max_query_nesting: usize,
+
+    /// Most selections a document expands to: every field, fragment spread and inline fragment,
+    /// with its arguments' values and directives, counted as often as fragment spreads repeat
+    /// it. Measured without expanding anything, before validation.
+    #[arg(long, env = "CASEFILE_MAX_SELECTIONS", default_value_t = DEFAULT_MAX_SELECTIONS)]
+    pub max_selections: usize,
 
     /// Deepest accepted query nesting.
     #[arg(long, env = "CASEFILE_MAX_QUERY_DEPTH", default_value_t = DEFAULT_MAX_QUERY_DEPTH)]
@@ -810,6 +835,10 @@ impl Default for Limits {
     fn default() -> Self {
         Self {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            max_query_bytes: DEFAULT_MAX_QUERY_BYTES,
+            max_query_tokens: DEFAULT_MAX_QUERY_TOKENS,
+            max_query_nesting: DEFAULT_MAX_QUERY_NESTING,
+            max_selections: DEFAULT_MAX_SELECTIONS,
             max_query_depth: DEFAULT_MAX_QUERY_DEPTH,
             max_query_complexity: DEFAULT_MAX_QUERY_COMPLEXITY,
             max_batch_operations: DEFAULT_MAX_BATCH_OPERATIONS,

@@ -1,6 +1,8 @@
 //! Parsed documents, kept by their text: clients send the same few queries over and over, and
 //! parsing one (async-graphql's pest grammar) costs more than resolving a small page of it.
-//! Only the syntax tree is kept, never anything resolved from it.
+//! A text is scanned before it is parsed, and a parsed document measured before anything walks
+//! it (see [`super::text`] and [`super::expansion`]); the verdict is kept with it, so a repeated
+//! query pays for neither. Only the syntax tree is kept, never anything resolved from it.
 
 use std::sync::Arc;
 
@@ -10,6 +12,8 @@ use async_graphql::parser::types::{DocumentOperations, ExecutableDocument, Opera
 use moka::sync::Cache;
 
 use super::codes::parse_failed;
+use super::{limits, text};
+use crate::config::Limits;
 
 /// Documents longer than this are parsed every time (generated or hostile ones).
 const LONGEST_KEPT: usize = 16 * 1024;
@@ -35,35 +39,47 @@ pub fn selected_operation<'a>(
     }
 }
 
+/// A text's verdict: its document, or why it was refused.
+type Verdict = Result<Arc<ExecutableDocument>, ServerError>;
+
 #[derive(Clone)]
-pub struct Documents(Cache<String, Arc<ExecutableDocument>>);
+pub struct Documents {
+    kept: Cache<String, Verdict>,
+    limits: Limits,
+}
 
 impl Documents {
-    pub fn new() -> Documents {
-        Documents(
-            Cache::builder()
+    pub fn new(limits: Limits) -> Documents {
+        Documents {
+            kept: Cache::builder()
                 .weigher(|query: &String, _| u32::try_from(query.len()).unwrap_or(u32::MAX))
                 .max_capacity(KEPT_BYTES)
                 .build(),
-        )
+            limits,
+        }
     }
 
-    /// The document `query` parses to, or the parse error (with its code).
+    /// The document `query` parses to, within the limits on its text and on what it expands
+    /// to; else the error (with its code) that refuses it.
     pub fn parse(&self, query: &str) -> Result<ExecutableDocument, ServerError> {
-        if let Some(document) = self.0.get(query) {
-            return Ok((*document).clone());
-        }
-        let document = parse_query(query).map_err(parse_failed)?;
-        if query.len() <= LONGEST_KEPT {
-            self.0.insert(query.to_owned(), Arc::new(document.clone()));
-        }
-        Ok(document)
+        let verdict = match self.kept.get(query) {
+            Some(verdict) => verdict,
+            None => {
+                let verdict = self.judge(query);
+                if query.len() <= LONGEST_KEPT {
+                    self.kept.insert(query.to_owned(), verdict.clone());
+                }
+                verdict
+            }
+        };
+        verdict.map(|document| (*document).clone())
     }
-}
 
-impl Default for Documents {
-    fn default() -> Self {
-        Self::new()
+    fn judge(&self, query: &str) -> Verdict {
+        text::check(&self.limits, query)?;
+        let document = parse_query(query).map_err(parse_failed)?;
+        limits::check_selections(&self.limits, &document)?;
+        Ok(Arc::new(document))
     }
 }
 
@@ -73,18 +89,39 @@ mod tests {
 
     #[test]
     fn a_kept_document_is_the_one_parsed() {
-        let documents = Documents::new();
+        let documents = Documents::new(Limits::default());
         let query = "query A($n: Int) { sessions(first: $n) { totalCount } }";
         let first = documents.parse(query).unwrap();
         let again = documents.parse(query).unwrap();
         assert_eq!(format!("{first:?}"), format!("{again:?}"));
-        documents.0.run_pending_tasks();
-        assert_eq!(documents.0.entry_count(), 1, "kept once");
+        documents.kept.run_pending_tasks();
+        assert_eq!(documents.kept.entry_count(), 1, "kept once");
+    }
+
+    #[test]
+    fn a_refused_document_is_kept_with_its_verdict() {
+        let documents = Documents::new(Limits {
+            max_selections: 10,
+            ..Limits::default()
+        });
+        let query = "{ ...F ...F } fragment F on Query { a b c d e }";
+        for _ in 0..2 {
+            let err = documents.parse(query).unwrap_err();
+            let code = err.extensions.as_ref().and_then(|e| e.get("code")).cloned();
+            assert_eq!(
+                code,
+                Some(async_graphql::Value::from("TOO_MANY_SELECTIONS"))
+            );
+        }
+        documents.kept.run_pending_tasks();
+        assert_eq!(documents.kept.entry_count(), 1, "the verdict is kept");
     }
 
     #[test]
     fn a_document_that_does_not_parse_is_refused_with_its_code() {
-        let err = Documents::new().parse("query {").unwrap_err();
+        let err = Documents::new(Limits::default())
+            .parse("query {")
+            .unwrap_err();
         let code = err.extensions.as_ref().and_then(|e| e.get("code")).cloned();
         assert_eq!(
             code,

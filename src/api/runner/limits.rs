@@ -9,6 +9,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use async_graphql::parser::types::{ExecutableDocument, Selection, SelectionSet};
 use async_graphql::{ServerError, ValidationResult};
 
+use super::codes::VALIDATION_FAILED;
+use super::expansion::{Unmeasurable, expanded_size};
 use crate::config::Limits;
 
 pub const TOO_DEEP: &str = "QUERY_TOO_DEEP";
@@ -16,6 +18,12 @@ pub const TOO_COMPLEX: &str = "QUERY_TOO_COMPLEX";
 pub const TOO_MANY_ALIASES: &str = "TOO_MANY_ALIASES";
 pub const TOO_MANY_ROOT_FIELDS: &str = "TOO_MANY_ROOT_FIELDS";
 pub const RESPONSE_TOO_LARGE: &str = "RESPONSE_TOO_LARGE";
+pub const DOCUMENT_TOO_LARGE: &str = "DOCUMENT_TOO_LARGE";
+pub const TOO_MANY_SELECTIONS: &str = "TOO_MANY_SELECTIONS";
+pub const TOO_MANY_ERRORS: &str = "TOO_MANY_ERRORS";
+
+/// Errors one response carries at most; the rest are summed up in one more.
+pub const MAX_ERRORS: usize = 100;
 
 /// The cost left to the operations of one HTTP request (a JSON batch shares one budget).
 /// The edge puts one into every operation's data.
@@ -88,6 +96,51 @@ pub fn check_shape(limits: &Limits, document: &ExecutableDocument) -> Result<(),
         ));
     }
     Ok(())
+}
+
+/// The limit on what the document expands to (see [`super::expansion`]), or the error of a
+/// fragment that spreads itself.
+pub fn check_selections(limits: &Limits, document: &ExecutableDocument) -> Result<(), ServerError> {
+    match expanded_size(document) {
+        Ok(size) if size > limits.max_selections as u64 => Err(coded_error(
+            TOO_MANY_SELECTIONS,
+            format!(
+                "the document expands to {} selections (fields, fragments, argument values and \
+                 directives, counted each time a fragment is spread), over the limit of {} \
+                 (--max-selections)",
+                if size == u64::MAX {
+                    "more than 18 quintillion".to_owned()
+                } else {
+                    figure(usize::try_from(size).unwrap_or(usize::MAX))
+                },
+                figure(limits.max_selections)
+            ),
+        )),
+        Ok(_) => Ok(()),
+        Err(Unmeasurable::Cycle(names)) => Err(coded_error(
+            VALIDATION_FAILED,
+            format!(
+                "Cannot spread fragment \"{}\" within itself (through {})",
+                names[0],
+                names.join(" → ")
+            ),
+        )),
+    }
+}
+
+/// Keeps the first [`MAX_ERRORS`] errors and replaces the rest by one that counts them.
+pub fn cap_errors(errors: &mut Vec<ServerError>) {
+    if errors.len() > MAX_ERRORS {
+        let left_out = errors.len() - MAX_ERRORS;
+        errors.truncate(MAX_ERRORS);
+        errors.push(coded_error(
+            TOO_MANY_ERRORS,
+            format!(
+                "{} more errors were left out (a response carries at most {MAX_ERRORS})",
+                figure(left_out)
+            ),
+        ));
+    }
 }
 
 /// The limits on depth and cost, checked once the operation is validated; the cost is spent

@@ -11,10 +11,12 @@
 mod check;
 pub mod codes;
 mod documents;
+mod expansion;
 pub mod limits;
 pub mod persisted;
 mod report;
 pub mod response_size;
+mod text;
 
 use std::any::TypeId;
 use std::sync::Arc;
@@ -77,7 +79,7 @@ impl Runner {
             checker: build().extension(Check).finish(),
             store,
             limits,
-            documents: Documents::new(),
+            documents: Documents::new(limits),
             persisted: PersistedQueries::new(),
         }))
     }
@@ -165,6 +167,7 @@ impl Runner {
 
     /// The response to an operation refused before it ran.
     fn refused(&self, mut errors: Vec<ServerError>) -> Response {
+        limits::cap_errors(&mut errors);
         errors.iter_mut().for_each(assign_code);
         Response::from_errors(errors)
     }
@@ -174,6 +177,7 @@ impl Runner {
         if size.take_exceeded() {
             return Response::from_errors(vec![limits::response_too_large(&self.0.limits)]);
         }
+        limits::cap_errors(&mut response.errors);
         response.errors.iter_mut().for_each(assign_code);
         response
     }
