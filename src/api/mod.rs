@@ -37,7 +37,7 @@ const DATE_TIME: &str = "A point in time, as an RFC 3339 string with its offset 
 const UUID: &str = "A UUID in its hyphenated form (`0193a8c2-5b7e-7d31-9f0a-2c4e6b8d1f3a`); \
     casefile makes time-ordered version 7 UUIDs, and accepts any version.";
 
-fn builder() -> SchemaBuilder<Query, Mutation, Subscription> {
+pub(crate) fn builder() -> SchemaBuilder<Query, Mutation, Subscription> {
     Schema::build(Query, Mutation, Subscription)
         .override_output_type_description::<chrono::DateTime<chrono::Utc>>(DATE_TIME)
         .override_input_type_description::<chrono::DateTime<chrono::Utc>>(DATE_TIME)

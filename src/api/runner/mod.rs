@@ -12,6 +12,7 @@ mod check;
 pub mod codes;
 mod documents;
 mod expansion;
+mod introspection;
 pub mod limits;
 pub mod persisted;
 mod report;
@@ -36,6 +37,7 @@ use check::{Check, Figures};
 use codes::assign_code;
 use documents::Documents;
 pub use documents::selected_operation;
+use introspection::Introspection;
 pub use limits::{CostBudget, coded_error};
 use persisted::PersistedQueries;
 use report::Report;
@@ -54,6 +56,8 @@ struct Inner {
     limits: Limits,
     documents: Documents,
     persisted: PersistedQueries,
+    /// What introspection answers, to price it before it runs.
+    introspection: Introspection,
 }
 
 /// An operation that passed every check, ready to run.
@@ -74,9 +78,14 @@ impl Runner {
         store: Store,
         limits: Limits,
     ) -> Runner {
+        let schema = build().validation_mode(ValidationMode::Fast).finish();
+        // Introspection resolves from the schema alone: nothing here waits on I/O.
+        let introspection =
+            Introspection::read(|query| futures::executor::block_on(schema.execute(query)));
         Runner(Arc::new(Inner {
-            schema: build().validation_mode(ValidationMode::Fast).finish(),
+            schema,
             checker: build().extension(Check).finish(),
+            introspection,
             store,
             limits,
             documents: Documents::new(limits),
@@ -119,18 +128,32 @@ impl Runner {
         if !checked.errors.is_empty() {
             return Err(checked.errors);
         }
-        let Some(figures) = figures.get() else {
+        let Some(mut figures) = figures.get() else {
             return Err(vec![coded_error(
                 "INTERNAL_SERVER_ERROR",
                 "the operation was not validated",
             )]);
         };
+        // Introspection, priced by what it answers (async-graphql counted each of its fields
+        // once; that stays, as the walk's own cost).
+        let introspection = inner.introspection.weigh(
+            &document,
+            request.operation_name.as_deref(),
+            &request.variables,
+            inner.limits.max_query_complexity as u64,
+        );
+        figures.complexity = figures
+            .complexity
+            .saturating_add(usize::try_from(introspection.values).unwrap_or(usize::MAX));
         let budget = request
             .data
             .get(&TypeId::of::<CostBudget>())
             .and_then(|data| data.downcast_ref::<CostBudget>());
         if let Err(err) = limits::check_cost(&inner.limits, &figures, budget) {
             return Err(vec![err]);
+        }
+        if introspection.bytes > inner.limits.max_response_bytes as u64 {
+            return Err(vec![limits::response_too_large(&inner.limits)]);
         }
 
         let dispatcher = Arc::new(Dispatcher::default());
