@@ -7,6 +7,11 @@
 //! Reproducible: request `i` is generated from its own generator seeded by the run's seed and
 //! `i` (`CASEFILE_FUZZ_SEED`, printed), so a reported request can be regenerated alone;
 //! `CASEFILE_FUZZ_REQUESTS` sets the count (10,000).
+//!
+//! A shape-mutation mode folds generated operations into hostile shapes (fragments spreading
+//! each other up to doubling chains and cycles, duplicated selections, nested inline fragments,
+//! repeated directives, introspection that fans out): each must still be answered in time, with
+//! codes, and with at most 101 errors.
 
 #[path = "it/common/mod.rs"]
 mod common;
@@ -394,6 +399,8 @@ fn body_text(body: &Value) -> String {
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
 enum Transport {
     Post,
+    /// POSTed in a hostile shape.
+    Shape,
     Get,
     Batch,
     Malformed,
@@ -425,6 +432,91 @@ fn error_codes(body: &Value, codes: &mut Vec<String>) {
             codes.push(code.to_owned());
         }
     }
+}
+
+fn error_count(body: &Value) -> usize {
+    body["errors"].as_array().map_or(0, Vec::len)
+}
+
+/// `query` (one generated operation) in a hostile shape, or two shapes one inside the other.
+fn reshaped(rng: &mut Rng, query: &str) -> String {
+    // The operation's head (`query Fuzz($v0: …)`) and its selections.
+    let open = query.find(" {").map_or(0, |at| at + 1);
+    let (head, body) = (&query[..open], &query[open + 1..query.len() - 1]);
+    let (mut body, mut fragments) = (body.to_owned(), String::new());
+    for _ in 0..1 + rng.below(2) {
+        body = match rng.below(7) {
+            // A chain of fragments, each spreading the next up to three times.
+            0 | 1 => {
+                let (n, times) = (1 + rng.below(40), 1 + rng.below(3));
+                let prefix = format!("S{}x", rng.below(1000));
+                for i in 0..n {
+                    let spreads = format!(" ...{prefix}{}", i + 1).repeat(times);
+                    fragments.push_str(&format!(" fragment {prefix}{i} on Query {{{spreads} }}"));
+                }
+                fragments.push_str(&format!(" fragment {prefix}{n} on Query {{ {body} }}"));
+                format!(" ...{prefix}0")
+            }
+            // The same selections many times over (merged by the executor).
+            2 => format!(" {body}").repeat(2 + rng.below(200)),
+            // Inline fragments inside inline fragments.
+            3 => {
+                let n = 1 + rng.below(80);
+                format!("{}{body}{}", " ... on Query {".repeat(n), " }".repeat(n))
+            }
+            // A fragment that spreads itself through another.
+            4 => {
+                let prefix = format!("C{}x", rng.below(1000));
+                fragments.push_str(&format!(
+                    " fragment {prefix}0 on Query {{ {body} ...{prefix}1 }}                      fragment {prefix}1 on Query {{ ...{prefix}0 }}"
+                ));
+                format!(" ...{prefix}0")
+            }
+            // A directive repeated on the whole selection.
+            5 => {
+                let directives = " @include(if: true)".repeat(1 + rng.below(3000));
+                format!(" ...{directives} {{ {body} }}")
+            }
+            // Introspection fanning out beside it.
+            _ => format!(" {body} {}", introspection_fan_out(rng)),
+        };
+    }
+    format!("{head}{{{body} }}{fragments}")
+}
+
+/// `__schema` or `__type` selecting lists of types inside lists of types, under a few aliases.
+fn introspection_fan_out(rng: &mut Rng) -> String {
+    const STEPS: [&str; 6] = [
+        "possibleTypes",
+        "interfaces",
+        "fields { type",
+        "inputFields { type",
+        "ofType",
+        "types",
+    ];
+    let mut out = String::new();
+    for alias in 0..1 + rng.below(4) {
+        let depth = 1 + rng.below(12);
+        let mut open = String::new();
+        let mut close = String::new();
+        for _ in 0..depth {
+            let step = *rng.pick(&STEPS[..5]);
+            open.push_str(&format!(" {step} {{"));
+            close.push_str(if step.contains(" { ") { " } }" } else { " }" });
+        }
+        let root = if rng.chance(50) {
+            format!("__schema {{ {} {{", STEPS[5])
+        } else {
+            "__type(name: \"Node\") {".to_owned()
+        };
+        let root_close = if root.starts_with("__schema") {
+            " } }"
+        } else {
+            " }"
+        };
+        out.push_str(&format!(" i{alias}x: {root}{open} name{close}{root_close}"));
+    }
+    out
 }
 
 fn executed(body: &Value) -> usize {
@@ -465,7 +557,14 @@ impl Fuzzer<'_> {
         // Subscriptions go over WebSocket; now and then one is POSTed, which must be refused.
         let kind = |rng: &mut Rng| if rng.chance(3) { 2 } else { rng.below(2) };
         match roll {
-            0..60 => {
+            0..8 => {
+                let (query, variables) = op(&mut rng, 0);
+                let query = reshaped(&mut rng, &query);
+                let body = body_text(&json!({ "query": query, "variables": variables }));
+                self.post(Transport::Shape, 1, body, "application/json")
+                    .await
+            }
+            8..60 => {
                 let k = kind(&mut rng);
                 let (query, variables) = op(&mut rng, k);
                 let body = body_text(&json!({ "query": query, "variables": variables }));
@@ -578,8 +677,14 @@ impl Fuzzer<'_> {
         let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         error_codes(&body, &mut outcome.codes);
         outcome.valid = if status == 200 { executed(&body) } else { 0 };
+        let most_errors = match &body {
+            Value::Array(items) => items.iter().map(error_count).max().unwrap_or(0),
+            other => error_count(other),
+        };
         if status >= 500 {
             outcome.offence = Some(format!("status {status}: {text:.500}"));
+        } else if most_errors > 101 {
+            outcome.offence = Some(format!("{most_errors} errors in one response"));
         } else if outcome.codes.iter().any(|c| c == "INTERNAL_SERVER_ERROR") {
             outcome.offence = Some(format!("INTERNAL_SERVER_ERROR: {text:.500}"));
         }

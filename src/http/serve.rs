@@ -45,6 +45,12 @@ pub async fn serve(
             },
             () = stopping(&mut closing) => break,
         };
+        // Streams write small frames one after another (a result, then `complete`; tokens at
+        // 200 a second): with Nagle's algorithm each would wait for the last one's delayed ACK,
+        // 40 ms on Linux.
+        if let Err(err) = stream.set_nodelay(true) {
+            tracing::debug!(%peer, "cannot set TCP_NODELAY: {err}");
+        }
         let app = app.clone();
         let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
             request.extensions_mut().insert(ConnectInfo(peer));

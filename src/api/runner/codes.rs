@@ -84,6 +84,14 @@ pub fn assign_code(err: &mut ServerError) {
         {
             set_code(err, "BAD_REQUEST")
         }
+        // Selection sets (through fragments) nested past --max-query-nesting.
+        None if err
+            .message
+            .starts_with("The recursion depth of the query cannot be greater than") =>
+        {
+            err.message = format!("{} (--max-query-nesting)", err.message);
+            set_code(err, super::limits::TOO_DEEP);
+        }
         None => {
             tracing::error!(path = ?err.path, error = %err.message, "unclassified error while resolving");
             err.message = "internal server error".to_owned();

@@ -11,6 +11,7 @@ use async_graphql::parser::parse_query;
 use async_graphql::parser::types::{DocumentOperations, ExecutableDocument, OperationDefinition};
 use moka::sync::Cache;
 
+use super::apart::heavy;
 use super::codes::parse_failed;
 use super::{limits, text};
 use crate::config::Limits;
@@ -39,8 +40,19 @@ pub fn selected_operation<'a>(
     }
 }
 
+/// A parsed document and what it expands to (see [`super::expansion`]).
+#[derive(Debug, Clone)]
+pub struct Parsed {
+    pub document: ExecutableDocument,
+    pub selections: u64,
+}
+
 /// A text's verdict: its document, or why it was refused.
-type Verdict = Result<Arc<ExecutableDocument>, ServerError>;
+type Verdict = Result<Arc<Parsed>, ServerError>;
+
+/// Texts longer than this are parsed off the runtime's worker threads (see [`heavy`]): a few
+/// milliseconds of work and more.
+const PARSED_APART: usize = 16 * 1024;
 
 #[derive(Clone)]
 pub struct Documents {
@@ -61,25 +73,32 @@ impl Documents {
 
     /// The document `query` parses to, within the limits on its text and on what it expands
     /// to; else the error (with its code) that refuses it.
-    pub fn parse(&self, query: &str) -> Result<ExecutableDocument, ServerError> {
+    pub fn parse(&self, query: &str) -> Result<Parsed, ServerError> {
         let verdict = match self.kept.get(query) {
             Some(verdict) => verdict,
             None => {
-                let verdict = self.judge(query);
+                let verdict = if query.len() > PARSED_APART {
+                    heavy(|| self.judge(query))
+                } else {
+                    self.judge(query)
+                };
                 if query.len() <= LONGEST_KEPT {
                     self.kept.insert(query.to_owned(), verdict.clone());
                 }
                 verdict
             }
         };
-        verdict.map(|document| (*document).clone())
+        verdict.map(|parsed| (*parsed).clone())
     }
 
     fn judge(&self, query: &str) -> Verdict {
         text::check(&self.limits, query)?;
         let document = parse_query(query).map_err(parse_failed)?;
-        limits::check_selections(&self.limits, &document)?;
-        Ok(Arc::new(document))
+        let selections = limits::check_selections(&self.limits, &document)?;
+        Ok(Arc::new(Parsed {
+            document,
+            selections,
+        }))
     }
 }
 
@@ -93,7 +112,12 @@ mod tests {
         let query = "query A($n: Int) { sessions(first: $n) { totalCount } }";
         let first = documents.parse(query).unwrap();
         let again = documents.parse(query).unwrap();
-        assert_eq!(format!("{first:?}"), format!("{again:?}"));
+        assert_eq!(
+            format!("{:?}", first.document),
+            format!("{:?}", again.document)
+        );
+        // The variable, `sessions` with its argument, `totalCount`.
+        assert_eq!((first.selections, again.selections), (4, 4));
         documents.kept.run_pending_tasks();
         assert_eq!(documents.kept.entry_count(), 1, "kept once");
     }

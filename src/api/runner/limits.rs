@@ -98,9 +98,12 @@ pub fn check_shape(limits: &Limits, document: &ExecutableDocument) -> Result<(),
     Ok(())
 }
 
-/// The limit on what the document expands to (see [`super::expansion`]), or the error of a
-/// fragment that spreads itself.
-pub fn check_selections(limits: &Limits, document: &ExecutableDocument) -> Result<(), ServerError> {
+/// What the document expands to (see [`super::expansion`]) within its limit; else the error,
+/// or the error of a fragment that spreads itself.
+pub fn check_selections(
+    limits: &Limits,
+    document: &ExecutableDocument,
+) -> Result<u64, ServerError> {
     match expanded_size(document) {
         Ok(size) if size > limits.max_selections as u64 => Err(coded_error(
             TOO_MANY_SELECTIONS,
@@ -116,7 +119,7 @@ pub fn check_selections(limits: &Limits, document: &ExecutableDocument) -> Resul
                 figure(limits.max_selections)
             ),
         )),
-        Ok(_) => Ok(()),
+        Ok(size) => Ok(size),
         Err(Unmeasurable::Cycle(names)) => Err(coded_error(
             VALIDATION_FAILED,
             format!(

@@ -8,6 +8,7 @@
 //! slower path (a `ResolveInfo` with registry lookups and formatted type names, a boxed future
 //! per extension). Measured on the dashboard's list, that was a third of the server's time.
 
+mod apart;
 mod check;
 pub mod codes;
 mod documents;
@@ -33,15 +34,23 @@ use crate::config::Limits;
 use crate::observe::in_span::InSpan;
 use crate::observe::request::{OPERATION_WORK, OperationWork, RequestInfo};
 use crate::store::Store;
+use apart::Apart;
 use check::{Check, Figures};
 use codes::assign_code;
-use documents::Documents;
 pub use documents::selected_operation;
+use documents::{Documents, Parsed};
 use introspection::Introspection;
 pub use limits::{CostBudget, coded_error};
 use persisted::PersistedQueries;
 use report::Report;
 use response_size::ResponseSize;
+
+/// Documents expanding to more selections than this are validated off the runtime's worker
+/// threads (see [`apart`]): a few milliseconds of work and more.
+const VALIDATED_APART: u64 = 2_000;
+/// Operations answering more introspection values than this run off the worker threads: its
+/// resolvers answer at once, so a large introspection is answered in one long poll.
+const INTROSPECTION_APART: u64 = 2_000;
 
 /// What the edge runs operations with (HTTP, SSE and WebSocket alike).
 #[derive(Clone)]
@@ -65,6 +74,8 @@ struct Admitted {
     request: Request,
     dispatcher: Arc<Dispatcher>,
     size: Arc<ResponseSize>,
+    /// Run off the worker threads (a large introspection).
+    apart: bool,
 }
 
 impl Runner {
@@ -78,6 +89,9 @@ impl Runner {
         store: Store,
         limits: Limits,
     ) -> Runner {
+        // async-graphql refuses selection sets nested (through fragments too) past its
+        // recursion depth, 32 unless told: the same bound as the text's nesting.
+        let build = || build().limit_recursive_depth(limits.max_query_nesting);
         let schema = build().validation_mode(ValidationMode::Fast).finish();
         // Introspection resolves from the schema alone: nothing here waits on I/O.
         let introspection =
@@ -94,7 +108,7 @@ impl Runner {
     }
 
     /// The request's document (its persisted query's, if it sent only the hash), parsed.
-    fn parse(&self, request: &mut Request) -> Result<ExecutableDocument, ServerError> {
+    fn parse(&self, request: &mut Request) -> Result<Parsed, ServerError> {
         let inner = &self.0;
         let persisted = inner.persisted.resolve(request)?;
         let document = inner.documents.parse(&request.query)?;
@@ -110,10 +124,14 @@ impl Runner {
     async fn admit(
         &self,
         mut request: Request,
-        document: ExecutableDocument,
+        parsed: Parsed,
         cached: bool,
     ) -> Result<Admitted, Vec<ServerError>> {
         let inner = &self.0;
+        let Parsed {
+            document,
+            selections,
+        } = parsed;
         if let Err(err) = limits::check_shape(&inner.limits, &document) {
             return Err(vec![err]);
         }
@@ -124,7 +142,11 @@ impl Runner {
             .data(figures.clone());
         probe.operation_name = request.operation_name.clone();
         probe.set_parsed_query(document.clone());
-        let checked = inner.checker.execute(probe).await;
+        let checked = Apart::new(
+            Box::pin(inner.checker.execute(probe)),
+            selections > VALIDATED_APART,
+        )
+        .await;
         if !checked.errors.is_empty() {
             return Err(checked.errors);
         }
@@ -176,6 +198,7 @@ impl Runner {
             request,
             dispatcher,
             size,
+            apart: introspection.values > INTROSPECTION_APART,
         })
     }
 
@@ -230,26 +253,26 @@ impl Runner {
         &self,
         request: &mut Request,
         session_data: Option<&Data>,
-    ) -> (Report, Span, Result<ExecutableDocument, ServerError>) {
+    ) -> (Report, Span, Result<Parsed, ServerError>) {
         let mut report = Report::new(request_info(request, session_data));
-        let document = self.parse(request);
-        if let Ok(document) = &document {
-            report.identify(document, request.operation_name.as_deref());
+        let parsed = self.parse(request);
+        if let Ok(parsed) = &parsed {
+            report.identify(&parsed.document, request.operation_name.as_deref());
         }
         let span = report.open_span();
-        (report, span, document)
+        (report, span, parsed)
     }
 
     /// The parsed request, admitted; else the response that refuses it (reported).
     async fn prepare(
         &self,
         request: Request,
-        document: Result<ExecutableDocument, ServerError>,
+        parsed: Result<Parsed, ServerError>,
         cached: bool,
         report: &mut Report,
     ) -> Result<Admitted, Response> {
-        let admitted = match document {
-            Ok(document) => self.admit(request, document, cached).await,
+        let admitted = match parsed {
+            Ok(parsed) => self.admit(request, parsed, cached).await,
             Err(err) => Err(vec![err]),
         };
         admitted.inspect(|_| report.admitted()).map_err(|errors| {
@@ -268,6 +291,7 @@ impl Executor for Runner {
                 request,
                 dispatcher,
                 size,
+                apart,
             } = match self.prepare(request, document, true, &mut report).await {
                 Ok(admitted) => admitted,
                 Err(refused) => return refused,
@@ -275,7 +299,8 @@ impl Executor for Runner {
             let work = Arc::new(OperationWork::default());
             report.count_work(work.clone());
             let execution = UntilIdle::new(Box::pin(self.0.schema.execute(request)), dispatcher);
-            let response = self.finish(OPERATION_WORK.scope(work, execution).await, &size);
+            let execution = Apart::new(Box::pin(OPERATION_WORK.scope(work, execution)), apart);
+            let response = self.finish(execution.await, &size);
             report.sent(&response);
             response
         }
@@ -295,6 +320,7 @@ impl Executor for Runner {
                 request,
                 dispatcher,
                 size,
+                apart,
             } = match runner.prepare(request, document, false, &mut report).await {
                 Ok(admitted) => admitted,
                 Err(refused) => return stream::iter([refused]).boxed(),
@@ -307,7 +333,7 @@ impl Executor for Runner {
                 None => runner.0.schema.execute_stream(request),
             };
             // The report lives as long as the stream: its line is written when it ends.
-            UntilIdle::new(responses, dispatcher)
+            Apart::new(UntilIdle::new(responses, dispatcher), apart)
                 .map(move |response| {
                     let response = runner.finish(response, &size);
                     report.sent(&response);
