@@ -196,6 +196,21 @@ fn cases() -> Vec<Case> {
             Expect::Data,
         ),
         case(
+            "graphql-js's default introspection (codegen, Relay)",
+            include_str!("introspection/graphql-js-default.graphql").to_owned(),
+            Expect::Data,
+        ),
+        case(
+            "Apollo's introspection",
+            include_str!("introspection/apollo.graphql").to_owned(),
+            Expect::Data,
+        ),
+        case(
+            "Python gql's introspection",
+            include_str!("introspection/python-gql.graphql").to_owned(),
+            Expect::Data,
+        ),
+        case(
             "a list 50,000 deep in an argument",
             format!(
                 "{{ sessions(first: {}) {{ totalCount }} }}",
