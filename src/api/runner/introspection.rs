@@ -142,6 +142,16 @@ impl Introspection {
         let Some((_, operation)) = selected_operation(document, operation_name) else {
             return Weight::default();
         };
+        // Most operations introspect nothing: say so without allocating.
+        let introspects = |set: &SelectionSet| names_introspection(set);
+        if !introspects(&operation.selection_set.node)
+            && !document
+                .fragments
+                .values()
+                .any(|fragment| introspects(&fragment.node.selection_set.node))
+        {
+            return Weight::default();
+        }
         let mut values: HashMap<&Name, ConstValue> = operation
             .variable_definitions
             .iter()
@@ -491,6 +501,16 @@ impl<'a> Walk<'a> {
     }
 }
 
+/// Whether `set` selects `__schema` or `__type` (itself or in its inline fragments), as a root
+/// selection would.
+fn names_introspection(set: &SelectionSet) -> bool {
+    set.items.iter().any(|item| match &item.node {
+        Selection::Field(field) => matches!(field.node.name.node.as_str(), "__schema" | "__type"),
+        Selection::InlineFragment(inline) => names_introspection(&inline.node.selection_set.node),
+        Selection::FragmentSpread(_) => false,
+    })
+}
+
 /// The selection sets of fields merged under one key.
 fn sub_selections<'a>(fields: &[&'a Field]) -> Vec<&'a SelectionSet> {
     fields
@@ -714,6 +734,17 @@ mod tests {
             let variables = Variables::from_json(variables);
             model.weigh(&document, None, &variables, u64::MAX).values
         };
+        assert_eq!(
+            weigh("{ sessions { totalCount } }", serde_json::json!({})),
+            0
+        );
+        let spread =
+            "{ ...F } fragment F on Query { ... on Query { __type(name: \"Session\") { name } } }";
+        assert_eq!(
+            weigh(spread, serde_json::json!({})),
+            2,
+            "found through fragments"
+        );
         let by_name = "query($n: String!) { __type(name: $n) { name } }";
         assert_eq!(weigh(by_name, serde_json::json!({"n": "Session"})), 2);
         assert_eq!(weigh(by_name, serde_json::json!({"n": "Nope"})), 1);
