@@ -222,3 +222,142 @@ async fn a_frontends_session_page_fits_well_within_the_default_budget() {
     assert!(body.get("errors").is_none(), "{body}");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn documents_are_bounded_before_they_are_parsed_and_before_they_are_expanded() {
+    let app = TestApp::start_with(HttpOptions {
+        limits: Limits {
+            max_query_bytes: 2_000,
+            max_query_tokens: 300,
+            max_query_nesting: 10,
+            max_selections: 500,
+            ..Limits::default()
+        },
+        ..HttpOptions::default()
+    })
+    .await;
+    let refused = [
+        (
+            format!("{{ __typename }} #{}", "x".repeat(2_000)),
+            "DOCUMENT_TOO_LARGE",
+            "the query text of 2,016 bytes exceeds the limit of 2,000 (--max-query-bytes)",
+        ),
+        (
+            format!("{{{} }}", " a".repeat(300)),
+            "DOCUMENT_TOO_LARGE",
+            "the query has more than 300 tokens (--max-query-tokens)",
+        ),
+        (
+            format!("{}{}", "{ viewer ".repeat(11), "}".repeat(11)),
+            "QUERY_TOO_DEEP",
+            "the query nests braces, brackets or parentheses more than 10 deep (--max-query-nesting)",
+        ),
+    ];
+    for (query, expected_code, expected_message) in refused {
+        let (_, body) = post(&app, json!({ "query": query })).await;
+        assert_eq!(code(&body), expected_code, "{body}");
+        assert_eq!(message(&body), expected_message);
+    }
+
+    // Ten fragments, each spreading the next twice: 2^10 `__typename`s from a short text.
+    let mut doubling = "{ ...F0 }".to_owned();
+    for i in 0..10 {
+        doubling.push_str(&format!(
+            " fragment F{i} on Query {{ ...F{0} ...F{0} }}",
+            i + 1
+        ));
+    }
+    doubling.push_str(" fragment F10 on Query { __typename }");
+    let (_, body) = post(&app, json!({ "query": doubling })).await;
+    assert_eq!(code(&body), "TOO_MANY_SELECTIONS", "{body}");
+    assert!(message(&body).contains("over the limit of 500 (--max-selections)"));
+
+    // A fragment spreading itself is refused there, before anything follows it.
+    let cycle = "{ ...A } fragment A on Query { ...B } fragment B on Query { __typename ...A }";
+    let (_, body) = post(&app, json!({ "query": cycle })).await;
+    assert_eq!(code(&body), "GRAPHQL_VALIDATION_FAILED", "{body}");
+    assert_eq!(
+        message(&body),
+        "Cannot spread fragment \"A\" within itself (through A → B → A)"
+    );
+
+    // Selection sets nested through fragments past the same nesting limit.
+    let mut chain = "{ ...C0 }".to_owned();
+    for i in 0..12 {
+        chain.push_str(&format!(" fragment C{i} on Query {{ ...C{} }}", i + 1));
+    }
+    chain.push_str(" fragment C12 on Query { __typename }");
+    let (_, body) = post(&app, json!({ "query": chain })).await;
+    assert_eq!(code(&body), "QUERY_TOO_DEEP", "{body}");
+    assert!(message(&body).ends_with("(--max-query-nesting)"), "{body}");
+}
+
+#[tokio::test]
+async fn a_response_carries_a_hundred_errors_and_counts_the_rest() {
+    let app = TestApp::start().await;
+    let unknown: String = (0..250).map(|i| format!(" x{i}")).collect();
+    let (_, body) = post(
+        &app,
+        json!({ "query": format!("{{ viewer {{{unknown} }} }}") }),
+    )
+    .await;
+    let errors = body["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 101, "{body:.500}");
+    assert!(
+        errors[..100]
+            .iter()
+            .all(|e| e["extensions"]["code"] == "GRAPHQL_VALIDATION_FAILED")
+    );
+    assert_eq!(errors[100]["extensions"]["code"], "TOO_MANY_ERRORS");
+    assert_eq!(
+        errors[100]["message"],
+        "150 more errors were left out (a response carries at most 100)"
+    );
+}
+
+#[tokio::test]
+async fn introspection_is_priced_by_what_it_answers_before_it_runs() {
+    const GRAPHIQL: &str = include_str!("../introspection/graphiql.graphql");
+    // With the defaults, GraphiQL's full introspection passes.
+    let app = TestApp::start().await;
+    let (_, body) = post(&app, json!({ "query": GRAPHIQL })).await;
+    assert!(body["errors"].is_null(), "{body:.500}");
+    let answer_bytes = body["data"].to_string().len();
+
+    // Its price is its answer: 10,729 fields, about 250 KB.
+    for (limits, expected) in [
+        (
+            Limits {
+                max_query_complexity: 10_000,
+                ..Limits::default()
+            },
+            "QUERY_TOO_COMPLEX",
+        ),
+        (
+            Limits {
+                max_response_bytes: answer_bytes / 2,
+                ..Limits::default()
+            },
+            "RESPONSE_TOO_LARGE",
+        ),
+    ] {
+        let strict = TestApp::start_with(HttpOptions {
+            limits,
+            ..HttpOptions::default()
+        })
+        .await;
+        let (_, body) = post(&strict, json!({ "query": GRAPHIQL })).await;
+        assert_eq!(code(&body), expected, "{body:.500}");
+        strict.stop().await;
+    }
+
+    // A fan-out of possible types and interfaces, a handful of bytes long, is refused at once.
+    let mut fan_out = "name".to_owned();
+    for _ in 0..7 {
+        fan_out = format!("possibleTypes {{ interfaces {{ {fan_out} }} }}");
+    }
+    let query = format!("{{ __type(name: \"Node\") {{ {fan_out} }} }}");
+    let (_, body) = post(&app, json!({ "query": query })).await;
+    assert_eq!(code(&body), "QUERY_TOO_COMPLEX", "{body:.500}");
+    app.stop().await;
+}

@@ -24,7 +24,9 @@ use std::any::TypeId;
 use std::sync::Arc;
 
 use async_graphql::parser::types::{ExecutableDocument, OperationType};
-use async_graphql::{Data, Executor, Request, Response, ServerError, ValidationMode};
+use async_graphql::{
+    Data, Executor, Request, Response, ServerError, ValidationMode, ValidationResult,
+};
 use futures::StreamExt as _;
 use futures::stream::{self, BoxStream};
 use tracing::{Instrument as _, Span};
@@ -89,13 +91,15 @@ impl Runner {
         store: Store,
         limits: Limits,
     ) -> Runner {
+        // Introspection resolves from the schema alone: nothing here waits on I/O. (Read on a
+        // schema of its own: the reading query nests deeper than clients may be allowed to.)
+        let introspection = Introspection::read(|query| {
+            futures::executor::block_on(build().finish().execute(query))
+        });
         // async-graphql refuses selection sets nested (through fragments too) past its
         // recursion depth, 32 unless told: the same bound as the text's nesting.
         let build = || build().limit_recursive_depth(limits.max_query_nesting);
         let schema = build().validation_mode(ValidationMode::Fast).finish();
-        // Introspection resolves from the schema alone: nothing here waits on I/O.
-        let introspection =
-            Introspection::read(|query| futures::executor::block_on(schema.execute(query)));
         Runner(Arc::new(Inner {
             schema,
             checker: build().extension(Check).finish(),
@@ -136,26 +140,7 @@ impl Runner {
             return Err(vec![err]);
         }
 
-        let figures = Figures::default();
-        let mut probe = Request::new(String::new())
-            .variables(request.variables.clone())
-            .data(figures.clone());
-        probe.operation_name = request.operation_name.clone();
-        probe.set_parsed_query(document.clone());
-        let checked = Apart::new(
-            Box::pin(inner.checker.execute(probe)),
-            selections > VALIDATED_APART,
-        )
-        .await;
-        if !checked.errors.is_empty() {
-            return Err(checked.errors);
-        }
-        let Some(mut figures) = figures.get() else {
-            return Err(vec![coded_error(
-                "INTERNAL_SERVER_ERROR",
-                "the operation was not validated",
-            )]);
-        };
+        let mut figures = self.validate(&request, &document, selections).await?;
         // Introspection, priced by what it answers (async-graphql counted each of its fields
         // once; that stays, as the walk's own cost).
         let introspection = inner.introspection.weigh(
@@ -199,6 +184,35 @@ impl Runner {
             dispatcher,
             size,
             apart: introspection.values > INTROSPECTION_APART,
+        })
+    }
+
+    /// Validates the document in full (on the checker), and its figures: depth, cost.
+    async fn validate(
+        &self,
+        request: &Request,
+        document: &ExecutableDocument,
+        selections: u64,
+    ) -> Result<ValidationResult, Vec<ServerError>> {
+        let figures = Figures::default();
+        let mut probe = Request::new(String::new())
+            .variables(request.variables.clone())
+            .data(figures.clone());
+        probe.operation_name = request.operation_name.clone();
+        probe.set_parsed_query(document.clone());
+        let checked = Apart::new(
+            Box::pin(self.0.checker.execute(probe)),
+            selections > VALIDATED_APART,
+        )
+        .await;
+        if !checked.errors.is_empty() {
+            return Err(checked.errors);
+        }
+        figures.get().ok_or_else(|| {
+            vec![coded_error(
+                "INTERNAL_SERVER_ERROR",
+                "the operation was not validated",
+            )]
         })
     }
 
