@@ -6,6 +6,7 @@ use uuid::Uuid;
 
 use super::page::{Joined, Page, Slice};
 use super::records::SESSION_COLUMNS;
+use super::search_words::SearchWords;
 use super::write::storable_time;
 use super::{SessionRow, Store, search};
 use crate::error::Result;
@@ -20,9 +21,9 @@ pub struct SessionFilter {
     pub author: Option<String>,
     pub created_after: Option<DateTime<Utc>>,
     pub created_before: Option<DateTime<Utc>>,
-    /// Words searched for (web search syntax) in the alert, its analysis and summary, and the
-    /// text of its finished timeline events; see [`super::search`].
-    pub search: Option<String>,
+    /// Words searched for (web search syntax, checked) in the alert, its analysis and summary,
+    /// and the text of its finished timeline events; see [`super::search`].
+    pub search: Option<SearchWords>,
     /// The alert data contains this JSON (`@>`).
     pub alert_data_contains: Option<serde_json::Value>,
     pub include_deleted: bool,
