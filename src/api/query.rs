@@ -132,7 +132,7 @@ pub struct McpInteractionFilterInput {
 }
 
 impl McpInteractionFilterInput {
-    fn validate(self) -> crate::error::Result<McpSearchFilter> {
+    fn validate(self, include_deleted: bool) -> crate::error::Result<McpSearchFilter> {
         check_optional("serverName", self.server_name.as_deref(), limits::NAME)?;
         check_optional("toolName", self.tool_name.as_deref(), limits::NAME)?;
         check_window(self.created_after, self.created_before)?;
@@ -142,6 +142,7 @@ impl McpInteractionFilterInput {
             success: self.success,
             created_after: self.created_after,
             created_before: self.created_before,
+            include_deleted,
         })
     }
 }
@@ -363,10 +364,15 @@ impl Query {
 
     /// MCP interactions across all sessions, newest first, a page at a time (forward with
     /// `first`/`after`, backward with `last`/`before`): with `filter: { success: false }`, the
-    /// audit of failed tool calls. Every combination of filters is read along an index.
+    /// audit of failed tool calls. Every combination of filters is read along an index. The
+    /// interactions of soft-deleted sessions are left out unless `includeDeleted`.
     #[graphql(
         complexity = "cost::page(first, last, child_complexity)",
         guard = "RoleGuard(Role::Reader)"
+    )]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the field's GraphQL arguments: a Relay connection's four, filter and includeDeleted"
     )]
     async fn mcp_interactions(
         &self,
@@ -385,11 +391,15 @@ impl Query {
         #[graphql(desc = "Only interactions before this cursor (newer ones).")] before: Option<
             String,
         >,
-        #[graphql(desc = "Which interactions (default: all).")] filter: Option<
-            McpInteractionFilterInput,
-        >,
+        #[graphql(desc = "Which interactions (default: all those of sessions not deleted).")]
+        filter: Option<McpInteractionFilterInput>,
+        #[graphql(
+            desc = "Include the interactions of soft-deleted sessions.",
+            default = false
+        )]
+        include_deleted: bool,
     ) -> Result<McpInteractionSearchConnection> {
-        let filter = filter.unwrap_or_default().validate()?;
+        let filter = filter.unwrap_or_default().validate(include_deleted)?;
         let args = PageArgs {
             first,
             after,

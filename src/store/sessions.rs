@@ -194,6 +194,16 @@ pub(super) fn push_filter(qb: &mut QueryBuilder<'_, Postgres>, filter: &SessionF
     }
 }
 
+/// ` AND` the row's session (`{table}.session_id`) is not soft-deleted: a list of a table of
+/// session records hides a deleted session's records with this. An anti-join probing each
+/// listed row's session by primary key, so a list read along its own index stays on it.
+pub(super) fn push_session_not_deleted(qb: &mut QueryBuilder<'_, Postgres>, table: &str) {
+    qb.push(format_args!(
+        " AND NOT EXISTS (SELECT 1 FROM sessions s \
+           WHERE s.id = {table}.session_id AND s.deleted_at IS NOT NULL)"
+    ));
+}
+
 /// With a search, `WITH ranked AS (…)`: every session it matches with its `search_rank` (see
 /// [`super::search::push_ranked`]), a statement's first words. A page statement reads it up to
 /// three times (the page and both of its ends), so it is written once and computed once.
