@@ -79,10 +79,10 @@ impl SearchWords {
                 "`search` has `-` twice in a row: one `-` excludes the term after it",
             ));
         }
-        let words: usize = query.terms().map(|t| words(t.text).count()).sum();
-        if words > MAX_SEARCH_WORDS {
+        let word_count: usize = query.terms().map(|t| words(t.text).count()).sum();
+        if word_count > MAX_SEARCH_WORDS {
             return Err(Error::bad_input(format!(
-                "`search` has {words} words; at most {MAX_SEARCH_WORDS} are allowed (every word \
+                "`search` has {word_count} words; at most {MAX_SEARCH_WORDS} are allowed (every word \
                  of a phrase, every excluded and every repeated word counts)"
             )));
         }
