@@ -19,12 +19,10 @@ use crate::model::{Role, SessionStatus};
 use crate::store::Store;
 use crate::store::chats::ChatListFilter;
 use crate::store::mcp_search::McpSearchFilter;
+use crate::store::search_words::SearchWords;
 use crate::store::sessions::{SessionFilter, SessionSort};
 use crate::store::write::{check_json, check_optional, check_time, limits};
 use async_graphql::Result;
-
-/// Longest accepted search (words to find, not a document).
-const MAX_SEARCH_LEN: usize = 1000;
 
 /// Narrows the sessions list; all given conditions must hold.
 #[derive(InputObject, Default)]
@@ -48,7 +46,12 @@ pub struct SessionFilterInput {
     /// analysis, 20,000 of an executive summary, 40,000 of the alert data (as JSON text) and
     /// 150,000 of an event are indexed, which keeps every document under PostgreSQL's 1 MB
     /// limit; words past those are not found. Order by `RELEVANCE` for the best matches first;
-    /// each edge's `matches` says where a session matched.
+    /// each edge's `matches` says where a session matched. A search the full-text index cannot
+    /// serve, or that would cost far more than its results, is refused (`BAD_USER_INPUT`,
+    /// naming the rule): one with no word to find (words are letters and digits), one where
+    /// all words are excluded (or all of one alternative of `or`), more than 32 words (every
+    /// word of a phrase, every excluded and repeated word counts), more than 8 alternatives
+    /// joined by `or`, more than 200 characters without a space, or `-` twice in a row.
     search: Option<String>,
     /// The alert data contains this JSON object: `{"cluster": "prod-eu"}` matches alerts whose
     /// data has that key with that value, whatever else they hold (nested objects and arrays
@@ -78,17 +81,11 @@ impl SessionFilterInput {
             ("createdBy", &self.created_by, limits::NAME),
             ("cancelledBy", &self.cancelled_by, limits::NAME),
             ("deletedBy", &self.deleted_by, limits::NAME),
-            ("search", &self.search, MAX_SEARCH_LEN),
         ] {
             check_optional(field, value.as_deref(), max)?;
         }
         check_window(self.created_after, self.created_before)?;
-        let search = match self.search.map(|s| s.trim().to_owned()) {
-            Some(s) if s.is_empty() => {
-                return Err(Error::bad_input("`search` needs at least one word"));
-            }
-            other => other,
-        };
+        let search = self.search.as_deref().map(SearchWords::parse).transpose()?;
         let alert_data_contains = match self.alert_data_contains.map(|j| j.0) {
             Some(json) if !json.is_object() => {
                 return Err(Error::bad_input(format!(
@@ -135,7 +132,7 @@ pub struct McpInteractionFilterInput {
 }
 
 impl McpInteractionFilterInput {
-    fn validate(self) -> crate::error::Result<McpSearchFilter> {
+    fn validate(self, include_deleted: bool) -> crate::error::Result<McpSearchFilter> {
         check_optional("serverName", self.server_name.as_deref(), limits::NAME)?;
         check_optional("toolName", self.tool_name.as_deref(), limits::NAME)?;
         check_window(self.created_after, self.created_before)?;
@@ -145,6 +142,7 @@ impl McpInteractionFilterInput {
             success: self.success,
             created_after: self.created_after,
             created_before: self.created_before,
+            include_deleted,
         })
     }
 }
@@ -366,10 +364,15 @@ impl Query {
 
     /// MCP interactions across all sessions, newest first, a page at a time (forward with
     /// `first`/`after`, backward with `last`/`before`): with `filter: { success: false }`, the
-    /// audit of failed tool calls. Every combination of filters is read along an index.
+    /// audit of failed tool calls. Every combination of filters is read along an index. The
+    /// interactions of soft-deleted sessions are left out unless `includeDeleted`.
     #[graphql(
         complexity = "cost::page(first, last, child_complexity)",
         guard = "RoleGuard(Role::Reader)"
+    )]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the field's GraphQL arguments: a Relay connection's four, filter and includeDeleted"
     )]
     async fn mcp_interactions(
         &self,
@@ -388,11 +391,15 @@ impl Query {
         #[graphql(desc = "Only interactions before this cursor (newer ones).")] before: Option<
             String,
         >,
-        #[graphql(desc = "Which interactions (default: all).")] filter: Option<
-            McpInteractionFilterInput,
-        >,
+        #[graphql(desc = "Which interactions (default: all those of sessions not deleted).")]
+        filter: Option<McpInteractionFilterInput>,
+        #[graphql(
+            desc = "Include the interactions of soft-deleted sessions.",
+            default = false
+        )]
+        include_deleted: bool,
     ) -> Result<McpInteractionSearchConnection> {
-        let filter = filter.unwrap_or_default().validate()?;
+        let filter = filter.unwrap_or_default().validate(include_deleted)?;
         let args = PageArgs {
             first,
             after,

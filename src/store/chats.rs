@@ -9,6 +9,7 @@ use uuid::Uuid;
 
 use super::page::{NewestFirst, Page, Slice};
 use super::records::timeline_event_columns;
+use super::sessions::push_session_not_deleted;
 use super::{
     ChatRow, ChatUserMessageRow, Record as _, RecordKey, StageRow, Store, TimelineEventRow,
     group_by,
@@ -162,9 +163,6 @@ fn push_filter(qb: &mut QueryBuilder<'_, Postgres>, filter: &ChatListFilter) {
         qb.push(" AND created_by = ").push_bind(owner.clone());
     }
     if !filter.include_deleted {
-        qb.push(
-            " AND NOT EXISTS (SELECT 1 FROM sessions s \
-               WHERE s.id = chats.session_id AND s.deleted_at IS NOT NULL)",
-        );
+        push_session_not_deleted(qb, "chats");
     }
 }

@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{Postgres, QueryBuilder};
 
 use super::page::{NewestFirst, Page, Slice};
+use super::sessions::push_session_not_deleted;
 use super::{McpInteractionRow, Record as _, RecordKey, Store};
 use crate::error::Result;
 
@@ -18,6 +19,8 @@ pub struct McpSearchFilter {
     pub success: Option<bool>,
     pub created_after: Option<DateTime<Utc>>,
     pub created_before: Option<DateTime<Utc>>,
+    /// Include the interactions of soft-deleted sessions.
+    pub include_deleted: bool,
 }
 
 impl Store {
@@ -62,7 +65,8 @@ const NEWEST_FIRST: NewestFirst = NewestFirst {
     at: "created_at",
 };
 
-/// The filter's conditions, written as the partial indexes' predicates so they can be used.
+/// The filter's conditions, written as the partial indexes' predicates so they can be used
+/// (a deleted session's interactions are left out as the list's index is read).
 fn push_filter(qb: &mut QueryBuilder<'_, Postgres>, filter: &McpSearchFilter) {
     qb.push(" WHERE TRUE");
     if let Some(server) = &filter.server_name {
@@ -81,5 +85,8 @@ fn push_filter(qb: &mut QueryBuilder<'_, Postgres>, filter: &McpSearchFilter) {
     }
     if let Some(before) = filter.created_before {
         qb.push(" AND created_at < ").push_bind(before);
+    }
+    if !filter.include_deleted {
+        push_session_not_deleted(qb, "mcp_interactions");
     }
 }

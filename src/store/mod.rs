@@ -16,6 +16,7 @@ pub mod refusals;
 pub mod retention;
 mod rollups;
 mod search;
+pub mod search_words;
 pub mod session_events;
 pub mod sessions;
 pub mod stats;

@@ -2,7 +2,8 @@
 //!
 //! A session's search document (migration 0014) holds its alert type, final analysis, executive
 //! summary and alert data, stemmed as English (without stop words); each finished timeline event has its own. Words
-//! are read as web search syntax (`websearch_to_tsquery`: `"exact phrase"`, `or`, `-not`).
+//! are read as web search syntax (`websearch_to_tsquery`: `"exact phrase"`, `or`, `-not`), and
+//! only in shapes the GIN indexes serve ([`super::search_words`]).
 
 use std::collections::HashMap;
 
@@ -10,6 +11,7 @@ use sqlx::{FromRow, Postgres, QueryBuilder};
 use uuid::Uuid;
 
 use super::Store;
+use super::search_words::SearchWords;
 use crate::error::Result;
 
 /// The text search configuration of every search document and query (migration 0014).
@@ -47,18 +49,18 @@ pub const HIGHLIGHT_END: char = '\u{3}';
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct SearchMatchKey {
     pub session: Uuid,
-    pub words: String,
+    pub words: SearchWords,
     pub first: i64,
 }
 
 /// `SELECT session_id, search_rank` of every session `words` match, in a field of its own or in
 /// a finished timeline event (its best rank of either), each read from a GIN index.
-pub(super) fn push_ranked(qb: &mut QueryBuilder<'_, Postgres>, words: &str) {
+pub(super) fn push_ranked(qb: &mut QueryBuilder<'_, Postgres>, words: &SearchWords) {
     qb.push(format_args!(
         "SELECT hit.session_id, max(hit.rank) AS search_rank \
          FROM (SELECT websearch_to_tsquery({CONFIG}, "
     ))
-    .push_bind(words.to_owned())
+    .push_bind(words.as_str().to_owned())
     .push(
         ") AS query) q, LATERAL ( \
            SELECT id AS session_id, ts_rank(search_document, q.query) AS rank \
@@ -91,7 +93,7 @@ impl Store {
         &self,
         keys: &[SearchMatchKey],
     ) -> Result<HashMap<SearchMatchKey, Vec<SearchMatchRow>>> {
-        let mut by_search: HashMap<(&str, i64), Vec<Uuid>> = HashMap::new();
+        let mut by_search: HashMap<(&SearchWords, i64), Vec<Uuid>> = HashMap::new();
         for key in keys {
             by_search
                 .entry((&key.words, key.first))
@@ -126,7 +128,7 @@ impl Store {
                  FROM best CROSS JOIN q WHERE best.n <= $3 ORDER BY best.session_id, best.n"
             );
             let rows: Vec<SearchMatchRow> = sqlx::query_as(&sql)
-                .bind(words)
+                .bind(words.as_str())
                 .bind(&sessions)
                 .bind(first)
                 .fetch_all(self.reader().await?.traced())
@@ -134,7 +136,7 @@ impl Store {
             for row in rows {
                 let key = SearchMatchKey {
                     session: row.session_id,
-                    words: words.to_owned(),
+                    words: words.clone(),
                     first,
                 };
                 if let Some(matches) = found.get_mut(&key) {

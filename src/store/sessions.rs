@@ -6,6 +6,7 @@ use uuid::Uuid;
 
 use super::page::{Joined, Page, Slice};
 use super::records::SESSION_COLUMNS;
+use super::search_words::SearchWords;
 use super::write::storable_time;
 use super::{SessionRow, Store, search};
 use crate::error::Result;
@@ -20,9 +21,9 @@ pub struct SessionFilter {
     pub author: Option<String>,
     pub created_after: Option<DateTime<Utc>>,
     pub created_before: Option<DateTime<Utc>>,
-    /// Words searched for (web search syntax) in the alert, its analysis and summary, and the
-    /// text of its finished timeline events; see [`super::search`].
-    pub search: Option<String>,
+    /// Words searched for (web search syntax, checked) in the alert, its analysis and summary,
+    /// and the text of its finished timeline events; see [`super::search`].
+    pub search: Option<SearchWords>,
     /// The alert data contains this JSON (`@>`).
     pub alert_data_contains: Option<serde_json::Value>,
     pub include_deleted: bool,
@@ -191,6 +192,16 @@ pub(super) fn push_filter(qb: &mut QueryBuilder<'_, Postgres>, filter: &SessionF
     if let Some(json) = &filter.alert_data_contains {
         qb.push(" AND alert_data @> ").push_bind(json.clone());
     }
+}
+
+/// ` AND` the row's session (`{table}.session_id`) is not soft-deleted: a list of a table of
+/// session records hides a deleted session's records with this. An anti-join probing each
+/// listed row's session by primary key, so a list read along its own index stays on it.
+pub(super) fn push_session_not_deleted(qb: &mut QueryBuilder<'_, Postgres>, table: &str) {
+    qb.push(format_args!(
+        " AND NOT EXISTS (SELECT 1 FROM sessions s \
+           WHERE s.id = {table}.session_id AND s.deleted_at IS NOT NULL)"
+    ));
 }
 
 /// With a search, `WITH ranked AS (…)`: every session it matches with its `search_rank` (see

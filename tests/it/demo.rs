@@ -211,7 +211,9 @@ async fn demo_is_complete_and_idempotent() {
     .unwrap();
     assert_eq!(unindexed, 0, "demo rows without a search document");
     let filter = casefile::store::sessions::SessionFilter {
-        search: Some("payments setting renamed".to_owned()),
+        search: Some(
+            casefile::store::search_words::SearchWords::parse("payments setting renamed").unwrap(),
+        ),
         ..Default::default()
     };
     assert!(store.count_sessions(&filter).await.unwrap() >= 1);

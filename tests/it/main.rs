@@ -7,6 +7,7 @@ mod common;
 mod connections;
 mod db_timeouts;
 mod deadlocks;
+mod deleted_lists;
 mod demo;
 mod embedded_db;
 mod events;

@@ -3,8 +3,8 @@
 
 use serde_json::{Value, json};
 
-use crate::common::TestApp;
 use crate::common::fixtures::{self, NewSession};
+use crate::common::{TestApp, TestDb};
 use crate::write_api::Agent;
 
 const SEARCH: &str = "query ($q: String, $first: Int, $after: String, $order: SessionOrder,
@@ -269,6 +269,7 @@ async fn alert_data_filters_by_containment() {
 #[tokio::test]
 async fn searches_filters_and_orders_read_their_indexes_at_volume() {
     use casefile::store::page::Slice;
+    use casefile::store::search_words::{MAX_SEARCH_ALTERNATIVES, MAX_SEARCH_WORDS, SearchWords};
     use casefile::store::sessions::{SessionFilter, SessionSort};
 
     let app = TestApp::start().await;
@@ -315,7 +316,7 @@ async fn searches_filters_and_orders_read_their_indexes_at_volume() {
         from_end: false,
     };
     let by_words = SessionFilter {
-        search: Some("zanzibar".to_owned()),
+        search: Some(SearchWords::parse("zanzibar").unwrap()),
         ..SessionFilter::default()
     };
     let contains = SessionFilter {
@@ -375,6 +376,65 @@ async fn searches_filters_and_orders_read_their_indexes_at_volume() {
         );
         println!("{sort:?} at 100,000 sessions:\n{plan}\n");
     }
+    // Every shape a search may take, up to its limits, is read from both indexes: a phrase,
+    // alternatives (as many as allowed), an exclusion, as many words as allowed.
+    let most_alternatives = std::iter::once("zanzibar".to_owned())
+        .chain((1..MAX_SEARCH_ALTERNATIVES).map(|i| format!("quetzal{i}")))
+        .collect::<Vec<_>>()
+        .join(" or ");
+    let most_words = std::iter::once("zanzibar".to_owned())
+        .chain((1..MAX_SEARCH_WORDS).map(|i| format!("quetzal{i}")))
+        .collect::<Vec<_>>()
+        .join(" ");
+    for words in [
+        "\"zanzibar rollout\"",
+        "zanzibar or quetzal",
+        "zanzibar -sidecar",
+        &most_alternatives,
+        &most_words,
+    ] {
+        let filter = SessionFilter {
+            search: Some(SearchWords::parse(words).unwrap()),
+            ..SessionFilter::default()
+        };
+        let plan = app
+            .store
+            .explain_list_sessions(&filter, SessionSort::Relevance, true, &slice)
+            .await
+            .unwrap();
+        for index in [
+            "sessions_search_document_idx",
+            "timeline_events_search_document_idx",
+        ] {
+            assert!(
+                plan.contains(index),
+                "{words} does not read {index}:\n{plan}"
+            );
+        }
+        assert!(!plan.contains("Seq Scan"), "{words} scans a table:\n{plan}");
+    }
+    // What the refused shapes would cost: no index can find what only excluded words (or an
+    // alternative of them) match, so every timeline event is read.
+    for words in [
+        "-zanzibar -sidecar",
+        "zanzibar or -sidecar",
+        "-\"zanzibar rollout\"",
+    ] {
+        assert!(SearchWords::parse(words).is_err(), "{words}");
+        let plan: Vec<String> = sqlx::query_scalar(
+            "EXPLAIN SELECT id FROM timeline_events \
+             WHERE search_document @@ websearch_to_tsquery('casefile_english', $1)",
+        )
+        .bind(words)
+        .fetch_all(app.store.pool())
+        .await
+        .unwrap();
+        let plan = plan.join("\n");
+        assert!(
+            plan.contains("Seq Scan on timeline_events"),
+            "{words}:\n{plan}"
+        );
+    }
     // And they find what they should.
     let (found, _, total) = search(
         &app,
@@ -383,4 +443,147 @@ async fn searches_filters_and_orders_read_their_indexes_at_volume() {
     .await;
     assert_eq!(found.len(), 5);
     assert!(total > 50, "{total}");
+}
+
+/// A search is refused by its shape, naming the rule, wherever the sessions filter is read
+/// (`sessions`, and `sessionStats` with the same filter); the everyday forms are served.
+#[tokio::test]
+async fn search_shapes_the_index_cannot_serve_are_refused_by_name() {
+    let app = TestApp::start().await;
+    let pool = app.store.pool();
+    let mut found = std::collections::HashMap::new();
+    for (name, analysis) in [
+        ("disk", "Disk pressure on node 7: the kubelet evicted pods."),
+        ("test", "Disk pressure on the test cluster, nothing lost."),
+        ("oom", "OOM: the refund worker was killed."),
+        (
+            "crash",
+            "The refund worker kept crashing after the rollout.",
+        ),
+    ] {
+        let id = fixtures::session(
+            pool,
+            NewSession {
+                alert_type: "NodeAlert",
+                final_analysis: Some(analysis),
+                ..NewSession::default()
+            },
+        )
+        .await;
+        found.insert(id.to_string(), name);
+    }
+    let names = |ids: Vec<String>| {
+        let mut names: Vec<&str> = ids.iter().map(|id| found[id.as_str()]).collect();
+        names.sort_unstable();
+        names
+    };
+    for (words, expected) in [
+        ("\"disk pressure\"", vec!["disk", "test"]),
+        ("\"pressure disk\"", vec![]),
+        ("oom or crash", vec!["crash", "oom"]),
+        ("disk -test", vec!["disk"]),
+        ("\"refund worker\" -rollout or evicted", vec!["disk", "oom"]),
+    ] {
+        let (ids, _, _) = search(&app, json!({ "q": words, "first": 10 })).await;
+        assert_eq!(names(ids), expected, "{words}");
+    }
+
+    let hundreds = vec!["oom"; 240].join(" ");
+    let long_phrase = format!("\"{}\"", vec!["disk pressure"; 17].join(" "));
+    let alternatives = (1..=9)
+        .map(|i| format!("w{i}"))
+        .collect::<Vec<_>>()
+        .join(" or ");
+    let refused = [
+        ("-foo -bar", "needs a word to find that is not excluded"),
+        (
+            "-\"disk pressure\"",
+            "needs a word to find that is not excluded",
+        ),
+        ("disk or -test", "each alternative of `or`"),
+        (
+            "\"<b></b>\" -test",
+            "needs a word to find that is not excluded",
+        ),
+        (hundreds.as_str(), "240 words; at most 32"),
+        (long_phrase.as_str(), "34 words; at most 32"),
+        (
+            alternatives.as_str(),
+            "joins 9 alternatives with `or`; at most 8",
+        ),
+        ("\"!!! ???\"", "no word to find"),
+        ("disk --test", "`-` twice in a row"),
+    ];
+    let stats =
+        "query ($q: String) { sessionStats(filter: { search: $q }) { groups { totalCount } } }";
+    for (words, rule) in refused {
+        for query in [SEARCH, stats] {
+            let (code, message) = app.error(query, json!({ "q": words, "first": 10 })).await;
+            assert_eq!(code, "BAD_USER_INPUT", "{words}: {message}");
+            assert!(message.contains(rule), "{words}: {message}");
+        }
+    }
+    app.stop().await;
+}
+
+/// The search's reading of its syntax against the database's own: every search accepted,
+/// among all combinations of up to three pieces of the syntax and its edge cases (separators,
+/// quotes, `or`, exclusions, markup, protocols, characters that are not letters, spaces that
+/// are not ASCII), is one `websearch_to_tsquery` reads with a word the index can look up
+/// (`querytree` is not `T`, the query is not empty) and of bounded size.
+#[tokio::test]
+async fn every_accepted_search_is_one_the_index_serves() {
+    use casefile::store::search_words::{MAX_SEARCH_WORDS, SearchWords};
+
+    let pieces = [
+        "foo", "Bar", "é", "1", "-", "\"", "or", "OR", " ", "!", "(", ")", "<", "&", "|", ":",
+        "://", "http", "<b>", "&amp;", "²", "😀", "٣", "_", ".", "a-b", "\u{3000}", "\u{a0}",
+        "orx", "or-",
+    ];
+    let mut searches: Vec<String> = Vec::new();
+    for a in pieces {
+        searches.push(a.to_owned());
+        for b in pieces {
+            searches.push(format!("{a}{b}"));
+            for c in pieces {
+                searches.push(format!("{a}{b}{c}"));
+            }
+        }
+    }
+    // At the limits: 32 words, 8 alternatives, a 200-character term.
+    searches.push(vec!["a-b"; 16].join(" "));
+    searches.push(format!("-\"{}\" x", vec!["w"; 31].join(" ")));
+    searches.push(["x -y"; 8].join(" or "));
+    searches.push(format!("{} -z", "ab".repeat(100)));
+    let accepted: Vec<String> = searches
+        .iter()
+        .filter_map(|s| SearchWords::parse(s).ok())
+        .map(|w| w.as_str().to_owned())
+        .collect();
+    assert!(
+        accepted.len() > 5_000 && searches.len() - accepted.len() > 5_000,
+        "{} of {} accepted",
+        accepted.len(),
+        searches.len()
+    );
+
+    let db = TestDb::start().await;
+    let mut conn = db.db.pool().acquire().await.unwrap();
+    sqlx::query("SET client_min_messages = warning")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    let unserved: Vec<(String, String)> = sqlx::query_as(
+        "SELECT s, q::text FROM unnest($1::text[]) s, \
+             LATERAL websearch_to_tsquery('casefile_english', s) q \
+         WHERE numnode(q) = 0 OR querytree(q) = 'T' OR numnode(q) > $2",
+    )
+    .bind(&accepted)
+    .bind(4 * MAX_SEARCH_WORDS as i32)
+    .fetch_all(&mut *conn)
+    .await
+    .unwrap();
+    assert!(unserved.is_empty(), "accepted, not served: {unserved:#?}");
+    drop(conn);
+    db.stop().await;
 }

@@ -446,45 +446,45 @@ async fn failed_tool_calls_are_listed_across_sessions_newest_first() {
     app.stop().await;
 }
 
-/// At volume (40,000 interactions, one in 50 failed, over 4 servers and 20 tools), every
-/// combination of filters reads an index made for it, never the whole table. (Where the planner
-/// expects few matches, as for one tool's failures on one server, it may read them all and sort
-/// them; otherwise it reads the index in list order and stops after the page.)
+/// At volume (40,000 interactions, one in 50 failed, over 4 servers and 20 tools, in 4,000
+/// sessions of which one in 10 is deleted), every combination of filters reads an index made
+/// for it, never the whole table, and leaves deleted sessions' interactions out by probing
+/// each listed interaction's session by key. (Where the planner expects few matches, as for
+/// one tool's failures on one server, it may read them all and sort them; otherwise it reads
+/// the index in list order and stops after the page.)
 #[tokio::test]
 async fn the_audit_reads_an_index_for_every_filter_at_volume() {
     use casefile::store::mcp_search::McpSearchFilter;
     use casefile::store::page::Slice;
 
     let app = TestApp::start().await;
-    let agent = Agent { app: &app };
-    let exec: uuid::Uuid = running_agent(&agent).await.parse().unwrap();
     let mut conn = app.store.pool().acquire().await.unwrap();
     // Rows as an import would write them (the live-change triggers are not measured here).
-    sqlx::query("SET session_replication_role = replica")
-        .execute(&mut *conn)
-        .await
-        .unwrap();
-    sqlx::query(
+    for statement in [
+        "SET session_replication_role = replica",
+        "INSERT INTO sessions (id, alert_type, chain_id, status, created_at, deleted_at) \
+         SELECT gen_random_uuid(), 'PodCrashLooping', 'k8s', 'completed', \
+             now() - make_interval(secs => n), CASE WHEN n % 10 = 3 THEN now() END \
+         FROM generate_series(1, 4000) n",
+        "INSERT INTO stages (id, session_id, stage_name, stage_index, expected_agent_count) \
+         SELECT gen_random_uuid(), id, 'investigate', 0, 1 FROM sessions",
+        "INSERT INTO agent_executions (id, stage_id, session_id, agent_name, agent_index, \
+             iteration_strategy, agent_type, depth) \
+         SELECT gen_random_uuid(), id, session_id, 'KubernetesAgent', 1, 'react', \
+             'global_supervisor', 0 FROM stages",
         "INSERT INTO mcp_interactions (id, session_id, stage_id, execution_id, interaction_type, \
              server_name, tool_name, error_message, created_at) \
          SELECT gen_random_uuid(), e.session_id, e.stage_id, e.id, 'tool_call', \
                 'server' || (n % 4), 'tool' || (n % 20), \
                 CASE WHEN n % 50 = 7 THEN 'failed' END, \
                 now() - make_interval(secs => n) \
-         FROM agent_executions e, generate_series(1, 40000) n WHERE e.id = $1",
-    )
-    .bind(exec)
-    .execute(&mut *conn)
-    .await
-    .unwrap();
-    sqlx::query("RESET session_replication_role")
-        .execute(&mut *conn)
-        .await
-        .unwrap();
-    sqlx::query("ANALYZE mcp_interactions")
-        .execute(&mut *conn)
-        .await
-        .unwrap();
+         FROM (SELECT *, row_number() OVER () - 1 AS k FROM agent_executions) e \
+         JOIN generate_series(1, 40000) n ON e.k = n % 4000",
+        "RESET session_replication_role",
+        "ANALYZE sessions, mcp_interactions",
+    ] {
+        sqlx::query(statement).execute(&mut *conn).await.unwrap();
+    }
     drop(conn);
 
     let server = Some("server1".to_owned());
@@ -564,7 +564,31 @@ async fn the_audit_reads_an_index_for_every_filter_at_volume() {
             plan.contains(index),
             "{filter:?} does not read {index}:\n{plan}"
         );
-        assert!(!plan.contains("Seq Scan on mcp_interactions"), "{plan}");
+        assert!(!plan.contains("Seq Scan"), "{plan}");
+        // Each listed interaction's session by key, or (for a few) the deleted sessions by
+        // their partial index.
+        assert!(
+            plan.contains("sessions_pkey") || plan.contains("sessions_deleted_at_idx"),
+            "{plan}"
+        );
     }
+    // The deleted sessions' interactions are left out, and listed when asked for.
+    let everything = McpSearchFilter {
+        include_deleted: true,
+        ..Default::default()
+    };
+    let all = app.store.count_mcp_interactions(&everything).await.unwrap();
+    let live = app
+        .store
+        .count_mcp_interactions(&McpSearchFilter::default())
+        .await
+        .unwrap();
+    assert_eq!((all, live), (40_000, 36_000));
+    let plan = app
+        .store
+        .explain_mcp_search(&everything, &first_page)
+        .await
+        .unwrap();
+    assert!(!plan.contains("sessions"), "{plan}");
     app.stop().await;
 }

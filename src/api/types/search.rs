@@ -3,13 +3,14 @@
 use async_graphql::{Context, Enum, Object, SimpleObject};
 
 use super::{TimelineEvent, loaders};
+use crate::store::search_words::SearchWords;
 use crate::store::{HIGHLIGHT_END, HIGHLIGHT_START, MatchedField, SearchMatchRow};
 use async_graphql::Result;
 
 /// The search a session was listed by, carried on its edge.
 #[derive(Clone)]
 pub struct EdgeSearch {
-    pub words: String,
+    pub words: SearchWords,
     pub rank: f32,
 }
 
