@@ -10,6 +10,7 @@ mod deadlocks;
 mod demo;
 mod embedded_db;
 mod events;
+mod fairness;
 mod faults;
 mod graphiql;
 mod hardening;

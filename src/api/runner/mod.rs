@@ -11,6 +11,7 @@
 mod check;
 pub mod codes;
 mod documents;
+mod kind;
 pub mod limits;
 pub mod persisted;
 mod report;
