@@ -598,7 +598,8 @@ pub struct ThrottleOptions {
     #[arg(long, env = "CASEFILE_RATE_LIMIT_PER_SECOND", default_value_t = 1000)]
     pub rate_limit_per_second: u32,
 
-    /// Requests one identity may have in flight at once. Over it: 429.
+    /// Requests one identity may have in flight at once (a query or mutation answered as a
+    /// stream, or over a WebSocket, counts until it ends). Over it: 429.
     #[arg(
         long,
         env = "CASEFILE_MAX_CONCURRENT_PER_IDENTITY",
@@ -606,7 +607,7 @@ pub struct ThrottleOptions {
     )]
     pub max_concurrent_per_identity: usize,
 
-    /// Requests the process serves at once. Over it: 503 with Retry-After.
+    /// Requests the process serves at once (as above). Over it: 503 with Retry-After.
     #[arg(long, env = "CASEFILE_MAX_CONCURRENT_REQUESTS", default_value_t = 1024)]
     pub max_concurrent_requests: usize,
 
