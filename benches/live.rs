@@ -48,9 +48,19 @@ impl Server {
         if let Some(token) = token {
             args.extend(["--auth", "tokens", "--bootstrap-admin-token", token].map(Into::into));
         }
-        // One client opens thousands of subscriptions at once: a fair-use limit would measure
-        // itself, not delivery.
-        args.extend(["--rate-limit-per-second", "0"].map(Into::into));
+        // One client opens thousands of subscriptions (each on a connection of its own) at
+        // once: a fair-use limit would measure itself, not delivery.
+        args.extend(
+            [
+                "--rate-limit-per-second",
+                "0",
+                "--max-subscriptions-per-identity",
+                "20000",
+                "--max-websockets-per-identity",
+                "20000",
+            ]
+            .map(Into::into),
+        );
         let (child, addr) = process::serve::<_, std::ffi::OsString>(args);
         Server {
             child,

@@ -516,6 +516,37 @@ pub struct LiveOptions {
     #[arg(long, env = "CASEFILE_MAX_SUBSCRIPTIONS", default_value_t = 20_000)]
     pub max_subscriptions: usize,
 
+    /// Subscriptions one identity (token, proxy user, or client address without
+    /// authentication) may hold open at once, over every transport, so that no caller takes
+    /// what everyone shares. Default: a tenth of --max-subscriptions (2,000 with its default).
+    #[arg(
+        long,
+        env = "CASEFILE_MAX_SUBSCRIPTIONS_PER_IDENTITY",
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
+    )]
+    pub max_subscriptions_per_identity: Option<usize>,
+
+    /// WebSocket connections one identity may have open at once. Past it, the upgrade is
+    /// refused with 429 (without authentication), or the connection is closed with 4429 at
+    /// `connection_init` (where its identity is known).
+    #[arg(
+        long,
+        env = "CASEFILE_MAX_WEBSOCKETS_PER_IDENTITY",
+        default_value_t = 100,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
+    )]
+    pub max_websockets_per_identity: usize,
+
+    /// SSE, multipart and `/sessions/{id}/events` streams one identity may have open at once.
+    /// Past it: 429.
+    #[arg(
+        long,
+        env = "CASEFILE_MAX_STREAMS_PER_IDENTITY",
+        default_value_t = 100,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
+    )]
+    pub max_streams_per_identity: usize,
+
     /// Seconds an SSE or multipart stream may go without delivering anything before it is
     /// ended (the client subscribes again with its cursor).
     #[arg(
@@ -536,11 +567,23 @@ pub struct LiveOptions {
     pub stream_lifetime: Duration,
 }
 
+impl LiveOptions {
+    /// The subscriptions one identity may hold: as set, else a tenth of the process's (at
+    /// least one).
+    pub fn subscriptions_per_identity(&self) -> usize {
+        self.max_subscriptions_per_identity
+            .unwrap_or((self.max_subscriptions / 10).max(1))
+    }
+}
+
 impl Default for LiveOptions {
     fn default() -> Self {
         Self {
             max_subscriptions_per_connection: 100,
             max_subscriptions: 20_000,
+            max_subscriptions_per_identity: None,
+            max_websockets_per_identity: 100,
+            max_streams_per_identity: 100,
             stream_idle: Duration::from_secs(1800),
             stream_lifetime: Duration::from_secs(6 * 3600),
         }
@@ -555,7 +598,8 @@ pub struct ThrottleOptions {
     #[arg(long, env = "CASEFILE_RATE_LIMIT_PER_SECOND", default_value_t = 1000)]
     pub rate_limit_per_second: u32,
 
-    /// Requests one identity may have in flight at once. Over it: 429.
+    /// Requests one identity may have in flight at once (a query or mutation answered as a
+    /// stream, or over a WebSocket, counts until it ends). Over it: 429.
     #[arg(
         long,
         env = "CASEFILE_MAX_CONCURRENT_PER_IDENTITY",
@@ -563,11 +607,12 @@ pub struct ThrottleOptions {
     )]
     pub max_concurrent_per_identity: usize,
 
-    /// Requests the process serves at once. Over it: 503 with Retry-After.
+    /// Requests the process serves at once (as above). Over it: 503 with Retry-After.
     #[arg(long, env = "CASEFILE_MAX_CONCURRENT_REQUESTS", default_value_t = 1024)]
     pub max_concurrent_requests: usize,
 
-    /// Seconds a query or mutation may take (streams are not bounded by it). Over it: 503.
+    /// Seconds a query or mutation may take, on every transport (subscriptions are not bounded
+    /// by it). Over it: 503, or as the last result of a stream, TIMEOUT.
     #[arg(
         long = "request-timeout-secs",
         env = "CASEFILE_REQUEST_TIMEOUT_SECS",
@@ -575,6 +620,16 @@ pub struct ThrottleOptions {
         value_parser = parse_seconds
     )]
     pub request_timeout: Duration,
+
+    /// Credential look-ups in the database (an API token not verified in the last 5 seconds,
+    /// every stream ticket) one client address may cause per second; 0: no limit. Over it: 429
+    /// without a look-up, so made-up tokens cannot drive the database.
+    #[arg(
+        long,
+        env = "CASEFILE_AUTH_ATTEMPTS_PER_SECOND_PER_ADDRESS",
+        default_value_t = 50
+    )]
+    pub auth_attempts_per_second_per_address: u32,
 }
 
 impl Default for ThrottleOptions {
@@ -584,6 +639,7 @@ impl Default for ThrottleOptions {
             max_concurrent_per_identity: 64,
             max_concurrent_requests: 1024,
             request_timeout: Duration::from_secs(30),
+            auth_attempts_per_second_per_address: 50,
         }
     }
 }

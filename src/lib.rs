@@ -12,6 +12,7 @@ pub mod cursor;
 pub mod db;
 pub mod demo;
 pub mod error;
+pub mod fair;
 pub mod http;
 pub mod live;
 pub mod model;

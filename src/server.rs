@@ -49,7 +49,11 @@ impl Server {
                  error codes, traffic): set --metrics-token or --metrics-listen to keep it private"
             );
         }
-        let auth = Authenticator::new(store.clone(), &options.auth)?;
+        let auth = Authenticator::new(
+            store.clone(),
+            &options.auth,
+            options.throttle.auth_attempts_per_second_per_address,
+        )?;
         let listener = TcpListener::bind(addr)
             .await
             .with_context(|| format!("cannot listen on {addr}"))?;

@@ -11,6 +11,7 @@ use super::types::{
     AgentExecution, Chat, ChatUserMessage, LlmInteraction, McpInteraction, Message, Session,
     SessionEvent, Stage, TimelineEvent,
 };
+use crate::auth::Caller;
 use crate::cursor::{EventTypes, EventsPosition, FeedPosition, TimelinePosition, View};
 use crate::error::Error;
 use crate::live::envelope::EventCategory;
@@ -284,9 +285,15 @@ impl EventFilterInput {
     }
 }
 
-/// A place among the process's open subscriptions, held while the stream lives.
+/// A place among the process's open subscriptions (and its caller's share of them), held while
+/// the stream lives. The edge puts the [`Caller`] into every streamed operation's data.
 fn take_slot(ctx: &Context<'_>, field: &'static str) -> crate::error::Result<Slot> {
-    ctx.data_unchecked::<Arc<SubscriptionSlots>>().take(field)
+    let caller = ctx.data_opt::<Caller>().ok_or_else(|| {
+        Error::Unauthenticated("a subscription needs a caller to count against".to_owned())
+    })?;
+    Ok(ctx
+        .data_unchecked::<Arc<SubscriptionSlots>>()
+        .take(field, caller)?)
 }
 
 /// What kind of record a session change is about.

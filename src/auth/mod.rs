@@ -11,6 +11,8 @@ mod proxy;
 pub mod tickets;
 pub mod tokens;
 
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use axum::http::HeaderMap;
@@ -18,6 +20,7 @@ use serde_json::Value;
 
 pub use crate::config::AuthMode;
 use crate::config::AuthOptions;
+use crate::fair::Rate;
 use crate::model::Role;
 use crate::store::Store;
 use proxy::ProxyAuth;
@@ -54,6 +57,33 @@ impl Identity {
     }
 }
 
+/// Whom a caller's fair share is counted under (requests in flight and their rate, streams,
+/// WebSocket connections, subscriptions): its actor (a token, a person behind the proxy), else,
+/// without authentication, its client address.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Caller(Arc<str>);
+
+impl Caller {
+    pub fn of(identity: &Identity, peer: Option<SocketAddr>) -> Caller {
+        match (&identity.actor, peer) {
+            (Some(actor), _) => Caller(Arc::from(actor.as_str())),
+            (None, Some(peer)) => Caller::address(peer.ip()),
+            (None, None) => Caller(Arc::from("anonymous")),
+        }
+    }
+
+    /// A client known only by its address (before its credentials are read).
+    pub fn address(ip: IpAddr) -> Caller {
+        Caller(Arc::from(ip.to_string()))
+    }
+}
+
+impl fmt::Display for Caller {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// Why a request was turned away.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Rejection {
@@ -65,6 +95,12 @@ pub enum Rejection {
     /// The credentials could not be checked (the database did not answer): not the caller's
     /// fault, so not a 401 that would make them discard a good token.
     Unavailable,
+    /// Over a fair-use limit (credential look-ups from its address, WebSocket connections of
+    /// its identity): retry after this many seconds.
+    Limited {
+        message: String,
+        retry_after_secs: u64,
+    },
 }
 
 impl Rejection {
@@ -76,6 +112,7 @@ impl Rejection {
             Rejection::Unauthenticated => Self::UNAUTHENTICATED_MESSAGE,
             Rejection::Forbidden(message) => message,
             Rejection::Unavailable => "credentials cannot be checked right now; try again shortly",
+            Rejection::Limited { message, .. } => message,
         }
     }
 
@@ -85,6 +122,7 @@ impl Rejection {
             Rejection::Unauthenticated => "UNAUTHENTICATED",
             Rejection::Forbidden(_) => "FORBIDDEN",
             Rejection::Unavailable => "SERVICE_UNAVAILABLE",
+            Rejection::Limited { .. } => "RATE_LIMITED",
         }
     }
 }
@@ -95,10 +133,21 @@ pub struct Authenticator {
     store: Store,
     tokens: Arc<TokenVerifier>,
     proxy: Option<ProxyAuth>,
+    /// Credential look-ups in the database per client address: a value that merely has the
+    /// shape of a token or ticket costs a statement, so random ones must not drive the
+    /// database. Only look-ups count (a token verified in the last [`tokens::CACHE_TTL`] costs
+    /// none), so honest clients behind one address stay far under it.
+    lookups: Rate<IpAddr>,
 }
 
 impl Authenticator {
-    pub fn new(store: Store, options: &AuthOptions) -> anyhow::Result<Arc<Authenticator>> {
+    /// `lookups_per_second`: credential look-ups in the database per client address (0: no
+    /// limit).
+    pub fn new(
+        store: Store,
+        options: &AuthOptions,
+        lookups_per_second: u32,
+    ) -> anyhow::Result<Arc<Authenticator>> {
         let proxy = match options.mode {
             AuthMode::Proxy => Some(ProxyAuth::new(&options.proxy)?),
             AuthMode::None | AuthMode::Tokens => None,
@@ -108,6 +157,7 @@ impl Authenticator {
             tokens: TokenVerifier::new(store.clone()),
             store,
             proxy,
+            lookups: Rate::new(lookups_per_second),
         }))
     }
 
@@ -120,8 +170,12 @@ impl Authenticator {
     }
 
     /// The identity of an HTTP request (or a WebSocket upgrade without `connection_init`
-    /// credentials).
-    pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Identity, Rejection> {
+    /// credentials) from `client`.
+    pub async fn authenticate(
+        &self,
+        headers: &HeaderMap,
+        client: Option<IpAddr>,
+    ) -> Result<Identity, Rejection> {
         if self.mode == AuthMode::None {
             return Ok(Identity::anonymous());
         }
@@ -129,7 +183,7 @@ impl Authenticator {
             .get(axum::http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(bearer_secret);
-        self.identify(bearer, headers).await
+        self.identify(bearer, headers, client).await
     }
 
     /// The identity of a WebSocket connection: a token in the `connection_init` payload
@@ -139,13 +193,14 @@ impl Authenticator {
         &self,
         headers: &HeaderMap,
         payload: &Value,
+        client: Option<IpAddr>,
     ) -> Result<Identity, Rejection> {
         if self.mode == AuthMode::None {
             return Ok(Identity::anonymous());
         }
         match init_secret(payload)? {
-            Some(secret) => self.identify(Some(secret), headers).await,
-            None => self.authenticate(headers).await,
+            Some(secret) => self.identify(Some(secret), headers, client).await,
+            None => self.authenticate(headers, client).await,
         }
     }
 
@@ -155,9 +210,10 @@ impl Authenticator {
         &self,
         bearer: Option<&str>,
         headers: &HeaderMap,
+        client: Option<IpAddr>,
     ) -> Result<Identity, Rejection> {
         if let Some(secret) = bearer.filter(|s| tokens::looks_like_token(s)) {
-            return self.token_identity(secret).await;
+            return self.token_identity(secret, client).await;
         }
         match &self.proxy {
             Some(proxy) => proxy.identify(headers),
@@ -165,8 +221,15 @@ impl Authenticator {
         }
     }
 
-    async fn token_identity(&self, secret: &str) -> Result<Identity, Rejection> {
+    async fn token_identity(
+        &self,
+        secret: &str,
+        client: Option<IpAddr>,
+    ) -> Result<Identity, Rejection> {
         let hash = tokens::hash(secret);
+        if !self.tokens.is_cached(&hash) {
+            self.may_look_up(client)?;
+        }
         match self.tokens.verify_hash(&hash).await {
             Ok(Some(token)) => Ok(Identity {
                 actor: Some(format!("token:{}", token.name)),
@@ -180,6 +243,25 @@ impl Authenticator {
                 Err(Rejection::Unavailable)
             }
         }
+    }
+
+    /// One more credential look-up in the database for `client`, if its address is within its
+    /// rate. (Every request reaches the server from an address; without one there is nothing
+    /// to count it by.)
+    fn may_look_up(&self, client: Option<IpAddr>) -> Result<(), Rejection> {
+        let Some(client) = client else {
+            return Ok(());
+        };
+        self.lookups
+            .check(&client)
+            .map_err(|retry_after_secs| Rejection::Limited {
+                message: format!(
+                    "too many credentials to check from {client}: over the limit of {} look-ups \
+                     per second (--auth-attempts-per-second-per-address); slow down",
+                    self.lookups.per_second()
+                ),
+                retry_after_secs,
+            })
     }
 
     /// Resolves when `identity` may no longer be used: its token was revoked or expired, or
@@ -284,19 +366,33 @@ mod tests {
             mode: AuthMode::Tokens,
             ..AuthOptions::default()
         };
-        let auth = Authenticator::new(Store::new(pool), &options).unwrap();
+        let auth = Authenticator::new(Store::new(pool), &options, 1).unwrap();
+        let client = Some(IpAddr::from([192, 0, 2, 1]));
         let mut headers = HeaderMap::new();
         let bearer = format!("Bearer {}", tokens::generate_secret());
         headers.insert("authorization", bearer.parse().unwrap());
-        let rejection = auth.authenticate(&headers).await.unwrap_err();
+        let rejection = auth.authenticate(&headers, client).await.unwrap_err();
         assert_eq!(rejection, Rejection::Unavailable);
         assert_eq!(rejection.code(), "SERVICE_UNAVAILABLE");
         // Something that is not an API token is refused without asking the database.
         headers.insert("authorization", "Bearer eyJhbGciOi.x.y".parse().unwrap());
-        let rejection = auth.authenticate(&headers).await.unwrap_err();
+        let rejection = auth.authenticate(&headers, client).await.unwrap_err();
         assert_eq!(rejection, Rejection::Unauthenticated);
         // Without credentials there is nothing to check: plainly unauthenticated.
-        let rejection = auth.authenticate(&HeaderMap::new()).await.unwrap_err();
+        let rejection = auth
+            .authenticate(&HeaderMap::new(), client)
+            .await
+            .unwrap_err();
         assert_eq!(rejection, Rejection::Unauthenticated);
+        // The address used its one look-up this second: the next is refused before the
+        // database is asked (it would answer Unavailable).
+        headers.insert("authorization", bearer.parse().unwrap());
+        let rejection = auth.authenticate(&headers, client).await.unwrap_err();
+        assert_eq!(rejection.code(), "RATE_LIMITED", "{rejection:?}");
+        assert!(
+            rejection
+                .message()
+                .contains("--auth-attempts-per-second-per-address")
+        );
     }
 }

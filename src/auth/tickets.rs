@@ -4,10 +4,12 @@
 //! runs on), carries the identity that minted it (a revoked token ends its streams as it ends
 //! the token's own), is stored only as a hash, and opens no other session.
 
+use std::net::IpAddr;
+
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::{Authenticator, Identity, tokens};
+use super::{Authenticator, Identity, Rejection, tokens};
 use crate::error::Result;
 use crate::store::tickets::TicketRow;
 
@@ -47,31 +49,43 @@ impl Authenticator {
     }
 
     /// The identity a ticket carries, when it is a live ticket to `session` (and the token it
-    /// was minted with is still good).
-    pub async fn redeem_ticket(&self, secret: &str, session: Uuid) -> Option<Identity> {
+    /// was minted with is still good); `Unauthenticated` when it is not. Every redemption is a
+    /// look-up, counted against `client`'s address.
+    pub async fn redeem_ticket(
+        &self,
+        secret: &str,
+        session: Uuid,
+        client: Option<IpAddr>,
+    ) -> Result<Identity, Rejection> {
         if !secret.starts_with(TICKET_PREFIX) {
-            return None;
+            return Err(Rejection::Unauthenticated);
         }
+        self.may_look_up(client)?;
         let row = match self.store.ticket(&tokens::hash(secret)).await {
-            Ok(row) => row?,
+            Ok(Some(row)) if row.session_id == session => row,
+            Ok(_) => return Err(Rejection::Unauthenticated),
             Err(err) => {
                 tracing::error!("cannot check a stream ticket: {err}");
-                return None;
+                return Err(Rejection::Unavailable);
             }
         };
-        if row.session_id != session {
-            return None;
-        }
         let token: Option<tokens::SecretHash> = match row.token_hash {
             Some(hash) => {
-                let hash: tokens::SecretHash = hash.try_into().ok()?;
+                let hash: tokens::SecretHash =
+                    hash.try_into().map_err(|_| Rejection::Unauthenticated)?;
                 // Revoked or expired since: the ticket goes with it.
-                self.tokens.verify_hash(&hash).await.ok()??;
-                Some(hash)
+                match self.tokens.verify_hash(&hash).await {
+                    Ok(Some(_)) => Some(hash),
+                    Ok(None) => return Err(Rejection::Unauthenticated),
+                    Err(err) => {
+                        tracing::error!("cannot check a stream ticket's token: {err}");
+                        return Err(Rejection::Unavailable);
+                    }
+                }
             }
             None => None,
         };
-        Some(Identity {
+        Ok(Identity {
             actor: row.actor,
             role: row.role,
             token,

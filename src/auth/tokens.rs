@@ -103,6 +103,12 @@ impl TokenVerifier {
         })
     }
 
+    /// Whether verifying `hash` needs no look-up in the database now (it was verified, or
+    /// refused, in the last [`CACHE_TTL`]).
+    pub fn is_cached(&self, hash: &SecretHash) -> bool {
+        self.known.contains_key(hash) || self.refused.contains_key(hash)
+    }
+
     /// The token whose secret hashes to `hash`, if it is usable now.
     pub async fn verify_hash(&self, hash: &SecretHash) -> Result<Option<Arc<VerifiedToken>>> {
         // A lookup that raced a revocation could cache what it read before it: look again.

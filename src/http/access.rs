@@ -15,6 +15,8 @@ use axum::response::{IntoResponse as _, Response};
 
 use super::AppState;
 use super::graphql::carries_operation;
+use super::serve::peer_of;
+use super::throttle::Refusal;
 use crate::api::runner::limits::figure;
 use crate::auth::{AuthMode, Rejection};
 use crate::config::HttpOptions;
@@ -29,7 +31,8 @@ pub async fn authenticated(
 ) -> Response {
     let wants_page = request.method() == Method::GET && !carries_operation(request.uri());
     if !wants_page {
-        match state.auth.authenticate(request.headers()).await {
+        let client = peer_of(&request).map(|peer| peer.ip());
+        match state.auth.authenticate(request.headers(), client).await {
             Ok(identity) => {
                 request.extensions_mut().insert(identity);
             }
@@ -39,12 +42,23 @@ pub async fn authenticated(
     next.run(request).await
 }
 
-/// A 401 (with `WWW-Authenticate`), 403 or 503, shaped as a GraphQL response.
+/// A 401 (with `WWW-Authenticate`), 403, 429 (with `Retry-After`) or 503, shaped as a GraphQL
+/// response.
 pub fn rejected(rejection: &Rejection) -> Response {
     let status = match rejection {
         Rejection::Unauthenticated => StatusCode::UNAUTHORIZED,
         Rejection::Forbidden(_) => StatusCode::FORBIDDEN,
         Rejection::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        Rejection::Limited {
+            message,
+            retry_after_secs,
+        } => {
+            return Refusal::TooMany {
+                retry_after_secs: *retry_after_secs,
+                message: message.clone(),
+            }
+            .response();
+        }
     };
     let mut response = error_response(status, rejection.code(), rejection.message());
     if status == StatusCode::UNAUTHORIZED {

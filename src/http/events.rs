@@ -6,22 +6,32 @@
 //!
 //! Query parameters: `after`, `ticket`, `categories` (comma-separated, e.g. `llm,lifecycle`),
 //! `agents` and `stages` (comma-separated IDs), `topology=true` (start with the agent tree).
+//!
+//! Like the GraphQL streams: refused from another site's page (403), counted against its
+//! caller's rate, streams and subscriptions (429), and its credentials are looked up only
+//! within its address's rate of look-ups.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::time::Duration;
 
-use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::Extension;
+use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt as _;
 use serde_json::{Value, json};
 
 use super::AppState;
+use super::access::{OriginPolicy, rejected};
 use super::serve::stopping;
+use super::throttle::Refusal;
 use crate::api::ids::{NodeType, decode_as};
-use crate::auth::Rejection;
+use crate::auth::{Caller, Rejection};
+use crate::error::Error;
+use crate::live::NoSlot;
 use crate::live::envelope::{Envelope, EventAction, EventCategory};
 use crate::live::events::{self, EventFilter};
 use crate::model::{Role, db_name, from_db_name};
@@ -46,34 +56,40 @@ pub async fn stream(
     State(state): State<AppState>,
     Path(session): Path<String>,
     Query(params): Query<HashMap<String, String>>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
+    uri: Uri,
 ) -> Response {
+    // A page on another site must not read live data with the browser's credentials.
+    if !state.origins.allows(&headers, &uri) {
+        return OriginPolicy::refused();
+    }
     let Ok(session) = decode_as(NodeType::Session, &session) else {
         return bad_request("not a session ID");
     };
+    let peer = peer.map(|Extension(ConnectInfo(peer))| peer);
+    let client = peer.map(|peer| peer.ip());
     let identity = match params.get("ticket") {
-        Some(ticket) => match state.auth.redeem_ticket(ticket, session).await {
-            Some(identity) => identity,
-            None => {
+        Some(ticket) => match state.auth.redeem_ticket(ticket, session, client).await {
+            Ok(identity) => identity,
+            Err(Rejection::Unauthenticated) => {
                 return refuse(
                     StatusCode::UNAUTHORIZED,
                     "UNAUTHENTICATED",
                     "the stream ticket is unknown, expired, or for another session",
                 );
             }
+            Err(rejection) => return rejected(&rejection),
         },
-        None => match state.auth.authenticate(&headers).await {
+        None => match state.auth.authenticate(&headers, client).await {
             Ok(identity) => identity,
-            Err(rejection) => {
-                let status = match rejection {
-                    Rejection::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-                    Rejection::Forbidden(_) => StatusCode::FORBIDDEN,
-                    _ => StatusCode::UNAUTHORIZED,
-                };
-                return refuse(status, rejection.code(), rejection.message());
-            }
+            Err(rejection) => return rejected(&rejection),
         },
     };
+    let caller = Caller::of(&identity, peer);
+    if let Err(refusal) = state.throttle.check_rate(&caller) {
+        return refusal.response();
+    }
     if identity.role < Role::Reader {
         return refuse(
             StatusCode::FORBIDDEN,
@@ -107,15 +123,20 @@ pub async fn stream(
             );
         }
     }
-    let slot = match state.slots.take("events") {
+    let share = match state.streams.take(&caller) {
+        Ok(share) => share,
+        Err(full) => return Refusal::from(full).response(),
+    };
+    let slot = match state.slots.take("events", &caller) {
         Ok(slot) => slot,
-        Err(err) => {
-            let public = logged(&err);
-            return refuse(
-                StatusCode::SERVICE_UNAVAILABLE,
-                public.code,
-                &public.message,
-            );
+        Err(refused) => {
+            // The caller's own share is its doing; the process's is not.
+            let status = match refused {
+                NoSlot::CallerFull(_) => StatusCode::TOO_MANY_REQUESTS,
+                NoSlot::ProcessFull(_) => StatusCode::SERVICE_UNAVAILABLE,
+            };
+            let public = Error::from(refused).public();
+            return refuse(status, public.code, &public.message);
         }
     };
     let topology = params
@@ -133,7 +154,7 @@ pub async fn stream(
     let mut closing = state.closing.clone();
     let lifetime = state.live.stream_lifetime;
     let body = async_stream::stream! {
-        let _open = (OpenStream::new("events"), slot);
+        let _open = (OpenStream::new("events"), share, slot);
         let lapsed = auth.until_lapsed(&identity);
         let ends = tokio::time::sleep(lifetime);
         futures::pin_mut!(envelopes, lapsed, ends);

@@ -13,6 +13,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 
 use super::access::{self, OriginPolicy};
+use super::throttle::Admission;
 use super::{AppState, streaming};
 use crate::api::runner::persisted::NOT_FOUND as PERSISTED_QUERY_NOT_FOUND;
 use crate::api::runner::{CostBudget, selected_operation};
@@ -23,10 +24,11 @@ const GRAPHQL_RESPONSE_JSON: &str = "application/graphql-response+json";
 const JSON: &str = "application/json";
 pub const BATCH_TOO_LARGE: &str = "BATCH_TOO_LARGE";
 
-/// Runs a POSTed request (authenticated, as `identity`, before its body was read).
+/// Runs a POSTed request (authenticated, as `identity`, and admitted before its body was read).
 pub async fn post(
     State(state): State<AppState>,
     Extension(identity): Extension<Identity>,
+    Extension(admission): Extension<Admission>,
     info: Option<Extension<RequestInfo>>,
     headers: HeaderMap,
     uri: Uri,
@@ -42,11 +44,11 @@ pub async fn post(
     if let BatchRequest::Single(single) = batch {
         if accepts(&headers, "text/event-stream") {
             let single = with_info(single, info.as_ref(), "sse");
-            return streaming::sse(&state, single, identity);
+            return streaming::sse(&state, single, identity, &admission);
         }
         if accepts(&headers, "multipart/mixed") {
             let single = with_info(single, info.as_ref(), "multipart");
-            return streaming::multipart(&state, single, identity);
+            return streaming::multipart(&state, single, identity, &admission);
         }
         let batch = BatchRequest::Single(single);
         return execute(&state, batch, &headers, identity, info.as_ref()).await;
@@ -62,10 +64,12 @@ fn with_info(request: Request, info: Option<&RequestInfo>, transport: &'static s
     }
 }
 
-/// Runs a GET query (authenticated, as `identity`, unless it asks for no query: GraphiQL).
+/// Runs a GET query (authenticated, as `identity`, and admitted, unless it asks for no query:
+/// GraphiQL).
 pub async fn get(
     State(state): State<AppState>,
     identity: Option<Extension<Identity>>,
+    admission: Option<Extension<Admission>>,
     info: Option<Extension<RequestInfo>>,
     headers: HeaderMap,
     uri: Uri,
@@ -94,8 +98,8 @@ pub async fn get(
     if streamed && !state.origins.allows(&headers, &uri) {
         return OriginPolicy::refused();
     }
-    // The edge authenticates every GET that carries a query.
-    let Some(Extension(identity)) = identity else {
+    // The edge authenticates (and admits) every GET that carries a query.
+    let (Some(Extension(identity)), Some(Extension(admission))) = (identity, admission) else {
         return access::rejected(&crate::auth::Rejection::Unauthenticated);
     };
     state.runner.fill_persisted_query(&mut request);
@@ -111,7 +115,7 @@ pub async fn get(
     }
     if streamed {
         let request = with_info(request, info.as_ref(), "sse");
-        return streaming::sse(&state, request, identity);
+        return streaming::sse(&state, request, identity, &admission);
     }
     let batch = BatchRequest::Single(request);
     execute(&state, batch, &headers, identity, info.as_ref()).await

@@ -2,6 +2,7 @@
 //! readiness probes.
 
 mod access;
+mod bounded;
 mod events;
 mod graphiql;
 mod graphql;
@@ -33,6 +34,7 @@ use tower_http::limit::RequestBodyLimitLayer;
 use crate::api::{Runner, build_runner};
 use crate::auth::{AuthMode, Authenticator};
 use crate::config::{HttpOptions, Limits, LiveOptions};
+use crate::fair::Shares;
 use crate::live::{Hub, SubscriptionSlots};
 use crate::store::Store;
 use access::{HostPolicy, OriginPolicy};
@@ -62,6 +64,10 @@ pub struct AppState {
     pub live: LiveOptions,
     /// The subscriptions this process holds open, shared by every transport.
     pub slots: Arc<SubscriptionSlots>,
+    /// Each caller's open SSE, multipart and event streams.
+    pub streams: Arc<Shares>,
+    /// Each caller's open WebSocket connections.
+    pub websockets: Arc<Shares>,
 }
 
 pub use websocket::ConnectionInit;
@@ -77,7 +83,8 @@ pub fn router(
     let limits = options.limits;
     let origins = Arc::new(OriginPolicy::new(options, auth.mode())?);
     let cors = cors(origins.cors_origins(), &options.cors_allow_headers)?;
-    let slots = SubscriptionSlots::new(options.live.max_subscriptions);
+    let live = options.live;
+    let slots = SubscriptionSlots::new(live.max_subscriptions, live.subscriptions_per_identity());
     let state = AppState {
         runner: build_runner(
             store.clone(),
@@ -96,7 +103,19 @@ pub fn router(
         limits,
         closing,
         throttle: Throttle::new(&options.throttle),
-        live: options.live,
+        live,
+        streams: Shares::new(
+            live.max_streams_per_identity,
+            "streams open",
+            "--max-streams-per-identity",
+            "close one first",
+        ),
+        websockets: Shares::new(
+            live.max_websockets_per_identity,
+            "WebSocket connections open",
+            "--max-websockets-per-identity",
+            "close one first",
+        ),
     };
     // Layers run outside in: the media type first, then the identity, both before the body
     // is read.

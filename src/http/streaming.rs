@@ -1,13 +1,15 @@
 //! Subscriptions over plain HTTP, for clients that cannot use WebSocket: GraphQL over
 //! Server-Sent Events (the graphql-sse protocol, distinct connections mode) and multipart HTTP
 //! (`multipart/mixed`, as Apollo clients speak it). A stream opened with a token ends, with an
-//! `UNAUTHENTICATED` error, once that token is revoked or expires.
+//! `UNAUTHENTICATED` error, once that token is revoked or expires. Each caller may have
+//! `--max-streams-per-identity` open; a query or mutation answered this way is bounded like a
+//! request (see [`super::bounded`]).
 
 use std::convert::Infallible;
 use std::time::Duration;
 
+use async_graphql::Request;
 use async_graphql::http::create_multipart_mixed_stream;
-use async_graphql::{Executor as _, Request};
 use axum::body::Body;
 use axum::http::{HeaderValue, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -15,7 +17,9 @@ use axum::response::{IntoResponse, Response};
 use futures::{Stream, StreamExt as _};
 
 use super::AppState;
+use super::bounded::operation_stream;
 use super::serve::stopping;
+use super::throttle::{Admission, Refusal};
 use crate::api::runner::coded_error;
 use crate::auth::Identity;
 use crate::config::LiveOptions;
@@ -25,8 +29,16 @@ use crate::observe::metrics::OpenStream;
 const HEARTBEAT: Duration = Duration::from_secs(15);
 
 /// Runs the operation and streams each result as an SSE `next` event, then `complete`.
-pub fn sse(state: &AppState, request: Request, identity: Identity) -> Response {
-    let results = results(state, request, identity, "sse");
+pub fn sse(
+    state: &AppState,
+    request: Request,
+    identity: Identity,
+    admission: &Admission,
+) -> Response {
+    let results = match results(state, request, identity, admission, "sse") {
+        Ok(results) => results,
+        Err(refusal) => return refusal.response(),
+    };
     let events = results
         .map(|response| {
             let data = serde_json::to_string(&response).unwrap_or_else(|_| "{}".to_owned());
@@ -46,8 +58,16 @@ pub fn sse(state: &AppState, request: Request, identity: Identity) -> Response {
 }
 
 /// Runs the operation and streams each result as a part of a `multipart/mixed` response.
-pub fn multipart(state: &AppState, request: Request, identity: Identity) -> Response {
-    let results = results(state, request, identity, "multipart");
+pub fn multipart(
+    state: &AppState,
+    request: Request,
+    identity: Identity,
+    admission: &Admission,
+) -> Response {
+    let results = match results(state, request, identity, admission, "multipart") {
+        Ok(results) => results,
+        Err(refusal) => return refusal.response(),
+    };
     let body = Body::from_stream(
         create_multipart_mixed_stream(results, HEARTBEAT).map(Ok::<_, std::io::Error>),
     );
@@ -59,16 +79,25 @@ pub fn multipart(state: &AppState, request: Request, identity: Identity) -> Resp
     response
 }
 
-/// The operation's results as `identity`, until its credentials lapse.
+/// The operation's results as `identity`, until its credentials lapse; refused when its caller
+/// has all the streams it may have open.
 fn results(
     state: &AppState,
     request: Request,
     identity: Identity,
+    admission: &Admission,
     transport: &'static str,
-) -> impl Stream<Item = async_graphql::Response> + Send + Unpin + 'static {
-    let results = state
-        .runner
-        .execute_stream(request.data(identity.clone()), None);
+) -> Result<impl Stream<Item = async_graphql::Response> + Send + Unpin + 'static, Refusal> {
+    let share = state.streams.take(&admission.caller)?;
+    let caller = &admission.caller;
+    let results = operation_stream(
+        &state.runner,
+        &state.throttle,
+        request.data(identity.clone()).data(caller.clone()),
+        None,
+        caller,
+        admission.take_place(),
+    );
     let auth = state.auth.clone();
     let mut closing = state.closing.clone();
     let LiveOptions {
@@ -76,8 +105,8 @@ fn results(
         stream_lifetime,
         ..
     } = state.live;
-    Box::pin(async_stream::stream! {
-        let _open = OpenStream::new(transport);
+    Ok(Box::pin(async_stream::stream! {
+        let _open = (OpenStream::new(transport), share);
         let lapsed = auth.until_lapsed(&identity);
         let ends = tokio::time::Instant::now() + stream_lifetime;
         let idle = tokio::time::sleep(stream_idle);
@@ -116,7 +145,7 @@ fn results(
                 }
             }
         }
-    })
+    }))
 }
 
 /// Code of the last result of a stream that was open too long, or idle too long.

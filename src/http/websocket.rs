@@ -2,7 +2,9 @@
 //! path, with keepalive both ways. The upgrade is refused (403) from another site's page; the
 //! `connection_init` payload (or the upgrade's headers) authenticates the connection, which is
 //! refused with 4401/4403 and closed with 4401 when its token is revoked or expires. The payload
-//! reaches the schema as [`ConnectionInit`].
+//! reaches the schema as [`ConnectionInit`]. Each caller may have `--max-websockets-per-identity`
+//! connections open: past it, the upgrade is refused with 429 when the caller is known then
+//! (without authentication: its address), else `connection_init` is refused with 4429.
 //!
 //! async-graphql speaks the protocols; this module owns the connection around them. Its own
 //! keepalive only closes clients that stay silent, and most clients never ping (the
@@ -33,9 +35,11 @@ use tokio::time::Instant;
 
 use super::AppState;
 use super::access::OriginPolicy;
+use super::bounded::BoundedRunner;
 use super::serve::stopping;
-use super::throttle::{RATE_LIMITED, Refusal, Throttle};
-use crate::auth::Rejection;
+use super::throttle::Refusal;
+use crate::auth::{AuthMode, Caller, Identity, Rejection};
+use crate::fair::{Full, Share};
 use crate::observe::metrics::OpenStream;
 use crate::observe::request::RequestInfo;
 
@@ -56,6 +60,10 @@ const CLOSE_FORBIDDEN: u16 = 4403;
 const CLOSE_GOING_AWAY: u16 = 1001;
 /// Close code when credentials cannot be checked now (RFC 6455 "Try Again Later").
 const CLOSE_TRY_AGAIN_LATER: u16 = 1013;
+/// Close code for a caller over a fair-use limit at `connection_init` (its connections, or its
+/// address's credential look-ups): graphql-transport-ws's "too many" code, which its clients
+/// do not retry on their own.
+const CLOSE_TOO_MANY: u16 = 4429;
 
 /// How one connection is served.
 pub(crate) struct Connection {
@@ -86,6 +94,12 @@ pub(crate) struct Authorized {
 
 pub(crate) type Pace = Box<dyn Fn() -> Result<(), Refusal> + Send + Sync>;
 
+/// The connection's place among its caller's WebSocket connections, kept in the connection's
+/// data: freed when the connection ends.
+struct OpenConnection {
+    _share: Share,
+}
+
 pub async fn upgrade(
     State(state): State<AppState>,
     peer: Option<Extension<ConnectInfo<SocketAddr>>>,
@@ -94,9 +108,10 @@ pub async fn upgrade(
     uri: Uri,
     upgrade: WebSocketUpgrade,
 ) -> Response {
+    let peer = peer.map(|Extension(ConnectInfo(peer))| peer);
     // Connections count against their client's rate like requests (its identity comes later).
-    if let Some(Extension(ConnectInfo(peer))) = &peer
-        && let Err(refused) = state.throttle.check_rate(&peer.ip().to_string())
+    if let Some(peer) = peer
+        && let Err(refused) = state.throttle.check_rate(&Caller::address(peer.ip()))
     {
         return refused.response();
     }
@@ -111,22 +126,47 @@ pub async fn upgrade(
         )
             .into_response();
     };
+    // Without authentication the caller is its address, known now; otherwise its identity comes
+    // with `connection_init`, and so does its place among its connections.
+    let early_share = if state.auth.mode() == AuthMode::None {
+        match state
+            .websockets
+            .take(&Caller::of(&Identity::anonymous(), peer))
+        {
+            Ok(share) => Some(share),
+            Err(full) => return Refusal::from(full).response(),
+        }
+    } else {
+        None
+    };
     let auth = state.auth.clone();
     let throttle = state.throttle.clone();
-    let peer = peer.map(|Extension(ConnectInfo(peer))| peer);
+    let websockets = state.websockets.clone();
     let info = info.map(|Extension(info)| info.with_transport("websocket"));
     // Credentials come in `connection_init` (or, failing that, the upgrade request's headers).
     let authorize: Authorize = Box::new(move |payload| {
         async move {
-            let identity = auth.authenticate_init(&headers, &payload).await?;
+            let client = peer.map(|peer| peer.ip());
+            let identity = auth.authenticate_init(&headers, &payload, client).await?;
+            let caller = Caller::of(&identity, peer);
+            let share = match early_share {
+                Some(share) => share,
+                None => websockets
+                    .take(&caller)
+                    .map_err(|Full(message)| Rejection::Limited {
+                        message,
+                        retry_after_secs: 1,
+                    })?,
+            };
             let mut data = Data::default();
             data.insert(ConnectionInit(payload));
             data.insert(identity.clone());
+            data.insert(caller.clone());
+            data.insert(OpenConnection { _share: share });
             if let Some(info) = info {
                 data.insert(info);
             }
-            let key = Throttle::key(&identity, peer);
-            let pace: Pace = Box::new(move || throttle.check_rate(&key));
+            let pace: Pace = Box::new(move || throttle.check_rate(&caller));
             let lapsed = async move { auth.until_lapsed(&identity).await }.boxed();
             Ok(Authorized { data, lapsed, pace })
         }
@@ -148,7 +188,11 @@ pub async fn upgrade(
                 closing: state.closing.clone(),
                 max_operations: state.live.max_subscriptions_per_connection,
             };
-            serve(socket, state.runner, connection).await
+            let runner = BoundedRunner {
+                runner: state.runner,
+                throttle: state.throttle,
+            };
+            serve(socket, runner, connection).await
         })
 }
 
@@ -255,6 +299,7 @@ pub(crate) async fn serve<E: Executor>(socket: WebSocket, executor: E, connectio
                     Rejection::Unauthenticated => CLOSE_UNAUTHENTICATED,
                     Rejection::Forbidden(_) => CLOSE_FORBIDDEN,
                     Rejection::Unavailable => CLOSE_TRY_AGAIN_LATER,
+                    Rejection::Limited { .. } => CLOSE_TOO_MANY,
                 };
                 close(code, rejection.message())
             })
@@ -369,15 +414,8 @@ impl Running {
                     });
                     return Err(operation_error(self.protocol, &id, error));
                 }
-                if let Some(Err(Refusal::TooMany {
-                    retry_after_secs,
-                    message,
-                })) = pace.map(|pace| pace())
-                {
-                    let error = serde_json::json!({
-                        "message": message,
-                        "extensions": { "code": RATE_LIMITED, "retryAfter": retry_after_secs.max(1) },
-                    });
+                if let Some(Err(refusal)) = pace.map(|pace| pace()) {
+                    let error = serde_json::to_value(refusal.error()).unwrap_or_default();
                     return Err(operation_error(self.protocol, &id, error));
                 }
                 ids.insert(id);

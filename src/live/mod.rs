@@ -18,4 +18,4 @@ pub mod timeline;
 pub use change::Change;
 pub use hub::{FollowerHealth, Hub, HubOptions, SUBSCRIBER_BYTE_BUDGET};
 pub use queue::{Interrupted, Receiver};
-pub use slots::{Slot, SubscriptionSlots};
+pub use slots::{NoSlot, Slot, SubscriptionSlots};

@@ -36,20 +36,6 @@ fn query(app: &TestApp, secret: Option<&str>) -> reqwest::RequestBuilder {
     }
 }
 
-/// Holds every connection the pool can give (listeners keep some of its places for good), so
-/// that requests wait for one.
-async fn hold_the_pool(app: &TestApp) -> Vec<sqlx::pool::PoolConnection<sqlx::Postgres>> {
-    let pool = app.store.pool();
-    let mut held = Vec::new();
-    while let Ok(Ok(connection)) =
-        tokio::time::timeout(Duration::from_millis(300), pool.acquire()).await
-    {
-        held.push(connection);
-    }
-    assert!(!held.is_empty());
-    held
-}
-
 #[tokio::test]
 async fn each_identity_has_its_own_rate() {
     let mut options = HttpOptions::default();
@@ -143,7 +129,7 @@ async fn requests_in_flight_are_bounded_per_identity_and_in_all() {
             StatusCode::OK
         );
     }
-    let held = hold_the_pool(&app).await;
+    let held = app.hold_the_pool().await;
     // Each waits for a database connection, in flight until the request timeout.
     let first = tokio::spawn(query(&app, Some(&a)).send());
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -218,6 +204,8 @@ async fn subscriptions_are_capped_per_connection_and_per_process() {
     let mut options = HttpOptions::default();
     options.live.max_subscriptions_per_connection = 2;
     options.live.max_subscriptions = 3;
+    // One caller here: its share must not be what runs out first.
+    options.live.max_subscriptions_per_identity = Some(3);
     let app = TestApp::start_with(options).await;
     let feed = "subscription { sessions { status } }";
     let mut socket = Subscription::connect(app.addr, false, &[]).await.unwrap();

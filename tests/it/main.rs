@@ -11,6 +11,7 @@ mod deleted_lists;
 mod demo;
 mod embedded_db;
 mod events;
+mod fairness;
 mod faults;
 mod graphiql;
 mod hardening;

@@ -14,6 +14,7 @@ pub mod codes;
 mod documents;
 mod expansion;
 mod introspection;
+mod kind;
 pub mod limits;
 pub mod persisted;
 mod report;

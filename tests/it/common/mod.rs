@@ -194,6 +194,20 @@ impl TestApp {
         )
     }
 
+    /// Holds every connection the pool can give (listeners keep some of its places for good), so
+    /// that requests wait for one: a deterministic way to keep an operation running.
+    pub async fn hold_the_pool(&self) -> Vec<sqlx::pool::PoolConnection<sqlx::Postgres>> {
+        let pool = self.store.pool();
+        let mut held = Vec::new();
+        while let Ok(Ok(connection)) =
+            tokio::time::timeout(std::time::Duration::from_millis(300), pool.acquire()).await
+        {
+            held.push(connection);
+        }
+        assert!(!held.is_empty());
+        held
+    }
+
     /// Stores an API token the way `casefile token create` does; returns its secret.
     pub async fn token(
         &self,

@@ -5,7 +5,7 @@ use futures::StreamExt as _;
 use futures::stream::BoxStream;
 use serde_json::{Value, json};
 
-use super::sse::open_stream;
+use super::sse::{open_stream, start_stream};
 
 pub struct MultipartSubscription {
     body: BoxStream<'static, reqwest::Result<bytes::Bytes>>,
@@ -25,6 +25,21 @@ impl MultipartSubscription {
         let url = format!("http://{addr}/graphql");
         Ok(MultipartSubscription {
             body: open_stream(url, "multipart/mixed", query, variables).await?,
+            buffer: Vec::new(),
+        })
+    }
+
+    /// Posts an operation asking for a multipart answer, with extra request headers; the status
+    /// and body when refused.
+    pub async fn start_with(
+        addr: std::net::SocketAddr,
+        headers: &[(&str, &str)],
+        query: &str,
+        variables: Value,
+    ) -> Result<MultipartSubscription, (u16, Value)> {
+        let url = format!("http://{addr}/graphql");
+        Ok(MultipartSubscription {
+            body: start_stream(url, "multipart/mixed", headers, query, variables).await?,
             buffer: Vec::new(),
         })
     }

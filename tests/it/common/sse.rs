@@ -28,24 +28,10 @@ impl SseSubscription {
         query: &str,
         variables: Value,
     ) -> Result<SseSubscription, (u16, Value)> {
-        let mut request = reqwest::Client::new()
-            .post(format!("http://{addr}/graphql/stream"))
-            .header("accept", "text/event-stream");
-        for (name, value) in headers {
-            request = request.header(*name, *value);
-        }
-        let response = request
-            .json(&json!({ "query": query, "variables": variables }))
-            .send()
-            .await
-            .expect("SSE request is answered");
-        if !response.status().is_success() {
-            let status = response.status().as_u16();
-            return Err((status, response.json().await.unwrap_or_default()));
-        }
-        assert_eq!(response.headers()["content-type"], "text/event-stream");
+        let url = format!("http://{addr}/graphql/stream");
+        let body = start_stream(url, "text/event-stream", headers, query, variables).await?;
         Ok(SseSubscription {
-            body: response.bytes_stream().boxed(),
+            body,
             buffer: Vec::new(),
         })
     }
@@ -114,6 +100,33 @@ impl SseSubscription {
         }
         Ok(Ok(value["data"].clone()))
     }
+}
+
+/// POSTs an operation asking for a streamed answer of type `accept`, with extra request headers:
+/// its body, or the status and JSON body refusing it.
+pub(super) async fn start_stream(
+    url: String,
+    accept: &str,
+    headers: &[(&str, &str)],
+    query: &str,
+    variables: Value,
+) -> Result<BoxStream<'static, reqwest::Result<bytes::Bytes>>, (u16, Value)> {
+    let mut request = reqwest::Client::new().post(url).header("accept", accept);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request
+        .json(&json!({ "query": query, "variables": variables }))
+        .send()
+        .await
+        .expect("the stream request is answered");
+    if !response.status().is_success() {
+        let status = response.status().as_u16();
+        return Err((status, response.json().await.unwrap_or_default()));
+    }
+    let media = response.headers()["content-type"].to_str().unwrap();
+    assert!(media.starts_with(accept), "{media}");
+    Ok(response.bytes_stream().boxed())
 }
 
 /// POSTs a subscription asking for a streamed answer of type `accept`: its body, or why it could

@@ -1,9 +1,11 @@
 //! Records the SQL statements sqlx runs: every statement emits one `sqlx::query` tracing event,
 //! which this layer keeps. Install it once per test binary, in a binary of its own, so no other
-//! test's statements are recorded.
+//! test's statements are recorded; or, in a shared binary, for one test's thread only.
 
 use std::sync::Mutex;
 
+use tracing::Dispatch;
+use tracing::subscriber::NoSubscriber;
 use tracing_subscriber::layer::SubscriberExt as _;
 
 static STATEMENTS: Mutex<Vec<String>> = Mutex::new(Vec::new());
@@ -11,6 +13,28 @@ static STATEMENTS: Mutex<Vec<String>> = Mutex::new(Vec::new());
 /// Starts recording for the whole process.
 pub fn record() {
     tracing::subscriber::set_global_default(tracing_subscriber::registry().with(Recorder)).unwrap();
+}
+
+/// Records what runs on this thread while the returned value lives: for a test on a
+/// current-thread runtime, which the server it started runs on too (tests on other threads are
+/// not recorded).
+pub fn record_on_this_thread() -> Recording {
+    // tracing decides once per callsite whether anyone listens. With one dispatcher it asks the
+    // one of the thread that reaches the callsite first, which may be another test's (none):
+    // with two, it asks both and leaves the decision to each event.
+    let bystander = Dispatch::new(NoSubscriber::default());
+    let recording = tracing::subscriber::set_default(tracing_subscriber::registry().with(Recorder));
+    tracing::callsite::rebuild_interest_cache();
+    Recording {
+        _recording: recording,
+        _bystander: bystander,
+    }
+}
+
+/// Recording on one thread; it stops when dropped.
+pub struct Recording {
+    _recording: tracing::subscriber::DefaultGuard,
+    _bystander: Dispatch,
 }
 
 /// Forgets what was recorded so far.
