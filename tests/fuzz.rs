@@ -468,7 +468,7 @@ fn reshaped(rng: &mut Rng, query: &str) -> String {
             4 => {
                 let prefix = format!("C{}x", rng.below(1000));
                 fragments.push_str(&format!(
-                    " fragment {prefix}0 on Query {{ {body} ...{prefix}1 }}                      fragment {prefix}1 on Query {{ ...{prefix}0 }}"
+                    " fragment {prefix}0 on Query {{ {body} ...{prefix}1 }} fragment {prefix}1 on Query {{ ...{prefix}0 }}"
                 ));
                 format!(" ...{prefix}0")
             }

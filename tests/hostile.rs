@@ -184,6 +184,22 @@ fn cases() -> Vec<Case> {
             Expect::Code("QUERY_TOO_COMPLEX"),
         ),
         case(
+            "introspection: one key selected 3,000 times",
+            format!(
+                "{{ __schema {{ types {{{} }} }} }}",
+                " fields { name }".repeat(3_000)
+            ),
+            Expect::Code("QUERY_TOO_COMPLEX"),
+        ),
+        case(
+            "500,000 numbers written without spaces",
+            format!(
+                "{{ sessions(first: [{}0]) {{ totalCount }} }}",
+                "0-".repeat(500_000)
+            ),
+            Expect::Code("DOCUMENT_TOO_LARGE"),
+        ),
+        case(
             "introspection of fields' types' fields, three levels",
             schema_path(&[
                 "types", "fields", "type", "ofType", "fields", "type", "ofType", "fields",

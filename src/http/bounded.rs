@@ -42,6 +42,9 @@ pub fn operation_stream(
         futures::pin_mut!(deadline);
         loop {
             tokio::select! {
+                // A result ready at the deadline is delivered: a committed mutation's answer
+                // must not be replaced by a TIMEOUT saying nothing was kept.
+                biased;
                 next = responses.next() => match next {
                     Some(response) => yield response,
                     None => break,

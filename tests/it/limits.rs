@@ -290,6 +290,7 @@ async fn documents_are_bounded_before_they_are_parsed_and_before_they_are_expand
     let (_, body) = post(&app, json!({ "query": chain })).await;
     assert_eq!(code(&body), "QUERY_TOO_DEEP", "{body}");
     assert!(message(&body).ends_with("(--max-query-nesting)"), "{body}");
+    app.stop().await;
 }
 
 #[tokio::test]
@@ -313,6 +314,7 @@ async fn a_response_carries_a_hundred_errors_and_counts_the_rest() {
         errors[100]["message"],
         "150 more errors were left out (a response carries at most 100)"
     );
+    app.stop().await;
 }
 
 #[tokio::test]

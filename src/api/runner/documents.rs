@@ -18,8 +18,11 @@ use crate::config::Limits;
 
 /// Documents longer than this are parsed every time (generated or hostile ones).
 const LONGEST_KEPT: usize = 16 * 1024;
-/// Total length of the texts kept.
-const KEPT_BYTES: u64 = 4 * 1024 * 1024;
+/// Memory the kept documents may take, as estimated by [`kept_bytes`].
+const KEPT_BYTES: u64 = 64 * 1024 * 1024;
+/// What a parsed document holds per token of its text (a field is a token, and about 200 bytes
+/// of syntax tree).
+const BYTES_PER_TOKEN: usize = 200;
 
 /// The operation a request runs: the one named, else the only one (`None` when there is no
 /// such operation; execution then refuses the request).
@@ -45,6 +48,8 @@ pub fn selected_operation<'a>(
 pub struct Parsed {
     pub document: ExecutableDocument,
     pub selections: u64,
+    /// Tokens of its text.
+    tokens: usize,
 }
 
 /// A text's verdict: its document, or why it was refused.
@@ -64,7 +69,7 @@ impl Documents {
     pub fn new(limits: Limits) -> Documents {
         Documents {
             kept: Cache::builder()
-                .weigher(|query: &String, _| u32::try_from(query.len()).unwrap_or(u32::MAX))
+                .weigher(|query: &String, verdict: &Verdict| kept_bytes(query, verdict))
                 .max_capacity(KEPT_BYTES)
                 .build(),
             limits,
@@ -92,14 +97,23 @@ impl Documents {
     }
 
     fn judge(&self, query: &str) -> Verdict {
-        text::check(&self.limits, query)?;
+        let tokens = text::check(&self.limits, query)?;
         let document = parse_query(query).map_err(parse_failed)?;
         let selections = limits::check_selections(&self.limits, &document)?;
         Ok(Arc::new(Parsed {
             document,
             selections,
+            tokens,
         }))
     }
+}
+
+/// What a kept verdict takes: its text, and the syntax tree of its document.
+fn kept_bytes(query: &str, verdict: &Verdict) -> u32 {
+    let tree = verdict
+        .as_ref()
+        .map_or(0, |parsed| parsed.tokens.saturating_mul(BYTES_PER_TOKEN));
+    u32::try_from(query.len().saturating_add(tree)).unwrap_or(u32::MAX)
 }
 
 #[cfg(test)]

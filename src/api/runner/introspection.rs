@@ -6,9 +6,11 @@
 //! dozen. Here the schema's introspection is read once, at start, into a graph of what each
 //! introspection object holds; an operation's `__schema` and `__type` selections are then
 //! walked over that graph as the executor would walk them (fragments, `@skip`/`@include`,
-//! `includeDeprecated`, fields merged by response key), each (merged selections, object) pair
-//! once, to count the values they answer and the bytes of JSON they make. The count is the
-//! response's exact number of fields, so it is the operation's cost for them; the bytes are
+//! `includeDeprecated`), each (selection set, object) pair once, to count the fields the
+//! executor resolves and the bytes of JSON they make. A field selected twice under one key is
+//! counted twice: async-graphql resolves each occurrence, with its whole selection, before it
+//! merges their answers. Without repeated keys the count is the response's exact number of
+//! fields. It is the operation's cost for them; the bytes (at least the response's) are
 //! checked against the response limit before anything runs. (Apollo Router and graphql-java
 //! bound introspection by its shape instead, with a depth of nested lists; pricing what it
 //! returns lets GraphiQL's and the code generators' full queries through and nothing heavier.)
@@ -306,8 +308,8 @@ struct Walk<'a> {
     model: &'a Introspection,
     fragments: &'a HashMap<Name, Positioned<FragmentDefinition>>,
     variables: HashMap<&'a Name, ConstValue>,
-    /// What each group of merged selection sets answers on each object.
-    memo: HashMap<(Vec<*const SelectionSet>, NodeId), Weight>,
+    /// What each selection set answers on each object.
+    memo: HashMap<(*const SelectionSet, NodeId), Weight>,
     /// Values still allowed before the walk gives up.
     budget: u64,
 }
@@ -319,8 +321,7 @@ impl<'a> Walk<'a> {
     /// The introspection fields among the root's (other root fields are priced elsewhere).
     fn root(&mut self, root: &'a SelectionSet) -> Result<Weight, OverBudget> {
         let mut total = Weight::bytes(2);
-        for (key, fields) in self.collect(&[root], None) {
-            let field = fields[0];
+        for (key, field) in self.collect(root, None) {
             let at = match field.name.node.as_str() {
                 "__schema" => Some(self.model.schema),
                 "__type" => match self.argument(field, "name") {
@@ -330,7 +331,7 @@ impl<'a> Walk<'a> {
                 _ => continue,
             };
             let value = match at {
-                Some(id) => self.sets(&sub_selections(&fields), id)?,
+                Some(id) => self.set(&field.selection_set.node, id)?,
                 None => Weight::bytes(4),
             };
             total = total.add(self.key(key)?).add(value);
@@ -348,9 +349,9 @@ impl<'a> Walk<'a> {
         })
     }
 
-    /// What merged selection sets answer on the object `id`.
-    fn sets(&mut self, sets: &[&'a SelectionSet], id: NodeId) -> Result<Weight, OverBudget> {
-        let memo_key = (sets.iter().map(|s| *s as *const _).collect(), id);
+    /// What a selection set answers on the object `id`.
+    fn set(&mut self, set: &'a SelectionSet, id: NodeId) -> Result<Weight, OverBudget> {
+        let memo_key = (set as *const SelectionSet, id);
         if let Some(weight) = self.memo.get(&memo_key) {
             self.budget = self.budget.checked_sub(weight.values).ok_or(OverBudget)?;
             return Ok(*weight);
@@ -359,12 +360,11 @@ impl<'a> Walk<'a> {
         let node = &model.nodes[id];
         // The braces.
         let mut total = Weight::bytes(2);
-        for (key, fields) in self.collect(sets, Some(node.typename)) {
-            let field = fields[0];
+        for (key, field) in self.collect(set, Some(node.typename)) {
             let value = match field.name.node.as_str() {
                 "__typename" => Weight::bytes(node.typename.len() as u64 + 2),
                 name => match node.fields.get(name) {
-                    Some(answer) => self.answer(answer, &fields)?,
+                    Some(answer) => self.answer(answer, field)?,
                     None => Weight::bytes(4),
                 },
             };
@@ -374,17 +374,17 @@ impl<'a> Walk<'a> {
         Ok(total)
     }
 
-    fn answer(&mut self, answer: &'a Answer, fields: &[&'a Field]) -> Result<Weight, OverBudget> {
+    fn answer(&mut self, answer: &'a Answer, field: &'a Field) -> Result<Weight, OverBudget> {
+        let children = &field.selection_set.node;
         Ok(match answer {
             Answer::Leaf(bytes) => Weight::bytes(*bytes),
             Answer::Null => Weight::bytes(4),
-            Answer::Object(id) => self.sets(&sub_selections(fields), *id)?,
+            Answer::Object(id) => self.set(children, *id)?,
             Answer::Objects(items) => {
                 let deprecated_too = matches!(
-                    self.argument(fields[0], "includeDeprecated"),
+                    self.argument(field, "includeDeprecated"),
                     Some(ConstValue::Boolean(true))
                 );
-                let children = sub_selections(fields);
                 // The brackets.
                 let mut total = Weight::bytes(2);
                 for (id, deprecated) in items {
@@ -392,7 +392,7 @@ impl<'a> Walk<'a> {
                         continue;
                     }
                     // The item and its comma.
-                    total = total.add(self.sets(&children, *id)?).add(Weight::bytes(1));
+                    total = total.add(self.set(children, *id)?).add(Weight::bytes(1));
                 }
                 total
             }
@@ -402,70 +402,47 @@ impl<'a> Walk<'a> {
         })
     }
 
-    /// The fields `sets` select on an object of type `typename` (`None`: the root), grouped
-    /// by response key in order, as the executor merges them.
-    fn collect(
-        &self,
-        sets: &[&'a SelectionSet],
-        typename: Option<&str>,
-    ) -> Vec<(&'a str, Vec<&'a Field>)> {
-        let mut groups: Vec<(&'a str, Vec<&'a Field>)> = Vec::new();
-        let mut index: HashMap<&'a str, usize> = HashMap::new();
-        let mut pending: Vec<&'a SelectionSet> = sets.iter().rev().copied().collect();
+    /// Every field `set` selects on an object of type `typename` (`None`: the root), through
+    /// its fragments, in document order, with its response key. Not merged by key: the
+    /// executor resolves each one, with its whole selection, before it merges their answers.
+    fn collect(&self, set: &'a SelectionSet, typename: Option<&str>) -> Vec<(&'a str, &'a Field)> {
+        let mut fields = Vec::new();
         // Depth-first, in document order (a stack of what remains).
-        let mut stack: Vec<std::slice::Iter<'a, Positioned<Selection>>> = Vec::new();
-        while let Some(set) = pending.pop() {
-            stack.push(set.items.iter());
-            while let Some(items) = stack.last_mut() {
-                let Some(item) = items.next() else {
-                    stack.pop();
-                    continue;
-                };
-                match &item.node {
-                    Selection::Field(field) => {
-                        if self.skipped(&field.node.directives) {
-                            continue;
-                        }
-                        let key = field
-                            .node
-                            .alias
-                            .as_ref()
-                            .unwrap_or(&field.node.name)
-                            .node
-                            .as_str();
-                        match index.get(key) {
-                            Some(&at) => groups[at].1.push(&field.node),
-                            None => {
-                                index.insert(key, groups.len());
-                                groups.push((key, vec![&field.node]));
-                            }
-                        }
+        let mut stack: Vec<std::slice::Iter<'a, Positioned<Selection>>> = vec![set.items.iter()];
+        while let Some(items) = stack.last_mut() {
+            let Some(item) = items.next() else {
+                stack.pop();
+                continue;
+            };
+            match &item.node {
+                Selection::Field(field) => {
+                    if !self.skipped(&field.node.directives) {
+                        let key = field.node.alias.as_ref().unwrap_or(&field.node.name);
+                        fields.push((key.node.as_str(), &field.node));
                     }
-                    Selection::InlineFragment(inline) => {
-                        let applies =
-                            inline.node.type_condition.as_ref().is_none_or(|c| {
-                                typename.is_none_or(|t| c.node.on.node.as_str() == t)
-                            });
-                        if applies && !self.skipped(&inline.node.directives) {
-                            stack.push(inline.node.selection_set.node.items.iter());
-                        }
+                }
+                Selection::InlineFragment(inline) => {
+                    let applies = inline
+                        .node
+                        .type_condition
+                        .as_ref()
+                        .is_none_or(|c| typename.is_none_or(|t| c.node.on.node.as_str() == t));
+                    if applies && !self.skipped(&inline.node.directives) {
+                        stack.push(inline.node.selection_set.node.items.iter());
                     }
-                    Selection::FragmentSpread(spread) => {
-                        let Some(fragment) = self.fragments.get(&spread.node.fragment_name.node)
-                        else {
-                            continue;
-                        };
-                        let on = fragment.node.type_condition.node.on.node.as_str();
-                        if typename.is_none_or(|t| on == t)
-                            && !self.skipped(&spread.node.directives)
-                        {
-                            stack.push(fragment.node.selection_set.node.items.iter());
-                        }
+                }
+                Selection::FragmentSpread(spread) => {
+                    let Some(fragment) = self.fragments.get(&spread.node.fragment_name.node) else {
+                        continue;
+                    };
+                    let on = fragment.node.type_condition.node.on.node.as_str();
+                    if typename.is_none_or(|t| on == t) && !self.skipped(&spread.node.directives) {
+                        stack.push(fragment.node.selection_set.node.items.iter());
                     }
                 }
             }
         }
-        groups
+        fields
     }
 
     /// Whether `@skip` or `@include` leaves the selection out.
@@ -511,14 +488,6 @@ fn names_introspection(set: &SelectionSet) -> bool {
     })
 }
 
-/// The selection sets of fields merged under one key.
-fn sub_selections<'a>(fields: &[&'a Field]) -> Vec<&'a SelectionSet> {
-    fields
-        .iter()
-        .map(|field| &field.selection_set.node)
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use async_graphql::parser::parse_query;
@@ -530,8 +499,9 @@ mod tests {
         crate::api::builder().finish()
     }
 
-    /// Small deterministic pseudo-random numbers (xorshift).
-    struct Dice(u64);
+    /// Small deterministic pseudo-random numbers (xorshift), and a count of the response keys
+    /// handed out.
+    struct Dice(u64, usize);
 
     impl Dice {
         fn below(&mut self, n: usize) -> usize {
@@ -539,6 +509,12 @@ mod tests {
             self.0 ^= self.0 >> 7;
             self.0 ^= self.0 << 17;
             (self.0 % n as u64) as usize
+        }
+
+        /// A response key no other field of the document has.
+        fn key(&mut self) -> usize {
+            self.1 += 1;
+            self.1
         }
 
         fn chance(&mut self, percent: usize) -> bool {
@@ -614,21 +590,15 @@ mod tests {
         let mut out = String::from("{");
         for _ in 0..1 + dice.below(4) {
             let (name, object) = fields[dice.below(fields.len())];
-            // A key is selected again (merged) or under an alias; an argument goes with an
-            // alias of its own, since one key cannot take two different arguments.
+            // Each field under a key of its own: a key selected twice is resolved twice (and
+            // priced so, see `a_key_selected_twice_is_priced_twice`), but answered once.
             let argument = match dice.below(3) {
                 _ if !matches!(name, "fields" | "enumValues" | "inputFields" | "args") => "",
                 0 => "",
                 1 => "(includeDeprecated: true)",
                 _ => "(includeDeprecated: false)",
             };
-            if !argument.is_empty() {
-                out.push_str(&format!(" {name}{}: {name}{argument}", argument.len()));
-            } else if dice.chance(20) {
-                out.push_str(&format!(" {name}{}: {name}", dice.below(2)));
-            } else {
-                out.push_str(&format!(" {name}"));
-            }
+            out.push_str(&format!(" k{}: {name}{argument}", dice.key()));
             if let Some(object) = object {
                 if depth == 0 {
                     out.push_str(" { __typename }");
@@ -639,7 +609,7 @@ mod tests {
             }
         }
         match dice.below(10) {
-            0 => out.push_str(" __typename"),
+            0 => out.push_str(&format!(" k{}: __typename", dice.key())),
             1 => {
                 let inner = selection(dice, typename, depth.saturating_sub(1), fragments);
                 out.push_str(&format!(" ... on {typename} {inner}"));
@@ -695,7 +665,7 @@ mod tests {
         let schema = schema();
         let model = Introspection::read(|q| futures::executor::block_on(schema.execute(q)));
         let type_names: Vec<String> = model.types.keys().cloned().collect();
-        let mut dice = Dice(0x9e37_79b9_7f4a_7c15);
+        let mut dice = Dice(0x9e37_79b9_7f4a_7c15, 0);
         let (mut exact, mut widest) = (0, 1.0f64);
         for _ in 0..300 {
             let query = random_document(&mut dice, &type_names);
@@ -722,6 +692,10 @@ mod tests {
         println!(
             "300 random introspection documents: fields priced exactly in {exact}; \
              bytes priced at most x{widest:.3} the response's"
+        );
+        assert_eq!(
+            exact, 300,
+            "without repeated keys the price is the answer's fields"
         );
     }
 
@@ -756,6 +730,31 @@ mod tests {
         let all = weigh(defaulted, serde_json::json!({}));
         let current = weigh(defaulted, serde_json::json!({"d": false}));
         assert!(all > current, "the default includes deprecated fields");
+    }
+
+    #[test]
+    fn a_key_selected_twice_is_priced_twice() {
+        let schema = schema();
+        let model = Introspection::read(|q| futures::executor::block_on(schema.execute(q)));
+        let weigh = |query: &str| {
+            let document = parse_query(query).unwrap();
+            model
+                .weigh(&document, None, &Variables::default(), u64::MAX)
+                .values
+        };
+        let once = weigh("{ __schema { types { fields { name } } } }");
+        let twice = weigh("{ __schema { types { fields { name } fields { name } } } }");
+        // `__schema` and `types` once, each type's `fields` and the fields' names twice.
+        assert_eq!(
+            twice - once,
+            once - 2,
+            "the second `fields` costs the first's"
+        );
+        let through_fragment = weigh(
+            "{ __schema { types { fields { name } ...F } } } \
+             fragment F on __Type { fields { name } }",
+        );
+        assert_eq!(through_fragment, twice);
     }
 
     #[test]

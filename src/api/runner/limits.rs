@@ -163,11 +163,16 @@ pub fn check_cost(
         ));
     }
     if result.complexity > limits.max_query_complexity {
+        // A cost past any count (an introspection walk stops at the limit) is said so.
+        let cost = if result.complexity == usize::MAX {
+            format!("more than {}", figure(limits.max_query_complexity))
+        } else {
+            figure(result.complexity)
+        };
         return Err(coded_error(
             TOO_COMPLEX,
             format!(
-                "query cost {} exceeds the limit of {} (--max-query-complexity)",
-                figure(result.complexity),
+                "query cost {cost} exceeds the limit of {} (--max-query-complexity)",
                 figure(limits.max_query_complexity)
             ),
         ));

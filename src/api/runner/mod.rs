@@ -136,6 +136,7 @@ impl Runner {
         let Parsed {
             document,
             selections,
+            ..
         } = parsed;
         if let Err(err) = limits::check_shape(&inner.limits, &document) {
             return Err(vec![err]);
@@ -144,12 +145,20 @@ impl Runner {
         let mut figures = self.validate(&request, &document, selections).await?;
         // Introspection, priced by what it answers (async-graphql counted each of its fields
         // once; that stays, as the walk's own cost).
-        let introspection = inner.introspection.weigh(
-            &document,
-            request.operation_name.as_deref(),
-            &request.variables,
-            inner.limits.max_query_complexity as u64,
-        );
+        let weigh = || {
+            inner.introspection.weigh(
+                &document,
+                request.operation_name.as_deref(),
+                &request.variables,
+                inner.limits.max_query_complexity as u64,
+            )
+        };
+        // The walk's work grows with the document (and stops at the cost limit).
+        let introspection = if selections > VALIDATED_APART {
+            apart::heavy(weigh)
+        } else {
+            weigh()
+        };
         figures.complexity = figures
             .complexity
             .saturating_add(usize::try_from(introspection.values).unwrap_or(usize::MAX));

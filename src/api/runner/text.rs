@@ -9,8 +9,9 @@ use async_graphql::ServerError;
 use super::limits::{DOCUMENT_TOO_LARGE, TOO_DEEP, coded_error, figure};
 use crate::config::Limits;
 
-/// The text's size, tokens and nesting within the limits; else the error that refuses it.
-pub fn check(limits: &Limits, query: &str) -> Result<(), ServerError> {
+/// The text's size, tokens and nesting within the limits: its tokens; else the error that
+/// refuses it.
+pub fn check(limits: &Limits, query: &str) -> Result<usize, ServerError> {
     if query.len() > limits.max_query_bytes {
         return Err(coded_error(
             DOCUMENT_TOO_LARGE,
@@ -46,7 +47,7 @@ pub fn check(limits: &Limits, query: &str) -> Result<(), ServerError> {
             ));
         }
     }
-    Ok(())
+    Ok(scan.tokens)
 }
 
 #[derive(Default)]
@@ -92,9 +93,7 @@ impl Scan {
             }
             b'-' | b'0'..=b'9' => {
                 self.tokens += 1;
-                at + run(rest, |b| {
-                    matches!(b, b'-' | b'+' | b'.' | b'e' | b'E') || b.is_ascii_digit()
-                })
+                at + number_end(rest)
             }
             // Punctuators, and anything the parser will refuse.
             _ => {
@@ -111,6 +110,26 @@ fn run(rest: &[u8], pass: impl Fn(u8) -> bool) -> usize {
         .position(|&b| !pass(b))
         .unwrap_or(rest.len())
         .max(1)
+}
+
+/// Length of a number: `-`, digits, a fraction, an exponent (so `1-2-3`, which GraphQL reads
+/// as three values, is three tokens).
+fn number_end(rest: &[u8]) -> usize {
+    let digits = |from: usize| {
+        from + rest[from.min(rest.len())..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count()
+    };
+    let mut end = digits(usize::from(rest[0] == b'-'));
+    if rest.get(end) == Some(&b'.') {
+        end = digits(end + 1);
+    }
+    if matches!(rest.get(end), Some(b'e' | b'E')) {
+        let sign = usize::from(matches!(rest.get(end + 1), Some(b'+' | b'-')));
+        end = digits(end + 1 + sign);
+    }
+    end.max(1)
 }
 
 /// Length of a comment, up to its line's end.
@@ -180,6 +199,9 @@ mod tests {
         assert_eq!(s.tokens, 14, "strings and comments are one token or none");
         assert_eq!(s.depth, 2, "braces inside strings and comments do not nest");
         assert_eq!(scan(",,, \u{feff}\t\r\n").tokens, 0);
+        assert_eq!(scan("[1-2-3]").tokens, 5, "values written without spaces");
+        assert_eq!(scan("[0-0-0-0-0-0]").tokens, 8);
+        assert_eq!(scan("[-1.5e-3 2E+7 -0]").tokens, 5);
         assert_eq!(scan("\"unclosed { {\n}").tokens, 2);
     }
 
