@@ -105,6 +105,24 @@ pub async fn stream(
         Ok(filter) => filter,
         Err(message) => return bad_request(&message),
     };
+    let share = match state.streams.take(&caller) {
+        Ok(share) => share,
+        Err(full) => return Refusal::from(full).response(),
+    };
+    let slot = match state.slots.take("events", &caller) {
+        Ok(slot) => slot,
+        Err(refused) => {
+            // The caller's own share is its doing; the process's is not.
+            let status = match refused {
+                NoSlot::CallerFull(_) => StatusCode::TOO_MANY_REQUESTS,
+                NoSlot::ProcessFull(_) => StatusCode::SERVICE_UNAVAILABLE,
+            };
+            let public = Error::from(refused).public();
+            return refuse(status, public.code, &public.message);
+        }
+    };
+    // The session is looked up once the caller holds its places: a caller at its caps costs
+    // no statement.
     match state.store.membership(session, None, None).await {
         Ok(found) if found.session_exists => {}
         Ok(_) => {
@@ -123,22 +141,6 @@ pub async fn stream(
             );
         }
     }
-    let share = match state.streams.take(&caller) {
-        Ok(share) => share,
-        Err(full) => return Refusal::from(full).response(),
-    };
-    let slot = match state.slots.take("events", &caller) {
-        Ok(slot) => slot,
-        Err(refused) => {
-            // The caller's own share is its doing; the process's is not.
-            let status = match refused {
-                NoSlot::CallerFull(_) => StatusCode::TOO_MANY_REQUESTS,
-                NoSlot::ProcessFull(_) => StatusCode::SERVICE_UNAVAILABLE,
-            };
-            let public = Error::from(refused).public();
-            return refuse(status, public.code, &public.message);
-        }
-    };
     let topology = params
         .get("topology")
         .is_some_and(|v| v == "true" || v == "1");
