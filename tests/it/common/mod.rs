@@ -150,7 +150,12 @@ impl TestApp {
             addr: server.addr(),
             db,
             store,
-            client: reqwest::Client::new(),
+            // Idle connections are dropped before the server's header-read timeout (10 s) would
+            // close them: a request sent on one as the server closes it fails to send.
+            client: reqwest::Client::builder()
+                .pool_idle_timeout(std::time::Duration::from_secs(5))
+                .build()
+                .unwrap(),
             token: None,
             server,
         }
