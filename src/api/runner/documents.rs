@@ -16,9 +16,9 @@ use super::codes::parse_failed;
 use super::{limits, text};
 use crate::config::Limits;
 
-/// Documents longer than this are parsed every time (generated or hostile ones).
-const LONGEST_KEPT: usize = 16 * 1024;
-/// Memory the kept documents may take, as estimated by [`kept_bytes`].
+/// Memory the kept documents may take, as estimated by [`kept_bytes`] (which is what bounds
+/// them: a large document is kept as well as a small one, so that the edge's look at its kind
+/// and its run share one parse).
 const KEPT_BYTES: u64 = 64 * 1024 * 1024;
 /// What a parsed document holds per token of its text (a field is a token, and about 200 bytes
 /// of syntax tree).
@@ -87,7 +87,9 @@ impl Documents {
                 } else {
                     self.judge(query)
                 };
-                if query.len() <= LONGEST_KEPT {
+                // A text over the limit is refused by its length alone: keeping it would hold
+                // megabytes to save one comparison.
+                if query.len() <= self.limits.max_query_bytes {
                     self.kept.insert(query.to_owned(), verdict.clone());
                 }
                 verdict
@@ -134,6 +136,25 @@ mod tests {
         assert_eq!((first.selections, again.selections), (4, 4));
         documents.kept.run_pending_tasks();
         assert_eq!(documents.kept.entry_count(), 1, "kept once");
+    }
+
+    #[test]
+    fn large_documents_are_kept_but_not_texts_over_the_limit() {
+        let documents = Documents::new(Limits {
+            max_query_bytes: 64 * 1024,
+            ..Limits::default()
+        });
+        let large = format!("{{ {} }}", "__typename ".repeat(3_000));
+        assert!(large.len() > 16 * 1024);
+        documents.parse(&large).unwrap();
+        let over = format!("{{ __typename }} #{}", "x".repeat(64 * 1024));
+        documents.parse(&over).unwrap_err();
+        documents.kept.run_pending_tasks();
+        assert!(
+            documents.kept.contains_key(&large),
+            "one parse serves again"
+        );
+        assert!(!documents.kept.contains_key(&over));
     }
 
     #[test]
