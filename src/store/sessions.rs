@@ -197,7 +197,7 @@ pub(super) fn push_filter(qb: &mut QueryBuilder<'_, Postgres>, filter: &SessionF
 /// ` AND` the row's session (`{table}.session_id`) is not soft-deleted: a list of a table of
 /// session records hides a deleted session's records with this. An anti-join probing each
 /// listed row's session by primary key, so a list read along its own index stays on it.
-pub(super) fn push_session_not_deleted(qb: &mut QueryBuilder<'_, Postgres>, table: &str) {
+pub(super) fn push_session_not_deleted(qb: &mut QueryBuilder<'_, Postgres>, table: &'static str) {
     qb.push(format_args!(
         " AND NOT EXISTS (SELECT 1 FROM sessions s \
            WHERE s.id = {table}.session_id AND s.deleted_at IS NOT NULL)"
