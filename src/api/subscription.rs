@@ -16,9 +16,8 @@ use crate::cursor::{EventTypes, EventsPosition, FeedPosition, TimelinePosition, 
 use crate::error::Error;
 use crate::live::envelope::EventCategory;
 use crate::live::events::{self, EventFilter};
-use crate::live::resumable;
 use crate::live::timeline::{self, TimelineUpdateKind, Update};
-use crate::live::{Change, Hub, Slot, SubscriptionSlots};
+use crate::live::{Change, Hub, Slot, SubscriptionSlots, feed, session_changes};
 use crate::model::{Role, SessionChangeAction, SessionStatus, TimelineEventType};
 use crate::store::session_events::ChangeKind;
 use crate::store::sessions::Membership;
@@ -199,12 +198,11 @@ impl Subscription {
         };
         let slot = take_slot(ctx, "session")?;
         let hub = ctx.data_unchecked::<Arc<Hub>>().clone();
-        let changes = resumable::session_changes(store, hub, session, after);
+        let changes = session_changes::stream(store, hub, session, after);
         let changes = changes.filter_map(|item| async move {
             match item {
                 Ok(change) => {
                     let kind = SessionChangeKind::of(change.row.kind)?;
-                    change.delivered();
                     Some(Ok(SessionChange { kind, change }))
                 }
                 Err(err) => Some(Err(async_graphql::Error::from(err))),
@@ -239,7 +237,7 @@ impl Subscription {
         let slot = take_slot(ctx, "sessions")?;
         let hub = ctx.data_unchecked::<Arc<Hub>>().clone();
         let wanted = status.unwrap_or_default();
-        let entries = resumable::feed(store, hub, after).filter_map(move |item| {
+        let entries = feed::stream(store, hub, after).filter_map(move |item| {
             let keep = match &item {
                 Ok(row) => wanted.is_empty() || wanted.contains(&row.to_status),
                 Err(_) => true,

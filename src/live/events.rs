@@ -1,7 +1,5 @@
-//! A session's event stream from a position on: replayed from the durable order, then live.
-//! Positions are gapless and in commit order, so the stream only keeps the last position it
-//! sent: a live change at or below it was replayed already, one past the next was missed (the
-//! gap is read from the database), and after a resume the replay starts right there.
+//! A session's event stream: its changes in the session's order (see [`super::session_changes`]),
+//! as envelopes, filtered, appends to one event merged; resumed by [`super::resume`].
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -9,9 +7,10 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use super::envelope::{Envelope, EventCategory, Known};
-use super::queue::{COALESCE, Interrupted};
-use super::{Change, Hub};
-use crate::error::{Error, Result};
+use super::resume::{Resumable, resume};
+use super::{Change, Hub, session_changes};
+use crate::cursor::EventsPosition;
+use crate::error::Result;
 use crate::store::session_events::{ChangeKind, SessionEventRow};
 use crate::store::{ExecutionRow, Store, TimelineEventRow};
 
@@ -40,9 +39,6 @@ impl EventFilter {
                     .is_some_and(|s| self.stages.contains(&s)))
     }
 }
-
-/// Events read per replay query.
-const REPLAY_PAGE: i64 = 500;
 
 /// Reads what the envelopes of these rows need, a few statements for all of them.
 pub async fn envelopes(store: &Store, rows: Vec<SessionEventRow>) -> Result<Vec<Envelope>> {
@@ -153,10 +149,70 @@ fn coalesce(envelopes: Vec<Envelope>) -> Vec<Envelope> {
     merged
 }
 
+/// A session's events as envelopes, filtered, appends to one event merged.
+struct Events {
+    store: Store,
+    filter: EventFilter,
+    topology: bool,
+}
+
+impl Resumable for Events {
+    type Position = EventsPosition;
+    type Item = Envelope;
+    type Out = Envelope;
+
+    async fn first(&mut self, at: &EventsPosition) -> Result<Option<Envelope>> {
+        if !self.topology {
+            return Ok(None);
+        }
+        let agents = self.store.agent_tree_at(at.session, at.position).await?;
+        let agents = agents.into_iter().map(Arc::new).collect();
+        Ok(Some(Envelope::topology(at.session, at.position, agents)))
+    }
+
+    async fn page(
+        &mut self,
+        at: &mut EventsPosition,
+        until: Option<&i64>,
+    ) -> Result<Option<Vec<Envelope>>> {
+        let Some(rows) = session_changes::page(&self.store, at, until).await? else {
+            return Ok(None);
+        };
+        let envelopes = envelopes(&self.store, rows).await?;
+        Ok(Some(
+            envelopes
+                .into_iter()
+                .filter(|e| self.filter.admits(e))
+                .collect(),
+        ))
+    }
+
+    async fn live(
+        &mut self,
+        at: &mut EventsPosition,
+        &position: &i64,
+        change: &Arc<Change>,
+    ) -> Result<Vec<Envelope>> {
+        at.position = position;
+        let envelope = envelope_of(&self.store, change).await?;
+        Ok(envelope
+            .into_iter()
+            .filter(|e| self.filter.admits(e))
+            .collect())
+    }
+
+    fn emit(&mut self, _: &mut EventsPosition, envelopes: Vec<Envelope>) -> Vec<Envelope> {
+        coalesce(envelopes)
+    }
+
+    fn opens_window(&self, envelope: &Envelope) -> bool {
+        envelope.row.kind == ChangeKind::EventAppended
+    }
+}
+
 /// The stream: what came after position `after`, then live, until the subscriber goes or falls
-/// too far behind (then it is told to resume from its last cursor). When this process may have
-/// missed changes, it reads them from the database, and goes on. With `topology`, it starts with
-/// a snapshot of the agent tree as of `after`.
+/// too far behind (then it is told to resume from its last cursor). With `topology`, it starts
+/// with a snapshot of the agent tree as of `after`.
 pub fn stream(
     store: Store,
     hub: Arc<Hub>,
@@ -165,86 +221,14 @@ pub fn stream(
     filter: EventFilter,
     topology: bool,
 ) -> impl futures::Stream<Item = Result<Envelope>> + Send {
-    async_stream::try_stream! {
-        let mut at = after;
-        if topology {
-            let agents = store.agent_tree_at(session, at).await?;
-            yield Envelope::topology(session, at, agents.into_iter().map(Arc::new).collect());
-        }
-        loop {
-            // Subscribe before replaying: whatever commits during the replay is also received
-            // live, and is dropped there by its position.
-            let mut live = hub.subscribe(session);
-            loop {
-                let rows = store.session_events_after(session, at, REPLAY_PAGE).await?;
-                let Some(last) = rows.last() else { break };
-                at = last.position;
-                let page = envelopes(&store, rows).await?;
-                for envelope in coalesce(page.into_iter().filter(|e| filter.admits(e)).collect()) {
-                    yield envelope;
-                }
-            }
-            let now = tokio::time::Instant::now();
-            let mut last_sent = now.checked_sub(COALESCE).unwrap_or(now);
-            let ended = loop {
-                let received = live.recv_window(last_sent).await;
-                let mut ended = None;
-                let mut out = Vec::new();
-                for item in received {
-                    let change = match item {
-                        Ok(change) => change,
-                        Err(why) => {
-                            ended = Some(why);
-                            break;
-                        }
-                    };
-                    let position = change.row.position;
-                    if position <= at {
-                        continue;
-                    }
-                    if position > at + 1 {
-                        // Missed on the way (this process read the log after a reset): the
-                        // database has it.
-                        let rows = store.session_events_after(session, at, position - 1 - at).await?;
-                        for envelope in envelopes(&store, rows).await? {
-                            at = envelope.position;
-                            if filter.admits(&envelope) {
-                                out.push(envelope);
-                            }
-                        }
-                        if at + 1 != position {
-                            Err(Error::Internal(format!(
-                                "session {session}: position {} was not found before {position}",
-                                at + 1
-                            )))?;
-                        }
-                    }
-                    at = position;
-                    let envelope = envelope_of(&store, &change).await?;
-                    out.extend(envelope.filter(|e| filter.admits(e)));
-                    change.delivered();
-                }
-                let out = coalesce(out);
-                if out.iter().any(|e| e.row.kind == ChangeKind::EventAppended) {
-                    last_sent = tokio::time::Instant::now();
-                }
-                for envelope in out {
-                    yield envelope;
-                }
-                if let Some(why) = ended {
-                    break why;
-                }
-            };
-            match ended {
-                Interrupted::Missed => continue,
-                Interrupted::TooSlow => {
-                    Err(Error::SubscriberTooSlow(format!(
-                        "subscriber fell behind; subscribe again with after: \"{}\"",
-                        crate::cursor::EventsPosition { session, position: at }.encode()
-                    )))?;
-                }
-                Interrupted::Closed => return,
-            }
-        }
-    }
+    let source = Events {
+        store,
+        filter,
+        topology,
+    };
+    let at = EventsPosition {
+        session,
+        position: after,
+    };
+    resume(source, move || hub.subscribe(session), at)
 }

@@ -1,17 +1,20 @@
 //! Live fan-out. Triggers log every change in the writing transaction (see
 //! `migrations/0003_live_changes.sql` and after); each process follows that log once
 //! ([`follower`]), woken by NOTIFY ([`listen`]), and its [`Hub`] queues each change for the
-//! subscribers of its session ([`queue`]). Subscriptions ([`timeline`]) turn changes into what
-//! their clients are sent.
+//! subscribers of its session ([`queue`]). Every stream resumes the same way ([`resume`]:
+//! replay from the database, then live, no gap and no duplicate) and supplies only its source:
+//! [`timeline`], [`events`], [`session_changes`], [`feed`].
 
 mod change;
 pub mod envelope;
 pub mod events;
+pub mod feed;
 mod follower;
 mod hub;
 mod listen;
 mod queue;
-pub mod resumable;
+mod resume;
+pub mod session_changes;
 mod slots;
 pub mod timeline;
 

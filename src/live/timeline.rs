@@ -1,5 +1,5 @@
-//! A resumable timeline subscription: replay from the database after a cursor, then live, with
-//! no gap and no duplicate at the switch.
+//! The timeline subscription's source (resumed by [`super::resume`]): updates to a view of a
+//! session's timeline, relative to what was sent.
 //!
 //! The subscriber's position is what it has been sent: a watermark below which every event was
 //! announced, and for the announced events whose end has not been sent yet, how many characters
@@ -16,10 +16,10 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
-use super::queue::{COALESCE, Interrupted};
+use super::resume::{Resumable, StreamPosition, resume};
 use super::{Change, Hub};
 use crate::cursor::{EventTypes, Sent, TimelinePosition as Position};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::model::TimelineEventStatus;
 use crate::observe::metrics::LIVE_COALESCED_DELTAS;
 use crate::store::session_events::ChangeKind;
@@ -162,48 +162,16 @@ async fn event_now(store: &Store, id: Uuid) -> Result<Option<Arc<TimelineEventRo
     Ok(rows.into_iter().next().map(Arc::new))
 }
 
-/// Announces, from the database, the events before `seq` that were not announced: a change
-/// was missed (it only happens when the live feed lost one).
-async fn fill_before(
-    store: &Store,
-    position: &mut Position,
-    seq: i64,
-    out: &mut Vec<Update>,
-) -> Result<()> {
-    while position.missed_before(seq) {
-        let rows = events_between(store, position, position.seen, seq).await?;
-        let Some(last) = rows.last() else {
-            // Nothing there (yet): those sequence numbers are not visible; don't re-read.
-            position.pass(seq - 1);
-            break;
-        };
-        let last = last.sequence_number;
-        for row in &rows {
-            catch_up(position, row, out);
-        }
-        position.pass(last);
-    }
-    Ok(())
-}
-
-/// The updates of a live change, relative to what was sent. It reads the database only when
-/// the change cannot be applied as it is (something before it was missed).
+/// The updates of the live change of event `seq`, relative to what was sent. It reads the
+/// database only when the change cannot be applied as it is.
 async fn apply(
     store: &Store,
     position: &mut Position,
+    seq: i64,
     change: &Change,
     out: &mut Vec<Update>,
 ) -> Result<()> {
     let row = &change.row;
-    let Some(seq) = row.sequence_number else {
-        return Ok(());
-    };
-    if !row.kind.is_timeline() {
-        return Ok(());
-    }
-    if position.missed_before(seq) {
-        fill_before(store, position, seq, out).await?;
-    }
     // The event's type comes with the change (with its event, or its appended text); read
     // the event when it does not.
     let event_type = change
@@ -225,13 +193,8 @@ async fn apply(
         position.pass(seq);
         return Ok(());
     }
-    let sent = position.sent(seq);
-    if sent == Sent::Done {
-        // Already sent whole (by the replay, or from a later read of the event).
-        return Ok(());
-    }
     if row.kind == ChangeKind::EventAppended
-        && let Sent::Streaming(sent) = sent
+        && let Sent::Streaming(sent) = position.sent(seq)
         && let (Some(start), Some(end)) = (row.start_offset, row.end_offset)
     {
         let (start, end) = (i64::from(start), i64::from(end));
@@ -305,85 +268,100 @@ fn emit(sent: &mut Position, updates: Vec<Update>) -> Vec<Update> {
     merged
 }
 
+impl StreamPosition for Position {
+    /// The sequence number of a change's event.
+    type Key = i64;
+
+    fn key(change: &Change) -> Option<i64> {
+        let row = &change.row;
+        row.sequence_number.filter(|_| row.kind.is_timeline())
+    }
+
+    fn has(&self, &seq: &i64) -> bool {
+        self.sent(seq) == Sent::Done
+    }
+
+    fn misses_before(&self, &seq: &i64) -> bool {
+        self.missed_before(seq)
+    }
+
+    fn cursor(&self) -> String {
+        self.encode()
+    }
+}
+
+/// A view of the timeline, as updates relative to what was sent.
+struct Timeline {
+    store: Store,
+}
+
+impl Resumable for Timeline {
+    type Position = Position;
+    type Item = Update;
+    type Out = Update;
+
+    /// The rest of the events a resumed position left streaming, as stored now.
+    async fn partly_sent(&mut self, at: &mut Position) -> Result<Vec<Update>> {
+        let mut out = Vec::new();
+        for row in streaming_events(&self.store, at).await? {
+            catch_up(at, &row, &mut out);
+        }
+        Ok(out)
+    }
+
+    async fn page(
+        &mut self,
+        at: &mut Position,
+        until: Option<&i64>,
+    ) -> Result<Option<Vec<Update>>> {
+        let before = until.copied().unwrap_or(i64::MAX);
+        let rows = events_between(&self.store, at, at.seen, before).await?;
+        let Some(last) = rows.last() else {
+            if let Some(until) = until {
+                // Nothing there (yet): those sequence numbers are not visible; don't re-read.
+                at.pass(until - 1);
+            }
+            return Ok(None);
+        };
+        let last = last.sequence_number;
+        let mut out = Vec::new();
+        for row in &rows {
+            catch_up(at, row, &mut out);
+        }
+        at.pass(last);
+        Ok(Some(out))
+    }
+
+    async fn live(
+        &mut self,
+        at: &mut Position,
+        &seq: &i64,
+        change: &Arc<Change>,
+    ) -> Result<Vec<Update>> {
+        let mut out = Vec::new();
+        apply(&self.store, at, seq, change, &mut out).await?;
+        Ok(out)
+    }
+
+    fn emit(&mut self, sent: &mut Position, updates: Vec<Update>) -> Vec<Update> {
+        emit(sent, updates)
+    }
+
+    /// Every update holds the appends that follow: they are merged per event.
+    fn opens_window(&self, _: &Update) -> bool {
+        true
+    }
+}
+
 /// The subscription: replay after `position`, then live updates, until the subscriber goes or
-/// falls too far behind (then it is told to resume from its last cursor). When this process may
-/// have missed changes, it replays again from what it sent, and goes on.
+/// falls too far behind (then it is told to resume from its last cursor).
 pub fn stream(
     store: Store,
     hub: Arc<Hub>,
-    mut position: Position,
+    position: Position,
 ) -> impl futures::Stream<Item = Result<Update>> + Send {
-    async_stream::try_stream! {
-        let mut sent = position.clone();
-        let mut out = Vec::new();
-        loop {
-            // Subscribe before replaying: whatever happens during the replay is also received
-            // live, and the position drops what was already sent.
-            let mut live = hub.subscribe(position.session);
-            for row in streaming_events(&store, &position).await? {
-                catch_up(&mut position, &row, &mut out);
-            }
-            let mut after = position.seen;
-            loop {
-                let rows = events_between(&store, &position, after, i64::MAX).await?;
-                let Some(last) = rows.last() else { break };
-                after = last.sequence_number;
-                for row in &rows {
-                    catch_up(&mut position, row, &mut out);
-                }
-                position.pass(after);
-                for update in emit(&mut sent, std::mem::take(&mut out)) {
-                    yield update;
-                }
-            }
-            for update in emit(&mut sent, std::mem::take(&mut out)) {
-                yield update;
-            }
-            let now = tokio::time::Instant::now();
-            let mut last_sent = now.checked_sub(COALESCE).unwrap_or(now);
-            let ended = loop {
-                let received = live.recv_window(last_sent).await;
-                let mut ended = None;
-                let mut applied = Vec::with_capacity(received.len());
-                for item in received {
-                    match item {
-                        Ok(change) => {
-                            apply(&store, &mut position, &change, &mut out).await?;
-                            applied.push(change);
-                        }
-                        Err(why) => {
-                            ended = Some(why);
-                            break;
-                        }
-                    }
-                }
-                // What was gathered goes out first, so the cursor in a too-slow error is exact.
-                let updates = emit(&mut sent, std::mem::take(&mut out));
-                if !updates.is_empty() {
-                    last_sent = tokio::time::Instant::now();
-                }
-                for update in updates {
-                    yield update;
-                }
-                applied.iter().for_each(|change| change.delivered());
-                // Sent and known are the same now, up to events outside the view passed over.
-                sent = position.clone();
-                if let Some(why) = ended {
-                    break why;
-                }
-            };
-            match ended {
-                Interrupted::Missed => continue,
-                Interrupted::TooSlow => {
-                    Err(Error::SubscriberTooSlow(format!(
-                        "subscriber fell behind; subscribe again with after: \"{}\"",
-                        sent.encode()
-                    )))?;
-                }
-                Interrupted::Closed => return,
-            }
-        }
-    }
+    let session = position.session;
+    resume(Timeline { store }, move || hub.subscribe(session), position)
 }
 
 #[cfg(test)]
