@@ -10,12 +10,14 @@ pub mod events;
 mod follower;
 mod hub;
 mod listen;
+mod options;
 mod queue;
 pub mod resumable;
 mod slots;
 pub mod timeline;
 
 pub use change::Change;
-pub use hub::{FollowerHealth, Hub, HubOptions, SUBSCRIBER_BYTE_BUDGET};
+pub use hub::{FollowerHealth, Hub};
+pub use options::{HubOptions, LiveOptions};
 pub use queue::{Interrupted, Receiver};
 pub use slots::{NoSlot, Slot, SubscriptionSlots};
