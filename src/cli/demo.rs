@@ -1,10 +1,11 @@
 //! `casefile demo` (and `serve --demo`): loads the demo investigation sessions (idempotent).
 
+use super::database::with_database;
 use crate::db::DatabaseArgs;
 use crate::store::Store;
 
 pub async fn run(args: &DatabaseArgs) -> anyhow::Result<()> {
-    super::with_database(args, |store| async move { load(&store).await }).await
+    with_database(args, |store| async move { load(&store).await }).await
 }
 
 /// Loads the demo sessions into `store` and logs what it loaded.

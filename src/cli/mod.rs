@@ -3,6 +3,7 @@
 //! (`db::DatabaseArgs`, `http::HttpOptions`, `retention::PurgeBatches`, …), flattened here.
 
 pub mod client;
+mod database;
 pub mod demo;
 pub mod migrate;
 pub mod purge;
@@ -11,13 +12,10 @@ pub mod serve;
 pub mod simulate;
 pub mod token;
 
-use std::time::Instant;
-
 use clap::{Parser, Subcommand};
 
-use crate::db::{Database, DatabaseArgs};
+use crate::db::DatabaseArgs;
 use crate::observe::logging::LogFormat;
-use crate::store::Store;
 use purge::PurgeArgs;
 use serve::ServeArgs;
 use simulate::SimulateArgs;
@@ -54,31 +52,6 @@ pub enum Command {
     /// Hard-delete old sessions (with everything under them) and idempotency receipts, in small
     /// batches. A dry run by default: it prints what would go; `--execute` deletes.
     Purge(PurgeArgs),
-}
-
-/// Connects, migrates, runs `work`, and shuts the database down whatever `work` returned.
-async fn with_database<F, Fut>(args: &DatabaseArgs, work: F) -> anyhow::Result<()>
-where
-    F: FnOnce(Store) -> Fut,
-    Fut: Future<Output = anyhow::Result<()>>,
-{
-    let db = connect(args).await?;
-    let result = work(Store::new(db.pool().clone())).await;
-    db.shutdown().await;
-    result
-}
-
-/// Connects and applies pending migrations.
-async fn connect(args: &DatabaseArgs) -> anyhow::Result<Database> {
-    let started = Instant::now();
-    let db = Database::connect(args).await?;
-    db.migrate().await?;
-    tracing::info!(
-        embedded = db.is_embedded(),
-        elapsed_ms = started.elapsed().as_millis() as u64,
-        "database ready"
-    );
-    Ok(db)
 }
 
 #[cfg(test)]

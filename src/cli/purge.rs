@@ -7,6 +7,7 @@ use chrono::{SecondsFormat, Utc};
 use clap::Args;
 use tokio::sync::watch;
 
+use super::database::with_database;
 use crate::db::DatabaseArgs;
 use crate::model::PurgeTrigger;
 use crate::retention::{Cutoff, Policy, PurgeBatches, parse_cutoff, purge};
@@ -46,7 +47,7 @@ pub struct PurgeArgs {
 }
 
 pub async fn run(args: &PurgeArgs) -> anyhow::Result<()> {
-    super::with_database(&args.database, |store| async move {
+    with_database(&args.database, |store| async move {
         run_on_database(&store, args).await
     })
     .await

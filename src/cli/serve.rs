@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 
 use clap::Args;
 
+use super::database::connect;
 use crate::auth::AuthMode;
 use crate::auth::tokens::{generate_secret, hash, looks_like_token};
 use crate::db::DatabaseArgs;
@@ -40,7 +41,7 @@ pub struct ServeArgs {
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     // Before the database starts: a refused configuration should not cost a start-up.
     check_anonymous_exposure(&args.http.auth, args.listen)?;
-    let db = super::connect(&args.database).await?;
+    let db = connect(&args.database).await?;
     let store = Store::new(db.pool().clone());
     if args.demo
         && let Err(err) = super::demo::load(&store).await

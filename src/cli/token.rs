@@ -6,6 +6,7 @@ use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
 use super::client::Api;
+use super::database::with_database;
 use crate::auth::tokens::{generate_secret, hash};
 use crate::db::DatabaseArgs;
 use crate::model::{Role, db_name};
@@ -75,7 +76,7 @@ pub async fn run(command: TokenCommand) -> anyhow::Result<()> {
         }
         None => {
             let command = &command;
-            super::with_database(&target.database, |store| async move {
+            with_database(&target.database, |store| async move {
                 run_on_database(&store, command).await
             })
             .await

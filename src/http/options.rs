@@ -1,5 +1,6 @@
-//! The server's options (`casefile serve`'s, but the database): the HTTP edge's own, and the
-//! options of each part it runs (limits, authentication, live streams, retention), flattened.
+//! How the server behaves (every flag of `casefile serve` but its database and address): the
+//! HTTP edge's own options, throttling and `/metrics`, and the options of the parts it runs
+//! (limits, authentication, live streams, retention) flattened in.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -114,7 +115,7 @@ const DEFAULT_CORS_ALLOW_HEADERS: [&str; 8] = [
 ];
 
 /// Where Prometheus scrapes `/metrics`.
-#[derive(Debug, Clone, Default, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct MetricsOptions {
     /// Serve `/metrics` on this address instead of the main one (e.g. `0.0.0.0:9464`, reachable
     /// by the scraper but not published).
@@ -176,10 +177,4 @@ pub struct ThrottleOptions {
         default_value_t = 50
     )]
     pub auth_attempts_per_second_per_address: u32,
-}
-
-impl Default for ThrottleOptions {
-    fn default() -> Self {
-        crate::options::defaults()
-    }
 }

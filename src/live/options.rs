@@ -85,12 +85,6 @@ impl LiveOptions {
     }
 }
 
-impl Default for LiveOptions {
-    fn default() -> Self {
-        crate::options::defaults()
-    }
-}
-
 /// Approximate bytes of changes one subscriber may have pending.
 const SUBSCRIBER_BYTE_BUDGET: usize = 64 * 1024 * 1024;
 
