@@ -19,7 +19,7 @@ use std::net::SocketAddr;
 use std::process::Child;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use casefile::simulate::Api;
+use casefile::cli::client::Api;
 use serde_json::{Value, json};
 use ws::Subscription;
 

@@ -247,7 +247,7 @@ async fn purge_oldest_days(app: &TestApp) {
         deleted_before: None,
         finished_before: Some(cutoff),
     };
-    let size = casefile::config::PurgeBatches::default().size;
+    let size = casefile::retention::PurgeBatches::default().size;
     let counts = app.store.count_purgeable(&criteria).await.unwrap();
     let purge = app
         .store

@@ -3,11 +3,12 @@
 //!
 //! Layers, from the edge inwards: [`http`] (axum: GraphQL over HTTP, GraphiQL, probes) →
 //! [`api`] (async-graphql types, batched loaders, pagination) → [`store`] (SQL) → [`db`]
-//! (a pool on external or embedded PostgreSQL).
+//! (a pool on external or embedded PostgreSQL). The commands that run them are in [`cli`]; each
+//! module's options live in that module (see [`options`]).
 
 pub mod api;
 pub mod auth;
-pub mod config;
+pub mod cli;
 pub mod cursor;
 pub mod db;
 pub mod demo;
@@ -17,9 +18,7 @@ pub mod http;
 pub mod live;
 pub mod model;
 pub mod observe;
-pub mod purge_command;
+pub mod options;
 pub mod retention;
 pub mod server;
-pub mod simulate;
 pub mod store;
-pub mod token_command;

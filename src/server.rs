@@ -9,9 +9,8 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::auth::{AuthMode, Authenticator};
-use crate::config::{AuthOptions, HttpOptions};
-use crate::http::{router, serve, serve_metrics_apart};
+use crate::auth::{AuthMode, AuthOptions, Authenticator};
+use crate::http::{HttpOptions, router, serve, serve_metrics_apart};
 use crate::live::{Hub, HubOptions};
 use crate::store::Store;
 

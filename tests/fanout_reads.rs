@@ -130,7 +130,7 @@ async fn reads_do_not_grow_with_subscribers_or_requests() {
     assert_eq!(many, 1);
     app.stop().await;
 
-    let mut options = casefile::config::HttpOptions::default();
+    let mut options = casefile::http::HttpOptions::default();
     options.auth.mode = casefile::auth::AuthMode::Tokens;
     let app = TestApp::start_with(options).await;
     for requests in [1, 50] {

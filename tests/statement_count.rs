@@ -133,7 +133,7 @@ async fn a_deep_query_costs_one_statement_per_relationship_level() {
     statements::record();
     // Every relationship of the schema over 20 full sessions costs far more than a frontend's
     // session page, and more than the default budget allows.
-    let mut options = casefile::config::HttpOptions::default();
+    let mut options = casefile::http::HttpOptions::default();
     options.limits.max_query_complexity = 100_000_000;
     let app = TestApp::start_with(options).await;
     let now = Utc::now();

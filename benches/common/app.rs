@@ -3,7 +3,7 @@
 //! with `token` (see `token.rs`) as its first admin when given, sent by every request.
 
 use crate::common::{TestApp, TestDb};
-use casefile::config::HttpOptions;
+use casefile::http::HttpOptions;
 
 pub async fn start(url: Option<String>, token: Option<&str>) -> TestApp {
     let mut options = HttpOptions::default();

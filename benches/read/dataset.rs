@@ -8,7 +8,7 @@ use std::time::Instant;
 use anyhow::Context as _;
 use sqlx::{Executor as _, PgPool};
 
-use casefile::config::DbTimeouts;
+use casefile::db::DbTimeouts;
 use casefile::db::{Database, EmbeddedPostgres};
 use casefile::store::Store;
 

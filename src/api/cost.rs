@@ -51,7 +51,7 @@ pub fn list(rows: usize, child: usize) -> usize {
 /// is computed before the configuration is at hand); a larger one is refused by the resolver
 /// with a clearer error.
 pub fn page(first: Option<i32>, last: Option<i32>, child: usize) -> usize {
-    let cap = crate::config::DEFAULT_MAX_PAGE_SIZE as i32;
+    let cap = super::options::DEFAULT_MAX_PAGE_SIZE as i32;
     let rows = first
         .max(last)
         .unwrap_or(super::pagination::DEFAULT_PAGE_SIZE as i32)

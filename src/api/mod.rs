@@ -5,6 +5,7 @@ pub mod guards;
 pub mod ids;
 pub mod loaders;
 mod mutation;
+mod options;
 pub mod pagination;
 mod query;
 pub mod runner;
@@ -16,10 +17,10 @@ use std::sync::Arc;
 
 use async_graphql::{SDLExportOptions, Schema, SchemaBuilder};
 
-use crate::config::Limits;
 use crate::store::Store;
 pub use loaders::Loaders;
 pub use mutation::Mutation;
+pub use options::Limits;
 pub use query::Query;
 pub use runner::Runner;
 pub use subscription::Subscription;

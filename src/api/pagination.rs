@@ -4,7 +4,7 @@
 
 use async_graphql::connection::PageInfo;
 
-use crate::config::Limits;
+use crate::api::Limits;
 use crate::error::{Error, Result};
 use crate::store::page::{Page, Slice};
 

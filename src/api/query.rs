@@ -12,7 +12,7 @@ use super::types::{
     SessionConnection, SessionEdge, SessionStats, Viewer, list_chats, loaders,
     search_mcp_interactions,
 };
-use crate::config::Limits;
+use crate::api::Limits;
 use crate::cursor::{decode_session_cursor, session_cursor};
 use crate::error::Error;
 use crate::model::{Role, SessionStatus};

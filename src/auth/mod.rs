@@ -7,6 +7,7 @@
 //! the schema's guards ([`crate::api::guards`]) decide what that identity may do, on every
 //! transport alike.
 
+mod options;
 mod proxy;
 pub mod tickets;
 pub mod tokens;
@@ -18,11 +19,10 @@ use std::sync::Arc;
 use axum::http::HeaderMap;
 use serde_json::Value;
 
-pub use crate::config::AuthMode;
-use crate::config::AuthOptions;
 use crate::fair::Rate;
 use crate::model::Role;
 use crate::store::Store;
+pub use options::{AuthMode, AuthOptions, ProxyOptions};
 use proxy::ProxyAuth;
 use tokens::{SecretHash, TokenVerifier};
 

@@ -7,8 +7,8 @@ use anyhow::{Context as _, bail};
 use axum::http::{HeaderMap, HeaderName};
 use subtle::ConstantTimeEq as _;
 
+use super::options::ProxyOptions;
 use super::{Identity, Rejection};
-use crate::config::ProxyOptions;
 use crate::model::Role;
 
 /// The shared secret must be at least this long.

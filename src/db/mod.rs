@@ -2,6 +2,7 @@
 //! Both speak the same SQL; everything above this module sees only a [`PgPool`].
 
 mod embedded;
+mod options;
 
 use std::time::Duration;
 
@@ -9,8 +10,8 @@ use anyhow::Context as _;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions as _, Connection as _, PgPool};
 
-use crate::config::{DatabaseArgs, DbTimeouts};
 pub use embedded::EmbeddedPostgres;
+pub use options::{DatabaseArgs, DbTimeouts};
 
 /// The migrations in `migrations/`, compiled into the binary.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");

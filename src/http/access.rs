@@ -11,15 +11,15 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::middleware::Next;
-use axum::response::{IntoResponse as _, Response};
+use axum::response::Response;
 
 use super::AppState;
-use super::graphql::carries_operation;
+use super::options::HttpOptions;
+use super::refusal::error_response;
 use super::serve::peer_of;
 use super::throttle::Refusal;
 use crate::api::runner::limits::figure;
 use crate::auth::{AuthMode, Rejection};
-use crate::config::HttpOptions;
 
 /// Authenticates a GraphQL request before its body is read, and hands the handler its
 /// [`Identity`] (a request extension). A plain GET without `query` (a browser asking for
@@ -40,6 +40,15 @@ pub async fn authenticated(
         }
     }
     next.run(request).await
+}
+
+/// Whether a GET asks for an operation: its query, or a persisted query's hash alone (in
+/// `extensions`). Without either it asks for GraphiQL.
+pub fn carries_operation(uri: &Uri) -> bool {
+    uri.query()
+        .unwrap_or_default()
+        .split('&')
+        .any(|pair| pair.starts_with("query=") || pair.starts_with("extensions="))
 }
 
 /// A 401 (with `WWW-Authenticate`), 403, 429 (with `Retry-After`) or 503, shaped as a GraphQL
@@ -66,19 +75,6 @@ pub fn rejected(rejection: &Rejection) -> Response {
             .headers_mut()
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     }
-    response
-}
-
-/// A GraphQL-shaped error for a request that never reaches the executor.
-pub fn error_response(status: StatusCode, code: &str, message: &str) -> Response {
-    let body = serde_json::json!({
-        "errors": [{ "message": message, "extensions": { "code": code } }]
-    });
-    let mut response = (status, body.to_string()).into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
     response
 }
 

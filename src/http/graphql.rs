@@ -12,7 +12,8 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 
-use super::access::{self, OriginPolicy};
+use super::access::{self, OriginPolicy, carries_operation};
+use super::refusal::error_response;
 use super::throttle::Admission;
 use super::{AppState, streaming};
 use crate::api::runner::persisted::NOT_FOUND as PERSISTED_QUERY_NOT_FOUND;
@@ -121,15 +122,6 @@ pub async fn get(
     execute(&state, batch, &headers, identity, info.as_ref()).await
 }
 
-/// Whether a GET asks for an operation: its query, or a persisted query's hash alone (in
-/// `extensions`). Without either it asks for GraphiQL.
-pub fn carries_operation(uri: &Uri) -> bool {
-    uri.query()
-        .unwrap_or_default()
-        .split('&')
-        .any(|pair| pair.starts_with("query=") || pair.starts_with("extensions="))
-}
-
 /// Runs each request with loaders of its own, as `identity`, and negotiates the response media
 /// type.
 async fn execute(
@@ -143,7 +135,7 @@ async fn execute(
     if let BatchRequest::Batch(requests) = &batch
         && requests.len() > limits.max_batch_operations
     {
-        return access::error_response(
+        return error_response(
             StatusCode::BAD_REQUEST,
             BATCH_TOO_LARGE,
             &format!(
@@ -259,5 +251,5 @@ fn is_mutation(request: &Request) -> bool {
 
 /// A GraphQL-shaped error for requests that never reach the executor.
 fn plain_error(status: StatusCode, message: &str) -> Response {
-    access::error_response(status, "BAD_REQUEST", message)
+    error_response(status, "BAD_REQUEST", message)
 }

@@ -17,8 +17,8 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use super::AppState;
+use super::options::MetricsOptions;
 use super::serve::stopping;
-use crate::config::MetricsOptions;
 use crate::observe::metrics::{
     DB_POOL_CONNECTIONS, DB_POOL_MAX_CONNECTIONS, DB_POOL_WAITING, handle,
 };

@@ -8,7 +8,9 @@ mod graphiql;
 mod graphql;
 mod metrics;
 mod observed;
+mod options;
 mod probes;
+mod refusal;
 mod serve;
 mod streaming;
 mod throttle;
@@ -31,15 +33,15 @@ use tower_http::compression::predicate::{
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::limit::RequestBodyLimitLayer;
 
-use crate::api::{Runner, build_runner};
+use crate::api::{Limits, Runner, build_runner};
 use crate::auth::{AuthMode, Authenticator};
-use crate::config::{HttpOptions, Limits, LiveOptions};
 use crate::fair::Shares;
-use crate::live::{Hub, SubscriptionSlots};
+use crate::live::{Hub, LiveOptions, SubscriptionSlots};
 use crate::store::Store;
 use access::{HostPolicy, OriginPolicy};
 pub use graphiql::EXAMPLE_QUERY;
 pub use metrics::serve_apart as serve_metrics_apart;
+pub use options::{HttpOptions, MetricsOptions, ThrottleOptions};
 pub use serve::serve;
 use throttle::Throttle;
 

@@ -22,7 +22,7 @@ use super::serve::stopping;
 use super::throttle::{Admission, Refusal};
 use crate::api::runner::coded_error;
 use crate::auth::Identity;
-use crate::config::LiveOptions;
+use crate::live::LiveOptions;
 use crate::observe::metrics::OpenStream;
 
 /// How often an idle stream carries a heartbeat, so proxies keep it open.

@@ -16,10 +16,10 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use super::AppState;
-use super::access::error_response;
+use super::options::ThrottleOptions;
+use super::refusal::error_response;
 use crate::api::runner::coded_error;
 use crate::auth::{Caller, Identity};
-use crate::config::ThrottleOptions;
 use crate::fair::{Full, Rate, Share, Shares};
 
 pub const RATE_LIMITED: &str = "RATE_LIMITED";

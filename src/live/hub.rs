@@ -13,50 +13,15 @@ use tokio::sync::{Notify, watch};
 use uuid::Uuid;
 
 use super::Change;
-use super::follower::{Follower, MAX_GAPS, Step};
+use super::follower::{Follower, Step};
 use super::listen::listen_for_changes;
+use super::options::HubOptions;
 use super::queue::{Interrupted, Queue, Receiver};
 use crate::error::Result;
 use crate::observe::metrics::CHANGE_LOG_BACKLOG;
 use crate::store::change_log::LoggedChange;
 use crate::store::session_events::{ChangeKind, SessionEventRow};
 use crate::store::{Store, TimelineEventRow};
-
-/// Approximate bytes of changes one subscriber may have pending.
-pub const SUBSCRIBER_BYTE_BUDGET: usize = 64 * 1024 * 1024;
-
-/// How the hub bounds subscribers, and how it shares the log with other processes.
-#[derive(Debug, Clone)]
-pub struct HubOptions {
-    /// How many changes a subscriber may have pending before it is told to resume.
-    pub buffer: usize,
-    /// How many bytes (approximately) a subscriber may have pending.
-    pub byte_budget: usize,
-    /// A reader not heard from for this long no longer holds the log back.
-    pub reader_timeout: Duration,
-    /// Changes older than this are pruned even when a reader has not read them.
-    pub max_age: Duration,
-    /// How often this process records its position.
-    pub heartbeat_every: Duration,
-    /// How often this process prunes the log.
-    pub prune_every: Duration,
-    /// The most log ids awaited at once.
-    pub max_gaps: usize,
-}
-
-impl HubOptions {
-    pub fn with_buffer(buffer: usize) -> HubOptions {
-        HubOptions {
-            buffer,
-            byte_budget: SUBSCRIBER_BYTE_BUDGET,
-            reader_timeout: Duration::from_secs(300),
-            max_age: Duration::from_secs(3600),
-            heartbeat_every: Duration::from_secs(5),
-            prune_every: Duration::from_secs(60),
-            max_gaps: MAX_GAPS,
-        }
-    }
-}
 
 #[derive(Default)]
 struct Subscribers {

@@ -12,6 +12,7 @@ pub mod feed;
 mod follower;
 mod hub;
 mod listen;
+mod options;
 mod queue;
 mod resume;
 pub mod session_changes;
@@ -19,6 +20,7 @@ mod slots;
 pub mod timeline;
 
 pub use change::Change;
-pub use hub::{FollowerHealth, Hub, HubOptions, SUBSCRIBER_BYTE_BUDGET};
+pub use hub::{FollowerHealth, Hub};
+pub use options::{HubOptions, LiveOptions};
 pub use queue::{Interrupted, Receiver};
 pub use slots::{NoSlot, Slot, SubscriptionSlots};

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 
 use super::Change;
-use super::hub::HubOptions;
+use super::options::HubOptions;
 use crate::observe::metrics::LIVE_SLOW_SUBSCRIBERS_CLOSED;
 use crate::store::session_events::ChangeKind;
 

@@ -7,9 +7,9 @@ use chrono::Utc;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use casefile::auth::AuthMode;
 use casefile::auth::tokens::{generate_secret, hash};
-use casefile::config::{AuthOptions, HttpOptions, ProxyOptions};
+use casefile::auth::{AuthMode, AuthOptions, ProxyOptions};
+use casefile::http::HttpOptions;
 use casefile::model::Role;
 use casefile::server::Server;
 

@@ -4,8 +4,8 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
-use casefile::auth::AuthMode;
-use casefile::config::{AuthOptions, HttpOptions};
+use casefile::auth::{AuthMode, AuthOptions};
+use casefile::http::HttpOptions;
 use casefile::model::Role;
 use casefile::store::chats::ChatListFilter;
 use casefile::store::page::Slice;

@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use casefile::config::DbTimeouts;
 use casefile::db::Database;
+use casefile::db::DbTimeouts;
 use casefile::store::Store;
 use chrono::Utc;
 use sqlx::ConnectOptions as _;

@@ -4,7 +4,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use casefile::config::{DbTimeouts, HttpOptions};
+use casefile::db::DbTimeouts;
+use casefile::http::HttpOptions;
 
 use crate::common::{TestApp, TestDb};
 

@@ -6,8 +6,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use casefile::auth::AuthMode;
-use casefile::config::{AuthOptions, HttpOptions};
+use casefile::auth::{AuthMode, AuthOptions};
+use casefile::http::HttpOptions;
 use casefile::model::Role;
 use chrono::Utc;
 use serde_json::{Value, json};

@@ -446,7 +446,7 @@ async fn the_plain_stream_serves_seed_004s_envelope_and_resumes_from_last_event_
 
 #[tokio::test]
 async fn a_stream_ticket_opens_one_session_for_a_client_without_headers() {
-    let mut options = casefile::config::HttpOptions::default();
+    let mut options = casefile::http::HttpOptions::default();
     options.auth.mode = casefile::auth::AuthMode::Tokens;
     let mut app = TestApp::start_with(options).await;
     let admin = app

@@ -10,8 +10,8 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use casefile::auth::AuthMode;
-use casefile::config::HttpOptions;
 use casefile::cursor::FeedPosition;
+use casefile::http::HttpOptions;
 use casefile::model::Role;
 
 use crate::common::fixtures::{self, NewSession};

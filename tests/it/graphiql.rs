@@ -11,7 +11,7 @@ use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
 use casefile::auth::AuthMode;
-use casefile::config::HttpOptions;
+use casefile::http::HttpOptions;
 
 use crate::common::TestApp;
 

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use casefile::auth::AuthMode;
-use casefile::config::HttpOptions;
+use casefile::http::HttpOptions;
 use casefile::model::Role;
 
 use crate::common::TestApp;

@@ -5,7 +5,8 @@ use reqwest::StatusCode;
 use reqwest::header::{ACCEPT, CONTENT_TYPE};
 use serde_json::{Value, json};
 
-use casefile::config::{HttpOptions, Limits};
+use casefile::api::Limits;
+use casefile::http::HttpOptions;
 
 use crate::common::TestApp;
 use crate::common::fixtures;

@@ -15,7 +15,7 @@ async fn embedded_database_starts_and_stops_repeatedly() {
     for _ in 0..3 {
         let db = Database::embedded(
             EmbeddedPostgres::start_temporary().await.unwrap(),
-            &casefile::config::DbTimeouts::default(),
+            &casefile::db::DbTimeouts::default(),
         )
         .await
         .unwrap();

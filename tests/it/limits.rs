@@ -4,7 +4,8 @@
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use casefile::config::{HttpOptions, Limits};
+use casefile::api::Limits;
+use casefile::http::HttpOptions;
 
 use crate::common::TestApp;
 

@@ -365,7 +365,7 @@ async fn token_rate_streams_are_coalesced_without_losing_text() {
 
 #[tokio::test]
 async fn a_subscriber_that_stops_reading_is_closed_with_its_cursor() {
-    let app = TestApp::start_with(casefile::config::HttpOptions {
+    let app = TestApp::start_with(casefile::http::HttpOptions {
         subscriber_buffer: 64,
         ..Default::default()
     })

@@ -9,7 +9,7 @@ use sha2::{Digest as _, Sha256};
 use crate::common::TestApp;
 use crate::common::sse::SseSubscription;
 use crate::write_api::Agent;
-use casefile::config::{HttpOptions, MetricsOptions};
+use casefile::http::{HttpOptions, MetricsOptions};
 
 /// The value of the first sample of `name` whose labels include every one of `labels`.
 fn sample(metrics: &str, name: &str, labels: &[&str]) -> Option<f64> {

@@ -10,12 +10,12 @@ use sqlx::PgPool;
 use tokio::sync::watch;
 use uuid::Uuid;
 
-use casefile::config::{
-    Cutoff, DatabaseArgs, DbTimeouts, HttpOptions, PurgeBatches, RetentionOptions,
-};
-use casefile::db::Database;
+use casefile::db::{Database, DatabaseArgs, DbTimeouts};
+use casefile::http::HttpOptions;
 use casefile::model::{PurgeStatus, PurgeTrigger};
-use casefile::retention::{Policy, PurgeFailed, Purged, purge};
+use casefile::retention::{
+    Cutoff, Policy, PurgeBatches, PurgeFailed, Purged, RetentionOptions, purge,
+};
 use casefile::store::Store;
 
 use crate::common::TestApp;

@@ -16,7 +16,7 @@ type Socket =
 const KEEPALIVE: Duration = Duration::from_millis(500);
 
 async fn app() -> TestApp {
-    TestApp::start_with(casefile::config::HttpOptions {
+    TestApp::start_with(casefile::http::HttpOptions {
         ws_keepalive: KEEPALIVE,
         ..Default::default()
     })

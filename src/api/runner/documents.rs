@@ -14,7 +14,7 @@ use moka::sync::Cache;
 use super::apart::heavy;
 use super::codes::parse_failed;
 use super::{limits, text};
-use crate::config::Limits;
+use crate::api::Limits;
 
 /// Memory the kept documents may take, as estimated by [`kept_bytes`] (which is what bounds
 /// them: a large document is kept as well as a small one, so that the edge's look at its kind

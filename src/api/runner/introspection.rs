@@ -797,7 +797,7 @@ mod tests {
     async fn the_clients_full_introspection_is_priced_exactly_and_within_the_defaults() {
         let schema = schema();
         let model = Introspection::read(|q| futures::executor::block_on(schema.execute(q)));
-        let limits = crate::config::Limits::default();
+        let limits = crate::api::Limits::default();
         for (client, query) in CLIENT_QUERIES {
             let response = schema.execute(query).await;
             assert!(

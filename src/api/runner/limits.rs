@@ -11,7 +11,7 @@ use async_graphql::{ServerError, ValidationResult};
 
 use super::codes::VALIDATION_FAILED;
 use super::expansion::{Unmeasurable, expanded_size};
-use crate::config::Limits;
+use crate::api::Limits;
 
 pub const TOO_DEEP: &str = "QUERY_TOO_DEEP";
 pub const TOO_COMPLEX: &str = "QUERY_TOO_COMPLEX";

@@ -33,7 +33,7 @@ use futures::stream::{self, BoxStream};
 use tracing::{Instrument as _, Span};
 
 use super::{CasefileSchema, Loaders, loaders::Dispatcher, loaders::UntilIdle};
-use crate::config::Limits;
+use crate::api::Limits;
 use crate::observe::in_span::InSpan;
 use crate::observe::request::{OPERATION_WORK, OperationWork, RequestInfo};
 use crate::store::Store;

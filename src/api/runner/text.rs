@@ -7,7 +7,7 @@
 use async_graphql::ServerError;
 
 use super::limits::{DOCUMENT_TOO_LARGE, TOO_DEEP, coded_error, figure};
-use crate::config::Limits;
+use crate::api::Limits;
 
 /// The text's size, tokens and nesting within the limits: its tokens; else the error that
 /// refuses it.

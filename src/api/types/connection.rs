@@ -9,10 +9,10 @@ use async_graphql::{ComplexObject, Context, Result, SimpleObject};
 use uuid::Uuid;
 
 use super::{Chat, LlmInteraction, McpInteraction, Message, loaders};
+use crate::api::Limits;
 use crate::api::cost;
 use crate::api::loaders::{Load, Loader};
 use crate::api::pagination::{PageArgs, edges_of};
-use crate::config::Limits;
 use crate::cursor::{
     chat_activity_cursor, decode_chat_activity_cursor, decode_message_cursor, decode_record_cursor,
     message_cursor, record_cursor,

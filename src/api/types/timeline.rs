@@ -9,10 +9,10 @@ use super::{
     AgentExecution, LlmInteraction, McpInteraction, RequestedToolCall, Session, Stage, loaders,
     required,
 };
+use crate::api::Limits;
 use crate::api::ids::{self, NodeType};
 use crate::api::pagination::{PageArgs, edges_of};
 use crate::api::scalars::{JsonRef, Text};
-use crate::config::Limits;
 use crate::cursor::{EventTypes, TimelinePosition, View};
 use crate::model::{TimelineEventStatus, TimelineEventType};
 use crate::store::{Scope, TimelineEventRow, TimelineFilter, TimelinePageKey};

@@ -21,8 +21,8 @@ use serde_json::{Value, json};
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{ConnectOptions as _, Connection as _};
 
-use casefile::config::{DbTimeouts, HttpOptions};
-use casefile::db::{Database, EmbeddedPostgres};
+use casefile::db::{Database, DbTimeouts, EmbeddedPostgres};
+use casefile::http::HttpOptions;
 use casefile::server::Server;
 use casefile::store::Store;
 

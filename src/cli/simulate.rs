@@ -5,60 +5,30 @@
 
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
-use serde_json::{Value, json};
+use clap::Args;
+use serde_json::json;
 use uuid::Uuid;
 
-use crate::config::SimulateArgs;
+use super::client::Api;
 
-/// A GraphQL client of the public API (the live benchmark drives the server with it too).
-#[derive(Clone)]
-pub struct Api {
-    http: reqwest::Client,
-    url: String,
-    /// Sent as `Authorization: Bearer …` when set.
-    token: Option<String>,
-}
+/// What `simulate` plays against.
+#[derive(Debug, Clone, Args)]
+pub struct SimulateArgs {
+    /// GraphQL endpoint of the running server.
+    #[arg(
+        long,
+        env = "CASEFILE_URL",
+        default_value = "http://127.0.0.1:8080/graphql"
+    )]
+    pub url: String,
 
-impl Api {
-    /// A client of the GraphQL endpoint at `url`, authenticated with `token` when given.
-    pub fn new(url: String, token: Option<String>) -> Api {
-        Api {
-            http: reqwest::Client::new(),
-            url,
-            token,
-        }
-    }
+    /// Tokens per second each agent streams.
+    #[arg(long, env = "CASEFILE_TOKEN_RATE", default_value_t = 20.0)]
+    pub token_rate: f64,
 
-    /// Runs an operation; its `data`, or an error when the server refused it.
-    pub async fn call(&self, query: &str, variables: Value) -> anyhow::Result<Value> {
-        let mut request = self
-            .http
-            .post(&self.url)
-            .json(&json!({ "query": query, "variables": variables }));
-        if let Some(token) = &self.token {
-            request = request.bearer_auth(token);
-        }
-        let body: Value = request
-            .send()
-            .await
-            .with_context(|| format!("cannot reach {}", self.url))?
-            .json()
-            .await?;
-        if let Some(errors) = body.get("errors") {
-            bail!("the server refused a call: {errors}");
-        }
-        Ok(body["data"].clone())
-    }
-
-    /// Runs an operation whose `field` returns a record; that record's uuid.
-    pub async fn id(&self, query: &str, variables: Value, field: &str) -> anyhow::Result<String> {
-        let data = self.call(query, variables).await?;
-        Ok(data[field]["uuid"]
-            .as_str()
-            .context("no uuid in the answer")?
-            .to_owned())
-    }
+    /// API token (writer or above) for a server that requires one.
+    #[arg(long, env = "CASEFILE_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
 }
 
 /// One agent at work.

@@ -4,14 +4,57 @@
 //! schedule instead.
 
 use chrono::{SecondsFormat, Utc};
+use clap::Args;
 use tokio::sync::watch;
 
-use crate::config::PurgeArgs;
+use super::database::with_database;
+use crate::db::DatabaseArgs;
 use crate::model::PurgeTrigger;
-use crate::retention::{Policy, purge};
+use crate::retention::{Cutoff, Policy, PurgeBatches, parse_cutoff, purge};
 use crate::store::Store;
 
-pub async fn run(store: &Store, args: &PurgeArgs) -> anyhow::Result<()> {
+/// What `casefile purge` deletes. Sessions matching either criterion go.
+#[derive(Debug, Clone, Args)]
+pub struct PurgeArgs {
+    /// Sessions soft-deleted before this: an age (`30d`, `12h`) or an instant
+    /// (`2026-01-01T00:00:00Z`).
+    #[arg(long, value_parser = parse_cutoff)]
+    pub deleted_before: Option<Cutoff>,
+
+    /// Sessions that finished (completed, failed, timed out or cancelled) before this, and whose
+    /// chats have had no activity since: an age or an instant.
+    #[arg(long, value_parser = parse_cutoff)]
+    pub finished_before: Option<Cutoff>,
+
+    /// Idempotency receipts older than this: an age or an instant (a retry of a create whose
+    /// receipt is gone gets CONFLICT).
+    #[arg(long, value_parser = parse_cutoff)]
+    pub receipts_before: Option<Cutoff>,
+
+    /// Delete (without it, only count what would be deleted).
+    #[arg(long)]
+    pub execute: bool,
+
+    /// Who runs it, for the purge's record (default: `cli:` and the system user).
+    #[arg(long, env = "CASEFILE_PURGE_ACTOR")]
+    pub actor: Option<String>,
+
+    #[command(flatten)]
+    pub batches: PurgeBatches,
+
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+}
+
+pub async fn run(args: &PurgeArgs) -> anyhow::Result<()> {
+    with_database(&args.database, |store| async move {
+        run_on_database(&store, args).await
+    })
+    .await
+}
+
+/// Counts what `args` selects, or deletes it with `--execute`, printing what it does.
+async fn run_on_database(store: &Store, args: &PurgeArgs) -> anyhow::Result<()> {
     let policy = Policy::new(
         args.deleted_before,
         args.finished_before,

@@ -2,14 +2,87 @@
 //! server's admin mutations (`--url` with an admin token).
 
 use chrono::{DateTime, Utc};
+use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
+use super::client::Api;
+use super::database::with_database;
 use crate::auth::tokens::{generate_secret, hash};
-use crate::config::TokenCommand;
+use crate::db::DatabaseArgs;
 use crate::model::{Role, db_name};
-use crate::simulate::Api;
+use crate::options::parse_period;
 use crate::store::Store;
 use crate::store::tokens::{self as token_store, ApiTokenRow, NewToken};
+
+/// API token management. Works on the database directly (the embedded one only while no server
+/// holds its data directory), or through a running server's admin mutations with `--url`.
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Create a token; its secret is printed once, as the last line of standard output.
+    Create {
+        /// Unique name (letters, digits, '.', '_', '-'); recorded as `token:NAME` on what it creates.
+        #[arg(long)]
+        name: String,
+        /// What it may do.
+        #[arg(long, value_enum)]
+        role: Role,
+        /// Lifetime, e.g. `30d`, `12h`, `90m` (default: no expiry).
+        #[arg(long, value_parser = parse_period)]
+        expires_in: Option<chrono::Duration>,
+        #[command(flatten)]
+        target: TokenTarget,
+    },
+    /// List tokens: name, role, created, last used, expires, revoked (never the secret).
+    List {
+        #[command(flatten)]
+        target: TokenTarget,
+    },
+    /// Revoke a token: refused from then on by every server on the database, and its open
+    /// streams are closed.
+    Revoke {
+        /// The token's name.
+        name: String,
+        #[command(flatten)]
+        target: TokenTarget,
+    },
+}
+
+/// Where a token command acts: a running server (`--url`, with an admin token) or the database.
+#[derive(Debug, Clone, Args)]
+pub struct TokenTarget {
+    /// GraphQL endpoint of a running server to act through (its admin mutations).
+    #[arg(long)]
+    pub url: Option<String>,
+
+    /// Admin token for `--url`.
+    #[arg(long, env = "CASEFILE_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+}
+
+/// Runs `command` through the server at `--url`, or else on the database.
+pub async fn run(command: TokenCommand) -> anyhow::Result<()> {
+    let target = match &command {
+        TokenCommand::Create { target, .. }
+        | TokenCommand::List { target }
+        | TokenCommand::Revoke { target, .. } => target.clone(),
+    };
+    match &target.url {
+        Some(url) => {
+            let api = Api::new(url.clone(), target.token.clone());
+            run_remote(&api, &command).await
+        }
+        None => {
+            let command = &command;
+            with_database(&target.database, |store| async move {
+                run_on_database(&store, command).await
+            })
+            .await
+        }
+    }
+}
 
 /// A token as listed, wherever it came from.
 struct Listed {
@@ -91,7 +164,7 @@ fn print_created(name: &str, role: Role, expires_at: Option<DateTime<Utc>>, secr
 }
 
 /// Runs `command` on the database behind `store`.
-pub async fn run_on_database(store: &Store, command: &TokenCommand) -> anyhow::Result<()> {
+async fn run_on_database(store: &Store, command: &TokenCommand) -> anyhow::Result<()> {
     match command {
         TokenCommand::Create {
             name,
@@ -132,7 +205,7 @@ pub async fn run_on_database(store: &Store, command: &TokenCommand) -> anyhow::R
 }
 
 /// Runs `command` through the admin mutations of the server at `api`.
-pub async fn run_remote(api: &Api, command: &TokenCommand) -> anyhow::Result<()> {
+async fn run_remote(api: &Api, command: &TokenCommand) -> anyhow::Result<()> {
     match command {
         TokenCommand::Create {
             name,

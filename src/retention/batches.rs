@@ -1,99 +1,22 @@
-//! Retention (seed 000 Q12): a purge runs a policy — sessions soft-deleted or finished before a
-//! cutoff, idempotency receipts older than one — in small batches, and leaves a record of what
-//! it did. `casefile purge` runs it once; the server runs the same policy on a schedule
-//! (`--retention-…`), the only way on the embedded database while it serves.
+//! A purge: a policy run in small batches, paced and retried, and recorded (what it deleted, and
+//! how it ended).
 
 use std::time::Duration;
 
-use chrono::{DateTime, SecondsFormat, Utc};
-use serde_json::{Map, Value, json};
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 use uuid::Uuid;
 
-use crate::config::{Cutoff, PurgeBatches, RetentionOptions};
+use super::options::PurgeBatches;
+use super::policy::Policy;
 use crate::error::{Error, Result};
 use crate::model::{PurgeStatus, PurgeTrigger};
 use crate::observe::metrics::RETENTION_DELETED;
 use crate::store::Store;
-use crate::store::retention::SessionCriteria;
 
 /// Receipts forgotten per transaction (small rows, one index).
 const RECEIPT_BATCH: i64 = 1_000;
 /// Times a batch that met a lock (or a deadlock) is tried again before the purge gives up.
 const RETRIES: u32 = 3;
-
-/// What a purge deletes, as instants, and as it was given (for its record).
-#[derive(Debug, Clone)]
-pub struct Policy {
-    pub sessions: SessionCriteria,
-    pub receipts_before: Option<DateTime<Utc>>,
-    described: Map<String, Value>,
-}
-
-impl Policy {
-    /// The policy of cutoffs given as ages or instants, for a purge starting at `now`.
-    pub fn new(
-        deleted_before: Option<Cutoff>,
-        finished_before: Option<Cutoff>,
-        receipts_before: Option<Cutoff>,
-        now: DateTime<Utc>,
-    ) -> Policy {
-        let mut described = Map::new();
-        let mut resolve = |name: &str, cutoff: Option<Cutoff>| {
-            let instant = cutoff.map(|c| c.instant(now));
-            if let (Some(cutoff), Some(instant)) = (cutoff, instant) {
-                let mut entry =
-                    json!({ "instant": instant.to_rfc3339_opts(SecondsFormat::Secs, true) });
-                if let Cutoff::Age(age) = cutoff {
-                    entry["age"] = json!(describe_age(age));
-                }
-                described.insert(name.to_owned(), entry);
-            }
-            instant
-        };
-        let sessions = SessionCriteria {
-            deleted_before: resolve("deletedBefore", deleted_before),
-            finished_before: resolve("finishedBefore", finished_before),
-        };
-        let receipts_before = resolve("receiptsBefore", receipts_before);
-        Policy {
-            sessions,
-            receipts_before,
-            described,
-        }
-    }
-
-    /// The server's policy, for a run starting at `now`.
-    pub fn scheduled(options: &RetentionOptions, now: DateTime<Utc>) -> Policy {
-        Policy::new(
-            options.deleted_before.map(Cutoff::Age),
-            options.finished_before.map(Cutoff::Age),
-            Some(Cutoff::Age(options.receipts_before)),
-            now,
-        )
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.sessions.is_empty() && self.receipts_before.is_none()
-    }
-
-    /// The policy as recorded: each cutoff's instant, and its age when given as one.
-    pub fn describe(&self) -> Value {
-        Value::Object(self.described.clone())
-    }
-}
-
-/// `30d`, `12h`, `90m` or `45s`: the largest unit that divides the age.
-fn describe_age(age: chrono::Duration) -> String {
-    let seconds = age.num_seconds();
-    for (unit, length) in [("d", 86_400), ("h", 3_600), ("m", 60)] {
-        if seconds % length == 0 {
-            return format!("{}{unit}", seconds / length);
-        }
-    }
-    format!("{seconds}s")
-}
 
 /// What a purge did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -285,109 +208,5 @@ impl Trouble {
             "57014" => Some(Trouble::Contended),
             _ => None,
         }
-    }
-}
-
-/// Runs the server's retention policy every `options.interval` until `stop` turns true (a run
-/// then ends after its current batch). A run that deletes nothing leaves no record; one that
-/// fails is recorded and logged, and the next interval tries again.
-pub fn spawn_schedule(
-    store: Store,
-    options: RetentionOptions,
-    mut stop: watch::Receiver<bool>,
-) -> JoinHandle<()> {
-    let actor = format!("schedule:{}", host_name());
-    let interval = options
-        .interval
-        .to_std()
-        .unwrap_or(Duration::from_secs(3600));
-    tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                () = tokio::time::sleep(interval) => {}
-                _ = stop.changed() => return,
-            }
-            if *stop.borrow() {
-                return;
-            }
-            let policy = Policy::scheduled(&options, Utc::now());
-            let result = purge(
-                &store,
-                &policy,
-                &actor,
-                PurgeTrigger::Schedule,
-                options.batches,
-                &stop,
-            )
-            .await;
-            match result {
-                Ok(purged) if purged.sessions == 0 && purged.receipts == 0 => {
-                    if let Err(err) = store.forget_empty_purge(purged.id).await {
-                        tracing::warn!("forgetting an empty scheduled purge failed: {err}");
-                    }
-                }
-                Ok(purged) => tracing::info!(
-                    purge = %purged.id,
-                    sessions = purged.sessions,
-                    receipts = purged.receipts,
-                    batches = purged.batches,
-                    "retention: purged sessions and receipts past their policy"
-                ),
-                Err(err) => tracing::warn!("retention: the scheduled purge failed: {err}"),
-            }
-        }
-    })
-}
-
-/// This machine's name, for the record of what its schedule purged.
-fn host_name() -> String {
-    std::env::var("HOSTNAME")
-        .ok()
-        .filter(|name| !name.is_empty())
-        .or_else(|| {
-            std::fs::read_to_string("/etc/hostname")
-                .ok()
-                .map(|name| name.trim().to_owned())
-                .filter(|name| !name.is_empty())
-        })
-        .unwrap_or_else(|| "casefile".to_owned())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ages_are_described_in_their_largest_unit() {
-        assert_eq!(describe_age(chrono::Duration::days(30)), "30d");
-        assert_eq!(describe_age(chrono::Duration::hours(36)), "36h");
-        assert_eq!(describe_age(chrono::Duration::minutes(90)), "90m");
-        assert_eq!(describe_age(chrono::Duration::seconds(45)), "45s");
-    }
-
-    #[test]
-    fn a_policy_resolves_ages_against_its_start_and_records_both() {
-        let now: DateTime<Utc> = "2026-03-31T00:00:00Z".parse().unwrap();
-        let at: DateTime<Utc> = "2026-01-01T00:00:00Z".parse().unwrap();
-        let policy = Policy::new(
-            Some(Cutoff::Age(chrono::Duration::days(30))),
-            Some(Cutoff::At(at)),
-            None,
-            now,
-        );
-        assert_eq!(
-            policy.sessions.deleted_before,
-            Some("2026-03-01T00:00:00Z".parse().unwrap())
-        );
-        assert_eq!(policy.sessions.finished_before, Some(at));
-        assert_eq!(policy.receipts_before, None);
-        assert_eq!(
-            policy.describe(),
-            json!({
-                "deletedBefore": { "age": "30d", "instant": "2026-03-01T00:00:00Z" },
-                "finishedBefore": { "instant": "2026-01-01T00:00:00Z" },
-            })
-        );
-        assert!(Policy::new(None, None, None, now).is_empty());
     }
 }
