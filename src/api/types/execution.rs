@@ -10,9 +10,7 @@ use super::connection::{
     self, LlmInteractionConnection, McpInteractionConnection, MessageConnection,
 };
 use super::timeline::{TimelineConnection, TimelineFilterInput, timeline_page};
-use super::{
-    LlmInteraction, McpInteraction, Message, Session, Stage, TokenUsage, loaders, required,
-};
+use super::{Session, Stage, TokenUsage, loaders, required};
 use crate::api::ids::{self, NodeType};
 use crate::api::pagination::PageArgs;
 use crate::model::{AgentType, ExecutionStatus};
@@ -207,18 +205,6 @@ impl AgentExecution {
         };
         connection::messages(ctx, Scope::Execution, self.0.id, args).await
     }
-    /// This agent's LLM conversation, by sequence number, whole.
-    #[graphql(
-        complexity = "cost::list(cost::rows::MESSAGES_PER_EXECUTION, child_complexity)",
-        deprecation = "Unbounded: use `messagesConnection`, which pages. Removed in the next release."
-    )]
-    async fn messages(&self, ctx: &Context<'_>) -> Result<Vec<Message>> {
-        let rows = loaders(ctx)
-            .messages_by_execution
-            .load_one(self.0.id)
-            .await?;
-        Ok(rows.unwrap_or_default().into_iter().map(Message).collect())
-    }
     /// This agent's LLM calls, chronologically, a page at a time.
     #[graphql(complexity = "cost::page(first, last, child_complexity)")]
     async fn llm_interactions_connection(
@@ -243,23 +229,6 @@ impl AgentExecution {
         };
         connection::llm_interactions(ctx, Scope::Execution, self.0.id, args).await
     }
-    /// This agent's LLM calls, chronologically.
-    #[graphql(
-        complexity = "cost::list(cost::rows::INTERACTIONS_PER_EXECUTION, child_complexity)",
-        deprecation = "Unbounded: use `llmInteractionsConnection`, which pages. Removed in the next release."
-    )]
-    async fn llm_interactions(&self, ctx: &Context<'_>) -> Result<Vec<LlmInteraction>> {
-        let rows = loaders(ctx)
-            .llm_interactions_by
-            .get(Scope::Execution)
-            .load_one(self.0.id)
-            .await?;
-        Ok(rows
-            .unwrap_or_default()
-            .into_iter()
-            .map(LlmInteraction)
-            .collect())
-    }
     /// This agent's MCP calls, chronologically, a page at a time.
     #[graphql(complexity = "cost::page(first, last, child_complexity)")]
     async fn mcp_interactions_connection(
@@ -283,23 +252,6 @@ impl AgentExecution {
             before,
         };
         connection::mcp_interactions(ctx, Scope::Execution, self.0.id, args).await
-    }
-    /// This agent's MCP calls, chronologically.
-    #[graphql(
-        complexity = "cost::list(cost::rows::INTERACTIONS_PER_EXECUTION, child_complexity)",
-        deprecation = "Unbounded: use `mcpInteractionsConnection`, which pages. Removed in the next release."
-    )]
-    async fn mcp_interactions(&self, ctx: &Context<'_>) -> Result<Vec<McpInteraction>> {
-        let rows = loaders(ctx)
-            .mcp_interactions_by
-            .get(Scope::Execution)
-            .load_one(self.0.id)
-            .await?;
-        Ok(rows
-            .unwrap_or_default()
-            .into_iter()
-            .map(McpInteraction)
-            .collect())
     }
     /// Tokens and estimated cost of this agent's LLM calls.
     #[graphql(complexity = "cost::aggregate(cost::ROLL_UP, child_complexity)")]

@@ -9,9 +9,7 @@ use super::SessionHistoryEntry;
 use super::connection::{self, ChatConnection, LlmInteractionConnection, McpInteractionConnection};
 use super::search::{EdgeSearch, SearchMatch};
 use super::timeline::{TimelineConnection, TimelineFilterInput, timeline_page};
-use super::{
-    AgentExecution, Chat, LlmInteraction, McpInteraction, SessionCounts, Stage, TokenUsage, loaders,
-};
+use super::{AgentExecution, SessionCounts, Stage, TokenUsage, loaders};
 use crate::api::cost;
 use crate::api::ids::{self, NodeType};
 use crate::api::pagination::PageArgs;
@@ -271,23 +269,6 @@ impl Session {
         };
         connection::llm_interactions(ctx, Scope::Session, self.0.id, args).await
     }
-    /// Every LLM call of the session, chronologically.
-    #[graphql(
-        complexity = "cost::list(cost::rows::INTERACTIONS_PER_SESSION, child_complexity)",
-        deprecation = "Unbounded: use `llmInteractionsConnection`, which pages. Removed in the next release."
-    )]
-    async fn llm_interactions(&self, ctx: &Context<'_>) -> Result<Vec<LlmInteraction>> {
-        let rows = loaders(ctx)
-            .llm_interactions_by
-            .get(Scope::Session)
-            .load_one(self.0.id)
-            .await?;
-        Ok(rows
-            .unwrap_or_default()
-            .into_iter()
-            .map(LlmInteraction)
-            .collect())
-    }
     /// Every MCP call of the session, chronologically, a page at a time.
     #[graphql(complexity = "cost::page(first, last, child_complexity)")]
     async fn mcp_interactions_connection(
@@ -311,23 +292,6 @@ impl Session {
             before,
         };
         connection::mcp_interactions(ctx, Scope::Session, self.0.id, args).await
-    }
-    /// Every MCP call of the session, chronologically.
-    #[graphql(
-        complexity = "cost::list(cost::rows::INTERACTIONS_PER_SESSION, child_complexity)",
-        deprecation = "Unbounded: use `mcpInteractionsConnection`, which pages. Removed in the next release."
-    )]
-    async fn mcp_interactions(&self, ctx: &Context<'_>) -> Result<Vec<McpInteraction>> {
-        let rows = loaders(ctx)
-            .mcp_interactions_by
-            .get(Scope::Session)
-            .load_one(self.0.id)
-            .await?;
-        Ok(rows
-            .unwrap_or_default()
-            .into_iter()
-            .map(McpInteraction)
-            .collect())
     }
     /// Tokens and estimated cost of all its LLM calls.
     #[graphql(complexity = "cost::aggregate(cost::ROLL_UP, child_complexity)")]
@@ -368,14 +332,5 @@ impl Session {
             before,
         };
         connection::chats(ctx, self.0.id, args).await
-    }
-    /// Follow-up chats on the finished session, oldest first.
-    #[graphql(
-        complexity = "cost::list(cost::rows::CHATS_PER_SESSION, child_complexity)",
-        deprecation = "Unbounded: use `chatsConnection`, which pages. Removed in the next release."
-    )]
-    async fn chats(&self, ctx: &Context<'_>) -> Result<Vec<Chat>> {
-        let rows = loaders(ctx).chats_by_session.load_one(self.0.id).await?;
-        Ok(rows.unwrap_or_default().into_iter().map(Chat).collect())
     }
 }

@@ -10,9 +10,7 @@ use super::connection::{
     self, LlmInteractionConnection, McpInteractionConnection, MessageConnection,
 };
 use super::timeline::{TimelineConnection, TimelineFilterInput, timeline_page};
-use super::{
-    AgentExecution, Chat, ChatUserMessage, LlmInteraction, McpInteraction, Session, TokenUsage,
-};
+use super::{AgentExecution, Chat, ChatUserMessage, Session, TokenUsage};
 use super::{loaders, required};
 use crate::api::ids::{self, NodeType};
 use crate::api::pagination::PageArgs;
@@ -197,23 +195,6 @@ impl Stage {
         };
         connection::llm_interactions(ctx, Scope::Stage, self.0.id, args).await
     }
-    /// LLM calls of its agents, chronologically.
-    #[graphql(
-        complexity = "cost::list(cost::rows::INTERACTIONS_PER_STAGE, child_complexity)",
-        deprecation = "Unbounded: use `llmInteractionsConnection`, which pages. Removed in the next release."
-    )]
-    async fn llm_interactions(&self, ctx: &Context<'_>) -> Result<Vec<LlmInteraction>> {
-        let rows = loaders(ctx)
-            .llm_interactions_by
-            .get(Scope::Stage)
-            .load_one(self.0.id)
-            .await?;
-        Ok(rows
-            .unwrap_or_default()
-            .into_iter()
-            .map(LlmInteraction)
-            .collect())
-    }
     /// MCP calls of its agents, chronologically, a page at a time.
     #[graphql(complexity = "cost::page(first, last, child_complexity)")]
     async fn mcp_interactions_connection(
@@ -237,23 +218,6 @@ impl Stage {
             before,
         };
         connection::mcp_interactions(ctx, Scope::Stage, self.0.id, args).await
-    }
-    /// MCP calls of its agents, chronologically.
-    #[graphql(
-        complexity = "cost::list(cost::rows::INTERACTIONS_PER_STAGE, child_complexity)",
-        deprecation = "Unbounded: use `mcpInteractionsConnection`, which pages. Removed in the next release."
-    )]
-    async fn mcp_interactions(&self, ctx: &Context<'_>) -> Result<Vec<McpInteraction>> {
-        let rows = loaders(ctx)
-            .mcp_interactions_by
-            .get(Scope::Stage)
-            .load_one(self.0.id)
-            .await?;
-        Ok(rows
-            .unwrap_or_default()
-            .into_iter()
-            .map(McpInteraction)
-            .collect())
     }
     /// Tokens and estimated cost of its agents' LLM calls.
     #[graphql(complexity = "cost::aggregate(cost::ROLL_UP, child_complexity)")]
