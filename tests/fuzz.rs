@@ -908,9 +908,10 @@ async fn seed_data(app: &TestApp) {
 const HARVEST: &str = r#"{
   sessions(first: 20, filter: { includeDeleted: true }) { edges { cursor node { id uuid
     timeline(first: 3) { edges { cursor } }
-    chats { id uuid messages { id uuid } }
-    llmInteractions { id uuid } mcpInteractions { id uuid }
-    stages { id uuid executions { id uuid messages { id uuid }
+    chatsConnection(first: 20) { edges { node { id uuid messages { id uuid } } } }
+    llmInteractionsConnection(first: 20) { edges { node { id uuid } } }
+    mcpInteractionsConnection(first: 20) { edges { node { id uuid } } }
+    stages { id uuid executions { id uuid messagesConnection(first: 20) { edges { node { id uuid } } }
       timeline(first: 3) { edges { cursor node { id uuid } } } } } } } }
 }"#;
 

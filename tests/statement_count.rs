@@ -9,9 +9,10 @@ mod common;
 use chrono::{Duration, Utc};
 use serde_json::{Value, json};
 
-use common::{TestApp, statements};
+use common::{TestApp, nodes, statements};
 
-/// Every relationship and roll-up of the schema, each used at one place in the tree.
+/// Every relationship and roll-up of the schema, each used at one place in the tree (a page
+/// of 100 is a whole relationship of the fixture).
 const DEEP: &str = r#"
 query Deep($n: Int) {
   sessions(first: $n) {                                   # 1 page of sessions
@@ -20,66 +21,68 @@ query Deep($n: Int) {
       alertType
       counts { stages executions timelineEvents messages } # 3 counts by session
       tokenUsage { totalTokens estimatedCostUsd }          # 4 token usage by session
-      llmInteractions { modelName }                        # 5 LLM interactions by session
-      mcpInteractions { toolName }                         # 6 MCP interactions by session
-      llmInteractionsConnection(first: 3) { totalCount edges { node { modelName } } } # 7 LLM pages by session
-      mcpInteractionsConnection(first: 3) { totalCount edges { node { toolName } } } # 8 MCP pages by session
-      chatsConnection(first: 1) { totalCount edges { node { createdBy } } } # 9 chat pages by session
-      chats {                                              # 10 chats by session
-        messages {                                         # 11 questions by chat
+      llmInteractionsConnection(first: 3) { totalCount edges { node { modelName } } } # 5 LLM pages by session
+      mcpInteractionsConnection(first: 3) { totalCount edges { node { toolName } } } # 6 MCP pages by session
+      chatsConnection(first: 100) { totalCount edges { node { # 7 chat pages by session
+        createdBy
+        messages {                                         # 8 questions by chat
           content
-          stage { name }                                   # 12 stage by question
+          stage { name }                                   # 9 stage by question
         }
-      }
-      timeline(first: 50) { edges { node {                 # 13 timeline page by session
-        content
-        session { alertType }                              # 14 sessions by id
-        llmInteraction { modelName }                       # 15 LLM interactions by id
-        mcpInteraction { toolName }                        # 16 MCP interactions by id
       } } }
-      stages {                                             # 17 stages by session
+      timeline(first: 50) { edges { node {                 # 10 timeline page by session
+        content
+        session { alertType }                              # 11 sessions by id
+        llmInteraction { modelName }                       # 12 LLM interactions by id
+        mcpInteraction { toolName }                        # 13 MCP interactions by id
+      } } }
+      stages {                                             # 14 stages by session
         name
-        tokenUsage { totalTokens }                         # 18 token usage by stage
-        timeline(first: 10) { edges { node { content } } } # 19 timeline pages by stage,
+        tokenUsage { totalTokens }                         # 15 token usage by stage
+        timeline(first: 10) { edges { node { content } } } # 16 timeline pages by stage,
         latest: timeline(last: 5) { edges { node { content } } } # forward and backward alike
-        analyses: timeline(first: 5, filter: { eventTypes: [FINAL_ANALYSIS] }) { # 20 timeline pages by stage, one type
+        analyses: timeline(first: 5, filter: { eventTypes: [FINAL_ANALYSIS] }) { # 17 timeline pages by stage, one type
           edges { node { content } }
         }
-        messagesConnection(first: 5) { totalCount edges { node { role } } } # 21 message pages by stage
-        llmInteractions { modelName }                      # 22 LLM interactions by stage
-        mcpInteractions { toolName }                       # 23 MCP interactions by stage
-        llmInteractionsConnection(last: 2) { totalCount edges { node { modelName } } } # 24 LLM pages by stage
-        mcpInteractionsConnection(last: 2) { totalCount edges { node { toolName } } } # 25 MCP pages by stage
-        chat { createdBy }                                 # 26 chats by id
-        executions {                                       # 27 executions by stage
+        messagesConnection(first: 5) { totalCount edges { node { role } } } # 18 message pages by stage
+        llmInteractionsConnection(last: 2) { totalCount edges { node { modelName } } } # 19 LLM pages by stage
+        mcpInteractionsConnection(last: 2) { totalCount edges { node { toolName } } } # 20 MCP pages by stage
+        chat { createdBy }                                 # 21 chats by id
+        executions {                                       # 22 executions by stage
           agentName
-          parent { agentName }                             # 28 executions by id
-          subAgents { agentName }                          # 29 sub-agents by parent
-          tokenUsage { totalTokens }                       # 30 token usage by execution
-          timeline(first: 10) { edges { node { content } } } # 31 timeline page by execution
-          messages {                                       # 32 messages by execution
-            role content
-            requestedToolCalls {
-              callId
-              resultMessage { role }                       # 33 answers by call
-              mcpInteraction { toolName }                  # 34 MCP interactions by call
-              requestEvent { content } executionEvent { content } # 35 timeline events by call
-            }
-            answers { callId }                             # 36 requests by call
+          parent { agentName }                             # 23 executions by id
+          subAgents { agentName }                          # 24 sub-agents by parent
+          tokenUsage { totalTokens }                       # 25 token usage by execution
+          timeline(first: 10) { edges { node { content } } } # 26 timeline page by execution
+          allMessages: messagesConnection(first: 100) {    # 27 message pages by execution,
+            edges { node {
+              role content
+              requestedToolCalls {
+                callId
+                resultMessage { role }                     # 28 answers by call
+                mcpInteraction { toolName }                # 29 MCP interactions by call
+                requestEvent { content } executionEvent { content } # 30 timeline events by call
+              }
+              answers { callId }                           # 31 requests by call
+            } }
           }
-          messagesConnection(last: 2) {                    # 37 message pages by execution
+          messagesConnection(last: 2) {                    # from either end alike
             totalCount edges { node { content } }
           }
-          mcpInteractions {                                # 38 MCP interactions by execution
-            toolName toolCall { callId } requestedBy { role } # (requests by call, batched with 36)
+          mcpInteractionsConnection(first: 100) {          # 32 MCP pages by execution
+            totalCount
+            edges { node { toolName toolCall { callId } requestedBy { role } } } # (requests by call, batched with 31)
           }
-          llmInteractionsConnection(first: 1) { totalCount } # 39 LLM pages by execution
-          mcpInteractionsConnection(first: 1) { totalCount } # 40 MCP pages by execution
-          llmInteractions {                                # 41 LLM interactions by execution
-            inputTokens
-            lastMessage { sequenceNumber }                 # 42 messages by id
-            conversation { role content }                  # 43 conversation by LLM interaction
-            conversationConnection(last: 1) { totalCount edges { node { role } } } # 44 conversation pages
+          llmInteractionsConnection(first: 100) {          # 33 LLM pages by execution
+            totalCount
+            edges { node {
+              inputTokens
+              lastMessage { sequenceNumber }               # 34 messages by id
+              wholeConversation: conversationConnection(first: 100) { # 35 conversation pages,
+                edges { node { role content } }
+              }
+              conversationConnection(last: 1) { totalCount edges { node { role } } } # from either end alike
+            } }
           }
         }
       }
@@ -88,7 +91,7 @@ query Deep($n: Int) {
 }"#;
 
 /// One statement per numbered line of [`DEEP`].
-const EXPECTED_STATEMENTS: usize = 44;
+const EXPECTED_STATEMENTS: usize = 35;
 
 async fn statements_of(app: &TestApp, sessions: i64) -> (usize, serde_json::Value) {
     // Warm up first (connections and prepared statements), then count one clean run.
@@ -155,8 +158,13 @@ async fn a_deep_query_costs_one_statement_per_relationship_level() {
         .iter()
         .flat_map(|s| s["node"]["stages"].as_array().unwrap())
         .flat_map(|st| st["executions"].as_array().unwrap())
-        .flat_map(|e| e["llmInteractions"].as_array().unwrap())
-        .map(|l| l["conversation"].as_array().unwrap().len())
+        .flat_map(|e| {
+            nodes(&e["llmInteractionsConnection"])
+                .as_array()
+                .unwrap()
+                .clone()
+        })
+        .map(|l| nodes(&l["wholeConversation"]).as_array().unwrap().len())
         .sum();
     assert_eq!(conversations, 20 * 7 * 4);
     // The message pages count what the lists hold, and hold their first or last messages.
@@ -164,13 +172,14 @@ async fn a_deep_query_costs_one_statement_per_relationship_level() {
         let executions = stage["executions"].as_array().unwrap();
         let listed: usize = executions
             .iter()
-            .map(|e| e["messages"].as_array().unwrap().len())
+            .map(|e| nodes(&e["allMessages"]).as_array().unwrap().len())
             .sum();
         let page = &stage["messagesConnection"];
         assert_eq!(page["totalCount"], listed as i64, "{stage}");
         assert_eq!(page["edges"].as_array().unwrap().len(), listed.min(5));
         for execution in executions {
-            let messages = execution["messages"].as_array().unwrap();
+            let messages = nodes(&execution["allMessages"]);
+            let messages = messages.as_array().unwrap();
             let page = &execution["messagesConnection"];
             assert_eq!(page["totalCount"], messages.len() as i64);
             let last: Vec<&Value> = page["edges"]
@@ -195,24 +204,22 @@ async fn a_deep_query_costs_one_statement_per_relationship_level() {
         14
     );
     assert_eq!(
-        sessions[0]["node"]["chats"][0]["messages"][0]["stage"]["name"],
+        nodes(&sessions[0]["node"]["chatsConnection"])[0]["messages"][0]["stage"]["name"],
         "Chat"
     );
 
     // Each agent's assistant message requested a call that was answered, executed and shown.
     let execution = &sessions[0]["node"]["stages"][0]["executions"][0];
+    let messages = nodes(&execution["allMessages"]);
     assert_eq!(
-        execution["messages"][2]["requestedToolCalls"][0],
+        messages[2]["requestedToolCalls"][0],
         json!({ "callId": "call_4", "resultMessage": { "role": "TOOL" },
                 "mcpInteraction": { "toolName": "kubectl_get_pods" },
                 "requestEvent": null, "executionEvent": { "content": "kubectl get pods" } })
     );
+    assert_eq!(messages[3]["answers"], json!({ "callId": "call_4" }));
     assert_eq!(
-        execution["messages"][3]["answers"],
-        json!({ "callId": "call_4" })
-    );
-    assert_eq!(
-        execution["mcpInteractions"][0],
+        nodes(&execution["mcpInteractionsConnection"])[0],
         json!({ "toolName": "kubectl_get_pods", "toolCall": { "callId": "call_4" },
                 "requestedBy": { "role": "ASSISTANT" } })
     );
@@ -246,13 +253,15 @@ async fn a_deep_query_costs_one_statement_per_relationship_level() {
     statements::clear();
     let debug = app
         .data(
-            "{ sessions(first: 20) { edges { node { llmInteractions { llmRequest thinkingContent }
-               mcpInteractions { toolResult } } } } }",
+            "{ sessions(first: 20) { edges { node {
+               llmInteractionsConnection(first: 100) { edges { node { llmRequest thinkingContent } } }
+               mcpInteractionsConnection(first: 100) { edges { node { toolResult } } } } } } }",
             json!({}),
         )
         .await;
     let requests =
-        debug["sessions"]["edges"][0]["node"]["llmInteractions"][0]["llmRequest"].clone();
+        nodes(&debug["sessions"]["edges"][0]["node"]["llmInteractionsConnection"])[0]["llmRequest"]
+            .clone();
     assert!(requests.is_object(), "{debug}");
     assert_eq!(
         reading_payloads(&statements::recorded()),
@@ -262,7 +271,8 @@ async fn a_deep_query_costs_one_statement_per_relationship_level() {
     );
     statements::clear();
     app.data(
-        "{ sessions(first: 20) { edges { node { llmInteractions { llmResponse } } } } }",
+        "{ sessions(first: 20) { edges { node {
+           llmInteractionsConnection(first: 100) { edges { node { llmResponse } } } } } } }",
         json!({}),
     )
     .await;

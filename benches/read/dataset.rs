@@ -58,8 +58,8 @@ impl std::fmt::Display for Volume {
 }
 
 /// A PostgreSQL computed column (PostGraphile's idiom for a derived relation): the messages sent
-/// in an LLM interaction, as casefile's `LLMInteraction.conversation` returns them. casefile does
-/// not use it; it lets PostGraphile serve the same debug tab.
+/// in an LLM interaction, as casefile's `LLMInteraction.conversationConnection` pages them.
+/// casefile does not use it; it lets PostGraphile serve the same debug tab.
 const CONVERSATION_FUNCTION: &str = "CREATE OR REPLACE FUNCTION llm_interactions_conversation(i llm_interactions) \
      RETURNS SETOF messages LANGUAGE sql STABLE AS $$ \
      SELECT m.* FROM messages m \

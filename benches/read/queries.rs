@@ -53,9 +53,9 @@ pub const SESSION: Query = Query {
     casefile: "query Session($id: ID!) { session(id: $id) { uuid alertType status finalAnalysis executiveSummary \
         stages { uuid name stageIndex status executions { uuid agentName agentIndex status llmModel \
         timeline(first: 100) { edges { node { uuid eventType status content } } } \
-        messages { uuid sequenceNumber role content } \
-        llmInteractions { uuid interactionType modelName inputTokens outputTokens llmResponse } \
-        mcpInteractions { uuid serverName toolName toolArguments toolResult } } } } }",
+        messagesConnection(first: 100) { edges { node { uuid sequenceNumber role content } } } \
+        llmInteractionsConnection(first: 100) { edges { node { uuid interactionType modelName inputTokens outputTokens llmResponse } } } \
+        mcpInteractionsConnection(first: 100) { edges { node { uuid serverName toolName toolArguments toolResult } } } } } } }",
     peer: "query Session($id: UUID!) { session(rowId: $id) { rowId alertType status finalAnalysis executiveSummary \
         stages(orderBy: STAGE_INDEX_ASC) { nodes { rowId stageName stageIndex status \
         agentExecutionsByStageIdAndSessionId(orderBy: AGENT_INDEX_ASC) { nodes { rowId agentName agentIndex status llmModel \
@@ -71,10 +71,10 @@ pub const DEBUG: Query = Query {
     name: "debug",
     by: By::Session,
     casefile: "query Debug($id: ID!) { session(id: $id) { uuid \
-        llmInteractions { uuid interactionType modelName inputTokens outputTokens totalTokens thinkingContent \
+        llmInteractionsConnection(first: 100) { edges { node { uuid interactionType modelName inputTokens outputTokens totalTokens thinkingContent \
         errorMessage llmRequest llmResponse responseMetadata \
-        conversation { uuid sequenceNumber role content toolCalls } } \
-        mcpInteractions { uuid interactionType serverName toolName toolArguments toolResult availableTools errorMessage } } }",
+        conversationConnection(first: 100) { edges { node { uuid sequenceNumber role content toolCalls } } } } } } \
+        mcpInteractionsConnection(first: 100) { edges { node { uuid interactionType serverName toolName toolArguments toolResult availableTools errorMessage } } } } }",
     peer: "query Debug($id: UUID!) { session(rowId: $id) { rowId \
         llmInteractions(orderBy: [CREATED_AT_ASC, ROW_ID_ASC]) { nodes { rowId interactionType modelName inputTokens outputTokens totalTokens thinkingContent \
         errorMessage llmRequest llmResponse responseMetadata \
@@ -87,12 +87,12 @@ pub const DEEP: Query = Query {
     name: "deep",
     by: By::Page,
     casefile: "query Deep($after: String) { sessions(first: 20, after: $after) { edges { node { uuid alertType status \
-        chats { uuid messages { uuid content } } \
+        chatsConnection(first: 100) { edges { node { uuid messages { uuid content } } } } \
         stages { uuid name status executions { uuid agentName status subAgents { uuid agentName } \
         timeline(first: 100) { edges { node { uuid eventType content } } } \
-        messages { uuid role content } \
-        llmInteractions { uuid modelName inputTokens lastMessage { uuid } } \
-        mcpInteractions { uuid toolName } } } } } } }",
+        messagesConnection(first: 100) { edges { node { uuid role content } } } \
+        llmInteractionsConnection(first: 100) { edges { node { uuid modelName inputTokens lastMessage { uuid } } } } \
+        mcpInteractionsConnection(first: 100) { edges { node { uuid toolName } } } } } } } } }",
     peer: "query Deep($after: Cursor) { sessions(first: 20, after: $after, \
         orderBy: [CREATED_AT_DESC, ROW_ID_DESC], condition: { deletedAt: null }) { nodes { rowId alertType status \
         chats(orderBy: [CREATED_AT_ASC, ROW_ID_ASC]) { nodes { rowId chatUserMessagesByChatIdAndSessionId(orderBy: [CREATED_AT_ASC, ROW_ID_ASC]) { nodes { rowId content } } } } \
@@ -108,7 +108,7 @@ pub const DEEP: Query = Query {
 pub const ALL: [&Query; 4] = [&LIST, &SESSION, &DEBUG, &DEEP];
 
 /// PostGraphile's names, as casefile's.
-const RENAMES: [(&str, &str); 10] = [
+const RENAMES: [(&str, &str); 14] = [
     ("rowId", "uuid"),
     ("stageName", "name"),
     ("agentExecutionsByStageIdAndSessionId", "executions"),
@@ -120,15 +120,22 @@ const RENAMES: [(&str, &str); 10] = [
         "timelineEventsByExecutionIdAndStageIdAndSessionId",
         "timeline",
     ),
-    ("messagesByExecutionIdAndStageIdAndSessionId", "messages"),
+    (
+        "messagesByExecutionIdAndStageIdAndSessionId",
+        "messagesConnection",
+    ),
     (
         "llmInteractionsByExecutionIdAndStageIdAndSessionId",
-        "llmInteractions",
+        "llmInteractionsConnection",
     ),
     (
         "mcpInteractionsByExecutionIdAndStageIdAndSessionId",
-        "mcpInteractions",
+        "mcpInteractionsConnection",
     ),
+    ("llmInteractions", "llmInteractionsConnection"),
+    ("mcpInteractions", "mcpInteractionsConnection"),
+    ("chats", "chatsConnection"),
+    ("conversation", "conversationConnection"),
     ("chatUserMessagesByChatIdAndSessionId", "messages"),
     ("lastMessageExecution", "lastMessage"),
 ];

@@ -1,8 +1,8 @@
 //! What each field costs, for the query cost limit. A unit is one field of one row; lists are
 //! priced by the rows they return: a page by its size (at least one row's worth, so a page of
 //! zero is not free), an unpaginated list by a realistic bound on its length (the seed's
-//! sessions: a handful of stages, a few agents each, tens of messages and interactions), and a
-//! count or roll-up by the SQL it runs. Every figure saturates at [`CAP`], so no query can wrap
+//! sessions: a handful of stages, a few agents each, a few questions per chat), and a count or
+//! roll-up by the SQL it runs. Every figure saturates at [`CAP`], so no query can wrap
 //! the sum around and slip under the limit.
 
 /// No field costs more than this: far above any limit, and low enough that async-graphql's
@@ -31,12 +31,6 @@ pub mod rows {
     pub const EXECUTIONS_PER_STAGE: usize = 5;
     pub const AGENTS_PER_SESSION: usize = 20;
     pub const SUB_AGENTS: usize = 5;
-    pub const MESSAGES_PER_EXECUTION: usize = 50;
-    pub const MESSAGES_PER_CONVERSATION: usize = 50;
-    pub const INTERACTIONS_PER_SESSION: usize = 100;
-    pub const INTERACTIONS_PER_STAGE: usize = 40;
-    pub const INTERACTIONS_PER_EXECUTION: usize = 20;
-    pub const CHATS_PER_SESSION: usize = 5;
     pub const QUESTIONS_PER_CHAT: usize = 10;
     pub const STATUS_CHANGES: usize = 10;
 }

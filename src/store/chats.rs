@@ -66,17 +66,6 @@ impl Store {
             .await
     }
 
-    /// Follow-up chats of each session, oldest first.
-    pub async fn chats_by_session(&self, ids: &[Uuid]) -> Result<HashMap<Uuid, Vec<Arc<ChatRow>>>> {
-        let rows: Vec<ChatRow> = sqlx::query_as(
-            "SELECT * FROM chats WHERE session_id = ANY($1) ORDER BY session_id, created_at, id",
-        )
-        .bind(ids)
-        .fetch_all(self.reader().await?.traced())
-        .await?;
-        Ok(group_by(ids, rows, |r| r.session_id))
-    }
-
     /// Questions asked in each chat, oldest first.
     pub async fn user_messages_by_chat(
         &self,

@@ -3,13 +3,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use sqlx::{Executor as _, FromRow};
+use sqlx::Executor as _;
 use uuid::Uuid;
 
-use super::{
-    ExecutionRow, LlmInteractionRow, McpInteractionRow, MessageRow, Record as _, Scope,
-    SessionStatusChangeRow, StageRow, Store, group_by,
-};
+use super::{ExecutionRow, SessionStatusChangeRow, StageRow, Store, group_by};
 use crate::error::Result;
 
 impl Store {
@@ -68,97 +65,6 @@ impl Store {
             r.parent_execution_id.unwrap_or_default()
         }))
     }
-
-    /// The LLM conversation of each execution, by sequence_number.
-    pub async fn messages_by_execution(
-        &self,
-        ids: &[Uuid],
-    ) -> Result<HashMap<Uuid, Vec<Arc<MessageRow>>>> {
-        let rows: Vec<MessageRow> = sqlx::query_as(
-            "SELECT * FROM messages WHERE execution_id = ANY($1) ORDER BY execution_id, sequence_number",
-        )
-        .bind(ids)
-        .fetch_all(self.reader().await?.traced())
-        .await?;
-        Ok(group_by(ids, rows, |r| r.execution_id))
-    }
-
-    /// Exactly the messages sent to the model in each LLM interaction: the execution's messages
-    /// up to and including `last_message_id`. Interactions without one map to an empty list.
-    pub async fn conversation_by_llm_interaction(
-        &self,
-        ids: &[Uuid],
-    ) -> Result<HashMap<Uuid, Vec<Arc<MessageRow>>>> {
-        #[derive(FromRow)]
-        struct Row {
-            interaction_id: Uuid,
-            #[sqlx(flatten)]
-            message: MessageRow,
-        }
-        let rows: Vec<Row> = sqlx::query_as(
-            "SELECT li.id AS interaction_id, m.* \
-             FROM llm_interactions li \
-             JOIN messages last ON last.id = li.last_message_id \
-             JOIN messages m ON m.execution_id = li.execution_id \
-                            AND m.sequence_number <= last.sequence_number \
-             WHERE li.id = ANY($1) \
-             ORDER BY li.id, m.sequence_number",
-        )
-        .bind(ids)
-        .fetch_all(self.reader().await?.traced())
-        .await?;
-        let mut conversations: HashMap<Uuid, Vec<Arc<MessageRow>>> =
-            ids.iter().map(|id| (*id, Vec::new())).collect();
-        for row in rows {
-            conversations
-                .entry(row.interaction_id)
-                .or_default()
-                .push(Arc::new(row.message));
-        }
-        Ok(conversations)
-    }
-
-    /// LLM interactions under each parent, chronologically.
-    pub async fn llm_interactions_by(
-        &self,
-        scope: Scope,
-        ids: &[Uuid],
-    ) -> Result<HashMap<Uuid, Vec<Arc<LlmInteractionRow>>>> {
-        let column = scope.column();
-        let sql = format!(
-            "SELECT {} FROM llm_interactions WHERE {column} = ANY($1) \
-             ORDER BY {column}, created_at, id",
-            LlmInteractionRow::COLUMNS
-        );
-        let rows: Vec<LlmInteractionRow> = sqlx::query_as(&sql)
-            .bind(ids)
-            .fetch_all(self.reader().await?.traced())
-            .await?;
-        Ok(group_by(ids, rows, |r| {
-            scope_key(scope, r.session_id, r.stage_id, r.execution_id)
-        }))
-    }
-
-    /// MCP interactions under each parent, chronologically.
-    pub async fn mcp_interactions_by(
-        &self,
-        scope: Scope,
-        ids: &[Uuid],
-    ) -> Result<HashMap<Uuid, Vec<Arc<McpInteractionRow>>>> {
-        let column = scope.column();
-        let sql = format!(
-            "SELECT {} FROM mcp_interactions WHERE {column} = ANY($1) \
-             ORDER BY {column}, created_at, id",
-            McpInteractionRow::COLUMNS
-        );
-        let rows: Vec<McpInteractionRow> = sqlx::query_as(&sql)
-            .bind(ids)
-            .fetch_all(self.reader().await?.traced())
-            .await?;
-        Ok(group_by(ids, rows, |r| {
-            scope_key(scope, r.session_id, r.stage_id, r.execution_id)
-        }))
-    }
 }
 
 /// The statements of the loaders under a list of sessions: its stages, and their agents.
@@ -202,13 +108,5 @@ impl Store {
             conn.close_on_drop();
         }
         plans
-    }
-}
-
-fn scope_key(scope: Scope, session: Uuid, stage: Uuid, execution: Uuid) -> Uuid {
-    match scope {
-        Scope::Session => session,
-        Scope::Stage => stage,
-        Scope::Execution => execution,
     }
 }

@@ -191,9 +191,9 @@ const SESSION_PAGE: &str = "query ($id: ID!) { session(id: $id) {
     stages { id name status successPolicy
       executions { id agentName status
         timeline(first: 100) { edges { node { id sequenceNumber eventType status content metadata createdAt } } }
-        messages { id sequenceNumber role content }
-        llmInteractions { id modelName inputTokens outputTokens durationMs errorMessage }
-        mcpInteractions { id serverName toolName durationMs errorMessage }
+        messagesConnection(first: 50) { edges { node { id sequenceNumber role content } } }
+        llmInteractionsConnection(first: 20) { edges { node { id modelName inputTokens outputTokens durationMs errorMessage } } }
+        mcpInteractionsConnection(first: 20) { edges { node { id serverName toolName durationMs errorMessage } } }
       }
     }
 } }";

@@ -3,8 +3,8 @@
 use chrono::{Duration, Utc};
 use serde_json::{Value, json};
 
-use crate::common::TestApp;
 use crate::common::fixtures::{self, At, NewSession};
+use crate::common::{TestApp, nodes};
 
 const TREE: &str = r#"
 query ($id: ID!) {
@@ -12,12 +12,13 @@ query ($id: ID!) {
     id uuid status alertType author finalAnalysis durationMs
     counts { stages executions timelineEvents messages llmInteractions mcpInteractions }
     tokenUsage { inputTokens outputTokens totalTokens thinkingTokens estimatedCostUsd llmInteractionCount }
-    chats { createdBy session { uuid } messages { content chat { createdBy } stage { name chat { createdBy } chatUserMessage { content } } } }
+    chatsConnection(first: 20) { edges { node { createdBy session { uuid } messages { content chat { createdBy } stage { name chat { createdBy } chatUserMessage { content } } } } } }
     stages {
       stageIndex name expectedAgentCount parallelType successPolicy
       session { uuid }
       tokenUsage { inputTokens llmInteractionCount }
-      llmInteractions { uuid } mcpInteractions { uuid }
+      llmInteractionsConnection(first: 20) { edges { node { uuid } } }
+      mcpInteractionsConnection(first: 20) { edges { node { uuid } } }
       topLevel: executions(includeSubAgents: false) { agentName }
       executions {
         agentIndex agentName
@@ -26,9 +27,12 @@ query ($id: ID!) {
         parent { agentName }
         subAgents { agentName parent { agentName } }
         tokenUsage { inputTokens outputTokens estimatedCostUsd }
-        messages { sequenceNumber role content toolCallId execution { agentName } }
-        llmInteractions { inputTokens lastMessage { sequenceNumber } conversation { sequenceNumber role } execution { agentName } stage { name } session { uuid } }
-        mcpInteractions { toolName success execution { agentName } stage { name } session { uuid } }
+        messagesConnection(first: 20) { edges { node { sequenceNumber role content toolCallId execution { agentName } } } }
+        llmInteractionsConnection(first: 20) { edges { node {
+          inputTokens lastMessage { sequenceNumber }
+          conversationConnection(first: 20) { edges { node { sequenceNumber role } } }
+          execution { agentName } stage { name } session { uuid } } } }
+        mcpInteractionsConnection(first: 20) { edges { node { toolName success execution { agentName } stage { name } session { uuid } } } }
       }
     }
   }
@@ -72,8 +76,10 @@ async fn the_tree_resolves_both_ways_with_roll_ups() {
         stages[1]["tokenUsage"],
         json!({ "inputTokens": 1500, "llmInteractionCount": 6 })
     );
-    assert_eq!(stages[1]["llmInteractions"].as_array().unwrap().len(), 6);
-    assert_eq!(stages[0]["mcpInteractions"].as_array().unwrap().len(), 3);
+    let llm = nodes(&stages[1]["llmInteractionsConnection"]);
+    assert_eq!(llm.as_array().unwrap().len(), 6);
+    let mcp = nodes(&stages[0]["mcpInteractionsConnection"]);
+    assert_eq!(mcp.as_array().unwrap().len(), 3);
     for stage in stages {
         assert_eq!(stage["session"]["uuid"], s["uuid"]);
     }
@@ -99,22 +105,23 @@ async fn the_tree_resolves_both_ways_with_roll_ups() {
     assert_eq!(exec["stage"]["name"], "Deep Dive");
     assert_eq!(exec["session"]["uuid"], s["uuid"]);
     assert_eq!(exec["tokenUsage"]["inputTokens"], 500);
-    let roles: Vec<&str> = exec["messages"]
+    let messages = nodes(&exec["messagesConnection"]);
+    let roles: Vec<&str> = messages
         .as_array()
         .unwrap()
         .iter()
         .map(|m| m["role"].as_str().unwrap())
         .collect();
     assert_eq!(roles, ["SYSTEM", "USER", "ASSISTANT", "TOOL"]);
-    assert_eq!(exec["messages"][3]["toolCallId"], "call_4");
-    assert_eq!(exec["messages"][0]["execution"]["agentName"], "Agent3");
+    assert_eq!(messages[3]["toolCallId"], "call_4");
+    assert_eq!(messages[0]["execution"]["agentName"], "Agent3");
 
     // The conversation of an interaction is exactly the prefix up to its last message.
-    let llm = exec["llmInteractions"].as_array().unwrap();
+    let llm = nodes(&exec["llmInteractionsConnection"]);
     assert_eq!(llm[0]["lastMessage"], Value::Null);
-    assert_eq!(llm[0]["conversation"], json!([]));
+    assert_eq!(nodes(&llm[0]["conversationConnection"]), json!([]));
     assert_eq!(llm[1]["lastMessage"]["sequenceNumber"], 4);
-    let seqs: Vec<i64> = llm[1]["conversation"]
+    let seqs: Vec<i64> = nodes(&llm[1]["conversationConnection"])
         .as_array()
         .unwrap()
         .iter()
@@ -123,11 +130,13 @@ async fn the_tree_resolves_both_ways_with_roll_ups() {
     assert_eq!(seqs, [1, 2, 3, 4]);
     assert_eq!(llm[1]["execution"]["agentName"], "Agent3");
     assert_eq!(llm[1]["stage"]["name"], "Deep Dive");
-    assert_eq!(exec["mcpInteractions"][0]["toolName"], "kubectl_get_pods");
-    assert_eq!(exec["mcpInteractions"][0]["success"], true);
+    let mcp = nodes(&exec["mcpInteractionsConnection"]);
+    assert_eq!(mcp[0]["toolName"], "kubectl_get_pods");
+    assert_eq!(mcp[0]["success"], true);
 
     // Chats: session -> chat -> question -> answering stage -> chat.
-    let chat = &s["chats"][0];
+    let chats = nodes(&s["chatsConnection"]);
+    let chat = &chats[0];
     assert_eq!(chat["createdBy"], "alice");
     assert_eq!(chat["session"]["uuid"], s["uuid"]);
     let question = &chat["messages"][0];
@@ -164,8 +173,10 @@ async fn a_conversation_is_the_prefix_sent_not_later_messages() {
     let early = fixtures::llm(pool, at, Some(ids[1]), 10, 5, 0.0).await;
     let late = fixtures::llm(pool, at, Some(ids[3]), 20, 5, 0.0).await;
     let q = "query ($a: ID!, $b: ID!) {
-        a: node(id: $a) { ... on LLMInteraction { conversation { content } lastMessage { content } } }
-        b: node(id: $b) { ... on LLMInteraction { conversation { content } } } }";
+        a: node(id: $a) { ... on LLMInteraction {
+          conversationConnection(first: 20) { edges { node { content } } } lastMessage { content } } }
+        b: node(id: $b) { ... on LLMInteraction {
+          conversationConnection(first: 20) { edges { node { content } } } } } }";
     let gid = |id: uuid::Uuid| {
         casefile::api::ids::encode(casefile::api::ids::NodeType::LlmInteraction, id).0
     };
@@ -173,12 +184,12 @@ async fn a_conversation_is_the_prefix_sent_not_later_messages() {
         .data(q, json!({ "a": gid(early), "b": gid(late) }))
         .await;
     assert_eq!(
-        data["a"]["conversation"],
+        nodes(&data["a"]["conversationConnection"]),
         json!([{ "content": "m1" }, { "content": "m2" }])
     );
     assert_eq!(data["a"]["lastMessage"]["content"], "m2");
     assert_eq!(
-        data["b"]["conversation"],
+        nodes(&data["b"]["conversationConnection"]),
         json!([{ "content": "m1" }, { "content": "m2" }, { "content": "m3" }, { "content": "m4" }])
     );
     app.stop().await;
@@ -503,8 +514,11 @@ async fn node_and_nodes_fetch_every_type() {
     let session = fixtures::investigation(pool, Utc::now()).await;
     let data = app
         .data(
-            "query ($id: ID!) { session(id: $id) { id stages { id chat { id } chatUserMessage { id } executions { id messages { id }
-               llmInteractions { id } mcpInteractions { id } } } timeline(first: 1) { edges { node { id } } } } }",
+            "query ($id: ID!) { session(id: $id) { id stages { id chat { id } chatUserMessage { id } executions { id
+               messagesConnection(first: 1) { edges { node { id } } }
+               llmInteractionsConnection(first: 1) { edges { node { id } } }
+               mcpInteractionsConnection(first: 1) { edges { node { id } } } } }
+               timeline(first: 1) { edges { node { id } } } } }",
             json!({ "id": session.to_string() }),
         )
         .await;
@@ -514,9 +528,18 @@ async fn node_and_nodes_fetch_every_type() {
         (s["id"].clone(), "Session"),
         (s["stages"][0]["id"].clone(), "Stage"),
         (exec["id"].clone(), "AgentExecution"),
-        (exec["messages"][0]["id"].clone(), "Message"),
-        (exec["llmInteractions"][0]["id"].clone(), "LLMInteraction"),
-        (exec["mcpInteractions"][0]["id"].clone(), "MCPInteraction"),
+        (
+            nodes(&exec["messagesConnection"])[0]["id"].clone(),
+            "Message",
+        ),
+        (
+            nodes(&exec["llmInteractionsConnection"])[0]["id"].clone(),
+            "LLMInteraction",
+        ),
+        (
+            nodes(&exec["mcpInteractionsConnection"])[0]["id"].clone(),
+            "MCPInteraction",
+        ),
         (
             s["timeline"]["edges"][0]["node"]["id"].clone(),
             "TimelineEvent",

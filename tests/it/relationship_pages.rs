@@ -1,23 +1,27 @@
-//! Every bounded relationship walked a page at a time, forward and backward, against the plain
-//! list it replaces: the same items in the same order, and `totalCount` equal to its length.
+//! Every bounded relationship walked a page at a time, forward and backward, against the whole
+//! relationship read in one page: the same items in the same order, and `totalCount` equal to
+//! its length.
 
 use chrono::Utc;
 use serde_json::{Value, json};
 
-use crate::common::{TestApp, fixtures};
+use crate::common::{TestApp, fixtures, nodes};
 
-/// The path from a session to each relationship's parent, and the fields to compare.
-const RELATIONSHIPS: [(&str, &str, &str); 9] = [
-    ("", "llmInteractions", "llmInteractionsConnection"),
-    ("", "mcpInteractions", "mcpInteractionsConnection"),
-    ("", "chats", "chatsConnection"),
-    ("stages", "llmInteractions", "llmInteractionsConnection"),
-    ("stages", "mcpInteractions", "mcpInteractionsConnection"),
-    ("agents", "llmInteractions", "llmInteractionsConnection"),
-    ("agents", "mcpInteractions", "mcpInteractionsConnection"),
-    ("agents", "messages", "messagesConnection"),
-    ("llmInteractions", "conversation", "conversationConnection"),
+/// The path from a session to each relationship's parents, and the connection to walk.
+const RELATIONSHIPS: [(&str, &str); 9] = [
+    ("", "llmInteractionsConnection"),
+    ("", "mcpInteractionsConnection"),
+    ("", "chatsConnection"),
+    ("stages", "llmInteractionsConnection"),
+    ("stages", "mcpInteractionsConnection"),
+    ("agents", "llmInteractionsConnection"),
+    ("agents", "mcpInteractionsConnection"),
+    ("agents", "messagesConnection"),
+    ("llmInteractionsConnection", "conversationConnection"),
 ];
+
+/// The whole of a relationship: one page larger than any the fixture holds.
+const WHOLE: &str = "(first: 100) { edges { node { uuid } } }";
 
 /// The query of `selection` on the parents under `path`, with the paging variables when it pages.
 fn query(path: &str, selection: &str) -> String {
@@ -29,17 +33,21 @@ fn query(path: &str, selection: &str) -> String {
     let inner = format!("uuid {selection}");
     let body = match path {
         "" => inner,
+        _ if path.ends_with("Connection") => {
+            format!("{path}(first: 100) {{ edges {{ node {{ {inner} }} }} }}")
+        }
         _ => format!("{path} {{ {inner} }}"),
     };
     format!("query ($s: ID!{vars}) {{ session(id: $s) {{ {body} }} }}")
 }
 
 /// The parents under `path` of a session answer.
-fn parents<'a>(data: &'a Value, path: &str) -> Vec<&'a Value> {
+fn parents(data: &Value, path: &str) -> Vec<Value> {
     let session = &data["session"];
     match path {
-        "" => vec![session],
-        _ => session[path].as_array().unwrap().iter().collect(),
+        "" => vec![session.clone()],
+        _ if path.ends_with("Connection") => nodes(&session[path]).as_array().unwrap().clone(),
+        _ => session[path].as_array().unwrap().clone(),
     }
 }
 
@@ -51,16 +59,17 @@ async fn every_relationship_pages_both_ways_like_its_list() {
     let session = fixtures::investigation(app.store.pool(), Utc::now()).await;
     let s = session.to_string();
     let mut walked = 0;
-    for (path, list, connection) in RELATIONSHIPS {
-        let lists = app
+    for (path, connection) in RELATIONSHIPS {
+        let wholes = app
             .data(
-                &query(path, &format!("{list} {{ uuid }}")),
+                &query(path, &format!("{connection}{WHOLE}")),
                 json!({ "s": s }),
             )
             .await;
         let page_query = query(path, &format!("{connection}{PAGE}"));
-        for (i, parent) in parents(&lists, path).into_iter().enumerate() {
-            let expected: Vec<&Value> = parent[list]
+        for (i, parent) in parents(&wholes, path).into_iter().enumerate() {
+            let whole = nodes(&parent[connection]);
+            let expected: Vec<&Value> = whole
                 .as_array()
                 .unwrap()
                 .iter()

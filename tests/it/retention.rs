@@ -699,7 +699,7 @@ async fn purging_alongside_readers_and_writers_on_real_postgres() {
                         json!({}),
                     ).await,
                     "read" => app.graphql(
-                        "query ($id: ID!) { session(id: $id) { id stages { executions { agentName messages { content } } } timeline(first: 20) { edges { node { content } } } } }",
+                        "query ($id: ID!) { session(id: $id) { id stages { executions { agentName messagesConnection(first: 20) { edges { node { content } } } } } timeline(first: 20) { edges { node { content } } } } }",
                         json!({ "id": deleted[(i * 7) % deleted.len()] }),
                     ).await,
                     "create" => app.graphql(

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::common::TestApp;
+use crate::common::{TestApp, nodes};
 
 /// A small client for the mutations, used by the write-side tests.
 pub struct Agent<'a> {
@@ -179,12 +179,12 @@ async fn an_investigation_recorded_end_to_end() {
         "mutation ($e: ID!, $m: ID!) { recordLLMInteraction(input: { executionId: $e, interactionType: ITERATION,
            modelName: \"gemini-2.5-pro\", lastMessageId: $m, inputTokens: 100, outputTokens: 20, thinkingTokens: 5,
            estimatedCostUsd: 0.002, llmRequest: { messages: 2 }, llmResponse: { text: \"ok\" } })
-           { uuid totalTokens conversation { sequenceNumber } } }",
+           { uuid totalTokens conversationConnection(first: 20) { edges { node { sequenceNumber } } } } }",
         json!({ "e": exec, "m": m2["appendMessage"]["uuid"] }),
     ).await;
     assert_eq!(llm["recordLLMInteraction"]["totalTokens"], 120);
     assert_eq!(
-        llm["recordLLMInteraction"]["conversation"],
+        nodes(&llm["recordLLMInteraction"]["conversationConnection"]),
         json!([{ "sequenceNumber": 1 }, { "sequenceNumber": 2 }])
     );
     let mcp = a.ok(
@@ -967,10 +967,10 @@ async fn chats_open_on_finished_sessions_and_each_question_gets_a_stage() {
     let answer = e["uuid"].as_str().unwrap();
     a.event(answer, "COMPLETED").await;
     a.finish(answer, "COMPLETED", None).await;
-    let d = a.ok("query ($id: ID!) { session(id: $id) { status chats { messages { stage { status } } } } }", json!({ "id": session })).await;
+    let d = a.ok("query ($id: ID!) { session(id: $id) { status chatsConnection(first: 20) { edges { node { messages { stage { status } } } } } } }", json!({ "id": session })).await;
     assert_eq!(d["session"]["status"], "COMPLETED");
     assert_eq!(
-        d["session"]["chats"][0]["messages"][0]["stage"]["status"],
+        nodes(&d["session"]["chatsConnection"])[0]["messages"][0]["stage"]["status"],
         "COMPLETED"
     );
     let r = app.graphql("mutation ($c: ID!) { postChatMessage(input: { chatId: $c, content: \"And?\" }) { stage { stageIndex } } }", json!({ "c": chat })).await;
@@ -1155,7 +1155,7 @@ async fn cost_roll_ups_have_no_floating_point_noise() {
     let data = a
         .ok(
             "query ($s: ID!) { session(id: $s) { tokenUsage { estimatedCostUsd }
-               llmInteractions { estimatedCostUsd } } }",
+               llmInteractionsConnection(first: 20) { edges { node { estimatedCostUsd } } } } }",
             json!({ "s": session }),
         )
         .await;
@@ -1165,7 +1165,7 @@ async fn cost_roll_ups_have_no_floating_point_noise() {
         json!(0.345),
         "{data}"
     );
-    let each: Vec<Value> = data["session"]["llmInteractions"]
+    let each: Vec<Value> = nodes(&data["session"]["llmInteractionsConnection"])
         .as_array()
         .unwrap()
         .iter()

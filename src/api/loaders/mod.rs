@@ -95,19 +95,6 @@ loader!(
     SubAgentsByParent: Uuid => Vec<Arc<ExecutionRow>>, |store, keys| store.executions_by_parent(keys)
 );
 loader!(
-    /// An execution's LLM conversation, by sequence number.
-    MessagesByExecution: Uuid => Vec<Arc<MessageRow>>, |store, keys| store.messages_by_execution(keys)
-);
-loader!(
-    /// The messages sent to the model in an LLM interaction.
-    ConversationByLlmInteraction: Uuid => Vec<Arc<MessageRow>>,
-    |store, keys| store.conversation_by_llm_interaction(keys)
-);
-loader!(
-    /// Follow-up chats of a session.
-    ChatsBySession: Uuid => Vec<Arc<ChatRow>>, |store, keys| store.chats_by_session(keys)
-);
-loader!(
     /// Questions asked in a chat.
     UserMessagesByChat: Uuid => Vec<Arc<ChatUserMessageRow>>, |store, keys| store.user_messages_by_chat(keys)
 );
@@ -161,16 +148,6 @@ loader!(
 loader!(
     /// Pages of the chats of a session.
     ChatPages: RecordPageKey => CountedPage<Arc<ChatRow>>, |store, keys| store.chat_pages(keys)
-);
-loader!(
-    /// LLM interactions under a session, stage or execution, chronologically.
-    LlmInteractionsBy(scope): Uuid => Vec<Arc<LlmInteractionRow>>,
-    |store, scope, keys| store.llm_interactions_by(scope, keys)
-);
-loader!(
-    /// MCP interactions under a session, stage or execution, chronologically.
-    McpInteractionsBy(scope): Uuid => Vec<Arc<McpInteractionRow>>,
-    |store, scope, keys| store.mcp_interactions_by(scope, keys)
 );
 loader!(
     /// The assistant message requesting each tool call, and the call's place in it.
@@ -233,9 +210,6 @@ pub struct Loaders {
     pub agents_by_session: Loader<AgentsBySession>,
     pub executions_by_stage: Loader<ExecutionsByStage>,
     pub sub_agents_by_parent: Loader<SubAgentsByParent>,
-    pub messages_by_execution: Loader<MessagesByExecution>,
-    pub conversation_by_llm_interaction: Loader<ConversationByLlmInteraction>,
-    pub chats_by_session: Loader<ChatsBySession>,
     pub user_messages_by_chat: Loader<UserMessagesByChat>,
     pub stage_by_chat_user_message: Loader<StageByChatUserMessage>,
     pub latest_stage_by_chat: Loader<LatestStageByChat>,
@@ -248,8 +222,6 @@ pub struct Loaders {
     pub mcp_interaction_pages: PerScope<McpInteractionPages>,
     pub chat_pages: Loader<ChatPages>,
     pub conversation_pages: Loader<ConversationPages>,
-    pub llm_interactions_by: PerScope<LlmInteractionsBy>,
-    pub mcp_interactions_by: PerScope<McpInteractionsBy>,
     pub token_usage_by: PerScope<TokenUsageBy>,
     pub requests_by_call: Loader<RequestsByCall>,
     pub answers_by_call: Loader<AnswersByCall>,
@@ -311,15 +283,6 @@ impl Loaders {
             sub_agents_by_parent: batched!(SubAgentsByParent {
                 store: store.clone()
             }),
-            messages_by_execution: batched!(MessagesByExecution {
-                store: store.clone()
-            }),
-            conversation_by_llm_interaction: batched!(ConversationByLlmInteraction {
-                store: store.clone()
-            }),
-            chats_by_session: batched!(ChatsBySession {
-                store: store.clone()
-            }),
             user_messages_by_chat: batched!(UserMessagesByChat {
                 store: store.clone()
             }),
@@ -348,8 +311,6 @@ impl Loaders {
             conversation_pages: batched!(ConversationPages {
                 store: store.clone()
             }),
-            llm_interactions_by: per_scope!(LlmInteractionsBy),
-            mcp_interactions_by: per_scope!(McpInteractionsBy),
             token_usage_by: per_scope!(TokenUsageBy),
             requests_by_call: batched!(RequestsByCall {
                 store: store.clone()

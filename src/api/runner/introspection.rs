@@ -725,7 +725,8 @@ mod tests {
         let skipped = "query($s: Boolean!) { __schema { types @skip(if: $s) { name } } }";
         assert_eq!(weigh(skipped, serde_json::json!({"s": true})), 1);
         assert!(weigh(skipped, serde_json::json!({"s": false})) > 100);
-        let defaulted = "query($d: Boolean = true) { __type(name: \"Session\") { \
+        // `Message.toolCalls` is deprecated.
+        let defaulted = "query($d: Boolean = true) { __type(name: \"Message\") { \
                          fields(includeDeprecated: $d) { name } } }";
         let all = weigh(defaulted, serde_json::json!({}));
         let current = weigh(defaulted, serde_json::json!({"d": false}));

@@ -6,17 +6,11 @@ use async_graphql::{Context, ID, Object};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::connection::{
-    self, LlmInteractionConnection, McpInteractionConnection, MessageConnection,
-};
-use super::timeline::{TimelineConnection, TimelineFilterInput, timeline_page};
-use super::{
-    LlmInteraction, McpInteraction, Message, Session, Stage, TokenUsage, loaders, required,
-};
+use super::scoped::{ScopedCalls, ScopedMessages, ScopedTimeline, Under};
+use super::{Session, Stage, loaders, required};
 use crate::api::ids::{self, NodeType};
-use crate::api::pagination::PageArgs;
 use crate::model::{AgentType, ExecutionStatus};
-use crate::store::{ExecutionRow, Scope};
+use crate::store::ExecutionRow;
 use async_graphql::Result;
 
 pub struct AgentExecution(pub Arc<ExecutionRow>);
@@ -140,175 +134,17 @@ impl AgentExecution {
             .map(AgentExecution)
             .collect())
     }
-    /// This agent's timeline, by sequence number, a page at a time: forward with
-    /// `first`/`after`, backward with `last`/`before`. Edges are always in sequence order.
-    #[graphql(complexity = "cost::page(first, last, child_complexity)")]
-    async fn timeline(
-        &self,
-        ctx: &Context<'_>,
-        #[graphql(
-            desc = "The first this many events after `after` (and before `before`); at most the server's maximum page size. Without `first` and `last`, the first 20. Give `first` or `last`, not both."
-        )]
-        first: Option<i32>,
-        #[graphql(
-            desc = "Only events after this cursor (an event's cursor from any timeline of the session)."
-        )]
-        after: Option<String>,
-        #[graphql(
-            desc = "The last this many events before `before` (and after `after`): to page backward, the page just before `before`, or without it the latest events; at most the server's maximum page size. Give `first` or `last`, not both."
-        )]
-        last: Option<i32>,
-        #[graphql(
-            desc = "Only events before this cursor (an event's cursor from any timeline of the session)."
-        )]
-        before: Option<String>,
-        #[graphql(desc = "Only events of these types and states.")] filter: Option<
-            TimelineFilterInput,
-        >,
-    ) -> Result<TimelineConnection> {
-        let args = PageArgs {
-            first,
-            after,
-            last,
-            before,
-        };
-        timeline_page(
-            ctx,
-            Scope::Execution,
-            self.0.id,
-            self.0.session_id,
-            args,
-            filter,
-        )
-        .await
+    // The relationships shared with the other levels (`scoped.rs`), in their place here.
+    #[graphql(flatten)]
+    async fn scoped_timeline(&self) -> ScopedTimeline {
+        ScopedTimeline(Under::execution(&self.0))
     }
-    /// This agent's LLM conversation, a page at a time, by sequence number: forward with
-    /// `first`/`after`, backward with `last`/`before`.
-    #[graphql(complexity = "cost::page(first, last, child_complexity)")]
-    async fn messages_connection(
-        &self,
-        ctx: &Context<'_>,
-        #[graphql(
-            desc = "The first this many messages after `after` (and before `before`); at most the server's maximum page size. Without `first` and `last`, the first 20. Give `first` or `last`, not both."
-        )]
-        first: Option<i32>,
-        #[graphql(desc = "Only messages after this cursor.")] after: Option<String>,
-        #[graphql(
-            desc = "The last this many messages before `before` (and after `after`); at most the server's maximum page size. Give `first` or `last`, not both."
-        )]
-        last: Option<i32>,
-        #[graphql(desc = "Only messages before this cursor.")] before: Option<String>,
-    ) -> Result<MessageConnection> {
-        let args = PageArgs {
-            first,
-            after,
-            last,
-            before,
-        };
-        connection::messages(ctx, Scope::Execution, self.0.id, args).await
+    #[graphql(flatten)]
+    async fn scoped_messages(&self) -> ScopedMessages {
+        ScopedMessages(Under::execution(&self.0))
     }
-    /// This agent's LLM conversation, by sequence number, whole.
-    #[graphql(
-        complexity = "cost::list(cost::rows::MESSAGES_PER_EXECUTION, child_complexity)",
-        deprecation = "Unbounded: use `messagesConnection`, which pages. Removed in the next release."
-    )]
-    async fn messages(&self, ctx: &Context<'_>) -> Result<Vec<Message>> {
-        let rows = loaders(ctx)
-            .messages_by_execution
-            .load_one(self.0.id)
-            .await?;
-        Ok(rows.unwrap_or_default().into_iter().map(Message).collect())
-    }
-    /// This agent's LLM calls, chronologically, a page at a time.
-    #[graphql(complexity = "cost::page(first, last, child_complexity)")]
-    async fn llm_interactions_connection(
-        &self,
-        ctx: &Context<'_>,
-        #[graphql(
-            desc = "The first this many LLM interactions after `after` (and before `before`); at most the server's maximum page size. Without `first` and `last`, the first 20. Give `first` or `last`, not both."
-        )]
-        first: Option<i32>,
-        #[graphql(desc = "Only LLM interactions after this cursor.")] after: Option<String>,
-        #[graphql(
-            desc = "The last this many LLM interactions before `before` (and after `after`); at most the server's maximum page size. Give `first` or `last`, not both."
-        )]
-        last: Option<i32>,
-        #[graphql(desc = "Only LLM interactions before this cursor.")] before: Option<String>,
-    ) -> Result<LlmInteractionConnection> {
-        let args = PageArgs {
-            first,
-            after,
-            last,
-            before,
-        };
-        connection::llm_interactions(ctx, Scope::Execution, self.0.id, args).await
-    }
-    /// This agent's LLM calls, chronologically.
-    #[graphql(
-        complexity = "cost::list(cost::rows::INTERACTIONS_PER_EXECUTION, child_complexity)",
-        deprecation = "Unbounded: use `llmInteractionsConnection`, which pages. Removed in the next release."
-    )]
-    async fn llm_interactions(&self, ctx: &Context<'_>) -> Result<Vec<LlmInteraction>> {
-        let rows = loaders(ctx)
-            .llm_interactions_by
-            .get(Scope::Execution)
-            .load_one(self.0.id)
-            .await?;
-        Ok(rows
-            .unwrap_or_default()
-            .into_iter()
-            .map(LlmInteraction)
-            .collect())
-    }
-    /// This agent's MCP calls, chronologically, a page at a time.
-    #[graphql(complexity = "cost::page(first, last, child_complexity)")]
-    async fn mcp_interactions_connection(
-        &self,
-        ctx: &Context<'_>,
-        #[graphql(
-            desc = "The first this many MCP interactions after `after` (and before `before`); at most the server's maximum page size. Without `first` and `last`, the first 20. Give `first` or `last`, not both."
-        )]
-        first: Option<i32>,
-        #[graphql(desc = "Only MCP interactions after this cursor.")] after: Option<String>,
-        #[graphql(
-            desc = "The last this many MCP interactions before `before` (and after `after`); at most the server's maximum page size. Give `first` or `last`, not both."
-        )]
-        last: Option<i32>,
-        #[graphql(desc = "Only MCP interactions before this cursor.")] before: Option<String>,
-    ) -> Result<McpInteractionConnection> {
-        let args = PageArgs {
-            first,
-            after,
-            last,
-            before,
-        };
-        connection::mcp_interactions(ctx, Scope::Execution, self.0.id, args).await
-    }
-    /// This agent's MCP calls, chronologically.
-    #[graphql(
-        complexity = "cost::list(cost::rows::INTERACTIONS_PER_EXECUTION, child_complexity)",
-        deprecation = "Unbounded: use `mcpInteractionsConnection`, which pages. Removed in the next release."
-    )]
-    async fn mcp_interactions(&self, ctx: &Context<'_>) -> Result<Vec<McpInteraction>> {
-        let rows = loaders(ctx)
-            .mcp_interactions_by
-            .get(Scope::Execution)
-            .load_one(self.0.id)
-            .await?;
-        Ok(rows
-            .unwrap_or_default()
-            .into_iter()
-            .map(McpInteraction)
-            .collect())
-    }
-    /// Tokens and estimated cost of this agent's LLM calls.
-    #[graphql(complexity = "cost::aggregate(cost::ROLL_UP, child_complexity)")]
-    async fn token_usage(&self, ctx: &Context<'_>) -> Result<TokenUsage> {
-        let row = loaders(ctx)
-            .token_usage_by
-            .get(Scope::Execution)
-            .load_one(self.0.id)
-            .await?;
-        Ok(row.unwrap_or_default().into())
+    #[graphql(flatten)]
+    async fn scoped_calls(&self) -> ScopedCalls {
+        ScopedCalls(Under::execution(&self.0))
     }
 }

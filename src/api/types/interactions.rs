@@ -136,19 +136,6 @@ impl LlmInteraction {
         };
         connection::conversation(ctx, self.0.id, args).await
     }
-    /// Exactly the messages sent to the model: the execution's conversation up to and including
-    /// `lastMessage` (empty when no last message was recorded).
-    #[graphql(
-        complexity = "cost::list(cost::rows::MESSAGES_PER_CONVERSATION, child_complexity)",
-        deprecation = "Unbounded: use `conversationConnection`, which pages. Removed in the next release."
-    )]
-    async fn conversation(&self, ctx: &Context<'_>) -> Result<Vec<Message>> {
-        let rows = loaders(ctx)
-            .conversation_by_llm_interaction
-            .load_one(self.0.id)
-            .await?;
-        Ok(rows.unwrap_or_default().into_iter().map(Message).collect())
-    }
     /// The agent execution that made the call.
     async fn execution(&self, ctx: &Context<'_>) -> Result<AgentExecution> {
         let row = loaders(ctx)

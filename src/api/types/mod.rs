@@ -11,6 +11,7 @@ mod message;
 mod node;
 mod purge;
 mod rollups;
+mod scoped;
 mod search;
 mod session;
 mod stage;

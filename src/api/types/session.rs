@@ -6,19 +6,17 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::SessionHistoryEntry;
-use super::connection::{self, ChatConnection, LlmInteractionConnection, McpInteractionConnection};
+use super::connection::{self, ChatConnection};
+use super::scoped::{ScopedCalls, ScopedTimeline, Under};
 use super::search::{EdgeSearch, SearchMatch};
-use super::timeline::{TimelineConnection, TimelineFilterInput, timeline_page};
-use super::{
-    AgentExecution, Chat, LlmInteraction, McpInteraction, SessionCounts, Stage, TokenUsage, loaders,
-};
+use super::{AgentExecution, SessionCounts, Stage, loaders};
 use crate::api::cost;
 use crate::api::ids::{self, NodeType};
 use crate::api::pagination::PageArgs;
 use crate::api::scalars::{JsonRef, Text};
 use crate::model::SessionStatus;
 use crate::store::sessions::SessionFilter;
-use crate::store::{Scope, SearchMatchKey, SessionRow, Store};
+use crate::store::{SearchMatchKey, SessionRow, Store};
 use async_graphql::Result;
 
 /// A page of sessions.
@@ -213,131 +211,14 @@ impl Session {
             .map(AgentExecution)
             .collect())
     }
-    /// The reasoning timeline of all its agents, by sequence number, a page at a time: forward
-    /// with `first`/`after`, backward with `last`/`before`. Edges are always in sequence order.
-    #[graphql(complexity = "cost::page(first, last, child_complexity)")]
-    async fn timeline(
-        &self,
-        ctx: &Context<'_>,
-        #[graphql(
-            desc = "The first this many events after `after` (and before `before`); at most the server's maximum page size. Without `first` and `last`, the first 20. Give `first` or `last`, not both."
-        )]
-        first: Option<i32>,
-        #[graphql(
-            desc = "Only events after this cursor (an event's cursor from any timeline of the session)."
-        )]
-        after: Option<String>,
-        #[graphql(
-            desc = "The last this many events before `before` (and after `after`): to page backward, the page just before `before`, or without it the latest events; at most the server's maximum page size. Give `first` or `last`, not both."
-        )]
-        last: Option<i32>,
-        #[graphql(
-            desc = "Only events before this cursor (an event's cursor from any timeline of the session)."
-        )]
-        before: Option<String>,
-        #[graphql(desc = "Only events of these types and states.")] filter: Option<
-            TimelineFilterInput,
-        >,
-    ) -> Result<TimelineConnection> {
-        let args = PageArgs {
-            first,
-            after,
-            last,
-            before,
-        };
-        timeline_page(ctx, Scope::Session, self.0.id, self.0.id, args, filter).await
+    // The relationships shared with the other levels (`scoped.rs`), in their place here.
+    #[graphql(flatten)]
+    async fn scoped_timeline(&self) -> ScopedTimeline {
+        ScopedTimeline(Under::session(&self.0))
     }
-    /// Every LLM call of the session, chronologically, a page at a time.
-    #[graphql(complexity = "cost::page(first, last, child_complexity)")]
-    async fn llm_interactions_connection(
-        &self,
-        ctx: &Context<'_>,
-        #[graphql(
-            desc = "The first this many LLM interactions after `after` (and before `before`); at most the server's maximum page size. Without `first` and `last`, the first 20. Give `first` or `last`, not both."
-        )]
-        first: Option<i32>,
-        #[graphql(desc = "Only LLM interactions after this cursor.")] after: Option<String>,
-        #[graphql(
-            desc = "The last this many LLM interactions before `before` (and after `after`); at most the server's maximum page size. Give `first` or `last`, not both."
-        )]
-        last: Option<i32>,
-        #[graphql(desc = "Only LLM interactions before this cursor.")] before: Option<String>,
-    ) -> Result<LlmInteractionConnection> {
-        let args = PageArgs {
-            first,
-            after,
-            last,
-            before,
-        };
-        connection::llm_interactions(ctx, Scope::Session, self.0.id, args).await
-    }
-    /// Every LLM call of the session, chronologically.
-    #[graphql(
-        complexity = "cost::list(cost::rows::INTERACTIONS_PER_SESSION, child_complexity)",
-        deprecation = "Unbounded: use `llmInteractionsConnection`, which pages. Removed in the next release."
-    )]
-    async fn llm_interactions(&self, ctx: &Context<'_>) -> Result<Vec<LlmInteraction>> {
-        let rows = loaders(ctx)
-            .llm_interactions_by
-            .get(Scope::Session)
-            .load_one(self.0.id)
-            .await?;
-        Ok(rows
-            .unwrap_or_default()
-            .into_iter()
-            .map(LlmInteraction)
-            .collect())
-    }
-    /// Every MCP call of the session, chronologically, a page at a time.
-    #[graphql(complexity = "cost::page(first, last, child_complexity)")]
-    async fn mcp_interactions_connection(
-        &self,
-        ctx: &Context<'_>,
-        #[graphql(
-            desc = "The first this many MCP interactions after `after` (and before `before`); at most the server's maximum page size. Without `first` and `last`, the first 20. Give `first` or `last`, not both."
-        )]
-        first: Option<i32>,
-        #[graphql(desc = "Only MCP interactions after this cursor.")] after: Option<String>,
-        #[graphql(
-            desc = "The last this many MCP interactions before `before` (and after `after`); at most the server's maximum page size. Give `first` or `last`, not both."
-        )]
-        last: Option<i32>,
-        #[graphql(desc = "Only MCP interactions before this cursor.")] before: Option<String>,
-    ) -> Result<McpInteractionConnection> {
-        let args = PageArgs {
-            first,
-            after,
-            last,
-            before,
-        };
-        connection::mcp_interactions(ctx, Scope::Session, self.0.id, args).await
-    }
-    /// Every MCP call of the session, chronologically.
-    #[graphql(
-        complexity = "cost::list(cost::rows::INTERACTIONS_PER_SESSION, child_complexity)",
-        deprecation = "Unbounded: use `mcpInteractionsConnection`, which pages. Removed in the next release."
-    )]
-    async fn mcp_interactions(&self, ctx: &Context<'_>) -> Result<Vec<McpInteraction>> {
-        let rows = loaders(ctx)
-            .mcp_interactions_by
-            .get(Scope::Session)
-            .load_one(self.0.id)
-            .await?;
-        Ok(rows
-            .unwrap_or_default()
-            .into_iter()
-            .map(McpInteraction)
-            .collect())
-    }
-    /// Tokens and estimated cost of all its LLM calls.
-    #[graphql(complexity = "cost::aggregate(cost::ROLL_UP, child_complexity)")]
-    async fn token_usage(&self, ctx: &Context<'_>) -> Result<TokenUsage> {
-        let row = loaders(ctx)
-            .token_usage_by
-            .get(Scope::Session)
-            .load_one(self.0.id)
-            .await?;
-        Ok(row.unwrap_or_default().into())
+    #[graphql(flatten)]
+    async fn scoped_calls(&self) -> ScopedCalls {
+        ScopedCalls(Under::session(&self.0))
     }
     /// How many stages, executions, events, messages and interactions it holds.
     #[graphql(complexity = "cost::aggregate(cost::ROLL_UP, child_complexity)")]
@@ -368,14 +249,5 @@ impl Session {
             before,
         };
         connection::chats(ctx, self.0.id, args).await
-    }
-    /// Follow-up chats on the finished session, oldest first.
-    #[graphql(
-        complexity = "cost::list(cost::rows::CHATS_PER_SESSION, child_complexity)",
-        deprecation = "Unbounded: use `chatsConnection`, which pages. Removed in the next release."
-    )]
-    async fn chats(&self, ctx: &Context<'_>) -> Result<Vec<Chat>> {
-        let rows = loaders(ctx).chats_by_session.load_one(self.0.id).await?;
-        Ok(rows.unwrap_or_default().into_iter().map(Chat).collect())
     }
 }

@@ -6,18 +6,12 @@ use async_graphql::{Context, ID, Object};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::connection::{
-    self, LlmInteractionConnection, McpInteractionConnection, MessageConnection,
-};
-use super::timeline::{TimelineConnection, TimelineFilterInput, timeline_page};
-use super::{
-    AgentExecution, Chat, ChatUserMessage, LlmInteraction, McpInteraction, Session, TokenUsage,
-};
+use super::scoped::{ScopedCalls, ScopedMessages, ScopedTimeline, Under};
+use super::{AgentExecution, Chat, ChatUserMessage, Session};
 use super::{loaders, required};
 use crate::api::ids::{self, NodeType};
-use crate::api::pagination::PageArgs;
 use crate::model::{ParallelType, StageStatus, SuccessPolicy};
-use crate::store::{Scope, StageRow};
+use crate::store::StageRow;
 use async_graphql::Result;
 
 pub struct Stage(pub Arc<StageRow>);
@@ -105,165 +99,18 @@ impl Stage {
             .map(AgentExecution)
             .collect())
     }
-    /// The timeline of all its agents, by sequence number, a page at a time: forward with
-    /// `first`/`after`, backward with `last`/`before`. Edges are always in sequence order.
-    #[graphql(complexity = "cost::page(first, last, child_complexity)")]
-    async fn timeline(
-        &self,
-        ctx: &Context<'_>,
-        #[graphql(
-            desc = "The first this many events after `after` (and before `before`); at most the server's maximum page size. Without `first` and `last`, the first 20. Give `first` or `last`, not both."
-        )]
-        first: Option<i32>,
-        #[graphql(
-            desc = "Only events after this cursor (an event's cursor from any timeline of the session)."
-        )]
-        after: Option<String>,
-        #[graphql(
-            desc = "The last this many events before `before` (and after `after`): to page backward, the page just before `before`, or without it the latest events; at most the server's maximum page size. Give `first` or `last`, not both."
-        )]
-        last: Option<i32>,
-        #[graphql(
-            desc = "Only events before this cursor (an event's cursor from any timeline of the session)."
-        )]
-        before: Option<String>,
-        #[graphql(desc = "Only events of these types and states.")] filter: Option<
-            TimelineFilterInput,
-        >,
-    ) -> Result<TimelineConnection> {
-        let args = PageArgs {
-            first,
-            after,
-            last,
-            before,
-        };
-        timeline_page(
-            ctx,
-            Scope::Stage,
-            self.0.id,
-            self.0.session_id,
-            args,
-            filter,
-        )
-        .await
+    // The relationships shared with the other levels (`scoped.rs`), in their place here.
+    #[graphql(flatten)]
+    async fn scoped_timeline(&self) -> ScopedTimeline {
+        ScopedTimeline(Under::stage(&self.0))
     }
-    /// The LLM conversations of its agents (the seed's "messages by stage"), a page at a time:
-    /// each agent's conversation whole, by sequence number, agents in the order of their ids
-    /// (creation order, for the ids casefile makes).
-    #[graphql(complexity = "cost::page(first, last, child_complexity)")]
-    async fn messages_connection(
-        &self,
-        ctx: &Context<'_>,
-        #[graphql(
-            desc = "The first this many messages after `after` (and before `before`); at most the server's maximum page size. Without `first` and `last`, the first 20. Give `first` or `last`, not both."
-        )]
-        first: Option<i32>,
-        #[graphql(desc = "Only messages after this cursor.")] after: Option<String>,
-        #[graphql(
-            desc = "The last this many messages before `before` (and after `after`); at most the server's maximum page size. Give `first` or `last`, not both."
-        )]
-        last: Option<i32>,
-        #[graphql(desc = "Only messages before this cursor.")] before: Option<String>,
-    ) -> Result<MessageConnection> {
-        let args = PageArgs {
-            first,
-            after,
-            last,
-            before,
-        };
-        connection::messages(ctx, Scope::Stage, self.0.id, args).await
+    #[graphql(flatten)]
+    async fn scoped_messages(&self) -> ScopedMessages {
+        ScopedMessages(Under::stage(&self.0))
     }
-    /// LLM calls of its agents, chronologically, a page at a time.
-    #[graphql(complexity = "cost::page(first, last, child_complexity)")]
-    async fn llm_interactions_connection(
-        &self,
-        ctx: &Context<'_>,
-        #[graphql(
-            desc = "The first this many LLM interactions after `after` (and before `before`); at most the server's maximum page size. Without `first` and `last`, the first 20. Give `first` or `last`, not both."
-        )]
-        first: Option<i32>,
-        #[graphql(desc = "Only LLM interactions after this cursor.")] after: Option<String>,
-        #[graphql(
-            desc = "The last this many LLM interactions before `before` (and after `after`); at most the server's maximum page size. Give `first` or `last`, not both."
-        )]
-        last: Option<i32>,
-        #[graphql(desc = "Only LLM interactions before this cursor.")] before: Option<String>,
-    ) -> Result<LlmInteractionConnection> {
-        let args = PageArgs {
-            first,
-            after,
-            last,
-            before,
-        };
-        connection::llm_interactions(ctx, Scope::Stage, self.0.id, args).await
-    }
-    /// LLM calls of its agents, chronologically.
-    #[graphql(
-        complexity = "cost::list(cost::rows::INTERACTIONS_PER_STAGE, child_complexity)",
-        deprecation = "Unbounded: use `llmInteractionsConnection`, which pages. Removed in the next release."
-    )]
-    async fn llm_interactions(&self, ctx: &Context<'_>) -> Result<Vec<LlmInteraction>> {
-        let rows = loaders(ctx)
-            .llm_interactions_by
-            .get(Scope::Stage)
-            .load_one(self.0.id)
-            .await?;
-        Ok(rows
-            .unwrap_or_default()
-            .into_iter()
-            .map(LlmInteraction)
-            .collect())
-    }
-    /// MCP calls of its agents, chronologically, a page at a time.
-    #[graphql(complexity = "cost::page(first, last, child_complexity)")]
-    async fn mcp_interactions_connection(
-        &self,
-        ctx: &Context<'_>,
-        #[graphql(
-            desc = "The first this many MCP interactions after `after` (and before `before`); at most the server's maximum page size. Without `first` and `last`, the first 20. Give `first` or `last`, not both."
-        )]
-        first: Option<i32>,
-        #[graphql(desc = "Only MCP interactions after this cursor.")] after: Option<String>,
-        #[graphql(
-            desc = "The last this many MCP interactions before `before` (and after `after`); at most the server's maximum page size. Give `first` or `last`, not both."
-        )]
-        last: Option<i32>,
-        #[graphql(desc = "Only MCP interactions before this cursor.")] before: Option<String>,
-    ) -> Result<McpInteractionConnection> {
-        let args = PageArgs {
-            first,
-            after,
-            last,
-            before,
-        };
-        connection::mcp_interactions(ctx, Scope::Stage, self.0.id, args).await
-    }
-    /// MCP calls of its agents, chronologically.
-    #[graphql(
-        complexity = "cost::list(cost::rows::INTERACTIONS_PER_STAGE, child_complexity)",
-        deprecation = "Unbounded: use `mcpInteractionsConnection`, which pages. Removed in the next release."
-    )]
-    async fn mcp_interactions(&self, ctx: &Context<'_>) -> Result<Vec<McpInteraction>> {
-        let rows = loaders(ctx)
-            .mcp_interactions_by
-            .get(Scope::Stage)
-            .load_one(self.0.id)
-            .await?;
-        Ok(rows
-            .unwrap_or_default()
-            .into_iter()
-            .map(McpInteraction)
-            .collect())
-    }
-    /// Tokens and estimated cost of its agents' LLM calls.
-    #[graphql(complexity = "cost::aggregate(cost::ROLL_UP, child_complexity)")]
-    async fn token_usage(&self, ctx: &Context<'_>) -> Result<TokenUsage> {
-        let row = loaders(ctx)
-            .token_usage_by
-            .get(Scope::Stage)
-            .load_one(self.0.id)
-            .await?;
-        Ok(row.unwrap_or_default().into())
+    #[graphql(flatten)]
+    async fn scoped_calls(&self) -> ScopedCalls {
+        ScopedCalls(Under::stage(&self.0))
     }
     /// The chat this stage answers in (null for chain stages).
     async fn chat(&self, ctx: &Context<'_>) -> Result<Option<Chat>> {

@@ -252,3 +252,11 @@ impl TestApp {
         db.stop().await;
     }
 }
+
+/// The nodes of a connection in an answer, as one list: what a whole relationship holds when
+/// the page asked for all of it.
+pub fn nodes(connection: &Value) -> Value {
+    let edges = connection["edges"].as_array();
+    let edges = edges.unwrap_or_else(|| panic!("not a connection: {connection}"));
+    Value::Array(edges.iter().map(|e| e["node"].clone()).collect())
+}
