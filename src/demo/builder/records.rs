@@ -5,7 +5,6 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value as Json, json};
 use uuid::Uuid;
 
-use super::steps::{Output, Step};
 use super::{Agent, Demo};
 use crate::demo::catalog::{Model, TOOLS};
 use crate::demo::ids::{FNV_OFFSET, fnv1a};
@@ -27,6 +26,14 @@ pub(in crate::demo) enum Msg<'a> {
         function: &'a str,
         content: &'a str,
     },
+}
+
+/// What an MCP tool call came back with.
+#[derive(Clone, Copy)]
+pub(super) enum Output<'a> {
+    Text(&'a str),
+    Error(&'a str),
+    Cancelled,
 }
 
 /// A timeline event about to be written; it is created `since` and last updated now.
@@ -233,11 +240,18 @@ impl Demo {
         id
     }
 
-    /// One MCP tool call; the clock moves past it.
-    pub(super) fn mcp(&mut self, a: Agent, step: &Step<'_>, call_id: &str) -> Uuid {
+    /// One MCP tool call, of `tool` on `server`; the clock moves past it.
+    pub(super) fn mcp(
+        &mut self,
+        a: Agent,
+        (server, tool): (&str, &str),
+        args: &Json,
+        output: Output<'_>,
+        call_id: &str,
+    ) -> Uuid {
         // MCP results are a list of content blocks plus an error flag.
         let content = |text: &str, is_error: bool| json!({ "content": [{ "type": "text", "text": text }], "isError": is_error });
-        let (result, error, ms) = match step.output {
+        let (result, error, ms) = match output {
             Output::Text(text) => {
                 let ms = 180 + i64::try_from(text.len() / 5).unwrap_or(0);
                 (content(text, false), None, ms)
@@ -254,8 +268,8 @@ impl Demo {
             stage_id: a.stage,
             execution_id: a.id,
             interaction_type: McpInteractionType::ToolCall,
-            server_name: step.server.into(),
-            tool_name: Some(step.tool.into()),
+            server_name: server.into(),
+            tool_name: Some(tool.into()),
             duration_ms: Some(ms),
             error_message: error,
             created_at: self.now,
@@ -263,7 +277,7 @@ impl Demo {
         };
         let payload = McpPayloadRow {
             id,
-            tool_arguments: step.args.clone(),
+            tool_arguments: args.clone(),
             tool_result: result,
             available_tools: json!([]),
         };

@@ -4,11 +4,12 @@ use serde::Serialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use super::lifecycle::{finish_locked, note_execution_finished, note_execution_started};
 use super::stages::{ensure_accepts_work, refresh};
 use super::{
     check_name, check_optional, check_required, fetch, id_taken, is_finished_execution,
     is_finished_stage, is_retry, limits, lock_execution, lock_session, lock_stage,
-    session_of_execution, sessions, snake, timeline,
+    session_of_execution, snake,
 };
 use crate::error::{Error, Result};
 use crate::model::{AgentType, ExecutionStatus};
@@ -187,20 +188,6 @@ pub async fn create(conn: &mut PgConnection, new: &NewExecution) -> Result<Execu
     Ok(execution)
 }
 
-/// Executions of a session that are still pending or active.
-pub(crate) async fn running_executions(
-    conn: &mut PgConnection,
-    session_id: Uuid,
-) -> Result<Vec<ExecutionRow>> {
-    Ok(sqlx::query_as(
-        "SELECT * FROM agent_executions WHERE session_id = $1 AND status IN ('pending', 'active') \
-         ORDER BY created_at, id FOR NO KEY UPDATE",
-    )
-    .bind(session_id)
-    .fetch_all(traced(conn))
-    .await?)
-}
-
 /// pending → active.
 pub async fn start(conn: &mut PgConnection, id: Uuid) -> Result<ExecutionRow> {
     let session_id = session_of_execution(conn, id).await?;
@@ -234,7 +221,7 @@ pub(crate) async fn start_locked(
     .await?;
     refresh(conn, stage.id).await?;
     if stage.chat_id.is_none() {
-        sessions::note_execution_started(conn, session).await?;
+        note_execution_started(conn, session).await?;
     }
     Ok(started)
 }
@@ -298,31 +285,6 @@ pub async fn finish(conn: &mut PgConnection, finish: &Finish) -> Result<Executio
         .fetch_one(traced(&mut *conn))
         .await?;
     }
-    sessions::note_execution_finished(conn, session_id).await?;
-    Ok(finished)
-}
-
-/// Finishes an execution whose session and own row the caller has locked: closes its streaming
-/// timeline events with the same outcome, then re-aggregates its stage.
-pub(crate) async fn finish_locked(
-    conn: &mut PgConnection,
-    id: Uuid,
-    status: ExecutionStatus,
-    error_message: Option<&str>,
-) -> Result<ExecutionRow> {
-    timeline::close_streaming_events(conn, id, status).await?;
-    let finished: ExecutionRow = sqlx::query_as(
-        "UPDATE agent_executions SET status = $2, error_message = $3, completed_at = now(), \
-            duration_ms = CASE WHEN started_at IS NULL THEN NULL \
-                ELSE (EXTRACT(EPOCH FROM (now() - started_at)) * 1000)::bigint END, \
-            updated_at = now() \
-         WHERE id = $1 RETURNING *",
-    )
-    .bind(id)
-    .bind(status)
-    .bind(error_message)
-    .fetch_one(traced(&mut *conn))
-    .await?;
-    refresh(conn, finished.stage_id).await?;
+    note_execution_finished(conn, session_id).await?;
     Ok(finished)
 }

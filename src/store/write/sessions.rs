@@ -14,7 +14,7 @@ use serde_json::Value as Json;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use super::executions::{finish_locked, running_executions};
+use super::lifecycle::{finish_locked, running_executions, set_session_status};
 use super::locks::lock_streams_of;
 use super::{
     check_json, check_name, check_optional, check_required, ensure_not_deleted, fetch, id_taken,
@@ -73,63 +73,17 @@ fn refuse(session: &SessionRow, action: &str) -> Error {
     ))
 }
 
-async fn set_status(
-    conn: &mut PgConnection,
-    id: Uuid,
-    status: SessionStatus,
-    error_message: Option<&str>,
-) -> Result<SessionRow> {
-    let finished = is_finished_session(status);
-    Ok(sqlx::query_as(concat!(
-        "UPDATE sessions SET status = $2, \
-            started_at = CASE WHEN $2 = 'in_progress' THEN coalesce(started_at, now()) ELSE started_at END, \
-            completed_at = CASE WHEN $3 THEN now() ELSE completed_at END, \
-            error_message = coalesce($4, error_message), updated_at = now() \
-         WHERE id = $1 RETURNING ", session_columns!()),
-    )
-    .bind(id)
-    .bind(status)
-    .bind(finished)
-    .bind(error_message)
-    .fetch_one(traced(conn))
-    .await?)
-}
-
 /// pending → in_progress.
 pub async fn start(conn: &mut PgConnection, id: Uuid) -> Result<SessionRow> {
     let session = lock_session(conn, id).await?;
     ensure_not_deleted(&session)?;
     match session.status {
-        SessionStatus::Pending => set_status(conn, id, SessionStatus::InProgress, None).await,
+        SessionStatus::Pending => {
+            set_session_status(conn, id, SessionStatus::InProgress, None).await
+        }
         SessionStatus::InProgress => Ok(session),
         _ => Err(refuse(&session, "start")),
     }
-}
-
-/// Called when an execution starts: a pending session is now in progress.
-pub(crate) async fn note_execution_started(
-    conn: &mut PgConnection,
-    session: &SessionRow,
-) -> Result<()> {
-    if session.status == SessionStatus::Pending {
-        set_status(conn, session.id, SessionStatus::InProgress, None).await?;
-    }
-    Ok(())
-}
-
-/// Called when an execution finishes: a cancelling session with nothing left running is now
-/// cancelled.
-pub(crate) async fn note_execution_finished(
-    conn: &mut PgConnection,
-    session_id: Uuid,
-) -> Result<()> {
-    let session = lock_session(conn, session_id).await?;
-    if session.status == SessionStatus::Cancelling
-        && running_executions(conn, session_id).await?.is_empty()
-    {
-        set_status(conn, session_id, SessionStatus::Cancelled, None).await?;
-    }
-    Ok(())
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -224,7 +178,7 @@ pub async fn fail(
     for execution in running {
         finish_locked(conn, execution.id, execution_status, Some(&reason)).await?;
     }
-    set_status(conn, id, status, Some(error_message)).await
+    set_session_status(conn, id, status, Some(error_message)).await
 }
 
 /// Requests cancellation: pending executions are cancelled at once; the session is cancelled
@@ -256,7 +210,7 @@ pub async fn request_cancellation(conn: &mut PgConnection, id: Uuid) -> Result<S
     } else {
         SessionStatus::Cancelled
     };
-    set_status(conn, id, status, None).await
+    set_session_status(conn, id, status, None).await
 }
 
 /// Soft delete: hidden from lists, kept for restore. Only a finished session can be deleted.

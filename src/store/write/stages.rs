@@ -5,8 +5,8 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::{
-    check_name, ensure_not_deleted, fetch, id_taken, is_finished_session, is_retry, lock_session,
-    lock_stage, snake,
+    check_name, ensure_not_deleted, fetch, id_taken, is_finished_session, is_finished_stage,
+    is_retry, lock_session, lock_stage, snake,
 };
 use crate::error::{Error, Result};
 use crate::model::{ExecutionStatus, ParallelType, SessionStatus, StageStatus, SuccessPolicy};
@@ -231,7 +231,7 @@ pub(crate) async fn refresh(conn: &mut PgConnection, stage_id: Uuid) -> Result<S
     if status == stage.status && error_message == stage.error_message {
         return Ok(stage);
     }
-    let finished = !matches!(status, StageStatus::Pending | StageStatus::Active);
+    let finished = is_finished_stage(status);
     let stage: StageRow = sqlx::query_as(
         "UPDATE stages SET status = $2, error_message = $3, \
             started_at = CASE WHEN $2 = 'pending' THEN NULL ELSE coalesce(started_at, \
