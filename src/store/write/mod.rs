@@ -10,6 +10,7 @@
 pub mod chats;
 pub mod executions;
 pub mod interactions;
+mod lifecycle;
 pub mod locks;
 pub mod messages;
 mod receipts;
@@ -23,6 +24,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::{ExecutionRow, Record, SessionRow, StageRow};
+use crate::error::sqlstate::DbFailure;
 use crate::error::{Error, Result};
 pub(crate) use crate::model::db_name as snake;
 use crate::model::{ExecutionStatus, SessionStatus, StageStatus};
@@ -253,7 +255,7 @@ pub(crate) fn ensure_not_deleted(session: &SessionRow) -> Result<()> {
 pub(crate) fn id_taken(err: sqlx::Error, id: Uuid) -> Error {
     match &err {
         sqlx::Error::Database(db)
-            if db.is_unique_violation()
+            if DbFailure::of(&err) == Some(DbFailure::Taken)
                 && db.table().zip(db.constraint()).is_some_and(is_id_key) =>
         {
             Error::Conflict(format!("id {id} is already used by another record"))
