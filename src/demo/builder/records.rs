@@ -13,7 +13,7 @@ use crate::model::{
 };
 use crate::store::{
     LlmInteractionRow, LlmPayloadRow, LlmRequestRow, McpInteractionRow, McpPayloadRow, MessageRow,
-    TimelineEventRow, ToolCallRow,
+    TimelineEventRow,
 };
 
 /// One message of an execution's LLM conversation.
@@ -103,7 +103,7 @@ impl Demo {
                 None,
             ),
         };
-        self.messages.push(MessageRow {
+        self.rows.messages.push(MessageRow {
             id,
             session_id: a.session,
             stage_id: a.stage,
@@ -116,23 +116,13 @@ impl Demo {
             tool_calls: tool_calls.as_ref().map(crate::store::raw_json),
             created_at: self.now,
         });
-        let requested = tool_calls.as_ref().map(crate::store::requested_calls);
-        for call in requested.unwrap_or_default() {
-            self.tool_calls.push(ToolCallRow {
-                execution_id: a.id,
-                call_id: call.call_id,
-                session_id: a.session,
-                message_id: id,
-                position: call.position,
-            });
-        }
         self.wait(40);
     }
 
     pub(super) fn event(&mut self, a: Agent, event: Event) {
         let n = self.next(a.session, "event");
         let id = Self::child_id(a.session, "event", n, event.since);
-        self.events.push(TimelineEventRow {
+        self.rows.timeline_events.push(TimelineEventRow {
             id,
             session_id: a.session,
             stage_id: a.stage,
@@ -156,6 +146,7 @@ impl Demo {
         let model = a.profile.model;
         let tools = a.profile.tools();
         let sent: Vec<&MessageRow> = self
+            .rows
             .messages
             .iter()
             .filter(|m| m.execution_id == a.id)
@@ -236,7 +227,7 @@ impl Demo {
             error_message: error,
             created_at: self.now,
         };
-        self.llm.push((row, request, payload));
+        self.rows.llm_interactions.push((row, request, payload));
         id
     }
 
@@ -281,7 +272,7 @@ impl Demo {
             tool_result: result,
             available_tools: json!([]),
         };
-        self.mcp.push((row, payload));
+        self.rows.mcp_interactions.push((row, payload));
         id
     }
 
@@ -321,7 +312,7 @@ impl Demo {
                 tool_result: json!({}),
                 available_tools: Json::Array(tools),
             };
-            self.mcp.push((row, payload));
+            self.rows.mcp_interactions.push((row, payload));
         }
     }
 }

@@ -6,6 +6,10 @@
 //! execution and event rows are locked only under their session's lock. Appends to a streaming
 //! event lock only its stream. A batch takes its sessions and streams up front
 //! ([`locks::LockPlan`]).
+//!
+//! [`restore`] writes finished history whole (the demo's sessions, an imported session),
+//! checked by the same functions, and `lifecycle` holds how a session's and its executions'
+//! statuses move together.
 
 pub mod chats;
 pub mod executions;
@@ -14,6 +18,7 @@ mod lifecycle;
 pub mod locks;
 pub mod messages;
 mod receipts;
+pub mod restore;
 pub mod sessions;
 pub mod stages;
 pub mod timeline;

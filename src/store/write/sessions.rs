@@ -37,13 +37,19 @@ pub struct NewSession {
     pub created_by: Option<String>,
 }
 
+impl NewSession {
+    pub(crate) fn check(&self) -> Result<()> {
+        check_name("alertType", &self.alert_type)?;
+        check_name("chainId", &self.chain_id)?;
+        check_optional("author", self.author.as_deref(), limits::NAME)?;
+        check_optional("runbookUrl", self.runbook_url.as_deref(), limits::URL)?;
+        check_optional("createdBy", self.created_by.as_deref(), limits::NAME)?;
+        check_json("alertData", &self.alert_data, limits::SMALL_JSON)
+    }
+}
+
 pub async fn create(conn: &mut PgConnection, new: &NewSession) -> Result<SessionRow> {
-    check_name("alertType", &new.alert_type)?;
-    check_name("chainId", &new.chain_id)?;
-    check_optional("author", new.author.as_deref(), limits::NAME)?;
-    check_optional("runbookUrl", new.runbook_url.as_deref(), limits::URL)?;
-    check_optional("createdBy", new.created_by.as_deref(), limits::NAME)?;
-    check_json("alertData", &new.alert_data, limits::SMALL_JSON)?;
+    new.check()?;
     let id = new.id.unwrap_or_else(Uuid::now_v7);
     if is_retry(conn, new.id, id, "createSession", new).await? {
         return fetch::<SessionRow>(conn, id).await;
@@ -92,22 +98,28 @@ pub struct Completion {
     pub executive_summary: Option<String>,
 }
 
+impl Completion {
+    pub(crate) fn check(&self) -> Result<()> {
+        check_optional(
+            "finalAnalysis",
+            self.final_analysis.as_deref(),
+            limits::TEXT,
+        )?;
+        check_optional(
+            "executiveSummary",
+            self.executive_summary.as_deref(),
+            limits::TEXT,
+        )
+    }
+}
+
 /// in_progress → completed, once no execution is running.
 pub async fn complete(
     conn: &mut PgConnection,
     id: Uuid,
     completion: &Completion,
 ) -> Result<SessionRow> {
-    check_optional(
-        "finalAnalysis",
-        completion.final_analysis.as_deref(),
-        limits::TEXT,
-    )?;
-    check_optional(
-        "executiveSummary",
-        completion.executive_summary.as_deref(),
-        limits::TEXT,
-    )?;
+    completion.check()?;
     let session = lock_session(conn, id).await?;
     ensure_not_deleted(&session)?;
     match session.status {
@@ -143,6 +155,11 @@ pub async fn complete(
     .await?)
 }
 
+/// A failed or timed-out session says why.
+pub(crate) fn check_failure(error_message: &str) -> Result<()> {
+    check_required("errorMessage", error_message, limits::TEXT)
+}
+
 /// pending / in_progress / cancelling → failed or timed_out; running executions end with it.
 pub async fn fail(
     conn: &mut PgConnection,
@@ -150,7 +167,7 @@ pub async fn fail(
     timed_out: bool,
     error_message: &str,
 ) -> Result<SessionRow> {
-    check_required("errorMessage", error_message, limits::TEXT)?;
+    check_failure(error_message)?;
     let (status, execution_status) = if timed_out {
         (SessionStatus::TimedOut, ExecutionStatus::TimedOut)
     } else {
