@@ -5,26 +5,62 @@
 //!
 //! A [`Demo`] first builds the rows in memory while it plays a clock forward, so timestamps,
 //! durations, token counts, costs and stage outcomes follow from what the scenario does instead
-//! of being typed in by hand. [`Demo::write`] then inserts them in one transaction. Ids are
-//! UUIDv7 built from that fixed clock and a hash of a stable label, and every insert is
-//! `ON CONFLICT (id) DO NOTHING`, so loading twice writes nothing the second time.
+//! of being typed in by hand. The store then restores them as finished history (checked, in
+//! one transaction; see [`crate::store::write::restore`]). Ids are UUIDv7 built from that fixed
+//! clock and a hash of a stable label, and a session already there keeps what it has, so
+//! loading twice writes nothing the second time.
 //!
 //! Layout: `ids` (deterministic ids and time), `catalog` (models, agents, tools), `builder`
-//! (the `Demo` builder), `write` (the insert) and `scenarios` (one file per session).
+//! (the `Demo` builder) and `scenarios` (one file per session).
 
 mod builder;
 mod catalog;
 mod ids;
 mod scenarios;
-mod write;
 
 use crate::error::Result;
 use crate::store::Store;
+use crate::store::write::restore::{Records, Restored, restore};
 use builder::Demo;
+
+/// The demo sessions' records.
+pub fn records() -> Records {
+    let mut demo = Demo::default();
+    scenarios::play_all(&mut demo);
+    demo.rows
+}
 
 /// Loads the demo sessions (idempotent) and says what it wrote.
 pub async fn load(store: &Store) -> Result<String> {
-    let mut demo = Demo::default();
-    scenarios::play_all(&mut demo);
-    demo.write(store).await
+    let records = records();
+    let restored = restore(store, &records).await?;
+    Ok(summary(&records, restored))
+}
+
+fn summary(records: &Records, restored: Restored) -> String {
+    let counts = [
+        (records.sessions.len(), "sessions"),
+        (records.chats.len(), "chats"),
+        (records.chat_messages.len(), "chat messages"),
+        (records.stages.len(), "stages"),
+        (records.executions.len(), "agent executions"),
+        (records.timeline_events.len(), "timeline events"),
+        (records.messages.len(), "messages"),
+        (restored.tool_calls, "tool calls"),
+        (records.llm_interactions.len(), "LLM interactions"),
+        (records.mcp_interactions.len(), "MCP interactions"),
+    ];
+    let total: usize = counts.iter().map(|(n, _)| n).sum();
+    let parts: Vec<String> = counts
+        .iter()
+        .map(|&(n, what)| match what.strip_suffix('s') {
+            Some(one) if n == 1 => format!("{n} {one}"),
+            _ => format!("{n} {what}"),
+        })
+        .collect();
+    format!(
+        "demo data: {} ({} of {total} rows new)",
+        parts.join(", "),
+        restored.new
+    )
 }

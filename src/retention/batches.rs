@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use super::options::PurgeBatches;
 use super::policy::Policy;
+use crate::error::sqlstate::DbFailure;
 use crate::error::{Error, Result};
 use crate::model::{PurgeStatus, PurgeTrigger};
 use crate::observe::metrics::RETENTION_DELETED;
@@ -196,16 +197,10 @@ impl Trouble {
     /// The trouble behind `err`, if another try may succeed; a batch that cannot shrink treats
     /// running out of time as contention.
     fn of(err: &Error, shrinks: bool) -> Option<Trouble> {
-        if err.is_transient() {
-            return Some(Trouble::Contended);
-        }
-        let Error::Database(err) = err else {
-            return None;
-        };
-        match err.as_database_error()?.code()?.as_ref() {
-            "55P03" => Some(Trouble::Contended),
-            "57014" if shrinks => Some(Trouble::TooSlow),
-            "57014" => Some(Trouble::Contended),
+        match err.db_failure()? {
+            DbFailure::Collision | DbFailure::LockTimeout => Some(Trouble::Contended),
+            DbFailure::StatementTimeout if shrinks => Some(Trouble::TooSlow),
+            DbFailure::StatementTimeout => Some(Trouble::Contended),
             _ => None,
         }
     }

@@ -12,7 +12,6 @@ mod lease;
 pub mod mcp_search;
 pub mod page;
 mod records;
-pub mod refusals;
 pub mod retention;
 mod rollups;
 mod search;

@@ -6,6 +6,7 @@ use sqlx::{FromRow, Postgres, QueryBuilder};
 
 use super::Store;
 use super::sessions::{SessionFilter, push_filter, push_ranked_sessions, push_source};
+use crate::error::sqlstate::{BadData, DbFailure};
 use crate::error::{Error, Result};
 use crate::model::SessionStatus;
 
@@ -243,7 +244,9 @@ impl Store {
             .await
             .map_err(|e| match &e {
                 // The only value PostgreSQL can refuse here is the time zone's name.
-                sqlx::Error::Database(db) if db.code().as_deref() == Some("22023") => {
+                sqlx::Error::Database(db)
+                    if DbFailure::of(&e) == Some(DbFailure::BadData(BadData::BadParameter)) =>
+                {
                     Error::bad_input(format!("unknown time zone: {}", db.message()))
                 }
                 _ => e.into(),

@@ -7,7 +7,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 
 use casefile::api::ids::{NodeType, encode};
-use casefile::store::refusals;
+use casefile::error::refusals;
 
 use crate::common::TestApp;
 use crate::common::sse::SseSubscription;

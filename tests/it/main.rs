@@ -29,6 +29,7 @@ mod pagination;
 mod query_api;
 mod relationship_pages;
 mod replicas;
+mod restore;
 mod retention;
 mod schema_file;
 mod search;

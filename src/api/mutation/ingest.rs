@@ -10,8 +10,8 @@ use crate::api::types::{
     AgentExecution, LlmInteraction, McpInteraction, Message, Stage, TimelineEvent,
 };
 use crate::error::Error;
+use crate::error::refusals::{self, Refusal, Refused};
 use crate::observe::metrics::{INGEST_APPENDED_BYTES, INGEST_BATCHED_OPERATIONS};
-use crate::store::refusals::{self, Refusal, Refused};
 use crate::store::write::locks::{LockPlan, Target};
 use crate::store::write::{executions, interactions, limits, messages, stages, timeline};
 

@@ -53,7 +53,7 @@ impl Demo {
     pub(in crate::demo) fn session(&mut self, minutes: i64, alert: Alert) -> Session {
         self.now = BASE + TimeDelta::minutes(minutes);
         let id = demo_id(&format!("demo/{}", alert.key), self.now);
-        self.sessions.push(SessionRow {
+        self.rows.sessions.push(SessionRow {
             id,
             alert_type: alert.alert_type.into(),
             alert_data: crate::store::raw_json(&alert.data),
@@ -73,7 +73,7 @@ impl Demo {
             created_by: None,
         });
         Session {
-            idx: self.sessions.len() - 1,
+            idx: self.rows.sessions.len() - 1,
             id,
         }
     }
@@ -81,7 +81,7 @@ impl Demo {
     /// The worker picks the session up a moment after the alert arrived.
     pub(in crate::demo) fn start(&mut self, s: Session) {
         self.wait(1_800);
-        let row = &mut self.sessions[s.idx];
+        let row = &mut self.rows.sessions[s.idx];
         row.status = SessionStatus::InProgress;
         row.started_at = Some(self.now);
         row.updated_at = self.now;
@@ -90,7 +90,7 @@ impl Demo {
     /// Records where a session stands; terminal statuses also get `completed_at`.
     pub(in crate::demo) fn settle(&mut self, s: Session, status: SessionStatus, outcome: Outcome) {
         self.wait(400);
-        let row = &mut self.sessions[s.idx];
+        let row = &mut self.rows.sessions[s.idx];
         row.status = status;
         row.final_analysis = outcome.final_analysis.map(Into::into);
         row.executive_summary = outcome.executive_summary.map(Into::into);
@@ -108,7 +108,7 @@ impl Demo {
             Agents::One => (1, None, None),
             Agents::Parallel(kind, policy, count) => (count, Some(kind), Some(policy)),
         };
-        self.stages.push(StageRow {
+        self.rows.stages.push(StageRow {
             id,
             session_id: s.id,
             stage_name: name.into(),
@@ -127,7 +127,7 @@ impl Demo {
             updated_at: self.now,
         });
         Stage {
-            idx: self.stages.len() - 1,
+            idx: self.rows.stages.len() - 1,
             id,
             session: s.id,
         }
@@ -139,12 +139,13 @@ impl Demo {
     /// it is returned so a failing session can quote it.
     pub(in crate::demo) fn end_stage(&mut self, st: Stage) -> Option<String> {
         self.wait(150);
-        let row = &self.stages[st.idx];
+        let row = &self.rows.stages[st.idx];
         let (policy, policy_name) = match row.success_policy {
             Some(SuccessPolicy::Any) => (SuccessPolicy::Any, "any"),
             _ => (SuccessPolicy::All, "all"),
         };
         let agents: Vec<&ExecutionRow> = self
+            .rows
             .executions
             .iter()
             .filter(|e| e.stage_id == st.id && e.parent_execution_id.is_none())
@@ -189,7 +190,7 @@ impl Demo {
             }
         });
         let now = self.now;
-        let row = &mut self.stages[st.idx];
+        let row = &mut self.rows.stages[st.idx];
         row.status = status;
         row.completed_at = Some(now);
         row.duration_ms = row.started_at.map(|started| millis_between(started, now));
@@ -205,7 +206,7 @@ impl Demo {
     pub(in crate::demo) fn chat(&mut self, s: Session, created_by: &str, title: &str) -> Uuid {
         let n = self.next(s.id, "chat");
         let id = Self::child_id(s.id, "chat", n, self.now);
-        self.chats.push(ChatRow {
+        self.rows.chats.push(ChatRow {
             id,
             session_id: s.id,
             created_by: Some(created_by.into()),
@@ -219,7 +220,7 @@ impl Demo {
     /// A question asked, or an answer ended: the chat's latest activity.
     fn touch_chat(&mut self, chat: Uuid) {
         let now = self.now;
-        if let Some(row) = self.chats.iter_mut().find(|c| c.id == chat) {
+        if let Some(row) = self.rows.chats.iter_mut().find(|c| c.id == chat) {
             row.updated_at = now;
         }
     }
@@ -235,7 +236,7 @@ impl Demo {
     ) -> (Stage, Agent) {
         let n = self.next(chat, "question");
         let question = Self::child_id(chat, "question", n, self.now);
-        self.chat_messages.push(ChatUserMessageRow {
+        self.rows.chat_messages.push(ChatUserMessageRow {
             id: question,
             chat_id: chat,
             session_id: s.id,
@@ -248,7 +249,7 @@ impl Demo {
         let asked = self.now;
         self.wait(600);
         let st = self.stage(s, "Chat Response", Agents::One);
-        let row = &mut self.stages[st.idx];
+        let row = &mut self.rows.stages[st.idx];
         row.chat_id = Some(chat);
         row.chat_user_message_id = Some(question);
         let agent = self.agent(st, &CHAT_AGENT);
@@ -278,7 +279,7 @@ impl Demo {
         let (agent_type, team) = match joins {
             Joins::Team(team) => (AgentType::TeamSupervisor, team.to_owned()),
             Joins::Worker => {
-                let parent = &self.executions[parent.idx];
+                let parent = &self.rows.executions[parent.idx];
                 let team = parent.team_name.clone();
                 (
                     AgentType::Worker,
@@ -307,8 +308,8 @@ impl Demo {
     ) -> Agent {
         let index = self.next(st.id, "agent");
         let id = Self::child_id(st.id, "agent", index, self.now);
-        let depth = parent.map_or(0, |p| self.executions[p.idx].depth + 1);
-        self.executions.push(ExecutionRow {
+        let depth = parent.map_or(0, |p| self.rows.executions[p.idx].depth + 1);
+        self.rows.executions.push(ExecutionRow {
             id,
             stage_id: st.id,
             session_id: st.session,
@@ -332,7 +333,7 @@ impl Demo {
             depth,
         });
         Agent {
-            idx: self.executions.len() - 1,
+            idx: self.rows.executions.len() - 1,
             id,
             stage: st.id,
             session: st.session,
@@ -342,7 +343,7 @@ impl Demo {
 
     /// What a finished sub-agent reports back to its parent (seed 003's `result_summary`).
     pub(in crate::demo) fn report(&mut self, a: Agent, summary: &str) {
-        self.executions[a.idx].result_summary = Some(summary.into());
+        self.rows.executions[a.idx].result_summary = Some(summary.into());
     }
 
     pub(in crate::demo) fn end_agent(
@@ -353,7 +354,7 @@ impl Demo {
     ) {
         self.wait(120);
         let now = self.now;
-        let row = &mut self.executions[a.idx];
+        let row = &mut self.rows.executions[a.idx];
         row.status = status;
         row.completed_at = Some(now);
         row.duration_ms = row.started_at.map(|started| millis_between(started, now));

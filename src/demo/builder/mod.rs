@@ -14,11 +14,7 @@ use uuid::Uuid;
 
 use super::catalog::Profile;
 use super::ids::demo_id;
-use crate::store::{
-    ChatRow, ChatUserMessageRow, ExecutionRow, LlmInteractionRow, LlmPayloadRow, LlmRequestRow,
-    McpInteractionRow, McpPayloadRow, MessageRow, SessionRow, StageRow, TimelineEventRow,
-    ToolCallRow,
-};
+use crate::store::write::restore::Records;
 
 // What the scenarios build with, whichever file it lives in.
 pub(super) use lifecycle::{Agents, Alert, Joins, Outcome};
@@ -55,17 +51,8 @@ pub(super) struct Demo {
     now: DateTime<Utc>,
     /// Next ordinal of a kind of child under a parent: stage index, sequence numbers, ...
     ordinals: HashMap<(Uuid, &'static str), i32>,
-    // The rows themselves, which `write` inserts.
-    pub(super) sessions: Vec<SessionRow>,
-    pub(super) chats: Vec<ChatRow>,
-    pub(super) chat_messages: Vec<ChatUserMessageRow>,
-    pub(super) stages: Vec<StageRow>,
-    pub(super) executions: Vec<ExecutionRow>,
-    pub(super) messages: Vec<MessageRow>,
-    pub(super) tool_calls: Vec<ToolCallRow>,
-    pub(super) llm: Vec<(LlmInteractionRow, LlmRequestRow, LlmPayloadRow)>,
-    pub(super) mcp: Vec<(McpInteractionRow, McpPayloadRow)>,
-    pub(super) events: Vec<TimelineEventRow>,
+    /// The rows themselves.
+    pub(super) rows: Records,
 }
 
 impl Demo {

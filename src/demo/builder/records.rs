@@ -5,7 +5,6 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value as Json, json};
 use uuid::Uuid;
 
-use super::steps::{Output, Step};
 use super::{Agent, Demo};
 use crate::demo::catalog::{Model, TOOLS};
 use crate::demo::ids::{FNV_OFFSET, fnv1a};
@@ -14,7 +13,7 @@ use crate::model::{
 };
 use crate::store::{
     LlmInteractionRow, LlmPayloadRow, LlmRequestRow, McpInteractionRow, McpPayloadRow, MessageRow,
-    TimelineEventRow, ToolCallRow,
+    TimelineEventRow,
 };
 
 /// One message of an execution's LLM conversation.
@@ -27,6 +26,14 @@ pub(in crate::demo) enum Msg<'a> {
         function: &'a str,
         content: &'a str,
     },
+}
+
+/// What an MCP tool call came back with.
+#[derive(Clone, Copy)]
+pub(super) enum Output<'a> {
+    Text(&'a str),
+    Error(&'a str),
+    Cancelled,
 }
 
 /// A timeline event about to be written; it is created `since` and last updated now.
@@ -96,7 +103,7 @@ impl Demo {
                 None,
             ),
         };
-        self.messages.push(MessageRow {
+        self.rows.messages.push(MessageRow {
             id,
             session_id: a.session,
             stage_id: a.stage,
@@ -109,23 +116,13 @@ impl Demo {
             tool_calls: tool_calls.as_ref().map(crate::store::raw_json),
             created_at: self.now,
         });
-        let requested = tool_calls.as_ref().map(crate::store::requested_calls);
-        for call in requested.unwrap_or_default() {
-            self.tool_calls.push(ToolCallRow {
-                execution_id: a.id,
-                call_id: call.call_id,
-                session_id: a.session,
-                message_id: id,
-                position: call.position,
-            });
-        }
         self.wait(40);
     }
 
     pub(super) fn event(&mut self, a: Agent, event: Event) {
         let n = self.next(a.session, "event");
         let id = Self::child_id(a.session, "event", n, event.since);
-        self.events.push(TimelineEventRow {
+        self.rows.timeline_events.push(TimelineEventRow {
             id,
             session_id: a.session,
             stage_id: a.stage,
@@ -149,6 +146,7 @@ impl Demo {
         let model = a.profile.model;
         let tools = a.profile.tools();
         let sent: Vec<&MessageRow> = self
+            .rows
             .messages
             .iter()
             .filter(|m| m.execution_id == a.id)
@@ -229,15 +227,22 @@ impl Demo {
             error_message: error,
             created_at: self.now,
         };
-        self.llm.push((row, request, payload));
+        self.rows.llm_interactions.push((row, request, payload));
         id
     }
 
-    /// One MCP tool call; the clock moves past it.
-    pub(super) fn mcp(&mut self, a: Agent, step: &Step<'_>, call_id: &str) -> Uuid {
+    /// One MCP tool call, of `tool` on `server`; the clock moves past it.
+    pub(super) fn mcp(
+        &mut self,
+        a: Agent,
+        (server, tool): (&str, &str),
+        args: &Json,
+        output: Output<'_>,
+        call_id: &str,
+    ) -> Uuid {
         // MCP results are a list of content blocks plus an error flag.
         let content = |text: &str, is_error: bool| json!({ "content": [{ "type": "text", "text": text }], "isError": is_error });
-        let (result, error, ms) = match step.output {
+        let (result, error, ms) = match output {
             Output::Text(text) => {
                 let ms = 180 + i64::try_from(text.len() / 5).unwrap_or(0);
                 (content(text, false), None, ms)
@@ -254,8 +259,8 @@ impl Demo {
             stage_id: a.stage,
             execution_id: a.id,
             interaction_type: McpInteractionType::ToolCall,
-            server_name: step.server.into(),
-            tool_name: Some(step.tool.into()),
+            server_name: server.into(),
+            tool_name: Some(tool.into()),
             duration_ms: Some(ms),
             error_message: error,
             created_at: self.now,
@@ -263,11 +268,11 @@ impl Demo {
         };
         let payload = McpPayloadRow {
             id,
-            tool_arguments: step.args.clone(),
+            tool_arguments: args.clone(),
             tool_result: result,
             available_tools: json!([]),
         };
-        self.mcp.push((row, payload));
+        self.rows.mcp_interactions.push((row, payload));
         id
     }
 
@@ -307,7 +312,7 @@ impl Demo {
                 tool_result: json!({}),
                 available_tools: Json::Array(tools),
             };
-            self.mcp.push((row, payload));
+            self.rows.mcp_interactions.push((row, payload));
         }
     }
 }

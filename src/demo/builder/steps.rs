@@ -3,7 +3,7 @@
 
 use serde_json::{Value as Json, json};
 
-use super::records::{Event, Msg, Reply};
+use super::records::{Event, Msg, Output, Reply};
 use super::{Agent, Demo};
 use crate::demo::catalog::SUMMARY_PROMPT;
 use crate::demo::ids::{FNV_OFFSET, fnv1a};
@@ -12,23 +12,15 @@ use crate::model::{LlmInteractionType, TimelineEventStatus, TimelineEventType};
 use LlmInteractionType as Llm;
 use TimelineEventType as Kind;
 
-/// What an MCP tool call came back with.
-#[derive(Clone, Copy)]
-pub(super) enum Output<'a> {
-    Text(&'a str),
-    Error(&'a str),
-    Cancelled,
-}
-
 /// One ReAct step: the model (maybe thinking or saying something) asks for one MCP tool call,
 /// the tool runs, and its result (or a summary of it) goes back into the conversation.
 pub(in crate::demo) struct Step<'a> {
     thinking: Option<&'a str>,
     say: Option<&'a str>,
-    pub(super) server: &'a str,
-    pub(super) tool: &'a str,
-    pub(super) args: Json,
-    pub(super) output: Output<'a>,
+    server: &'a str,
+    tool: &'a str,
+    args: Json,
+    output: Output<'a>,
     summary: Option<&'a str>,
 }
 
@@ -170,7 +162,13 @@ impl Demo {
             &[(&call_id, &function, &step.args)],
         );
         let since = self.now;
-        let mcp = self.mcp(a, &step, &call_id);
+        let mcp = self.mcp(
+            a,
+            (step.server, step.tool),
+            &step.args,
+            step.output,
+            &call_id,
+        );
         let (status, content) = match step.output {
             Output::Text(text) => (TimelineEventStatus::Completed, text.to_owned()),
             Output::Error(error) => (TimelineEventStatus::Failed, error.to_owned()),

@@ -27,9 +27,15 @@ pub struct NewChat {
     pub title: Option<String>,
 }
 
+impl NewChat {
+    pub(crate) fn check(&self) -> Result<()> {
+        check_optional("createdBy", self.created_by.as_deref(), limits::NAME)?;
+        check_title(self.title.as_deref())
+    }
+}
+
 pub async fn open(conn: &mut PgConnection, new: &NewChat) -> Result<ChatRow> {
-    check_optional("createdBy", new.created_by.as_deref(), limits::NAME)?;
-    check_title(new.title.as_deref())?;
+    new.check()?;
     let session = lock_session(conn, new.session_id).await?;
     let id = new.id.unwrap_or_else(Uuid::now_v7);
     if is_retry(conn, new.id, session.id, "openChat", new).await? {
@@ -118,6 +124,17 @@ pub fn validate_question(content: &str) -> Result<()> {
     check_text("content", content, limits::CHAT_MESSAGE)
 }
 
+/// A question as stored: its text, who asks (a display name) and who posted it.
+pub(crate) fn check_question(
+    content: &str,
+    author: Option<&str>,
+    created_by: Option<&str>,
+) -> Result<()> {
+    validate_question(content)?;
+    check_optional("author", author, limits::NAME)?;
+    check_optional("createdBy", created_by, limits::NAME)
+}
+
 /// Who may post to a chat, or rename it.
 #[derive(Debug, Clone, Copy)]
 pub enum Poster<'a> {
@@ -154,9 +171,11 @@ pub async fn post(
     new: &NewChatMessage,
     poster: Poster<'_>,
 ) -> Result<ChatUserMessageRow> {
-    validate_question(&new.content)?;
-    check_optional("author", new.author.as_deref(), limits::NAME)?;
-    check_optional("createdBy", new.created_by.as_deref(), limits::NAME)?;
+    check_question(
+        &new.content,
+        new.author.as_deref(),
+        new.created_by.as_deref(),
+    )?;
     check_name("agentName", &new.agent_name)?;
     check_required(
         "iterationStrategy",

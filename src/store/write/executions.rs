@@ -4,16 +4,17 @@ use serde::Serialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use super::lifecycle::{finish_locked, note_execution_finished, note_execution_started};
 use super::stages::{ensure_accepts_work, refresh};
 use super::{
     check_name, check_optional, check_required, fetch, id_taken, is_finished_execution,
     is_finished_stage, is_retry, limits, lock_execution, lock_session, lock_stage,
-    session_of_execution, sessions, snake, timeline,
+    session_of_execution, snake,
 };
 use crate::error::{Error, Result};
 use crate::model::{AgentType, ExecutionStatus};
 use crate::store::traced::traced;
-use crate::store::{ExecutionRow, SessionRow};
+use crate::store::{ExecutionRow, SessionRow, StageRow};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct NewExecution {
@@ -35,7 +36,7 @@ pub const MAX_DEPTH: i32 = 10;
 
 /// Where a new execution stands in its tree: its type, team and depth, from what the client
 /// said and its parent (`None` for a top-level execution).
-fn place(
+pub(crate) fn place(
     new: &NewExecution,
     parent: Option<&ExecutionRow>,
 ) -> Result<(AgentType, Option<String>, i32)> {
@@ -80,25 +81,32 @@ fn place(
     Ok((agent_type, team, depth))
 }
 
+impl NewExecution {
+    pub(crate) fn check(&self) -> Result<()> {
+        check_name("agentName", &self.agent_name)?;
+        check_required(
+            "iterationStrategy",
+            &self.iteration_strategy,
+            limits::STRATEGY,
+        )?;
+        check_optional("llmProvider", self.llm_provider.as_deref(), limits::NAME)?;
+        check_optional("llmModel", self.llm_model.as_deref(), limits::NAME)?;
+        if let Some(team) = &self.team_name {
+            check_name("teamName", team)?;
+        }
+        check_optional("task", self.task.as_deref(), limits::TEXT)?;
+        if self.agent_index < 1 {
+            return Err(Error::bad_input(format!(
+                "`agentIndex` must be at least 1, got {}",
+                self.agent_index
+            )));
+        }
+        Ok(())
+    }
+}
+
 pub async fn create(conn: &mut PgConnection, new: &NewExecution) -> Result<ExecutionRow> {
-    check_name("agentName", &new.agent_name)?;
-    check_required(
-        "iterationStrategy",
-        &new.iteration_strategy,
-        limits::STRATEGY,
-    )?;
-    check_optional("llmProvider", new.llm_provider.as_deref(), limits::NAME)?;
-    check_optional("llmModel", new.llm_model.as_deref(), limits::NAME)?;
-    if let Some(team) = &new.team_name {
-        check_name("teamName", team)?;
-    }
-    check_optional("task", new.task.as_deref(), limits::TEXT)?;
-    if new.agent_index < 1 {
-        return Err(Error::bad_input(format!(
-            "`agentIndex` must be at least 1, got {}",
-            new.agent_index
-        )));
-    }
+    new.check()?;
     let session_id: Uuid = sqlx::query_scalar("SELECT session_id FROM stages WHERE id = $1")
         .bind(new.stage_id)
         .fetch_optional(traced(&mut *conn))
@@ -122,44 +130,16 @@ pub async fn create(conn: &mut PgConnection, new: &NewExecution) -> Result<Execu
             snake(stage.status)
         )));
     }
-    let (same_index, top_level): (Option<String>, i64) = sqlx::query_as(
-        "SELECT (SELECT agent_name FROM agent_executions WHERE stage_id = $1 AND agent_index = $2), \
-                (SELECT count(*) FROM agent_executions WHERE stage_id = $1 AND parent_execution_id IS NULL)",
-    )
-    .bind(stage.id)
-    .bind(new.agent_index)
-    .fetch_one(traced(&mut *conn))
-    .await?;
-    if let Some(name) = same_index {
+    let parent = check_place(conn, &stage, new).await?;
+    if let Some(parent) = &parent
+        && is_finished_execution(parent.status)
+    {
         return Err(Error::Conflict(format!(
-            "stage {} already has agent {} ({name})",
-            stage.id, new.agent_index
+            "cannot spawn a sub-agent: parent execution {} is already {}",
+            parent.id,
+            snake(parent.status)
         )));
     }
-    let parent = match new.parent_execution_id {
-        None if top_level >= i64::from(stage.expected_agent_count) => {
-            return Err(Error::Conflict(format!(
-                "stage {} expects {} agent(s) and already has them",
-                stage.id, stage.expected_agent_count
-            )));
-        }
-        None => None,
-        Some(parent_id) => {
-            let parent = lock_execution(conn, parent_id).await?;
-            if parent.stage_id != stage.id {
-                return Err(Error::bad_input(format!(
-                    "parent execution {parent_id} runs in another stage; a sub-agent runs in its parent's stage"
-                )));
-            }
-            if is_finished_execution(parent.status) {
-                return Err(Error::Conflict(format!(
-                    "cannot spawn a sub-agent: parent execution {parent_id} is already {}",
-                    snake(parent.status)
-                )));
-            }
-            Some(parent)
-        }
-    };
     let (agent_type, team_name, depth) = place(new, parent.as_ref())?;
     let execution: ExecutionRow = sqlx::query_as(
         "INSERT INTO agent_executions (id, stage_id, session_id, parent_execution_id, agent_name, \
@@ -187,18 +167,46 @@ pub async fn create(conn: &mut PgConnection, new: &NewExecution) -> Result<Execu
     Ok(execution)
 }
 
-/// Executions of a session that are still pending or active.
-pub(crate) async fn running_executions(
+/// Refuses an execution whose index its stage already uses, a top-level one past the stage's
+/// expected agents, and a sub-agent of an execution in another stage; returns the parent,
+/// locked.
+pub(crate) async fn check_place(
     conn: &mut PgConnection,
-    session_id: Uuid,
-) -> Result<Vec<ExecutionRow>> {
-    Ok(sqlx::query_as(
-        "SELECT * FROM agent_executions WHERE session_id = $1 AND status IN ('pending', 'active') \
-         ORDER BY created_at, id FOR NO KEY UPDATE",
+    stage: &StageRow,
+    new: &NewExecution,
+) -> Result<Option<ExecutionRow>> {
+    let (same_index, top_level): (Option<String>, i64) = sqlx::query_as(
+        "SELECT (SELECT agent_name FROM agent_executions WHERE stage_id = $1 AND agent_index = $2), \
+                (SELECT count(*) FROM agent_executions WHERE stage_id = $1 AND parent_execution_id IS NULL)",
     )
-    .bind(session_id)
-    .fetch_all(traced(conn))
-    .await?)
+    .bind(stage.id)
+    .bind(new.agent_index)
+    .fetch_one(traced(&mut *conn))
+    .await?;
+    if let Some(name) = same_index {
+        return Err(Error::Conflict(format!(
+            "stage {} already has agent {} ({name})",
+            stage.id, new.agent_index
+        )));
+    }
+    match new.parent_execution_id {
+        None if top_level >= i64::from(stage.expected_agent_count) => {
+            Err(Error::Conflict(format!(
+                "stage {} expects {} agent(s) and already has them",
+                stage.id, stage.expected_agent_count
+            )))
+        }
+        None => Ok(None),
+        Some(parent_id) => {
+            let parent = lock_execution(conn, parent_id).await?;
+            if parent.stage_id != stage.id {
+                return Err(Error::bad_input(format!(
+                    "parent execution {parent_id} runs in another stage; a sub-agent runs in its parent's stage"
+                )));
+            }
+            Ok(Some(parent))
+        }
+    }
 }
 
 /// pending → active.
@@ -234,7 +242,7 @@ pub(crate) async fn start_locked(
     .await?;
     refresh(conn, stage.id).await?;
     if stage.chat_id.is_none() {
-        sessions::note_execution_started(conn, session).await?;
+        note_execution_started(conn, session).await?;
     }
     Ok(started)
 }
@@ -249,28 +257,34 @@ pub struct Finish {
     pub result_summary: Option<String>,
 }
 
+impl Finish {
+    pub(crate) fn check(&self) -> Result<()> {
+        if !is_finished_execution(self.status) {
+            return Err(Error::bad_input(format!(
+                "`{}` is not a final status",
+                snake(self.status)
+            )));
+        }
+        if self.status == ExecutionStatus::Completed && self.error_message.is_some() {
+            return Err(Error::bad_input(
+                "a completed execution takes no `errorMessage`",
+            ));
+        }
+        check_optional("errorMessage", self.error_message.as_deref(), limits::TEXT)?;
+        check_optional(
+            "resultSummary",
+            self.result_summary.as_deref(),
+            limits::TEXT,
+        )
+    }
+}
+
 /// pending / active → a final status. Finishing again with the same status and error is a
 /// harmless retry; any other change to a finished execution is a conflict.
 pub async fn finish(conn: &mut PgConnection, finish: &Finish) -> Result<ExecutionRow> {
+    finish.check()?;
     let (id, status) = (finish.id, finish.status);
     let error_message = finish.error_message.as_deref();
-    if !is_finished_execution(status) {
-        return Err(Error::bad_input(format!(
-            "`{}` is not a final status",
-            snake(status)
-        )));
-    }
-    if status == ExecutionStatus::Completed && error_message.is_some() {
-        return Err(Error::bad_input(
-            "a completed execution takes no `errorMessage`",
-        ));
-    }
-    check_optional("errorMessage", error_message, limits::TEXT)?;
-    check_optional(
-        "resultSummary",
-        finish.result_summary.as_deref(),
-        limits::TEXT,
-    )?;
     let session_id = session_of_execution(conn, id).await?;
     let session = lock_session(conn, session_id).await?;
     let mut execution = lock_execution(conn, id).await?;
@@ -298,31 +312,6 @@ pub async fn finish(conn: &mut PgConnection, finish: &Finish) -> Result<Executio
         .fetch_one(traced(&mut *conn))
         .await?;
     }
-    sessions::note_execution_finished(conn, session_id).await?;
-    Ok(finished)
-}
-
-/// Finishes an execution whose session and own row the caller has locked: closes its streaming
-/// timeline events with the same outcome, then re-aggregates its stage.
-pub(crate) async fn finish_locked(
-    conn: &mut PgConnection,
-    id: Uuid,
-    status: ExecutionStatus,
-    error_message: Option<&str>,
-) -> Result<ExecutionRow> {
-    timeline::close_streaming_events(conn, id, status).await?;
-    let finished: ExecutionRow = sqlx::query_as(
-        "UPDATE agent_executions SET status = $2, error_message = $3, completed_at = now(), \
-            duration_ms = CASE WHEN started_at IS NULL THEN NULL \
-                ELSE (EXTRACT(EPOCH FROM (now() - started_at)) * 1000)::bigint END, \
-            updated_at = now() \
-         WHERE id = $1 RETURNING *",
-    )
-    .bind(id)
-    .bind(status)
-    .bind(error_message)
-    .fetch_one(traced(&mut *conn))
-    .await?;
-    refresh(conn, finished.stage_id).await?;
+    note_execution_finished(conn, session_id).await?;
     Ok(finished)
 }

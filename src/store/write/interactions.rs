@@ -34,7 +34,8 @@ pub struct NewLlmInteraction {
     pub error_message: Option<String>,
 }
 
-fn check_count(field: &str, value: Option<i64>) -> Result<()> {
+/// A count or a duration: absent, or 0 or more.
+pub(crate) fn check_count(field: &str, value: Option<i64>) -> Result<()> {
     match value {
         Some(v) if v < 0 => Err(Error::bad_input(format!(
             "`{field}` must be 0 or more, got {v}"
@@ -43,41 +44,48 @@ fn check_count(field: &str, value: Option<i64>) -> Result<()> {
     }
 }
 
+impl NewLlmInteraction {
+    pub(crate) fn check(&self) -> Result<()> {
+        check_name("modelName", &self.model_name)?;
+        check_json("llmRequest", &self.llm_request, limits::JSON)?;
+        check_json("llmResponse", &self.llm_response, limits::JSON)?;
+        check_json(
+            "responseMetadata",
+            &self.response_metadata,
+            limits::SMALL_JSON,
+        )?;
+        check_optional(
+            "thinkingContent",
+            self.thinking_content.as_deref(),
+            limits::TEXT,
+        )?;
+        check_optional("errorMessage", self.error_message.as_deref(), limits::TEXT)?;
+        for (field, value) in [
+            ("inputTokens", self.input_tokens.map(i64::from)),
+            ("outputTokens", self.output_tokens.map(i64::from)),
+            ("totalTokens", self.total_tokens.map(i64::from)),
+            ("thinkingTokens", self.thinking_tokens.map(i64::from)),
+            ("durationMs", self.duration_ms),
+        ] {
+            check_count(field, value)?;
+        }
+        if let Some(cost) = self.estimated_cost_usd
+            && !(0.0..=limits::COST_USD).contains(&cost)
+        {
+            return Err(Error::bad_input(format!(
+                "`estimatedCostUsd` must be between 0 and {}, got {cost}",
+                limits::COST_USD
+            )));
+        }
+        Ok(())
+    }
+}
+
 pub async fn record_llm(
     conn: &mut PgConnection,
     new: &NewLlmInteraction,
 ) -> Result<LlmInteractionRow> {
-    check_name("modelName", &new.model_name)?;
-    check_json("llmRequest", &new.llm_request, limits::JSON)?;
-    check_json("llmResponse", &new.llm_response, limits::JSON)?;
-    check_json(
-        "responseMetadata",
-        &new.response_metadata,
-        limits::SMALL_JSON,
-    )?;
-    check_optional(
-        "thinkingContent",
-        new.thinking_content.as_deref(),
-        limits::TEXT,
-    )?;
-    check_optional("errorMessage", new.error_message.as_deref(), limits::TEXT)?;
-    for (field, value) in [
-        ("inputTokens", new.input_tokens.map(i64::from)),
-        ("outputTokens", new.output_tokens.map(i64::from)),
-        ("totalTokens", new.total_tokens.map(i64::from)),
-        ("thinkingTokens", new.thinking_tokens.map(i64::from)),
-        ("durationMs", new.duration_ms),
-    ] {
-        check_count(field, value)?;
-    }
-    if let Some(cost) = new.estimated_cost_usd
-        && !(0.0..=limits::COST_USD).contains(&cost)
-    {
-        return Err(Error::bad_input(format!(
-            "`estimatedCostUsd` must be between 0 and {}, got {cost}",
-            limits::COST_USD
-        )));
-    }
+    new.check()?;
     let session_id = super::session_of_execution(conn, new.execution_id).await?;
     let id = new.id.unwrap_or_else(Uuid::now_v7);
     lock_session(conn, session_id).await?;
@@ -86,19 +94,7 @@ pub async fn record_llm(
     }
     let (_, execution) =
         lock_running_execution(conn, new.execution_id, "an LLM interaction").await?;
-    if let Some(message_id) = new.last_message_id {
-        let owner: Option<Uuid> =
-            sqlx::query_scalar("SELECT execution_id FROM messages WHERE id = $1")
-                .bind(message_id)
-                .fetch_optional(traced(&mut *conn))
-                .await?;
-        if owner != Some(execution.id) {
-            return Err(Error::bad_input(format!(
-                "`lastMessageId` {message_id} is not a message of agent execution {}",
-                execution.id
-            )));
-        }
-    }
+    check_last_message(conn, execution.id, new.last_message_id).await?;
     // Providers do not always report a total; it is the sum when both parts are known.
     let total = new.total_tokens.or_else(|| {
         new.input_tokens
@@ -137,6 +133,27 @@ pub async fn record_llm(
     .map_err(|e| id_taken(e, id))
 }
 
+/// Refuses a last message sent that is not a message of the execution's own conversation.
+pub(crate) async fn check_last_message(
+    conn: &mut PgConnection,
+    execution_id: Uuid,
+    message_id: Option<Uuid>,
+) -> Result<()> {
+    let Some(message_id) = message_id else {
+        return Ok(());
+    };
+    let owner: Option<Uuid> = sqlx::query_scalar("SELECT execution_id FROM messages WHERE id = $1")
+        .bind(message_id)
+        .fetch_optional(traced(conn))
+        .await?;
+    if owner != Some(execution_id) {
+        return Err(Error::bad_input(format!(
+            "`lastMessageId` {message_id} is not a message of agent execution {execution_id}"
+        )));
+    }
+    Ok(())
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct NewMcpInteraction {
     pub id: Option<Uuid>,
@@ -155,33 +172,39 @@ pub struct NewMcpInteraction {
     pub tool_call_id: Option<String>,
 }
 
+impl NewMcpInteraction {
+    pub(crate) fn check(&self) -> Result<()> {
+        check_name("serverName", &self.server_name)?;
+        match (&self.interaction_type, &self.tool_name) {
+            (McpInteractionType::ToolCall, None) => {
+                return Err(Error::bad_input(
+                    "a `TOOL_CALL` interaction needs `toolName`",
+                ));
+            }
+            (_, Some(tool)) => check_name("toolName", tool)?,
+            _ => {}
+        }
+        if let Some(call_id) = &self.tool_call_id {
+            check_name("toolCallId", call_id)?;
+            if self.interaction_type != McpInteractionType::ToolCall {
+                return Err(Error::bad_input(
+                    "only a `TOOL_CALL` interaction executes a `toolCallId`",
+                ));
+            }
+        }
+        check_json("toolArguments", &self.tool_arguments, limits::JSON)?;
+        check_json("toolResult", &self.tool_result, limits::JSON)?;
+        check_json("availableTools", &self.available_tools, limits::JSON)?;
+        check_optional("errorMessage", self.error_message.as_deref(), limits::TEXT)?;
+        check_count("durationMs", self.duration_ms)
+    }
+}
+
 pub async fn record_mcp(
     conn: &mut PgConnection,
     new: &NewMcpInteraction,
 ) -> Result<McpInteractionRow> {
-    check_name("serverName", &new.server_name)?;
-    match (&new.interaction_type, &new.tool_name) {
-        (McpInteractionType::ToolCall, None) => {
-            return Err(Error::bad_input(
-                "a `TOOL_CALL` interaction needs `toolName`",
-            ));
-        }
-        (_, Some(tool)) => check_name("toolName", tool)?,
-        _ => {}
-    }
-    if let Some(call_id) = &new.tool_call_id {
-        check_name("toolCallId", call_id)?;
-        if new.interaction_type != McpInteractionType::ToolCall {
-            return Err(Error::bad_input(
-                "only a `TOOL_CALL` interaction executes a `toolCallId`",
-            ));
-        }
-    }
-    check_json("toolArguments", &new.tool_arguments, limits::JSON)?;
-    check_json("toolResult", &new.tool_result, limits::JSON)?;
-    check_json("availableTools", &new.available_tools, limits::JSON)?;
-    check_optional("errorMessage", new.error_message.as_deref(), limits::TEXT)?;
-    check_count("durationMs", new.duration_ms)?;
+    new.check()?;
     let session_id = super::session_of_execution(conn, new.execution_id).await?;
     let id = new.id.unwrap_or_else(Uuid::now_v7);
     lock_session(conn, session_id).await?;
@@ -220,7 +243,7 @@ pub async fn record_mcp(
 
 /// Refuses to record the execution of a call unless the execution's conversation requested
 /// it (the execution row is locked, so that holds until commit) and nothing executed it yet.
-async fn check_executable(
+pub(crate) async fn check_executable(
     conn: &mut PgConnection,
     execution_id: Uuid,
     call_id: &str,

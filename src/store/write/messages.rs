@@ -27,37 +27,45 @@ pub struct NewMessage {
     pub tool_calls: Option<Json>,
 }
 
+impl NewMessage {
+    /// Checks the message; returns the tool calls it requests.
+    pub(crate) fn check(&self) -> Result<Vec<RequestedCall>> {
+        check_text("content", &self.content, limits::TEXT)?;
+        check_optional("toolCallId", self.tool_call_id.as_deref(), limits::NAME)?;
+        check_optional("toolName", self.tool_name.as_deref(), limits::NAME)?;
+        let requested = match &self.tool_calls {
+            Some(calls) => {
+                check_json("toolCalls", calls, limits::JSON)?;
+                check_requested_calls(calls)?
+            }
+            None => Vec::new(),
+        };
+        let has_tool_fields = self.tool_call_id.is_some() || self.tool_name.is_some();
+        match self.role {
+            MessageRole::Tool if self.tool_call_id.is_none() => {
+                return Err(Error::bad_input(
+                    "a `TOOL` message needs the `toolCallId` it answers",
+                ));
+            }
+            MessageRole::Tool => {}
+            _ if has_tool_fields => {
+                return Err(Error::bad_input(
+                    "only a `TOOL` message has `toolCallId` and `toolName`",
+                ));
+            }
+            _ => {}
+        }
+        if self.tool_calls.is_some() && self.role != MessageRole::Assistant {
+            return Err(Error::bad_input(
+                "only an `ASSISTANT` message requests `toolCalls`",
+            ));
+        }
+        Ok(requested)
+    }
+}
+
 pub async fn append(conn: &mut PgConnection, new: &NewMessage) -> Result<MessageRow> {
-    check_text("content", &new.content, limits::TEXT)?;
-    check_optional("toolCallId", new.tool_call_id.as_deref(), limits::NAME)?;
-    check_optional("toolName", new.tool_name.as_deref(), limits::NAME)?;
-    let requested = match &new.tool_calls {
-        Some(calls) => {
-            check_json("toolCalls", calls, limits::JSON)?;
-            check_requested_calls(calls)?
-        }
-        None => Vec::new(),
-    };
-    let has_tool_fields = new.tool_call_id.is_some() || new.tool_name.is_some();
-    match new.role {
-        MessageRole::Tool if new.tool_call_id.is_none() => {
-            return Err(Error::bad_input(
-                "a `TOOL` message needs the `toolCallId` it answers",
-            ));
-        }
-        MessageRole::Tool => {}
-        _ if has_tool_fields => {
-            return Err(Error::bad_input(
-                "only a `TOOL` message has `toolCallId` and `toolName`",
-            ));
-        }
-        _ => {}
-    }
-    if new.tool_calls.is_some() && new.role != MessageRole::Assistant {
-        return Err(Error::bad_input(
-            "only an `ASSISTANT` message requests `toolCalls`",
-        ));
-    }
+    let requested = new.check()?;
     let session_id = super::session_of_execution(conn, new.execution_id).await?;
     let id = new.id.unwrap_or_else(Uuid::now_v7);
     lock_session(conn, session_id).await?;
@@ -68,10 +76,7 @@ pub async fn append(conn: &mut PgConnection, new: &NewMessage) -> Result<Message
     // The execution row is locked, so its messages are numbered one at a time without gaps,
     // and the calls it requests and answers are checked against a conversation that holds
     // still.
-    if let Some(call_id) = &new.tool_call_id {
-        check_answerable(conn, execution.id, call_id).await?;
-    }
-    check_new_calls(conn, execution.id, &requested).await?;
+    check_calls(conn, execution.id, new.tool_call_id.as_deref(), &requested).await?;
     let message: MessageRow = sqlx::query_as(
         "INSERT INTO messages (id, session_id, stage_id, execution_id, sequence_number, role, \
             content, tool_call_id, tool_name, tool_calls) \
@@ -91,25 +96,50 @@ pub async fn append(conn: &mut PgConnection, new: &NewMessage) -> Result<Message
     .fetch_one(traced(&mut *conn))
     .await
     .map_err(|e| id_taken(e, id))?;
-    if !requested.is_empty() {
-        let (calls, positions): (Vec<&str>, Vec<i32>) = requested
-            .iter()
-            .map(|c| (c.call_id.as_str(), c.position))
-            .unzip();
-        sqlx::query(
-            "INSERT INTO tool_calls (execution_id, call_id, session_id, message_id, position) \
-             SELECT $1, call_id, $2, $3, position FROM unnest($4::text[], $5::int[]) \
-               AS c (call_id, position)",
-        )
-        .bind(message.execution_id)
-        .bind(message.session_id)
-        .bind(message.id)
-        .bind(&calls)
-        .bind(&positions)
-        .execute(traced(conn))
-        .await?;
-    }
+    insert_calls(conn, &message, &requested).await?;
     Ok(message)
+}
+
+/// Refuses a message that answers a call its conversation did not request or already
+/// answered, or that requests a call the conversation already requested.
+pub(crate) async fn check_calls(
+    conn: &mut PgConnection,
+    execution_id: Uuid,
+    answers: Option<&str>,
+    requested: &[RequestedCall],
+) -> Result<()> {
+    if let Some(call_id) = answers {
+        check_answerable(conn, execution_id, call_id).await?;
+    }
+    check_new_calls(conn, execution_id, requested).await
+}
+
+/// Links the calls a message requests to it; returns how many there were.
+pub(crate) async fn insert_calls(
+    conn: &mut PgConnection,
+    message: &MessageRow,
+    requested: &[RequestedCall],
+) -> Result<u64> {
+    if requested.is_empty() {
+        return Ok(0);
+    }
+    let (calls, positions): (Vec<&str>, Vec<i32>) = requested
+        .iter()
+        .map(|c| (c.call_id.as_str(), c.position))
+        .unzip();
+    let inserted = sqlx::query(
+        "INSERT INTO tool_calls (execution_id, call_id, session_id, message_id, position) \
+         SELECT $1, call_id, $2, $3, position FROM unnest($4::text[], $5::int[]) \
+           AS c (call_id, position)",
+    )
+    .bind(message.execution_id)
+    .bind(message.session_id)
+    .bind(message.id)
+    .bind(&calls)
+    .bind(&positions)
+    .execute(traced(conn))
+    .await?;
+    Ok(inserted.rows_affected())
 }
 
 /// The calls `tool_calls` requests; refused unless every element is a call (see

@@ -6,13 +6,19 @@
 //! execution and event rows are locked only under their session's lock. Appends to a streaming
 //! event lock only its stream. A batch takes its sessions and streams up front
 //! ([`locks::LockPlan`]).
+//!
+//! [`restore`] writes finished history whole (the demo's sessions, an imported session),
+//! checked by the same functions, and `lifecycle` holds how a session's and its executions'
+//! statuses move together.
 
 pub mod chats;
 pub mod executions;
 pub mod interactions;
+mod lifecycle;
 pub mod locks;
 pub mod messages;
 mod receipts;
+pub mod restore;
 pub mod sessions;
 pub mod stages;
 pub mod timeline;
@@ -23,6 +29,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::{ExecutionRow, Record, SessionRow, StageRow};
+use crate::error::sqlstate::DbFailure;
 use crate::error::{Error, Result};
 pub(crate) use crate::model::db_name as snake;
 use crate::model::{ExecutionStatus, SessionStatus, StageStatus};
@@ -253,7 +260,7 @@ pub(crate) fn ensure_not_deleted(session: &SessionRow) -> Result<()> {
 pub(crate) fn id_taken(err: sqlx::Error, id: Uuid) -> Error {
     match &err {
         sqlx::Error::Database(db)
-            if db.is_unique_violation()
+            if DbFailure::of(&err) == Some(DbFailure::Taken)
                 && db.table().zip(db.constraint()).is_some_and(is_id_key) =>
         {
             Error::Conflict(format!("id {id} is already used by another record"))

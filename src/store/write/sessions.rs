@@ -14,7 +14,7 @@ use serde_json::Value as Json;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use super::executions::{finish_locked, running_executions};
+use super::lifecycle::{finish_locked, running_executions, set_session_status};
 use super::locks::lock_streams_of;
 use super::{
     check_json, check_name, check_optional, check_required, ensure_not_deleted, fetch, id_taken,
@@ -37,13 +37,19 @@ pub struct NewSession {
     pub created_by: Option<String>,
 }
 
+impl NewSession {
+    pub(crate) fn check(&self) -> Result<()> {
+        check_name("alertType", &self.alert_type)?;
+        check_name("chainId", &self.chain_id)?;
+        check_optional("author", self.author.as_deref(), limits::NAME)?;
+        check_optional("runbookUrl", self.runbook_url.as_deref(), limits::URL)?;
+        check_optional("createdBy", self.created_by.as_deref(), limits::NAME)?;
+        check_json("alertData", &self.alert_data, limits::SMALL_JSON)
+    }
+}
+
 pub async fn create(conn: &mut PgConnection, new: &NewSession) -> Result<SessionRow> {
-    check_name("alertType", &new.alert_type)?;
-    check_name("chainId", &new.chain_id)?;
-    check_optional("author", new.author.as_deref(), limits::NAME)?;
-    check_optional("runbookUrl", new.runbook_url.as_deref(), limits::URL)?;
-    check_optional("createdBy", new.created_by.as_deref(), limits::NAME)?;
-    check_json("alertData", &new.alert_data, limits::SMALL_JSON)?;
+    new.check()?;
     let id = new.id.unwrap_or_else(Uuid::now_v7);
     if is_retry(conn, new.id, id, "createSession", new).await? {
         return fetch::<SessionRow>(conn, id).await;
@@ -73,63 +79,17 @@ fn refuse(session: &SessionRow, action: &str) -> Error {
     ))
 }
 
-async fn set_status(
-    conn: &mut PgConnection,
-    id: Uuid,
-    status: SessionStatus,
-    error_message: Option<&str>,
-) -> Result<SessionRow> {
-    let finished = is_finished_session(status);
-    Ok(sqlx::query_as(concat!(
-        "UPDATE sessions SET status = $2, \
-            started_at = CASE WHEN $2 = 'in_progress' THEN coalesce(started_at, now()) ELSE started_at END, \
-            completed_at = CASE WHEN $3 THEN now() ELSE completed_at END, \
-            error_message = coalesce($4, error_message), updated_at = now() \
-         WHERE id = $1 RETURNING ", session_columns!()),
-    )
-    .bind(id)
-    .bind(status)
-    .bind(finished)
-    .bind(error_message)
-    .fetch_one(traced(conn))
-    .await?)
-}
-
 /// pending → in_progress.
 pub async fn start(conn: &mut PgConnection, id: Uuid) -> Result<SessionRow> {
     let session = lock_session(conn, id).await?;
     ensure_not_deleted(&session)?;
     match session.status {
-        SessionStatus::Pending => set_status(conn, id, SessionStatus::InProgress, None).await,
+        SessionStatus::Pending => {
+            set_session_status(conn, id, SessionStatus::InProgress, None).await
+        }
         SessionStatus::InProgress => Ok(session),
         _ => Err(refuse(&session, "start")),
     }
-}
-
-/// Called when an execution starts: a pending session is now in progress.
-pub(crate) async fn note_execution_started(
-    conn: &mut PgConnection,
-    session: &SessionRow,
-) -> Result<()> {
-    if session.status == SessionStatus::Pending {
-        set_status(conn, session.id, SessionStatus::InProgress, None).await?;
-    }
-    Ok(())
-}
-
-/// Called when an execution finishes: a cancelling session with nothing left running is now
-/// cancelled.
-pub(crate) async fn note_execution_finished(
-    conn: &mut PgConnection,
-    session_id: Uuid,
-) -> Result<()> {
-    let session = lock_session(conn, session_id).await?;
-    if session.status == SessionStatus::Cancelling
-        && running_executions(conn, session_id).await?.is_empty()
-    {
-        set_status(conn, session_id, SessionStatus::Cancelled, None).await?;
-    }
-    Ok(())
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -138,22 +98,28 @@ pub struct Completion {
     pub executive_summary: Option<String>,
 }
 
+impl Completion {
+    pub(crate) fn check(&self) -> Result<()> {
+        check_optional(
+            "finalAnalysis",
+            self.final_analysis.as_deref(),
+            limits::TEXT,
+        )?;
+        check_optional(
+            "executiveSummary",
+            self.executive_summary.as_deref(),
+            limits::TEXT,
+        )
+    }
+}
+
 /// in_progress → completed, once no execution is running.
 pub async fn complete(
     conn: &mut PgConnection,
     id: Uuid,
     completion: &Completion,
 ) -> Result<SessionRow> {
-    check_optional(
-        "finalAnalysis",
-        completion.final_analysis.as_deref(),
-        limits::TEXT,
-    )?;
-    check_optional(
-        "executiveSummary",
-        completion.executive_summary.as_deref(),
-        limits::TEXT,
-    )?;
+    completion.check()?;
     let session = lock_session(conn, id).await?;
     ensure_not_deleted(&session)?;
     match session.status {
@@ -189,6 +155,11 @@ pub async fn complete(
     .await?)
 }
 
+/// A failed or timed-out session says why.
+pub(crate) fn check_failure(error_message: &str) -> Result<()> {
+    check_required("errorMessage", error_message, limits::TEXT)
+}
+
 /// pending / in_progress / cancelling → failed or timed_out; running executions end with it.
 pub async fn fail(
     conn: &mut PgConnection,
@@ -196,7 +167,7 @@ pub async fn fail(
     timed_out: bool,
     error_message: &str,
 ) -> Result<SessionRow> {
-    check_required("errorMessage", error_message, limits::TEXT)?;
+    check_failure(error_message)?;
     let (status, execution_status) = if timed_out {
         (SessionStatus::TimedOut, ExecutionStatus::TimedOut)
     } else {
@@ -224,7 +195,7 @@ pub async fn fail(
     for execution in running {
         finish_locked(conn, execution.id, execution_status, Some(&reason)).await?;
     }
-    set_status(conn, id, status, Some(error_message)).await
+    set_session_status(conn, id, status, Some(error_message)).await
 }
 
 /// Requests cancellation: pending executions are cancelled at once; the session is cancelled
@@ -256,7 +227,7 @@ pub async fn request_cancellation(conn: &mut PgConnection, id: Uuid) -> Result<S
     } else {
         SessionStatus::Cancelled
     };
-    set_status(conn, id, status, None).await
+    set_session_status(conn, id, status, None).await
 }
 
 /// Soft delete: hidden from lists, kept for restore. Only a finished session can be deleted.

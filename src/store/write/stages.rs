@@ -5,8 +5,8 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::{
-    check_name, ensure_not_deleted, fetch, id_taken, is_finished_session, is_retry, lock_session,
-    lock_stage, snake,
+    check_name, ensure_not_deleted, fetch, id_taken, is_finished_session, is_finished_stage,
+    is_retry, lock_session, lock_stage, snake,
 };
 use crate::error::{Error, Result};
 use crate::model::{ExecutionStatus, ParallelType, SessionStatus, StageStatus, SuccessPolicy};
@@ -53,39 +53,46 @@ pub(crate) fn ensure_accepts_work(session: &SessionRow, chat: bool, what: &str) 
     )))
 }
 
-pub async fn create(conn: &mut PgConnection, new: &NewStage) -> Result<StageRow> {
-    check_name("name", &new.name)?;
-    if new.stage_index < 0 {
-        return Err(Error::bad_input(format!(
-            "`stageIndex` must be 0 or more, got {}",
-            new.stage_index
-        )));
-    }
-    match (
-        new.expected_agent_count,
-        new.parallel_type,
-        new.success_policy,
-    ) {
-        (n, _, _) if n < 1 => {
+impl NewStage {
+    pub(crate) fn check(&self) -> Result<()> {
+        check_name("name", &self.name)?;
+        if self.stage_index < 0 {
             return Err(Error::bad_input(format!(
-                "`expectedAgentCount` must be at least 1, got {n}"
+                "`stageIndex` must be 0 or more, got {}",
+                self.stage_index
             )));
         }
-        (1, None, None) | (2.., Some(_), Some(_)) => {}
-        (1, _, _) => {
-            return Err(Error::bad_input(
-                "a single-agent stage takes no `parallelType` or `successPolicy`",
-            ));
+        match (
+            self.expected_agent_count,
+            self.parallel_type,
+            self.success_policy,
+        ) {
+            (n, _, _) if n < 1 => {
+                return Err(Error::bad_input(format!(
+                    "`expectedAgentCount` must be at least 1, got {n}"
+                )));
+            }
+            (1, None, None) | (2.., Some(_), Some(_)) => {}
+            (1, _, _) => {
+                return Err(Error::bad_input(
+                    "a single-agent stage takes no `parallelType` or `successPolicy`",
+                ));
+            }
+            _ => {
+                return Err(Error::bad_input(
+                    "a stage of several agents needs both `parallelType` and `successPolicy`",
+                ));
+            }
         }
-        _ => {
-            return Err(Error::bad_input(
-                "a stage of several agents needs both `parallelType` and `successPolicy`",
-            ));
+        if self.chat_user_message_id.is_some() && self.chat_id.is_none() {
+            return Err(Error::bad_input("`chatUserMessageId` needs `chatId`"));
         }
+        Ok(())
     }
-    if new.chat_user_message_id.is_some() && new.chat_id.is_none() {
-        return Err(Error::bad_input("`chatUserMessageId` needs `chatId`"));
-    }
+}
+
+pub async fn create(conn: &mut PgConnection, new: &NewStage) -> Result<StageRow> {
+    new.check()?;
     let session = lock_session(conn, new.session_id).await?;
     let id = new.id.unwrap_or_else(Uuid::now_v7);
     if is_retry(conn, new.id, session.id, "createStage", new).await? {
@@ -95,9 +102,31 @@ pub async fn create(conn: &mut PgConnection, new: &NewStage) -> Result<StageRow>
     insert(conn, id, new).await
 }
 
-/// Inserts a stage after the caller checked the session; refuses a taken index and chat links
-/// that point elsewhere.
+/// Inserts a stage after the caller checked the session (see [`check_place`]).
 pub(crate) async fn insert(conn: &mut PgConnection, id: Uuid, new: &NewStage) -> Result<StageRow> {
+    check_place(conn, new).await?;
+    sqlx::query_as(
+        "INSERT INTO stages (id, session_id, stage_name, stage_index, expected_agent_count, \
+            parallel_type, success_policy, chat_id, chat_user_message_id) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING *",
+    )
+    .bind(id)
+    .bind(new.session_id)
+    .bind(&new.name)
+    .bind(new.stage_index)
+    .bind(new.expected_agent_count)
+    .bind(new.parallel_type)
+    .bind(new.success_policy)
+    .bind(new.chat_id)
+    .bind(new.chat_user_message_id)
+    .fetch_one(traced(conn))
+    .await
+    .map_err(|e| id_taken(e, id))
+}
+
+/// Refuses a stage whose index its session already uses, and chat links that point elsewhere
+/// (another session's chat, another chat's question, a question already answered).
+pub(crate) async fn check_place(conn: &mut PgConnection, new: &NewStage) -> Result<()> {
     let taken: Option<String> = sqlx::query_scalar(
         "SELECT stage_name FROM stages WHERE session_id = $1 AND stage_index = $2",
     )
@@ -143,23 +172,7 @@ pub(crate) async fn insert(conn: &mut PgConnection, id: Uuid, new: &NewStage) ->
             )));
         }
     }
-    sqlx::query_as(
-        "INSERT INTO stages (id, session_id, stage_name, stage_index, expected_agent_count, \
-            parallel_type, success_policy, chat_id, chat_user_message_id) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING *",
-    )
-    .bind(id)
-    .bind(new.session_id)
-    .bind(&new.name)
-    .bind(new.stage_index)
-    .bind(new.expected_agent_count)
-    .bind(new.parallel_type)
-    .bind(new.success_policy)
-    .bind(new.chat_id)
-    .bind(new.chat_user_message_id)
-    .fetch_one(traced(conn))
-    .await
-    .map_err(|e| id_taken(e, id))
+    Ok(())
 }
 
 /// What a stage's status is, given its top-level executions (sub-agents are represented by
@@ -171,10 +184,13 @@ pub(crate) async fn insert(conn: &mut PgConnection, id: Uuid, new: &NewStage) ->
 ///   completes when every agent completed, policy `any` when one did; failing that, all timed
 ///   out → `timed_out`, all cancelled → `cancelled`, any other mix → `failed`, with an error
 ///   naming each agent that did not succeed.
-pub fn aggregate(stage: &StageRow, executions: &[ExecutionRow]) -> (StageStatus, Option<String>) {
+pub fn aggregate<'a>(
+    stage: &StageRow,
+    executions: impl IntoIterator<Item = &'a ExecutionRow>,
+) -> (StageStatus, Option<String>) {
     use ExecutionStatus as E;
     let top: Vec<&ExecutionRow> = executions
-        .iter()
+        .into_iter()
         .filter(|e| e.parent_execution_id.is_none())
         .collect();
     if top.iter().all(|e| e.status == E::Pending) {
@@ -231,7 +247,7 @@ pub(crate) async fn refresh(conn: &mut PgConnection, stage_id: Uuid) -> Result<S
     if status == stage.status && error_message == stage.error_message {
         return Ok(stage);
     }
-    let finished = !matches!(status, StageStatus::Pending | StageStatus::Active);
+    let finished = is_finished_stage(status);
     let stage: StageRow = sqlx::query_as(
         "UPDATE stages SET status = $2, error_message = $3, \
             started_at = CASE WHEN $2 = 'pending' THEN NULL ELSE coalesce(started_at, \

@@ -38,6 +38,14 @@ pub struct NewEvent {
     pub metadata: Json,
 }
 
+impl NewEvent {
+    /// Checks its content and metadata (whatever its status).
+    pub(crate) fn check(&self) -> Result<()> {
+        check_text("content", &self.content, limits::TEXT)?;
+        check_json("metadata", &self.metadata, limits::SMALL_JSON)
+    }
+}
+
 pub async fn create(conn: &mut PgConnection, new: &NewEvent) -> Result<TimelineEventRow> {
     if !matches!(
         new.status,
@@ -47,8 +55,7 @@ pub async fn create(conn: &mut PgConnection, new: &NewEvent) -> Result<TimelineE
             "a timeline event is created `STREAMING`, or `COMPLETED` when it is instant",
         ));
     }
-    check_text("content", &new.content, limits::TEXT)?;
-    check_json("metadata", &new.metadata, limits::SMALL_JSON)?;
+    new.check()?;
     let session_id = super::session_of_execution(conn, new.execution_id).await?;
     let id = new.id.unwrap_or_else(Uuid::now_v7);
     // Session first, as everywhere: the receipt is claimed under the session lock.
@@ -303,24 +310,26 @@ pub async fn finish(conn: &mut PgConnection, finish: &Finish) -> Result<Timeline
             snake(current.status)
         )));
     }
-    check_link(
+    check_links(
         conn,
-        "llm_interactions",
-        "LLM interaction",
+        session_id,
         finish.llm_interaction_id,
-        session_id,
-    )
-    .await?;
-    check_link(
-        conn,
-        "mcp_interactions",
-        "MCP interaction",
         finish.mcp_interaction_id,
-        session_id,
     )
     .await?;
     let content = finish.content.clone().unwrap_or(current.content);
     fold(conn, finish.event_id, finish.status, &content, finish).await
+}
+
+/// Refuses links to LLM and MCP interactions that do not exist or belong to another session.
+pub(crate) async fn check_links(
+    conn: &mut PgConnection,
+    session_id: Uuid,
+    llm: Option<Uuid>,
+    mcp: Option<Uuid>,
+) -> Result<()> {
+    check_link(conn, "llm_interactions", "LLM interaction", llm, session_id).await?;
+    check_link(conn, "mcp_interactions", "MCP interaction", mcp, session_id).await
 }
 
 async fn check_link(

@@ -3,9 +3,15 @@
 //! Resolvers and the store return [`Error`] and use `?` freely; async-graphql keeps the original
 //! value as the error's `source`, and [`crate::api::runner::codes`] maps it once, at the edge,
 //! to `extensions.code` and a public message. Internal failures are logged there, never leaked;
-//! the database's refusals of a client's values are the client's errors, said in words.
+//! the database's refusals of a client's values are the client's errors, said in words
+//! ([`refusals`]), and what a database failure means is read once from its SQLSTATE
+//! ([`sqlstate`]).
 
-use crate::store::refusals::{self, Refused};
+pub mod refusals;
+pub mod sqlstate;
+
+use refusals::Refused;
+use sqlstate::DbFailure;
 
 /// What went wrong, in terms a client can act on.
 #[derive(Debug, thiserror::Error)]
@@ -51,8 +57,8 @@ impl Error {
     }
 
     /// What the client sees of this error, and how loudly it is logged. A database error that
-    /// refuses the client's values (SQLSTATE classes 22 and 23, see
-    /// [`crate::store::refusals`]) is the client's: said in words, logged as a warning.
+    /// refuses the client's values (SQLSTATE classes 22 and 23, see [`refusals`]) is the
+    /// client's: said in words, logged as a warning.
     pub fn public(&self) -> Public {
         let (code, log) = match self {
             Self::NotFound(_) => ("NOT_FOUND", Log::No),
@@ -87,16 +93,18 @@ impl Error {
         Public { code, message, log }
     }
 
-    /// Whether PostgreSQL aborted the transaction to resolve a collision with concurrent ones (a
-    /// deadlock, SQLSTATE 40P01, or a serialization failure, 40001): running it again can
-    /// succeed.
-    pub fn is_transient(&self) -> bool {
+    /// What the database failure behind this error means, if it is one.
+    pub fn db_failure(&self) -> Option<DbFailure> {
         match self {
-            Self::Database(sqlx::Error::Database(db)) => {
-                matches!(db.code().as_deref(), Some("40P01" | "40001"))
-            }
-            _ => false,
+            Self::Database(err) => DbFailure::of(err),
+            _ => None,
         }
+    }
+
+    /// Whether PostgreSQL aborted the transaction to resolve a collision with concurrent ones (a
+    /// deadlock or a serialization failure): running it again can succeed.
+    pub fn is_transient(&self) -> bool {
+        self.db_failure() == Some(DbFailure::Collision)
     }
 }
 

@@ -4,6 +4,8 @@
 //! SQL; for values this is the safety net for what gets past the checks (a row written by a
 //! writer outside casefile between a check and an insert, a rule added to the schema later).
 
+use super::sqlstate::{BadData, DbFailure};
+
 /// Whose mistake a refusal is, as far as the request can tell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refused {
@@ -26,38 +28,45 @@ pub struct Refusal {
 
 /// The refusal behind a database error, when it is one.
 pub fn of(err: &sqlx::Error) -> Option<Refusal> {
-    if matches!(
-        err,
-        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_)
-    ) {
-        return Some(unavailable());
-    }
-    let db = err.as_database_error()?;
-    let pg = db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>()?;
-    classify(pg.code(), pg.constraint(), pg.column())
+    let failure = DbFailure::of(err)?;
+    let Some(db) = err.as_database_error() else {
+        return refusal(failure, "", None, None);
+    };
+    let column = db
+        .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+        .and_then(|pg| pg.column());
+    refusal(failure, &db.code()?, db.constraint(), column)
 }
 
 /// What a SQLSTATE (with the constraint or column it names) means for the client.
 pub fn classify(code: &str, constraint: Option<&str>, column: Option<&str>) -> Option<Refusal> {
-    let (kind, message) = match code {
-        "23505" | "23P01" => (Refused::Conflict, rule(constraint)),
-        "23502" => (
+    refusal(DbFailure::of_code(code)?, code, constraint, column)
+}
+
+/// A failure, said for the client; `None` for one that is not the client's to hear of (a
+/// collision, which the writer runs again).
+fn refusal(
+    failure: DbFailure,
+    code: &str,
+    constraint: Option<&str>,
+    column: Option<&str>,
+) -> Option<Refusal> {
+    let (kind, message) = match failure {
+        DbFailure::Taken => (Refused::Conflict, rule(constraint)),
+        DbFailure::Missing => (
             Refused::BadInput,
             format!("`{}` is required", column.unwrap_or("a value")),
         ),
-        c if c.starts_with("23") => (Refused::BadInput, rule(constraint)),
-        c if c.starts_with("22") => (Refused::BadInput, data_exception(c)),
-        "57014" | "55P03" | "25P03" => (
+        DbFailure::BrokenRule => (Refused::BadInput, rule(constraint)),
+        DbFailure::BadData(bad) => (Refused::BadInput, data_exception(bad, code)),
+        DbFailure::StatementTimeout | DbFailure::LockTimeout | DbFailure::IdleTimeout => (
             Refused::Timeout,
             "the database took too long (a statement or lock timeout); nothing of this request \
              was kept: retry"
                 .to_owned(),
         ),
-        // Connection exceptions, and a server shutting down or starting.
-        c if c.starts_with("08") || matches!(c, "57P01" | "57P02" | "57P03") => {
-            return Some(unavailable());
-        }
-        _ => return None,
+        DbFailure::Unreachable => return Some(unavailable()),
+        DbFailure::Collision => return None,
     };
     Some(Refusal { kind, message })
 }
@@ -81,17 +90,21 @@ fn rule(constraint: Option<&str>) -> String {
     }
 }
 
-fn data_exception(code: &str) -> String {
-    match code {
-        "22001" => "a text is longer than its field allows".to_owned(),
-        "22003" => "a number is out of the range its field allows".to_owned(),
-        "22007" | "22008" => "a date or time is out of range".to_owned(),
-        "22021" => "a text contains a NUL character (\\u0000), which cannot be stored".to_owned(),
-        "22P05" => {
+fn data_exception(bad: BadData, code: &str) -> String {
+    match bad {
+        BadData::TooLong => "a text is longer than its field allows".to_owned(),
+        BadData::OutOfRange => "a number is out of the range its field allows".to_owned(),
+        BadData::BadTime => "a date or time is out of range".to_owned(),
+        BadData::NulInText => {
+            "a text contains a NUL character (\\u0000), which cannot be stored".to_owned()
+        }
+        BadData::NulInJson => {
             "a JSON value contains a NUL character (\\u0000), which cannot be stored".to_owned()
         }
-        "22P02" => "a value is not in the form its field expects".to_owned(),
-        other => format!("a value is not valid for its field (SQLSTATE {other})"),
+        BadData::BadForm => "a value is not in the form its field expects".to_owned(),
+        BadData::BadParameter | BadData::Other => {
+            format!("a value is not valid for its field (SQLSTATE {code})")
+        }
     }
 }
 

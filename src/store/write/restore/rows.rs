@@ -1,0 +1,345 @@
+//! Writing restored records: every column of each table listed once, bound from the field of
+//! the same name, and the rows inserted parents first, each after the live writers' own checks
+//! against what is already written (an index its stage uses, a tool call its conversation did
+//! not request, a link to another session's interaction).
+
+use std::collections::{HashMap, HashSet};
+
+use sqlx::{PgConnection, Postgres, QueryBuilder};
+use uuid::Uuid;
+
+use super::commands::{json, new_execution, new_stage};
+use super::{Records, refused};
+use crate::error::Result;
+use crate::store::traced::traced;
+use crate::store::write::executions::check_place as check_execution_place;
+use crate::store::write::id_taken;
+use crate::store::write::interactions::{check_executable, check_last_message};
+use crate::store::write::messages::{check_calls, insert_calls};
+use crate::store::write::stages::check_place as check_stage_place;
+use crate::store::write::timeline::check_links;
+use crate::store::{
+    ChatRow, ChatUserMessageRow, ExecutionRow, LlmInteractionRow, LlmPayloadRow, LlmRequestRow,
+    McpInteractionRow, McpPayloadRow, MessageRow, SessionRow, StageRow, TimelineEventRow,
+    requested_calls,
+};
+
+/// A record the restore inserts whole, as one row.
+trait Row {
+    fn id(&self) -> Uuid;
+    fn insert(&self) -> QueryBuilder<'_, Postgres>;
+}
+
+/// Implements [`Row`] from a table and its columns: the fields of the record with the same
+/// names, or for a record in parts, `part.column` (the tuple's part that holds it).
+macro_rules! row {
+    ($record:ty, $table:literal, [$($column:ident),+] $(, $then:literal)?) => {
+        impl Row for $record {
+            fn id(&self) -> Uuid {
+                self.id
+            }
+            fn insert(&self) -> QueryBuilder<'_, Postgres> {
+                let mut query = QueryBuilder::new(concat!(
+                    "INSERT INTO ", $table, " (", stringify!($($column),+), ") VALUES ("
+                ));
+                let mut values = query.separated(", ");
+                $(values.push_bind(&self.$column);)+
+                values.push_unseparated(concat!(")" $(, " ", $then)?));
+                query
+            }
+        }
+    };
+    ($record:ty, $table:literal, [$($part:tt . $column:ident),+]) => {
+        impl Row for $record {
+            fn id(&self) -> Uuid {
+                self.0.id
+            }
+            fn insert(&self) -> QueryBuilder<'_, Postgres> {
+                let mut query = QueryBuilder::new(concat!(
+                    "INSERT INTO ", $table, " (", stringify!($($column),+), ") VALUES ("
+                ));
+                let mut values = query.separated(", ");
+                $(values.push_bind(&self.$part.$column);)+
+                values.push_unseparated(")");
+                query
+            }
+        }
+    };
+}
+
+// A session already there keeps what it has. The generated `duration_ms` and the search
+// documents the triggers keep are not written.
+row!(
+    SessionRow,
+    "sessions",
+    [
+        id,
+        alert_type,
+        alert_data,
+        status,
+        chain_id,
+        author,
+        runbook_url,
+        final_analysis,
+        executive_summary,
+        error_message,
+        started_at,
+        completed_at,
+        created_at,
+        updated_at,
+        deleted_at,
+        created_by
+    ],
+    "ON CONFLICT (id) DO NOTHING"
+);
+row!(
+    ChatRow,
+    "chats",
+    [id, session_id, created_by, title, created_at, updated_at]
+);
+row!(
+    ChatUserMessageRow,
+    "chat_user_messages",
+    [
+        id, chat_id, session_id, content, author, created_at, created_by
+    ]
+);
+row!(
+    StageRow,
+    "stages",
+    [
+        id,
+        session_id,
+        stage_name,
+        stage_index,
+        expected_agent_count,
+        parallel_type,
+        success_policy,
+        status,
+        started_at,
+        completed_at,
+        duration_ms,
+        error_message,
+        chat_id,
+        chat_user_message_id,
+        created_at,
+        updated_at
+    ]
+);
+row!(
+    ExecutionRow,
+    "agent_executions",
+    [
+        id,
+        stage_id,
+        session_id,
+        parent_execution_id,
+        agent_name,
+        agent_index,
+        status,
+        started_at,
+        completed_at,
+        duration_ms,
+        error_message,
+        iteration_strategy,
+        llm_provider,
+        llm_model,
+        created_at,
+        updated_at,
+        agent_type,
+        team_name,
+        task,
+        result_summary,
+        depth
+    ]
+);
+row!(
+    MessageRow,
+    "messages",
+    [
+        id,
+        session_id,
+        stage_id,
+        execution_id,
+        sequence_number,
+        role,
+        content,
+        tool_call_id,
+        tool_name,
+        tool_calls,
+        created_at
+    ]
+);
+row!(
+    (LlmInteractionRow, LlmRequestRow, LlmPayloadRow),
+    "llm_interactions",
+    [
+        0.id,
+        0.session_id,
+        0.stage_id,
+        0.execution_id,
+        0.interaction_type,
+        0.model_name,
+        0.last_message_id,
+        1.llm_request,
+        2.llm_response,
+        2.thinking_content,
+        2.response_metadata,
+        0.input_tokens,
+        0.output_tokens,
+        0.total_tokens,
+        0.thinking_tokens,
+        0.estimated_cost_usd,
+        0.duration_ms,
+        0.error_message,
+        0.created_at
+    ]
+);
+row!(
+    (McpInteractionRow, McpPayloadRow),
+    "mcp_interactions",
+    [
+        0.id,
+        0.session_id,
+        0.stage_id,
+        0.execution_id,
+        0.interaction_type,
+        0.server_name,
+        0.tool_name,
+        1.tool_arguments,
+        1.tool_result,
+        1.available_tools,
+        0.duration_ms,
+        0.error_message,
+        0.created_at,
+        0.tool_call_id
+    ]
+);
+row!(
+    TimelineEventRow,
+    "timeline_events",
+    [
+        id,
+        session_id,
+        stage_id,
+        execution_id,
+        sequence_number,
+        event_type,
+        status,
+        content,
+        metadata,
+        llm_interaction_id,
+        mcp_interaction_id,
+        created_at,
+        updated_at
+    ]
+);
+
+/// Inserts a row; says how many it wrote (0 for a session already there). An id another
+/// record holds is refused.
+async fn insert(conn: &mut PgConnection, row: &impl Row) -> Result<usize> {
+    let done = row
+        .insert()
+        .build()
+        .execute(traced(conn))
+        .await
+        .map_err(|e| id_taken(e, row.id()))?;
+    Ok(done.rows_affected() as usize)
+}
+
+/// Inserts the records table by table, parents first (the foreign keys are checked row by
+/// row), in the order given within each; only the records of the sessions it inserts. Returns
+/// how many rows it wrote.
+pub(super) async fn write(conn: &mut PgConnection, records: &Records) -> Result<usize> {
+    let mut fresh = HashSet::new();
+    for session in &records.sessions {
+        if insert(conn, session).await.map_err(refused(session))? == 1 {
+            fresh.insert(session.id);
+        }
+    }
+    let mut new = fresh.len();
+    let fresh = |session_id: &Uuid| fresh.contains(session_id);
+    for chat in records.chats.iter().filter(|c| fresh(&c.session_id)) {
+        new += insert(conn, chat).await.map_err(refused(chat))?;
+    }
+    for question in records
+        .chat_messages
+        .iter()
+        .filter(|q| fresh(&q.session_id))
+    {
+        new += insert(conn, question).await.map_err(refused(question))?;
+    }
+    let mut stages = HashMap::new();
+    for stage in records.stages.iter().filter(|s| fresh(&s.session_id)) {
+        new += async {
+            check_stage_place(conn, &new_stage(stage)).await?;
+            insert(conn, stage).await
+        }
+        .await
+        .map_err(refused(stage))?;
+        stages.insert(stage.id, stage);
+    }
+    for execution in records.executions.iter().filter(|e| fresh(&e.session_id)) {
+        new += async {
+            check_execution_place(conn, stages[&execution.stage_id], &new_execution(execution))
+                .await?;
+            insert(conn, execution).await
+        }
+        .await
+        .map_err(refused(execution))?;
+    }
+    for message in records.messages.iter().filter(|m| fresh(&m.session_id)) {
+        new += async {
+            let calls = message.tool_calls.as_ref().map(json).transpose()?;
+            let requested = calls.as_ref().map(requested_calls).unwrap_or_default();
+            let answers = message.tool_call_id.as_deref();
+            check_calls(conn, message.execution_id, answers, &requested).await?;
+            let inserted = insert(conn, message).await?;
+            Ok(inserted + insert_calls(conn, message, &requested).await? as usize)
+        }
+        .await
+        .map_err(refused(message))?;
+    }
+    for llm in records
+        .llm_interactions
+        .iter()
+        .filter(|l| fresh(&l.0.session_id))
+    {
+        let row = &llm.0;
+        new += async {
+            check_last_message(conn, row.execution_id, row.last_message_id).await?;
+            insert(conn, llm).await
+        }
+        .await
+        .map_err(refused(row))?;
+    }
+    for mcp in records
+        .mcp_interactions
+        .iter()
+        .filter(|m| fresh(&m.0.session_id))
+    {
+        let row = &mcp.0;
+        new += async {
+            if let Some(call_id) = &row.tool_call_id {
+                check_executable(conn, row.execution_id, call_id).await?;
+            }
+            insert(conn, mcp).await
+        }
+        .await
+        .map_err(refused(row))?;
+    }
+    for event in records
+        .timeline_events
+        .iter()
+        .filter(|e| fresh(&e.session_id))
+    {
+        new += async {
+            let (llm, mcp) = (event.llm_interaction_id, event.mcp_interaction_id);
+            check_links(conn, event.session_id, llm, mcp).await?;
+            insert(conn, event).await
+        }
+        .await
+        .map_err(refused(event))?;
+    }
+    Ok(new)
+}
