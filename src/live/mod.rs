@@ -18,7 +18,7 @@ pub mod session_changes;
 mod slots;
 pub mod timeline;
 
-pub use change::Change;
+pub use change::{Change, Named};
 pub use hub::{FollowerHealth, Hub, HubOptions, SUBSCRIBER_BYTE_BUDGET};
 pub use queue::{Interrupted, Receiver};
 pub use slots::{NoSlot, Slot, SubscriptionSlots};
