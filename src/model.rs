@@ -259,6 +259,23 @@ pub enum TimelineEventStatus {
     TimedOut,
 }
 
+/// A record's status after a change and before it (`None` when the change created it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transition<S> {
+    pub to: S,
+    pub from: Option<S>,
+}
+
+/// The status a session event records, typed by the record whose status it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Session(Transition<SessionStatus>),
+    Stage(Transition<StageStatus>),
+    Execution(Transition<ExecutionStatus>),
+    /// A timeline event's status as it was created or finished (it keeps no previous one).
+    Event(TimelineEventStatus),
+}
+
 /// Who speaks in an LLM conversation message.
 #[derive(
     Enum, sqlx::Type, serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash,

@@ -17,11 +17,11 @@ use crate::error::Error;
 use crate::live::envelope::EventCategory;
 use crate::live::events::{self, EventFilter};
 use crate::live::timeline::{self, TimelineUpdateKind, Update};
-use crate::live::{Change, Hub, Slot, SubscriptionSlots, feed, session_changes};
+use crate::live::{Change, Hub, Named, Slot, SubscriptionSlots, feed, session_changes};
 use crate::model::{Role, SessionChangeAction, SessionStatus, TimelineEventType};
 use crate::store::session_events::ChangeKind;
 use crate::store::sessions::Membership;
-use crate::store::{Record, SessionStatusChangeRow, Store};
+use crate::store::{SessionStatusChangeRow, Store};
 use uuid::Uuid;
 
 /// A change to a session's timeline.
@@ -377,69 +377,82 @@ impl SessionChange {
     }
     /// For `STAGE`: the stage, as it is now.
     async fn stage(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<Stage>> {
-        Ok(self.record(ctx, SessionChangeKind::Stage).await?.map(Stage))
+        Ok(match self.named(ctx, SessionChangeKind::Stage).await? {
+            Some(Named::Stage(row)) => Some(Stage(row)),
+            _ => None,
+        })
     }
     /// For `EXECUTION`: the agent execution, as it is now.
     async fn execution(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<AgentExecution>> {
-        Ok(self
-            .record(ctx, SessionChangeKind::Execution)
-            .await?
-            .map(AgentExecution))
+        Ok(match self.named(ctx, SessionChangeKind::Execution).await? {
+            Some(Named::Execution(row)) => Some(AgentExecution(row)),
+            _ => None,
+        })
     }
     /// For `MESSAGE`: the message.
     async fn message(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<Message>> {
-        Ok(self
-            .record(ctx, SessionChangeKind::Message)
-            .await?
-            .map(Message))
+        Ok(match self.named(ctx, SessionChangeKind::Message).await? {
+            Some(Named::Message(row)) => Some(Message(row)),
+            _ => None,
+        })
     }
     /// For `LLM_INTERACTION`: the interaction.
     async fn llm_interaction(
         &self,
         ctx: &Context<'_>,
     ) -> async_graphql::Result<Option<LlmInteraction>> {
-        Ok(self
-            .record(ctx, SessionChangeKind::LlmInteraction)
-            .await?
-            .map(LlmInteraction))
+        Ok(
+            match self.named(ctx, SessionChangeKind::LlmInteraction).await? {
+                Some(Named::LlmInteraction(row)) => Some(LlmInteraction(row)),
+                _ => None,
+            },
+        )
     }
     /// For `MCP_INTERACTION`: the interaction.
     async fn mcp_interaction(
         &self,
         ctx: &Context<'_>,
     ) -> async_graphql::Result<Option<McpInteraction>> {
-        Ok(self
-            .record(ctx, SessionChangeKind::McpInteraction)
-            .await?
-            .map(McpInteraction))
+        Ok(
+            match self.named(ctx, SessionChangeKind::McpInteraction).await? {
+                Some(Named::McpInteraction(row)) => Some(McpInteraction(row)),
+                _ => None,
+            },
+        )
     }
     /// For `CHAT`: the chat.
     async fn chat(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<Chat>> {
-        Ok(self.record(ctx, SessionChangeKind::Chat).await?.map(Chat))
+        Ok(match self.named(ctx, SessionChangeKind::Chat).await? {
+            Some(Named::Chat(row)) => Some(Chat(row)),
+            _ => None,
+        })
     }
     /// For `CHAT_USER_MESSAGE`: the question.
     async fn chat_user_message(
         &self,
         ctx: &Context<'_>,
     ) -> async_graphql::Result<Option<ChatUserMessage>> {
-        Ok(self
-            .record(ctx, SessionChangeKind::ChatUserMessage)
-            .await?
-            .map(ChatUserMessage))
+        Ok(
+            match self.named(ctx, SessionChangeKind::ChatUserMessage).await? {
+                Some(Named::ChatUserMessage(row)) => Some(ChatUserMessage(row)),
+                _ => None,
+            },
+        )
     }
 }
 
 impl SessionChange {
-    /// The changed record when it is of `kind`: read once per process for all subscribers.
-    async fn record<R: Record>(
+    /// The changed record when the change is of `kind` (not read otherwise), read once per
+    /// process for all subscribers.
+    async fn named(
         &self,
         ctx: &Context<'_>,
         kind: SessionChangeKind,
-    ) -> async_graphql::Result<Option<Arc<R>>> {
+    ) -> async_graphql::Result<Option<Named>> {
         if self.kind != kind {
             return Ok(None);
         }
-        Ok(self.change.record::<R>(store(ctx)).await?)
+        Ok(self.change.named(store(ctx)).await?)
     }
 }
 

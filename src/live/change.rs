@@ -1,7 +1,6 @@
 //! A change as the hub hands it to subscribers: the logged row, what was read for it once per
 //! process, and what subscribers read of it lazily, once, for all of them.
 
-use std::any::Any;
 use std::sync::Arc;
 
 use chrono::Utc;
@@ -11,11 +10,28 @@ use uuid::Uuid;
 use crate::error::Result;
 use crate::model::TimelineEventType;
 use crate::observe::metrics::LIVE_DELIVERY_LAG;
-use crate::store::session_events::SessionEventRow;
-use crate::store::{ExecutionRow, Record, SessionRow, Store, TimelineEventRow};
+use crate::store::session_events::{ChangeKind, SessionEventRow};
+use crate::store::{
+    ChatRow, ChatUserMessageRow, ExecutionRow, LlmInteractionRow, McpInteractionRow, MessageRow,
+    Record, SessionRow, StageRow, Store, TimelineEventRow,
+};
 
 /// The execution a change is of, and its parent.
 type Executions = (Option<Arc<ExecutionRow>>, Option<Arc<ExecutionRow>>);
+
+/// The record a change names, of the type its [`ChangeKind`] says.
+#[derive(Debug, Clone)]
+pub enum Named {
+    Session(Arc<SessionRow>),
+    Stage(Arc<StageRow>),
+    Execution(Arc<ExecutionRow>),
+    TimelineEvent(Arc<TimelineEventRow>),
+    Message(Arc<MessageRow>),
+    LlmInteraction(Arc<LlmInteractionRow>),
+    McpInteraction(Arc<McpInteractionRow>),
+    Chat(Arc<ChatRow>),
+    ChatUserMessage(Arc<ChatUserMessageRow>),
+}
 
 #[derive(Debug, Clone)]
 pub struct Change {
@@ -30,7 +46,7 @@ pub struct Change {
     /// first subscriber that asks and shared with the others (lazily: many subscribers select
     /// none of them).
     session: OnceCell<Option<Arc<SessionRow>>>,
-    record: OnceCell<Option<Arc<dyn Any + Send + Sync>>>,
+    named: OnceCell<Option<Named>>,
     executions: OnceCell<Executions>,
     /// Read from the log as it was committed (not replayed, nor a first state).
     live: bool,
@@ -49,7 +65,7 @@ impl Change {
             event_type,
             event,
             session: OnceCell::new(),
-            record: OnceCell::new(),
+            named: OnceCell::new(),
             executions: OnceCell::new(),
             live: true,
         }
@@ -68,15 +84,9 @@ impl Change {
                 let Some(id) = self.row.execution_id else {
                     return Ok((None, None));
                 };
-                let execution: Option<Arc<ExecutionRow>> =
-                    store.by_ids(&[id]).await?.into_iter().next().map(Arc::new);
+                let execution: Option<Arc<ExecutionRow>> = one(store, id).await?;
                 let parent = match execution.as_ref().and_then(|e| e.parent_execution_id) {
-                    Some(parent) => store
-                        .by_ids(&[parent])
-                        .await?
-                        .into_iter()
-                        .next()
-                        .map(Arc::new),
+                    Some(parent) => one(store, parent).await?,
                     None => None,
                 };
                 Ok::<_, crate::error::Error>((execution, parent))
@@ -88,28 +98,40 @@ impl Change {
     /// The change's session as it is now, read once per process.
     pub async fn session(&self, store: &Store) -> Result<Option<Arc<SessionRow>>> {
         self.session
-            .get_or_try_init(|| async {
-                let rows: Vec<SessionRow> = store.by_ids(&[self.row.session_id]).await?;
-                Ok(rows.into_iter().next().map(Arc::new))
-            })
+            .get_or_try_init(|| async { one(store, self.row.session_id).await })
             .await
             .cloned()
     }
 
-    /// The record the change names (an `R` for this kind of change), read once per process.
-    pub async fn record<R: Record>(&self, store: &Store) -> Result<Option<Arc<R>>> {
-        let record = self
-            .record
+    /// The record the change names (`None` when it is gone), read once per process.
+    pub async fn named(&self, store: &Store) -> Result<Option<Named>> {
+        self.named
             .get_or_try_init(|| async {
-                let rows: Vec<R> = store.by_ids(&[self.row.entity_id]).await?;
-                Ok::<_, crate::error::Error>(
-                    rows.into_iter()
-                        .next()
-                        .map(|r| Arc::new(r) as Arc<dyn Any + Send + Sync>),
-                )
+                let id = self.row.entity_id;
+                Ok::<_, crate::error::Error>(match self.row.kind {
+                    ChangeKind::Session
+                    | ChangeKind::SessionDeleted
+                    | ChangeKind::SessionRestored => self.session(store).await?.map(Named::Session),
+                    ChangeKind::Stage => one(store, id).await?.map(Named::Stage),
+                    ChangeKind::Execution => one(store, id).await?.map(Named::Execution),
+                    ChangeKind::EventCreated
+                    | ChangeKind::EventAppended
+                    | ChangeKind::EventFinished => match &self.event {
+                        Some(event) => Some(event.clone()),
+                        None => one(store, id).await?,
+                    }
+                    .map(Named::TimelineEvent),
+                    ChangeKind::Message => one(store, id).await?.map(Named::Message),
+                    ChangeKind::LlmInteraction => one(store, id).await?.map(Named::LlmInteraction),
+                    ChangeKind::McpInteraction => one(store, id).await?.map(Named::McpInteraction),
+                    ChangeKind::Chat => one(store, id).await?.map(Named::Chat),
+                    ChangeKind::ChatUserMessage => {
+                        one(store, id).await?.map(Named::ChatUserMessage)
+                    }
+                })
             })
-            .await?;
-        Ok(record.clone().and_then(|r| r.downcast::<R>().ok()))
+            .await
+            .cloned()
     }
 
     /// A change that stands for a session's current state as of `position` (a subscription's
@@ -145,14 +167,16 @@ impl Change {
 
     /// Roughly the memory a queued change holds.
     pub(super) fn approximate_bytes(&self) -> usize {
-        let text = |s: &Option<String>| s.as_ref().map_or(0, String::len);
-        let row = &self.row;
         std::mem::size_of::<Change>()
-            + text(&row.status)
-            + text(&row.previous_status)
-            + text(&self.delta)
+            + self.delta.as_ref().map_or(0, String::len)
             + self.event.as_ref().map_or(0, |e| {
                 std::mem::size_of::<TimelineEventRow>() + e.content.len() + e.metadata.get().len()
             })
     }
+}
+
+/// The record with this id, if it is there.
+async fn one<R: Record>(store: &Store, id: Uuid) -> Result<Option<Arc<R>>> {
+    let rows: Vec<R> = store.by_ids(&[id]).await?;
+    Ok(rows.into_iter().next().map(Arc::new))
 }

@@ -23,7 +23,9 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use uuid::Uuid;
 
-use crate::model::{AgentType, TimelineEventType};
+use crate::model::{
+    AgentType, ExecutionStatus, SessionStatus, StageStatus, Status, TimelineEventType, Transition,
+};
 use crate::store::session_events::{ChangeKind, SessionEventRow};
 use crate::store::{ExecutionRow, TimelineEventRow};
 
@@ -112,28 +114,105 @@ pub enum EventAction {
 }
 
 impl EventAction {
-    /// The action a status change into `status` (snake_case, as stored) stands for.
-    fn of_status(status: Option<&str>, previous: Option<&str>) -> EventAction {
-        if previous.is_none() {
-            return EventAction::Created;
-        }
-        if status == previous {
-            return EventAction::Updated;
-        }
+    /// The action a change of status stands for.
+    fn of_status<S: Copy + PartialEq + Into<EventAction>>(
+        status: Option<Transition<S>>,
+    ) -> EventAction {
         match status {
-            Some("in_progress" | "active") => EventAction::Started,
-            Some("cancelling") => EventAction::Cancelling,
-            Some("completed") => EventAction::Completed,
-            Some("failed") => EventAction::Failed,
-            Some("cancelled") => EventAction::Cancelled,
-            Some("timed_out") => EventAction::TimedOut,
-            _ => EventAction::Updated,
+            None | Some(Transition { from: None, .. }) => EventAction::Created,
+            Some(Transition {
+                to,
+                from: Some(from),
+            }) if to == from => EventAction::Updated,
+            Some(Transition { to, .. }) => to.into(),
+        }
+    }
+}
+
+impl From<SessionStatus> for EventAction {
+    fn from(status: SessionStatus) -> EventAction {
+        match status {
+            SessionStatus::Pending => EventAction::Updated,
+            SessionStatus::InProgress => EventAction::Started,
+            SessionStatus::Cancelling => EventAction::Cancelling,
+            SessionStatus::Completed => EventAction::Completed,
+            SessionStatus::Failed => EventAction::Failed,
+            SessionStatus::Cancelled => EventAction::Cancelled,
+            SessionStatus::TimedOut => EventAction::TimedOut,
+        }
+    }
+}
+
+impl From<StageStatus> for EventAction {
+    fn from(status: StageStatus) -> EventAction {
+        match status {
+            StageStatus::Pending => EventAction::Updated,
+            StageStatus::Active => EventAction::Started,
+            StageStatus::Completed => EventAction::Completed,
+            StageStatus::Failed => EventAction::Failed,
+            StageStatus::TimedOut => EventAction::TimedOut,
+            StageStatus::Cancelled => EventAction::Cancelled,
+        }
+    }
+}
+
+impl From<ExecutionStatus> for EventAction {
+    fn from(status: ExecutionStatus) -> EventAction {
+        match status {
+            ExecutionStatus::Pending => EventAction::Updated,
+            ExecutionStatus::Active => EventAction::Started,
+            ExecutionStatus::Completed => EventAction::Completed,
+            ExecutionStatus::Failed => EventAction::Failed,
+            ExecutionStatus::TimedOut => EventAction::TimedOut,
+            ExecutionStatus::Cancelled => EventAction::Cancelled,
         }
     }
 }
 
 /// The agent an event comes from (seed 004's `EventSource`).
 pub type Source = Arc<ExecutionRow>;
+
+/// What an envelope says, typed: built once from the change, rendered by each transport (the
+/// GraphQL `EventData` union, the plain SSE JSON).
+#[derive(Debug, Clone)]
+pub enum Payload {
+    /// The session's lifecycle (`None`: a change that is not a stored one).
+    Session(Option<Transition<SessionStatus>>),
+    /// A stage's lifecycle.
+    Stage {
+        stage: Uuid,
+        status: Option<Transition<StageStatus>>,
+    },
+    /// An agent's lifecycle (the source's).
+    Agent {
+        execution: Arc<ExecutionRow>,
+        status: Option<Transition<ExecutionStatus>>,
+    },
+    /// The source dispatched this execution (a team supervisor or a worker).
+    Dispatch(Arc<ExecutionRow>),
+    /// Text appended to a timeline event, from `offset` (in characters); the text is `None`
+    /// when it cannot be told any more (the event was finished with other content).
+    Appended {
+        event: Uuid,
+        offset: Option<i64>,
+        text: Option<String>,
+    },
+    /// The model asked for a tool call (the event as of this position, as in the ones below).
+    ToolCall(Arc<TimelineEventRow>),
+    /// An MCP tool call ended.
+    ToolResult(Arc<TimelineEventRow>),
+    /// A warning or error the orchestrator recorded.
+    Notice(Arc<TimelineEventRow>),
+    /// Another timeline event created or finished.
+    Timeline(Arc<TimelineEventRow>),
+    Message(Uuid),
+    LlmInteraction(Uuid),
+    McpInteraction(Uuid),
+    ChatOpened(Uuid),
+    ChatQuestion(Uuid),
+    /// The agent tree, as a flat list in tree order.
+    Topology(Vec<Arc<ExecutionRow>>),
+}
 
 /// One envelope: the positions it covers, and what they say.
 #[derive(Debug, Clone)]
@@ -149,17 +228,7 @@ pub struct Envelope {
     /// The change (of the last position it covers).
     pub row: Arc<SessionEventRow>,
     pub source: Option<Source>,
-    /// For a timeline change: the event (its content as of this position: see
-    /// [`Envelope::event_content`]).
-    pub event: Option<Arc<TimelineEventRow>>,
-    /// For an execution's change: the execution.
-    pub execution: Option<Arc<ExecutionRow>>,
-    /// For appends: the appended text.
-    pub text: Option<String>,
-    /// For appends: where the text starts, in characters.
-    pub offset: Option<i64>,
-    /// For a topology snapshot: the agent tree, as a flat list in tree order.
-    pub agents: Vec<Arc<ExecutionRow>>,
+    pub payload: Payload,
 }
 
 /// What is known of a change besides its row, for its envelope.
@@ -179,16 +248,14 @@ impl Envelope {
     /// The envelope of one change, or `None` when what it needs was not found (a record deleted
     /// since: its session is being deleted).
     pub fn of(row: Arc<SessionEventRow>, known: Known) -> Option<Envelope> {
-        let (category, action) = classify(&row, &known)?;
+        let (parent, execution) = (known.parent.clone(), known.execution.clone());
+        let (category, action, payload) = classify(&row, known)?;
         let source = match (category, row.kind) {
-            (EventCategory::Dispatch, _) => known.parent.clone(),
+            (EventCategory::Dispatch, _) => parent,
             (_, kind) if kind.is_session() => None,
             (EventCategory::Stage | EventCategory::Chat, _) => None,
-            _ => known.execution.clone(),
+            _ => execution,
         };
-        let offset = (row.kind == ChangeKind::EventAppended)
-            .then(|| row.start_offset.map(i64::from))
-            .flatten();
         Some(Envelope {
             first: row.position,
             position: row.position,
@@ -196,15 +263,10 @@ impl Envelope {
             category,
             action,
             source,
-            event: known.event,
-            execution: known.execution,
-            text: known.text,
-            offset,
-            agents: Vec::new(),
+            payload,
             row,
         })
     }
-
     /// A snapshot of a session's agent tree as of `position` (not a position of its own).
     pub fn topology(session: Uuid, position: i64, agents: Vec<Arc<ExecutionRow>>) -> Envelope {
         let now = Utc::now();
@@ -216,48 +278,37 @@ impl Envelope {
             action: EventAction::Topology,
             row: Arc::new(SessionEventRow::of_session(session, position, now)),
             source: None,
-            event: None,
-            execution: None,
-            text: None,
-            offset: None,
-            agents,
+            payload: Payload::Topology(agents),
         }
     }
 
     /// Merges the next envelope into this one when both are appends to the same event, the
     /// next right after this one's text; true when it did.
     pub fn absorb(&mut self, next: &Envelope) -> bool {
-        let appends = self.row.kind == ChangeKind::EventAppended
-            && next.row.kind == ChangeKind::EventAppended
-            && self.row.entity_id == next.row.entity_id;
-        let (Some(text), Some(more)) = (&mut self.text, &next.text) else {
+        let (
+            Payload::Appended {
+                event,
+                offset,
+                text: Some(text),
+            },
+            Payload::Appended {
+                event: next_event,
+                offset: next_offset,
+                text: Some(more),
+            },
+        ) = (&mut self.payload, &next.payload)
+        else {
             return false;
         };
-        let end = self.offset.unwrap_or(0) + text.chars().count() as i64;
-        if !appends || next.offset != Some(end) {
+        let end = offset.unwrap_or(0) + text.chars().count() as i64;
+        if event != next_event || *next_offset != Some(end) {
             return false;
         }
         text.push_str(more);
         self.position = next.position;
         self.at = next.at;
         self.row = next.row.clone();
-        if next.event.is_some() {
-            self.event = next.event.clone();
-        }
         true
-    }
-
-    /// The timeline event's content as of this position: what it was created with, for a
-    /// creation; all of it otherwise (it is final once finished).
-    pub fn event_content(&self) -> Option<String> {
-        let event = self.event.as_ref()?;
-        match self.row.kind {
-            ChangeKind::EventCreated if self.row.status.as_deref() == Some("streaming") => {
-                let initial = self.row.end_offset.unwrap_or(0).max(0) as usize;
-                Some(event.content.chars().take(initial).collect())
-            }
-            _ => Some(event.content.clone()),
-        }
     }
 
     /// `category.action`, as seed 004 writes it.
@@ -270,55 +321,115 @@ impl Envelope {
     }
 }
 
-/// The category and action of a change.
-fn classify(row: &SessionEventRow, known: &Known) -> Option<(EventCategory, EventAction)> {
+/// The category, action and payload of a change.
+fn classify(row: &SessionEventRow, known: Known) -> Option<(EventCategory, EventAction, Payload)> {
     use EventAction as A;
     use EventCategory as C;
-    let status = row.status.as_deref();
-    let previous = row.previous_status.as_deref();
+    let id = row.entity_id;
     Some(match row.kind {
-        ChangeKind::Session => (C::Lifecycle, EventAction::of_status(status, previous)),
-        ChangeKind::SessionDeleted => (C::Lifecycle, A::Deleted),
-        ChangeKind::SessionRestored => (C::Lifecycle, A::Restored),
-        ChangeKind::Stage => (C::Stage, EventAction::of_status(status, previous)),
+        ChangeKind::Session => {
+            let status = match row.status {
+                Some(Status::Session(status)) => Some(status),
+                _ => None,
+            };
+            (C::Lifecycle, A::of_status(status), Payload::Session(status))
+        }
+        ChangeKind::SessionDeleted | ChangeKind::SessionRestored => {
+            let status = match row.status {
+                Some(Status::Session(status)) => Some(status),
+                _ => None,
+            };
+            let action = if row.kind == ChangeKind::SessionDeleted {
+                A::Deleted
+            } else {
+                A::Restored
+            };
+            (C::Lifecycle, action, Payload::Session(status))
+        }
+        ChangeKind::Stage => {
+            let status = match row.status {
+                Some(Status::Stage(status)) => Some(status),
+                _ => None,
+            };
+            (
+                C::Stage,
+                A::of_status(status),
+                Payload::Stage { stage: id, status },
+            )
+        }
         ChangeKind::Execution => {
-            let execution = known.execution.as_ref()?;
-            match (previous, execution.agent_type) {
-                (None, AgentType::TeamSupervisor) if execution.parent_execution_id.is_some() => {
-                    (C::Dispatch, A::Team)
+            let execution = known.execution?;
+            let status = match row.status {
+                Some(Status::Execution(status)) => Some(status),
+                _ => None,
+            };
+            let created = status.is_none_or(|s| s.from.is_none());
+            let dispatched = created && execution.parent_execution_id.is_some();
+            match execution.agent_type {
+                AgentType::TeamSupervisor if dispatched => {
+                    (C::Dispatch, A::Team, Payload::Dispatch(execution))
                 }
-                (None, AgentType::Worker) if execution.parent_execution_id.is_some() => {
-                    (C::Dispatch, A::Worker)
+                AgentType::Worker if dispatched => {
+                    (C::Dispatch, A::Worker, Payload::Dispatch(execution))
                 }
-                _ => (C::Lifecycle, EventAction::of_status(status, previous)),
+                _ => (
+                    C::Lifecycle,
+                    A::of_status(status),
+                    Payload::Agent { execution, status },
+                ),
             }
         }
         ChangeKind::EventCreated | ChangeKind::EventFinished => {
-            let event = known.event.as_ref()?;
-            let instant = row.kind == ChangeKind::EventCreated && status != Some("streaming");
-            let ends = row.kind == ChangeKind::EventFinished || instant;
+            let event = as_of(row, known.event?);
+            let streams = row.creates_streaming_event();
+            let ends = row.kind == ChangeKind::EventFinished || !streams;
             match event.event_type {
-                TimelineEventType::SystemWarning => (C::System, A::Warning),
-                TimelineEventType::SystemError => (C::System, A::Error),
-                TimelineEventType::LlmToolCall if ends => (C::Llm, A::ToolCall),
-                TimelineEventType::McpToolCall if ends => (C::Llm, A::ToolResult),
-                _ if row.kind == ChangeKind::EventCreated => (C::Timeline, A::Created),
-                _ => (C::Timeline, A::Finished),
+                TimelineEventType::SystemWarning => (C::System, A::Warning, Payload::Notice(event)),
+                TimelineEventType::SystemError => (C::System, A::Error, Payload::Notice(event)),
+                TimelineEventType::LlmToolCall if ends => {
+                    (C::Llm, A::ToolCall, Payload::ToolCall(event))
+                }
+                TimelineEventType::McpToolCall if ends => {
+                    (C::Llm, A::ToolResult, Payload::ToolResult(event))
+                }
+                _ if row.kind == ChangeKind::EventCreated => {
+                    (C::Timeline, A::Created, Payload::Timeline(event))
+                }
+                _ => (C::Timeline, A::Finished, Payload::Timeline(event)),
             }
         }
         ChangeKind::EventAppended => {
-            let event_type = known
-                .event_type
-                .or_else(|| known.event.as_ref().map(|e| e.event_type))?;
-            match event_type {
-                TimelineEventType::LlmThinking => (C::Llm, A::Reasoning),
-                _ => (C::Llm, A::Stream),
-            }
+            let action = match known.event_type? {
+                TimelineEventType::LlmThinking => A::Reasoning,
+                _ => A::Stream,
+            };
+            let payload = Payload::Appended {
+                event: id,
+                offset: row.start_offset.map(i64::from),
+                text: known.text,
+            };
+            (C::Llm, action, payload)
         }
-        ChangeKind::Message => (C::Message, A::Added),
-        ChangeKind::LlmInteraction => (C::Interaction, A::Llm),
-        ChangeKind::McpInteraction => (C::Interaction, A::Mcp),
-        ChangeKind::Chat => (C::Chat, A::Opened),
-        ChangeKind::ChatUserMessage => (C::Chat, A::Question),
+        ChangeKind::Message => (C::Message, A::Added, Payload::Message(id)),
+        ChangeKind::LlmInteraction => (C::Interaction, A::Llm, Payload::LlmInteraction(id)),
+        ChangeKind::McpInteraction => (C::Interaction, A::Mcp, Payload::McpInteraction(id)),
+        ChangeKind::Chat => (C::Chat, A::Opened, Payload::ChatOpened(id)),
+        ChangeKind::ChatUserMessage => (C::Chat, A::Question, Payload::ChatQuestion(id)),
     })
+}
+
+/// The timeline event as of this change: what it was created with, for a creation while it
+/// streams (the rest follows as appends); all of it otherwise (it is final once finished).
+fn as_of(row: &SessionEventRow, event: Arc<TimelineEventRow>) -> Arc<TimelineEventRow> {
+    if !row.creates_streaming_event() {
+        return event;
+    }
+    let initial = row.end_offset.unwrap_or(0).max(0) as usize;
+    let content: String = event.content.chars().take(initial).collect();
+    if content.len() == event.content.len() {
+        return event;
+    }
+    let mut then = event.as_ref().clone();
+    then.content = content;
+    Arc::new(then)
 }

@@ -177,7 +177,7 @@ impl Hub {
         // The feed is about status (and deletes): a session updated for anything else is not
         // news there.
         if row.kind.is_session()
-            && (row.kind != ChangeKind::Session || row.status != row.previous_status)
+            && (row.kind != ChangeKind::Session || row.changes_session_status())
         {
             subscribers.feed.retain(|q| q.push(&change, bytes, options));
         }

@@ -19,7 +19,7 @@ pub mod session_changes;
 mod slots;
 pub mod timeline;
 
-pub use change::Change;
+pub use change::{Change, Named};
 pub use hub::{FollowerHealth, Hub};
 pub use options::{HubOptions, LiveOptions};
 pub use queue::{Interrupted, Receiver};

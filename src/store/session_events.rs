@@ -5,12 +5,13 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use sqlx::FromRow;
+use sqlx::postgres::PgRow;
+use sqlx::{Decode, FromRow, Postgres, Row as _, Type};
 use uuid::Uuid;
 
 use super::Store;
 use crate::error::Result;
-use crate::model::TimelineEventType;
+use crate::model::{Status, TimelineEventStatus, TimelineEventType, Transition};
 
 /// The text of an append, and what kind of timeline event it went to.
 #[derive(Debug, Clone)]
@@ -68,7 +69,7 @@ impl ChangeKind {
 }
 
 /// One change in a session, at its position.
-#[derive(Debug, Clone, FromRow)]
+#[derive(Debug, Clone)]
 pub struct SessionEventRow {
     pub session_id: Uuid,
     pub position: i64,
@@ -82,10 +83,9 @@ pub struct SessionEventRow {
     /// For an append: the characters it covers; for a creation, those it was created with.
     pub start_offset: Option<i32>,
     pub end_offset: Option<i32>,
-    /// For a session, stage or execution: its status after the change, and before it (`None` on
-    /// creation).
-    pub status: Option<String>,
-    pub previous_status: Option<String>,
+    /// For a session, stage or execution: its status after the change, and before it; for a
+    /// timeline event's creation or end: its status then.
+    pub status: Option<Status>,
     /// When it was recorded (by the writing transaction, just before its commit).
     pub created_at: DateTime<Utc>,
 }
@@ -105,10 +105,72 @@ impl SessionEventRow {
             start_offset: None,
             end_offset: None,
             status: None,
-            previous_status: None,
             created_at: at,
         }
     }
+
+    /// A change to the session row that changed its status (or created it), not only its other
+    /// columns.
+    pub fn changes_session_status(&self) -> bool {
+        match self.status {
+            Some(Status::Session(Transition { to, from })) => Some(to) != from,
+            _ => false,
+        }
+    }
+
+    /// A timeline event's creation while it streams (its content then is only what it was
+    /// created with).
+    pub fn creates_streaming_event(&self) -> bool {
+        self.kind == ChangeKind::EventCreated
+            && self.status == Some(Status::Event(TimelineEventStatus::Streaming))
+    }
+}
+
+/// The statuses are decoded by the kind of record the change is about: a value that is not one
+/// of that record's statuses is a decode error, so nothing downstream parses status text.
+impl<'r> FromRow<'r, PgRow> for SessionEventRow {
+    fn from_row(row: &'r PgRow) -> sqlx::Result<Self> {
+        let kind: ChangeKind = row.try_get("kind")?;
+        let status = match kind {
+            ChangeKind::Session | ChangeKind::SessionDeleted | ChangeKind::SessionRestored => {
+                transition(row)?.map(Status::Session)
+            }
+            ChangeKind::Stage => transition(row)?.map(Status::Stage),
+            ChangeKind::Execution => transition(row)?.map(Status::Execution),
+            ChangeKind::EventCreated | ChangeKind::EventFinished => row
+                .try_get::<Option<TimelineEventStatus>, _>("status")?
+                .map(Status::Event),
+            ChangeKind::EventAppended
+            | ChangeKind::Message
+            | ChangeKind::LlmInteraction
+            | ChangeKind::McpInteraction
+            | ChangeKind::Chat
+            | ChangeKind::ChatUserMessage => None,
+        };
+        Ok(SessionEventRow {
+            session_id: row.try_get("session_id")?,
+            position: row.try_get("position")?,
+            kind,
+            entity_id: row.try_get("entity_id")?,
+            stage_id: row.try_get("stage_id")?,
+            execution_id: row.try_get("execution_id")?,
+            sequence_number: row.try_get("sequence_number")?,
+            start_offset: row.try_get("start_offset")?,
+            end_offset: row.try_get("end_offset")?,
+            status,
+            created_at: row.try_get("created_at")?,
+        })
+    }
+}
+
+/// A status change in one record's vocabulary.
+fn transition<S>(row: &PgRow) -> sqlx::Result<Option<Transition<S>>>
+where
+    S: for<'r> Decode<'r, Postgres> + Type<Postgres>,
+{
+    let to: Option<S> = row.try_get("status")?;
+    let from: Option<S> = row.try_get("previous_status")?;
+    Ok(to.map(|to| Transition { to, from }))
 }
 
 pub(super) const COLUMNS: &str = "session_id, position, kind, entity_id, stage_id, execution_id, \

@@ -8,6 +8,7 @@ use std::time::Duration;
 use casefile::cursor::{TimelinePosition, View};
 use casefile::live::timeline::Update;
 use casefile::live::{Change, Hub, HubOptions, Interrupted};
+use casefile::model::{SessionStatus, Status, Transition};
 use casefile::store::session_events::ChangeKind;
 use futures::StreamExt as _;
 use serde_json::{Value, json};
@@ -261,13 +262,7 @@ async fn the_feed_carries_creations_and_status_changes_only() {
     let a = Agent { app: &app };
     let session = a.session().await;
     let created = next_of_kind(&mut feed, ChangeKind::Session).await;
-    assert_eq!(
-        (
-            created.row.status.as_deref(),
-            created.row.previous_status.as_deref()
-        ),
-        (Some("pending"), None)
-    );
+    assert_eq!(transition(&created), (Some(SessionStatus::Pending), None));
     let mut own = hub.subscribe(session.parse().unwrap());
     sqlx::query("UPDATE sessions SET author = 'someone' WHERE id = $1::uuid")
         .bind(&session)
@@ -281,27 +276,32 @@ async fn the_feed_carries_creations_and_status_changes_only() {
     .await;
     let started = next_of_kind(&mut feed, ChangeKind::Session).await;
     assert_eq!(
+        transition(&started),
         (
-            started.row.status.as_deref(),
-            started.row.previous_status.as_deref()
+            Some(SessionStatus::InProgress),
+            Some(SessionStatus::Pending)
         ),
-        (Some("in_progress"), Some("pending")),
         "the author update is not in the feed"
     );
     // The session's own subscribers get every update.
     let updated = next_of_kind(&mut own, ChangeKind::Session).await;
     assert_eq!(
-        (
-            updated.row.status.as_deref(),
-            updated.row.previous_status.as_deref()
-        ),
-        (Some("pending"), Some("pending"))
+        transition(&updated),
+        (Some(SessionStatus::Pending), Some(SessionStatus::Pending))
     );
     let started = next_of_kind(&mut own, ChangeKind::Session).await;
-    assert_eq!(started.row.status.as_deref(), Some("in_progress"));
+    assert_eq!(transition(&started).0, Some(SessionStatus::InProgress));
     drop((feed, own));
     hub.stop().await;
     app.stop().await;
+}
+
+/// A session change's status after and before it, as the log recorded them.
+fn transition(change: &Change) -> (Option<SessionStatus>, Option<SessionStatus>) {
+    match change.row.status {
+        Some(Status::Session(Transition { to, from })) => (Some(to), from),
+        _ => (None, None),
+    }
 }
 
 #[tokio::test]

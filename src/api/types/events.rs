@@ -14,12 +14,11 @@ use super::{
 use crate::api::ids::{self, NodeType};
 use crate::api::scalars::Text;
 use crate::cursor::EventsPosition;
-use crate::live::envelope::{Envelope, EventAction, EventCategory};
+use crate::live::envelope::{Envelope, EventAction, EventCategory, Payload};
 use crate::model::{
     AgentType, ExecutionStatus, SessionStatus, StageStatus, TimelineEventStatus, TimelineEventType,
-    from_db_name,
+    Transition,
 };
-use crate::store::session_events::ChangeKind;
 use crate::store::{ExecutionRow, TimelineEventRow};
 use async_graphql::Result;
 
@@ -141,84 +140,55 @@ pub enum EventData {
 
 impl EventData {
     fn of(envelope: &Envelope) -> EventData {
-        let row = &envelope.row;
-        let event = || envelope.event.clone().map(|e| as_of(envelope, e));
-        match (envelope.category, envelope.action) {
-            (EventCategory::System, EventAction::Topology) => EventData::Topology(Topology {
-                agents: envelope.agents.clone(),
+        let event = |row: &Arc<TimelineEventRow>| TimelineEvent(row.clone());
+        match &envelope.payload {
+            Payload::Session(status) => EventData::SessionLifecycle(SessionLifecycle {
+                session: envelope.row.session_id,
+                status: *status,
             }),
-            (EventCategory::Lifecycle, _) if row.kind.is_session() => {
-                EventData::SessionLifecycle(SessionLifecycle {
-                    session: row.session_id,
-                    status: parsed(&row.status),
-                    previous: parsed(&row.previous_status),
-                })
+            &Payload::Stage { stage, status } => {
+                EventData::StageLifecycle(StageLifecycle { stage, status })
             }
-            (EventCategory::Lifecycle, _) => EventData::AgentLifecycle(AgentLifecycle {
-                execution: envelope.execution.clone(),
-                status: parsed(&row.status),
-                previous: parsed(&row.previous_status),
+            Payload::Agent { execution, status } => EventData::AgentLifecycle(AgentLifecycle {
+                execution: execution.clone(),
+                status: *status,
             }),
-            (EventCategory::Stage, _) => EventData::StageLifecycle(StageLifecycle {
-                stage: row.entity_id,
-                status: parsed(&row.status),
-                previous: parsed(&row.previous_status),
+            Payload::Dispatch(execution) => EventData::Dispatch(Dispatch(execution.clone())),
+            Payload::Appended {
+                event,
+                offset,
+                text,
+            } => EventData::TextAppended(TextAppended {
+                event: *event,
+                offset: offset.unwrap_or(0),
+                text: text.clone().unwrap_or_default(),
             }),
-            (EventCategory::Dispatch, _) => EventData::Dispatch(Dispatch {
-                execution: envelope.execution.clone(),
+            Payload::ToolCall(row) => EventData::ToolCall(ToolCall(event(row))),
+            Payload::ToolResult(row) => EventData::ToolResult(ToolResult(event(row))),
+            Payload::Notice(row) => EventData::SystemNotice(SystemNotice(event(row))),
+            Payload::Timeline(row) => {
+                EventData::TimelineEventChange(TimelineEventChange(event(row)))
+            }
+            &Payload::Message(id) => EventData::MessageAdded(MessageAdded(id)),
+            &Payload::LlmInteraction(id) => {
+                EventData::LlmInteractionRecorded(LlmInteractionRecorded(id))
+            }
+            &Payload::McpInteraction(id) => {
+                EventData::McpInteractionRecorded(McpInteractionRecorded(id))
+            }
+            &Payload::ChatOpened(id) => EventData::ChatOpened(ChatOpened(id)),
+            &Payload::ChatQuestion(id) => EventData::ChatQuestion(ChatQuestion(id)),
+            Payload::Topology(agents) => EventData::Topology(Topology {
+                agents: agents.clone(),
             }),
-            (EventCategory::Llm, EventAction::Stream | EventAction::Reasoning) => {
-                EventData::TextAppended(TextAppended {
-                    event: row.entity_id,
-                    offset: envelope.offset.unwrap_or(0),
-                    text: envelope.text.clone().unwrap_or_default(),
-                })
-            }
-            (EventCategory::Llm, EventAction::ToolCall) => {
-                EventData::ToolCall(ToolCall { event: event() })
-            }
-            (EventCategory::Llm, _) => EventData::ToolResult(ToolResult { event: event() }),
-            (EventCategory::System, _) => EventData::SystemNotice(SystemNotice { event: event() }),
-            (EventCategory::Message, _) => EventData::MessageAdded(MessageAdded(row.entity_id)),
-            (EventCategory::Interaction, EventAction::Llm) => {
-                EventData::LlmInteractionRecorded(LlmInteractionRecorded(row.entity_id))
-            }
-            (EventCategory::Interaction, _) => {
-                EventData::McpInteractionRecorded(McpInteractionRecorded(row.entity_id))
-            }
-            (EventCategory::Chat, _) if row.kind == ChangeKind::Chat => {
-                EventData::ChatOpened(ChatOpened(row.entity_id))
-            }
-            (EventCategory::Chat, _) => EventData::ChatQuestion(ChatQuestion(row.entity_id)),
-            (EventCategory::Timeline, _) => {
-                EventData::TimelineEventChange(TimelineEventChange { event: event() })
-            }
         }
-    }
-}
-
-/// A status as the log recorded it (snake_case), as the enum it is.
-fn parsed<T: serde::de::DeserializeOwned>(status: &Option<String>) -> Option<T> {
-    status.as_deref().and_then(from_db_name)
-}
-
-/// The timeline event as of the envelope's position (its content then).
-fn as_of(envelope: &Envelope, event: Arc<TimelineEventRow>) -> TimelineEvent {
-    match envelope.event_content() {
-        Some(content) if content.len() != event.content.len() => {
-            let mut row = event.as_ref().clone();
-            row.content = content;
-            TimelineEvent(Arc::new(row))
-        }
-        _ => TimelineEvent(event),
     }
 }
 
 /// The session's lifecycle: created, started, completed, …
 pub struct SessionLifecycle {
     session: uuid::Uuid,
-    status: Option<SessionStatus>,
-    previous: Option<SessionStatus>,
+    status: Option<Transition<SessionStatus>>,
 }
 
 /// The session's lifecycle: created, started, completed, …
@@ -226,11 +196,11 @@ pub struct SessionLifecycle {
 impl SessionLifecycle {
     /// Its status after this event.
     async fn status(&self) -> Option<SessionStatus> {
-        self.status
+        self.status.map(|s| s.to)
     }
     /// Its status before (null when it was created).
     async fn previous_status(&self) -> Option<SessionStatus> {
-        self.previous
+        self.status.and_then(|s| s.from)
     }
     /// The session, as it is now.
     async fn session(&self, ctx: &Context<'_>) -> Result<Option<Session>> {
@@ -245,8 +215,7 @@ impl SessionLifecycle {
 /// A stage's lifecycle.
 pub struct StageLifecycle {
     stage: uuid::Uuid,
-    status: Option<StageStatus>,
-    previous: Option<StageStatus>,
+    status: Option<Transition<StageStatus>>,
 }
 
 /// A stage's lifecycle.
@@ -254,11 +223,11 @@ pub struct StageLifecycle {
 impl StageLifecycle {
     /// Its status after this event.
     async fn status(&self) -> Option<StageStatus> {
-        self.status
+        self.status.map(|s| s.to)
     }
     /// Its status before (null when it was created).
     async fn previous_status(&self) -> Option<StageStatus> {
-        self.previous
+        self.status.and_then(|s| s.from)
     }
     /// The stage, as it is now.
     async fn stage(&self, ctx: &Context<'_>) -> Result<Option<Stage>> {
@@ -268,9 +237,8 @@ impl StageLifecycle {
 
 /// An agent's lifecycle (the event's source).
 pub struct AgentLifecycle {
-    execution: Option<Arc<ExecutionRow>>,
-    status: Option<ExecutionStatus>,
-    previous: Option<ExecutionStatus>,
+    execution: Arc<ExecutionRow>,
+    status: Option<Transition<ExecutionStatus>>,
 }
 
 /// An agent's lifecycle (the event's source).
@@ -278,57 +246,60 @@ pub struct AgentLifecycle {
 impl AgentLifecycle {
     /// Its status after this event.
     async fn status(&self) -> Option<ExecutionStatus> {
-        self.status
+        self.status.map(|s| s.to)
     }
     /// Its status before (null when it was created).
     async fn previous_status(&self) -> Option<ExecutionStatus> {
-        self.previous
+        self.status.and_then(|s| s.from)
     }
     /// For `COMPLETED`: what it returned (seed 004's `summary`).
     async fn summary(&self) -> Option<Text<'_>> {
-        (self.status == Some(ExecutionStatus::Completed))
-            .then(|| self.execution.as_ref()?.result_summary.as_deref().map(Text))
+        let completed = self
+            .status
+            .is_some_and(|s| s.to == ExecutionStatus::Completed);
+        completed
+            .then(|| self.execution.result_summary.as_deref().map(Text))
             .flatten()
     }
     /// For `FAILED`, `TIMED_OUT`, `CANCELLED`: why (seed 004's `error`).
     async fn error(&self) -> Option<Text<'_>> {
-        let finished_badly = matches!(
-            self.status,
-            Some(ExecutionStatus::Failed | ExecutionStatus::TimedOut | ExecutionStatus::Cancelled)
-        );
+        let finished_badly = self.status.is_some_and(|s| {
+            matches!(
+                s.to,
+                ExecutionStatus::Failed | ExecutionStatus::TimedOut | ExecutionStatus::Cancelled
+            )
+        });
         finished_badly
-            .then(|| self.execution.as_ref()?.error_message.as_deref().map(Text))
+            .then(|| self.execution.error_message.as_deref().map(Text))
             .flatten()
     }
     /// The execution, as it is now.
     async fn execution(&self) -> Option<AgentExecution> {
-        self.execution.clone().map(AgentExecution)
+        Some(AgentExecution(self.execution.clone()))
     }
 }
 
 /// The source dispatched a team supervisor (`TEAM`) or a worker (`WORKER`).
-pub struct Dispatch {
-    execution: Option<Arc<ExecutionRow>>,
-}
+pub struct Dispatch(Arc<ExecutionRow>);
 
 /// The source dispatched a team supervisor (`TEAM`) or a worker (`WORKER`).
 #[Object]
 impl Dispatch {
     /// The team it works in.
     async fn team_name(&self) -> Option<Text<'_>> {
-        self.execution.as_ref()?.team_name.as_deref().map(Text)
+        self.0.team_name.as_deref().map(Text)
     }
     /// The dispatched agent's name.
     async fn agent_name(&self) -> Option<Text<'_>> {
-        self.execution.as_ref().map(|e| Text(&e.agent_name))
+        Some(Text(&self.0.agent_name))
     }
     /// The task it was given.
     async fn task(&self) -> Option<Text<'_>> {
-        self.execution.as_ref()?.task.as_deref().map(Text)
+        self.0.task.as_deref().map(Text)
     }
     /// The dispatched execution, as it is now.
     async fn execution(&self) -> Option<AgentExecution> {
-        self.execution.clone().map(AgentExecution)
+        Some(AgentExecution(self.0.clone()))
     }
 }
 
@@ -360,9 +331,7 @@ impl TextAppended {
 
 /// A timeline event created (its content as created; more follows as appended text) or
 /// finished (its final content).
-pub struct TimelineEventChange {
-    event: Option<TimelineEvent>,
-}
+pub struct TimelineEventChange(TimelineEvent);
 
 /// A timeline event created (its content as created; more follows as appended text) or
 /// finished (its final content).
@@ -370,16 +339,13 @@ pub struct TimelineEventChange {
 impl TimelineEventChange {
     /// The event as of this change.
     async fn event(&self) -> Option<&TimelineEvent> {
-        self.event.as_ref()
+        Some(&self.0)
     }
 }
 
 /// What a tool timeline event's metadata says (`tool_name`, `arguments`, `tool_call_id`).
-fn metadata(event: &Option<TimelineEvent>) -> Value {
-    event
-        .as_ref()
-        .and_then(|e| serde_json::from_str(e.0.metadata.get()).ok())
-        .unwrap_or(Value::Null)
+fn metadata(event: &TimelineEvent) -> Value {
+    serde_json::from_str(event.0.metadata.get()).unwrap_or(Value::Null)
 }
 
 fn text_field(metadata: &Value, key: &str) -> Option<String> {
@@ -387,58 +353,54 @@ fn text_field(metadata: &Value, key: &str) -> Option<String> {
 }
 
 /// The model asked for a tool call.
-pub struct ToolCall {
-    event: Option<TimelineEvent>,
-}
+pub struct ToolCall(TimelineEvent);
 
 /// The model asked for a tool call.
 #[Object]
 impl ToolCall {
     /// The tool (its metadata's `tool_name`).
     async fn tool(&self) -> Option<String> {
-        text_field(&metadata(&self.event), "tool_name")
+        text_field(&metadata(&self.0), "tool_name")
     }
     /// Its arguments (its metadata's `arguments`).
     async fn args(&self) -> Option<Json<Value>> {
-        metadata(&self.event).get("arguments").cloned().map(Json)
+        metadata(&self.0).get("arguments").cloned().map(Json)
     }
     /// The call's id, which its result names (its metadata's `tool_call_id`).
     async fn call_id(&self) -> Option<String> {
-        text_field(&metadata(&self.event), "tool_call_id")
+        text_field(&metadata(&self.0), "tool_call_id")
     }
     /// The timeline event.
     async fn event(&self) -> Option<&TimelineEvent> {
-        self.event.as_ref()
+        Some(&self.0)
     }
 }
 
 /// An MCP tool call ended.
-pub struct ToolResult {
-    event: Option<TimelineEvent>,
-}
+pub struct ToolResult(TimelineEvent);
 
 /// An MCP tool call ended.
 #[Object]
 impl ToolResult {
     /// The tool (its metadata's `tool_name`).
     async fn tool(&self) -> Option<String> {
-        text_field(&metadata(&self.event), "tool_name")
+        text_field(&metadata(&self.0), "tool_name")
     }
     /// What it returned (the event's content).
     async fn result(&self) -> Option<&str> {
-        self.event.as_ref().map(|e| e.0.content.as_str())
+        Some(self.0.0.content.as_str())
     }
     /// How it ended.
     async fn status(&self) -> Option<TimelineEventStatus> {
-        self.event.as_ref().map(|e| e.0.status)
+        Some(self.0.0.status)
     }
     /// The id of the call it answers (its metadata's `tool_call_id`).
     async fn call_id(&self) -> Option<String> {
-        text_field(&metadata(&self.event), "tool_call_id")
+        text_field(&metadata(&self.0), "tool_call_id")
     }
     /// The timeline event.
     async fn event(&self) -> Option<&TimelineEvent> {
-        self.event.as_ref()
+        Some(&self.0)
     }
 }
 
@@ -452,31 +414,29 @@ pub enum SystemLevel {
 }
 
 /// A warning or error the orchestrator recorded.
-pub struct SystemNotice {
-    event: Option<TimelineEvent>,
-}
+pub struct SystemNotice(TimelineEvent);
 
 /// A warning or error the orchestrator recorded.
 #[Object]
 impl SystemNotice {
     /// How serious it is.
     async fn level(&self) -> SystemLevel {
-        match self.event.as_ref().map(|e| e.0.event_type) {
-            Some(TimelineEventType::SystemError) => SystemLevel::Error,
+        match self.0.0.event_type {
+            TimelineEventType::SystemError => SystemLevel::Error,
             _ => SystemLevel::Warning,
         }
     }
     /// Machine-readable, e.g. `MCP_SERVER_UNAVAILABLE`.
     async fn code(&self) -> Option<String> {
-        text_field(&metadata(&self.event), "code")
+        text_field(&metadata(&self.0), "code")
     }
     /// For people.
     async fn message(&self) -> Option<&str> {
-        self.event.as_ref().map(|e| e.0.content.as_str())
+        Some(self.0.0.content.as_str())
     }
     /// The timeline event that records it.
     async fn event(&self) -> Option<&TimelineEvent> {
-        self.event.as_ref()
+        Some(&self.0)
     }
 }
 
