@@ -47,10 +47,17 @@ pub fn sse(
         .chain(futures::stream::once(async {
             Ok(Event::default().event("complete").data(""))
         }));
+    sse_response(events)
+}
+
+/// Server-Sent Events with a heartbeat while idle (so proxies keep the stream open), which
+/// buffering proxies (nginx) are told to pass through as they come.
+pub fn sse_response(
+    events: impl Stream<Item = Result<Event, Infallible>> + Send + 'static,
+) -> Response {
     let mut response = Sse::new(events)
         .keep_alive(KeepAlive::new().interval(HEARTBEAT))
         .into_response();
-    // Tell buffering proxies (nginx) to pass events through as they come.
     response
         .headers_mut()
         .insert("x-accel-buffering", HeaderValue::from_static("no"));

@@ -13,19 +13,17 @@
 //! caller's rate, streams and subscriptions (429), and its credentials are looked up only
 //! within its address's rate of look-ups.
 
-use std::collections::HashMap;
-use std::convert::Infallible;
-use std::net::SocketAddr;
-use std::time::Duration;
-
 mod credentials;
 mod params;
 mod render;
 
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+
 use axum::Extension;
 use axum::extract::{ConnectInfo, Path, Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
-use axum::response::sse::{KeepAlive, Sse};
+use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt as _;
 use serde_json::json;
@@ -33,6 +31,7 @@ use serde_json::json;
 use super::AppState;
 use super::access::OriginPolicy;
 use super::serve::stopping;
+use super::streaming::sse_response;
 use super::throttle::Refusal;
 use crate::api::ids::{NodeType, decode_as};
 use crate::auth::Caller;
@@ -43,9 +42,6 @@ use crate::model::Role;
 use crate::observe::metrics::OpenStream;
 use params::Params;
 use render::{failure, to_event};
-
-/// How often an idle stream carries a comment, so proxies keep it open.
-const HEARTBEAT: Duration = Duration::from_secs(15);
 
 /// A refusal before the stream starts: a status and a GraphQL-shaped error body.
 fn refuse(status: StatusCode, code: &str, message: &str) -> Response {
@@ -173,13 +169,7 @@ pub async fn stream(
             }
         }
     };
-    let mut response = Sse::new(body)
-        .keep_alive(KeepAlive::new().interval(HEARTBEAT))
-        .into_response();
-    response
-        .headers_mut()
-        .insert("x-accel-buffering", HeaderValue::from_static("no"));
-    response
+    sse_response(body)
 }
 
 /// What the client is told of an error (logged when it is ours).
