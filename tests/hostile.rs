@@ -514,8 +514,11 @@ async fn hostile_documents_are_refused_at_once_and_nobody_waits() {
         baseline_kib as f64 / 1024.0
     );
     drop(server);
+    // A liveness bound, not a speed target: a worker held by one hostile document shows as
+    // hundreds of milliseconds to seconds; 100 ms was crossed by scheduling noise alone on a
+    // busy 2-core machine (111–158 ms, the poller's usual longest wait being 40–70 ms).
     assert!(
-        longest < Duration::from_millis(100),
+        longest < Duration::from_millis(250),
         "a client polling beside the hostile requests waited {longest:?}"
     );
     assert!(
