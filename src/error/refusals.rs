@@ -219,7 +219,7 @@ pub fn describe(constraint: &str) -> Option<&'static str> {
         "agent_executions_result_summary_check" => {
             "`resultSummary` must be at most 1,000,000 characters"
         }
-        "session_events_pkey" | "session_status_changes_feed_idx" => {
+        "session_events_pkey" | "session_feed_pkey" => {
             "the session's event order was written by another transaction at once; retry"
         }
         "session_events_position_check" => "event positions start at 1",
@@ -254,16 +254,11 @@ fn by_pattern(constraint: &str) -> Option<&'static str> {
     })
 }
 
-/// The unique keys that start with the row's `id` (they let composite foreign keys point at it).
-const ID_KEYS: [&str; 8] = [
-    "chats_id_session_id_key",
-    "chat_user_messages_id_session_id_key",
-    "stages_id_session_id_key",
-    "agent_executions_id_session_id_key",
+/// The unique keys that start with the row's `id` besides the primary key (they let composite
+/// foreign keys point at it).
+const ID_KEYS: [&str; 2] = [
     "agent_executions_id_stage_id_session_id_key",
-    "messages_id_execution_id_key",
-    "llm_interactions_id_session_id_key",
-    "mcp_interactions_id_session_id_key",
+    "messages_id_execution_id_session_id_key",
 ];
 
 #[cfg(test)]
@@ -308,7 +303,7 @@ mod tests {
     #[test]
     fn keys_that_start_with_the_id_are_ids_and_others_are_not() {
         assert_eq!(
-            describe("stages_id_session_id_key"),
+            describe("messages_id_execution_id_session_id_key"),
             Some("this id is already used by another record")
         );
         assert_eq!(

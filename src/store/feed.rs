@@ -1,6 +1,6 @@
 //! The dashboard feed: every session's status changes (and creations, deletes, restores) in one
-//! durable order, `feed_position` 1, 2, 3, … in commit order (see
-//! `migrations/0008_session_events.sql`).
+//! durable order, positions 1, 2, 3, … in commit order, kept in `session_feed` apart from the
+//! sessions' own histories (see `migrations/0054_session_feed.sql` and `docs/scale-out.md`).
 
 use super::{SessionStatusChangeRow, Store};
 use crate::error::Result;
@@ -9,8 +9,11 @@ impl Store {
     /// Up to `limit` entries of the feed after `after`, in order.
     pub async fn feed_after(&self, after: i64, limit: i64) -> Result<Vec<SessionStatusChangeRow>> {
         Ok(sqlx::query_as(
-            "SELECT * FROM session_status_changes WHERE feed_position > $1 \
-             ORDER BY feed_position LIMIT $2",
+            "SELECT c.id, c.session_id, c.action, c.from_status, c.to_status, c.actor, c.reason, \
+                    c.changed_at, f.position AS feed_position \
+             FROM session_feed f \
+             JOIN session_status_changes c ON c.id = f.change_id AND c.session_id = f.session_id \
+             WHERE f.position > $1 ORDER BY f.position LIMIT $2",
         )
         .bind(after)
         .bind(limit)
@@ -21,11 +24,9 @@ impl Store {
     /// The feed's latest position (0 when it is empty).
     pub async fn last_feed_position(&self) -> Result<i64> {
         Ok(
-            sqlx::query_scalar(
-                "SELECT coalesce(max(feed_position), 0) FROM session_status_changes",
-            )
-            .fetch_one(self.reader().await?.traced())
-            .await?,
+            sqlx::query_scalar("SELECT coalesce(max(position), 0) FROM session_feed")
+                .fetch_one(self.reader().await?.traced())
+                .await?,
         )
     }
 }

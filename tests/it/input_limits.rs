@@ -14,9 +14,10 @@ use crate::common::sse::SseSubscription;
 use crate::write_api::Agent;
 
 /// Every table a request can write to.
-const TABLES: [&str; 13] = [
+const TABLES: [&str; 14] = [
     "sessions",
     "session_status_changes",
+    "session_feed",
     "stages",
     "agent_executions",
     "messages",

@@ -23,10 +23,11 @@ use crate::common::cli::{DataDir, casefile, stdout};
 
 /// Every table whose rows belong to a session (through `session_id`), except the live change
 /// log, which is pruned by its own rules.
-const SESSION_TABLES: [&str; 14] = [
+const SESSION_TABLES: [&str; 16] = [
     "stages",
     "agent_executions",
     "timeline_events",
+    "timeline_event_chunks",
     "messages",
     "tool_calls",
     "llm_interactions",
@@ -36,6 +37,7 @@ const SESSION_TABLES: [&str; 14] = [
     "chat_user_messages",
     "session_events",
     "session_status_changes",
+    "session_feed",
     "create_receipts",
     "event_stream_tickets",
 ];
