@@ -6,6 +6,8 @@ COPY src ./src
 COPY migrations ./migrations
 # GraphiQL's files, compiled into the binary.
 COPY assets ./assets
+# Where each table lives (`casefile check-distribution`), compiled into the binary.
+COPY docs/scale-out.md ./docs/scale-out.md
 RUN cargo build --release --locked
 
 FROM debian:bookworm-slim

@@ -12,6 +12,7 @@ pub mod cli;
 pub mod cursor;
 pub mod db;
 pub mod demo;
+pub mod distribution;
 pub mod error;
 pub mod fair;
 pub mod http;

@@ -24,5 +24,6 @@ async fn main() -> anyhow::Result<()> {
         Command::Simulate(args) => cli::simulate::run(&args).await,
         Command::Token(command) => cli::token::run(command).await,
         Command::Purge(args) => cli::purge::run(&args).await,
+        Command::CheckDistribution(args) => cli::check_distribution::run(&args).await,
     }
 }

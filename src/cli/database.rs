@@ -1,4 +1,5 @@
-//! The database a command works on: connected, migrated, and shut down when it is done.
+//! The database a command works on: connected, migrated (unless the command looks at the schema
+//! as it is), and shut down when it is done.
 
 use std::time::Instant;
 
@@ -11,7 +12,24 @@ where
     F: FnOnce(Store) -> Fut,
     Fut: Future<Output = anyhow::Result<()>>,
 {
-    let db = connect(args).await?;
+    run_on(connect(args).await?, work).await
+}
+
+/// Connects without migrating (to look at the schema as it is), runs `work`, and shuts the
+/// database down whatever `work` returned.
+pub(super) async fn with_database_as_is<F, Fut>(args: &DatabaseArgs, work: F) -> anyhow::Result<()>
+where
+    F: FnOnce(Store) -> Fut,
+    Fut: Future<Output = anyhow::Result<()>>,
+{
+    run_on(Database::connect(args).await?, work).await
+}
+
+async fn run_on<F, Fut>(db: Database, work: F) -> anyhow::Result<()>
+where
+    F: FnOnce(Store) -> Fut,
+    Fut: Future<Output = anyhow::Result<()>>,
+{
     let result = work(Store::new(db.pool().clone())).await;
     db.shutdown().await;
     result

@@ -2,6 +2,7 @@
 //! has an environment variable. The options of what a command runs live with that module
 //! (`db::DatabaseArgs`, `http::HttpOptions`, `retention::PurgeBatches`, …), flattened here.
 
+pub mod check_distribution;
 pub mod client;
 mod database;
 pub mod demo;
@@ -52,6 +53,9 @@ pub enum Command {
     /// Hard-delete old sessions (with everything under them) and idempotency receipts, in small
     /// batches. A dry run by default: it prints what would go; `--execute` deletes.
     Purge(PurgeArgs),
+    /// Check that the database's schema distributes by session (docs/scale-out.md), as it is: no
+    /// migration is applied. Prints each finding and fails if there is any.
+    CheckDistribution(DatabaseArgs),
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! (`WHERE key = ANY($1)`), so the GraphQL loaders above cost one statement per batch.
 
 mod agents;
+pub mod catalog;
 pub mod change_log;
 pub mod chats;
 pub mod child_pages;

@@ -9,6 +9,7 @@ mod db_timeouts;
 mod deadlocks;
 mod deleted_lists;
 mod demo;
+mod distribution;
 mod embedded_db;
 mod events;
 mod fairness;
