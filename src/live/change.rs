@@ -12,8 +12,8 @@ use crate::model::TimelineEventType;
 use crate::observe::metrics::LIVE_DELIVERY_LAG;
 use crate::store::session_events::{ChangeKind, SessionEventRow};
 use crate::store::{
-    ChatRow, ChatUserMessageRow, ExecutionRow, LlmInteractionRow, McpInteractionRow, MessageRow,
-    Record, SessionRow, StageRow, Store, TimelineEventRow,
+    ChatRow, ChatUserMessageRow, ExecutionRow, InSession, Key, LlmInteractionRow,
+    McpInteractionRow, MessageRow, SessionRow, StageRow, Store, TimelineEventRow,
 };
 
 /// The execution a change is of, and its parent.
@@ -84,9 +84,10 @@ impl Change {
                 let Some(id) = self.row.execution_id else {
                     return Ok((None, None));
                 };
-                let execution: Option<Arc<ExecutionRow>> = one(store, id).await?;
+                let in_session = |id| Key::new(self.row.session_id, id);
+                let execution: Option<Arc<ExecutionRow>> = one(store, in_session(id)).await?;
                 let parent = match execution.as_ref().and_then(|e| e.parent_execution_id) {
-                    Some(parent) => one(store, parent).await?,
+                    Some(parent) => one(store, in_session(parent)).await?,
                     None => None,
                 };
                 Ok::<_, crate::error::Error>((execution, parent))
@@ -98,7 +99,10 @@ impl Change {
     /// The change's session as it is now, read once per process.
     pub async fn session(&self, store: &Store) -> Result<Option<Arc<SessionRow>>> {
         self.session
-            .get_or_try_init(|| async { one(store, self.row.session_id).await })
+            .get_or_try_init(|| async {
+                let rows: Vec<SessionRow> = store.by_ids(&[self.row.session_id]).await?;
+                Ok::<_, crate::error::Error>(rows.into_iter().next().map(Arc::new))
+            })
             .await
             .cloned()
     }
@@ -107,7 +111,7 @@ impl Change {
     pub async fn named(&self, store: &Store) -> Result<Option<Named>> {
         self.named
             .get_or_try_init(|| async {
-                let id = self.row.entity_id;
+                let id = self.row.key();
                 Ok::<_, crate::error::Error>(match self.row.kind {
                     ChangeKind::Session
                     | ChangeKind::SessionDeleted
@@ -175,8 +179,8 @@ impl Change {
     }
 }
 
-/// The record with this id, if it is there.
-async fn one<R: Record>(store: &Store, id: Uuid) -> Result<Option<Arc<R>>> {
-    let rows: Vec<R> = store.by_ids(&[id]).await?;
+/// The record with this key, if it is there.
+async fn one<R: InSession>(store: &Store, key: Key) -> Result<Option<Arc<R>>> {
+    let rows: Vec<R> = store.by_keys(&[key]).await?;
     Ok(rows.into_iter().next().map(Arc::new))
 }

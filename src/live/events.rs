@@ -12,7 +12,7 @@ use super::{Change, Hub, session_changes};
 use crate::cursor::EventsPosition;
 use crate::error::Result;
 use crate::store::session_events::{ChangeKind, SessionEventRow};
-use crate::store::{ExecutionRow, Store, TimelineEventRow};
+use crate::store::{ExecutionRow, InSession as _, Key, Store, TimelineEventRow};
 
 /// Which of a session's events a subscriber wants (every one when all are empty).
 #[derive(Debug, Clone, Default)]
@@ -42,36 +42,39 @@ impl EventFilter {
 
 /// Reads what the envelopes of these rows need, a few statements for all of them.
 pub async fn envelopes(store: &Store, rows: Vec<SessionEventRow>) -> Result<Vec<Envelope>> {
-    let ids_of = |wanted: fn(ChangeKind) -> bool| -> Vec<Uuid> {
-        let set: HashSet<Uuid> = rows
-            .iter()
-            .filter(|r| wanted(r.kind))
-            .map(|r| r.entity_id)
-            .collect();
-        set.into_iter().collect()
-    };
-    let event_ids = ids_of(ChangeKind::is_event_bound);
-    let events: HashMap<Uuid, Arc<TimelineEventRow>> = if event_ids.is_empty() {
+    let event_keys: HashSet<Key> = rows
+        .iter()
+        .filter(|r| r.kind.is_event_bound())
+        .map(SessionEventRow::key)
+        .collect();
+    let events: HashMap<Key, Arc<TimelineEventRow>> = if event_keys.is_empty() {
         HashMap::new()
     } else {
-        let found: Vec<TimelineEventRow> = store.by_ids(&event_ids).await?;
-        found.into_iter().map(|e| (e.id, Arc::new(e))).collect()
+        let keys: Vec<Key> = event_keys.into_iter().collect();
+        let found: Vec<TimelineEventRow> = store.by_keys(&keys).await?;
+        found.into_iter().map(|e| (e.key(), Arc::new(e))).collect()
     };
     let appends: Vec<&SessionEventRow> = rows
         .iter()
         .filter(|r| r.kind == ChangeKind::EventAppended)
         .collect();
     let texts = store.appended_texts(&appends).await?;
-    let execution_ids: HashSet<Uuid> = rows.iter().filter_map(|r| r.execution_id).collect();
-    let executions = executions_with_parents(store, execution_ids).await?;
+    let execution_keys: HashSet<Key> = rows
+        .iter()
+        .filter_map(|r| Some(Key::new(r.session_id, r.execution_id?)))
+        .collect();
+    let executions = executions_with_parents(store, execution_keys).await?;
     Ok(rows
         .into_iter()
         .filter_map(|row| {
-            let execution = row.execution_id.and_then(|id| executions.get(&id).cloned());
+            let in_session = |id| Key::new(row.session_id, id);
+            let execution = row
+                .execution_id
+                .and_then(|id| executions.get(&in_session(id)).cloned());
             let parent = execution
                 .as_ref()
                 .and_then(|e| e.parent_execution_id)
-                .and_then(|id| executions.get(&id).cloned());
+                .and_then(|id| executions.get(&in_session(id)).cloned());
             let (text, event_type) = match texts.get(&(row.session_id, row.position)) {
                 Some(appended) => (appended.text.clone(), Some(appended.event_type)),
                 None => (None, None),
@@ -80,7 +83,7 @@ pub async fn envelopes(store: &Store, rows: Vec<SessionEventRow>) -> Result<Vec<
                 event: row
                     .kind
                     .is_event_bound()
-                    .then(|| events.get(&row.entity_id).cloned())
+                    .then(|| events.get(&row.key()).cloned())
                     .flatten(),
                 event_type,
                 execution,
@@ -92,29 +95,30 @@ pub async fn envelopes(store: &Store, rows: Vec<SessionEventRow>) -> Result<Vec<
         .collect())
 }
 
-/// These executions and their parents, by id.
+/// These executions and their parents, by key.
 async fn executions_with_parents(
     store: &Store,
-    ids: HashSet<Uuid>,
-) -> Result<HashMap<Uuid, Arc<ExecutionRow>>> {
-    if ids.is_empty() {
+    keys: HashSet<Key>,
+) -> Result<HashMap<Key, Arc<ExecutionRow>>> {
+    if keys.is_empty() {
         return Ok(HashMap::new());
     }
-    let ids: Vec<Uuid> = ids.into_iter().collect();
-    let mut found: HashMap<Uuid, Arc<ExecutionRow>> = store
-        .by_ids::<ExecutionRow>(&ids)
+    let keys: Vec<Key> = keys.into_iter().collect();
+    let mut found: HashMap<Key, Arc<ExecutionRow>> = store
+        .by_keys::<ExecutionRow>(&keys)
         .await?
         .into_iter()
-        .map(|e| (e.id, Arc::new(e)))
+        .map(|e| (e.key(), Arc::new(e)))
         .collect();
-    let parents: Vec<Uuid> = found
+    let parents: HashSet<Key> = found
         .values()
-        .filter_map(|e| e.parent_execution_id)
-        .filter(|id| !found.contains_key(id))
+        .filter_map(|e| Some(Key::new(e.session_id, e.parent_execution_id?)))
+        .filter(|key| !found.contains_key(key))
         .collect();
     if !parents.is_empty() {
-        for parent in store.by_ids::<ExecutionRow>(&parents).await? {
-            found.insert(parent.id, Arc::new(parent));
+        let parents: Vec<Key> = parents.into_iter().collect();
+        for parent in store.by_keys::<ExecutionRow>(&parents).await? {
+            found.insert(parent.key(), Arc::new(parent));
         }
     }
     Ok(found)

@@ -21,7 +21,7 @@ use crate::error::Result;
 use crate::observe::metrics::CHANGE_LOG_BACKLOG;
 use crate::store::change_log::LoggedChange;
 use crate::store::session_events::{ChangeKind, SessionEventRow};
-use crate::store::{Store, TimelineEventRow};
+use crate::store::{InSession as _, Key, Store, TimelineEventRow};
 
 #[derive(Default)]
 struct Subscribers {
@@ -316,17 +316,17 @@ async fn deliver(hub: &Hub, step: Step) -> Result<(Follower, bool)> {
 }
 
 async fn publish_rows(hub: &Hub, rows: Vec<SessionEventRow>) -> Result<()> {
-    let event_ids: HashSet<Uuid> = rows
+    let event_keys: HashSet<Key> = rows
         .iter()
         .filter(|r| r.kind.is_event_bound())
-        .map(|r| r.entity_id)
+        .map(SessionEventRow::key)
         .collect();
-    let events: HashMap<Uuid, Arc<TimelineEventRow>> = if event_ids.is_empty() {
+    let events: HashMap<Key, Arc<TimelineEventRow>> = if event_keys.is_empty() {
         HashMap::new()
     } else {
-        let ids: Vec<Uuid> = event_ids.into_iter().collect();
-        let events: Vec<TimelineEventRow> = hub.store.by_ids(&ids).await?;
-        events.into_iter().map(|e| (e.id, Arc::new(e))).collect()
+        let keys: Vec<Key> = event_keys.into_iter().collect();
+        let events: Vec<TimelineEventRow> = hub.store.by_keys(&keys).await?;
+        events.into_iter().map(|e| (e.key(), Arc::new(e))).collect()
     };
     let appends: Vec<&SessionEventRow> = rows
         .iter()
@@ -335,7 +335,7 @@ async fn publish_rows(hub: &Hub, rows: Vec<SessionEventRow>) -> Result<()> {
     let mut appended = hub.store.appended_texts(&appends).await?;
     for row in rows {
         let event = events
-            .get(&row.entity_id)
+            .get(&row.key())
             .cloned()
             .filter(|_| row.kind.is_event_bound());
         let (delta, event_type) = match appended.remove(&(row.session_id, row.position)) {

@@ -23,7 +23,7 @@ use crate::error::Result;
 use crate::model::TimelineEventStatus;
 use crate::observe::metrics::LIVE_COALESCED_DELTAS;
 use crate::store::session_events::ChangeKind;
-use crate::store::{Store, TimelineEventRow, TimelineReplay};
+use crate::store::{Key, Store, TimelineEventRow, TimelineReplay};
 
 /// What one update says about an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, async_graphql::Enum)]
@@ -157,8 +157,8 @@ async fn streaming_events(
         .await
 }
 
-async fn event_now(store: &Store, id: Uuid) -> Result<Option<Arc<TimelineEventRow>>> {
-    let rows: Vec<TimelineEventRow> = store.by_ids(&[id]).await?;
+async fn event_now(store: &Store, event: Key) -> Result<Option<Arc<TimelineEventRow>>> {
+    let rows: Vec<TimelineEventRow> = store.by_keys(&[event]).await?;
     Ok(rows.into_iter().next().map(Arc::new))
 }
 
@@ -181,7 +181,7 @@ async fn apply(
         .map(|event| event.event_type)
         .or(change.event_type);
     let Some(event_type) = event_type else {
-        if let Some(event) = event_now(store, row.entity_id).await? {
+        if let Some(event) = event_now(store, row.key()).await? {
             catch_up(position, &event, out);
         }
         return Ok(());
@@ -224,7 +224,7 @@ async fn apply(
     }
     let event = match &change.event {
         Some(event) if row.kind.is_event_bound() => Some(event.clone()),
-        _ => event_now(store, row.entity_id).await?,
+        _ => event_now(store, row.key()).await?,
     };
     if let Some(event) = event {
         catch_up(position, &event, out);

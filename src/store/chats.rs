@@ -1,7 +1,7 @@
 //! Follow-up chats (seed 002): the chats of sessions and the questions in them, a person's chats
 //! across sessions, and where each chat and question stands (its answering stage and answer).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use sqlx::{FromRow, Postgres, QueryBuilder};
@@ -11,8 +11,8 @@ use super::page::{NewestFirst, Page, Slice};
 use super::records::timeline_event_columns;
 use super::sessions::push_session_not_deleted;
 use super::{
-    ChatRow, ChatUserMessageRow, Record as _, RecordKey, StageRow, Store, TimelineEventRow,
-    group_by,
+    ChatRow, ChatUserMessageRow, InSession, Key, Record as _, RecordKey, StageRow, Store,
+    TimelineEventRow, group_by_key, key_lists,
 };
 use crate::error::Result;
 
@@ -66,83 +66,110 @@ impl Store {
             .await
     }
 
-    /// Questions asked in each chat, oldest first.
+    /// Questions asked in each chat (by key), oldest first.
     pub async fn user_messages_by_chat(
         &self,
-        ids: &[Uuid],
-    ) -> Result<HashMap<Uuid, Vec<Arc<ChatUserMessageRow>>>> {
+        chats: &[Key],
+    ) -> Result<HashMap<Key, Vec<Arc<ChatUserMessageRow>>>> {
+        let (ids, sessions) = key_lists(chats);
         let rows: Vec<ChatUserMessageRow> = sqlx::query_as(
-            "SELECT * FROM chat_user_messages WHERE chat_id = ANY($1) ORDER BY chat_id, created_at, id",
+            "SELECT * FROM chat_user_messages WHERE chat_id = ANY($1) AND session_id = ANY($2) \
+             ORDER BY chat_id, created_at, id",
         )
         .bind(ids)
+        .bind(sessions)
         .fetch_all(self.reader().await?.traced())
         .await?;
-        Ok(group_by(ids, rows, |r| r.chat_id))
+        Ok(group_by_key(chats, rows, |r| r.chat_id))
     }
 
-    /// The stage that answers each chat question (absent until the answer starts).
+    /// The stage that answers each chat question (by key; absent until the answer starts).
     pub async fn stage_by_chat_user_message(
         &self,
-        ids: &[Uuid],
-    ) -> Result<HashMap<Uuid, Arc<StageRow>>> {
-        let rows: Vec<StageRow> =
-            sqlx::query_as("SELECT * FROM stages WHERE chat_user_message_id = ANY($1)")
-                .bind(ids)
-                .fetch_all(self.reader().await?.traced())
-                .await?;
-        Ok(rows
-            .into_iter()
-            .filter_map(|r| r.chat_user_message_id.map(|k| (k, Arc::new(r))))
-            .collect())
-    }
-
-    /// The latest stage of each chat (the one answering its latest question), which says where
-    /// the chat stands; absent for a chat with no question yet.
-    pub async fn latest_stage_by_chat(&self, ids: &[Uuid]) -> Result<HashMap<Uuid, Arc<StageRow>>> {
+        questions: &[Key],
+    ) -> Result<HashMap<Key, Arc<StageRow>>> {
+        let (ids, sessions) = key_lists(questions);
         let rows: Vec<StageRow> = sqlx::query_as(
-            "SELECT DISTINCT ON (chat_id) * FROM stages WHERE chat_id = ANY($1) \
-             ORDER BY chat_id, stage_index DESC",
+            "SELECT * FROM stages WHERE chat_user_message_id = ANY($1) AND session_id = ANY($2)",
         )
         .bind(ids)
+        .bind(sessions)
         .fetch_all(self.reader().await?.traced())
         .await?;
-        Ok(rows
-            .into_iter()
-            .filter_map(|r| r.chat_id.map(|k| (k, Arc::new(r))))
-            .collect())
+        Ok(by_parent(questions, rows, |r| r.chat_user_message_id))
     }
 
-    /// The answer to each chat question: the last completed response (`llm_response` or
-    /// `final_analysis`) of its answering stage, once that stage has completed. Absent while
-    /// it is being answered, and when the answer failed.
+    /// The latest stage of each chat (by key; the one answering its latest question), which
+    /// says where the chat stands; absent for a chat with no question yet.
+    pub async fn latest_stage_by_chat(&self, chats: &[Key]) -> Result<HashMap<Key, Arc<StageRow>>> {
+        let (ids, sessions) = key_lists(chats);
+        let rows: Vec<StageRow> = sqlx::query_as(
+            "SELECT DISTINCT ON (chat_id, session_id) * FROM stages \
+             WHERE chat_id = ANY($1) AND session_id = ANY($2) \
+             ORDER BY chat_id, session_id, stage_index DESC",
+        )
+        .bind(ids)
+        .bind(sessions)
+        .fetch_all(self.reader().await?.traced())
+        .await?;
+        Ok(by_parent(chats, rows, |r| r.chat_id))
+    }
+
+    /// The answer to each chat question (by key): the last completed response (`llm_response`
+    /// or `final_analysis`) of its answering stage, once that stage has completed. Absent
+    /// while it is being answered, and when the answer failed.
     pub async fn answer_by_chat_user_message(
         &self,
-        ids: &[Uuid],
-    ) -> Result<HashMap<Uuid, Arc<TimelineEventRow>>> {
+        questions: &[Key],
+    ) -> Result<HashMap<Key, Arc<TimelineEventRow>>> {
         #[derive(FromRow)]
         struct Row {
             question_id: Uuid,
             #[sqlx(flatten)]
             event: TimelineEventRow,
         }
+        let (ids, sessions) = key_lists(questions);
         // The stage's events are read backward along `timeline_events_stage_idx`.
         let rows: Vec<Row> = sqlx::query_as(concat!(
             "SELECT st.chat_user_message_id AS question_id, answer.* FROM stages st \
              CROSS JOIN LATERAL (SELECT ",
             timeline_event_columns!(),
-            " FROM timeline_events WHERE stage_id = st.id \
+            " FROM timeline_events WHERE stage_id = st.id AND session_id = st.session_id \
                  AND event_type IN ('llm_response', 'final_analysis') AND status = 'completed' \
                ORDER BY sequence_number DESC LIMIT 1) answer \
-             WHERE st.chat_user_message_id = ANY($1) AND st.status = 'completed'"
+             WHERE st.chat_user_message_id = ANY($1) AND st.session_id = ANY($2) \
+               AND st.status = 'completed'"
         ))
         .bind(ids)
+        .bind(sessions)
         .fetch_all(self.reader().await?.traced())
         .await?;
+        let wanted: HashSet<Key> = questions.iter().copied().collect();
         Ok(rows
             .into_iter()
-            .map(|r| (r.question_id, Arc::new(r.event)))
+            .map(|r| {
+                (
+                    Key::new(r.event.session_id, r.question_id),
+                    Arc::new(r.event),
+                )
+            })
+            .filter(|(key, _)| wanted.contains(key))
             .collect())
     }
+}
+
+/// Each row under the parent it names (`parent_of`, within its session), for the parents
+/// asked for.
+fn by_parent<R: InSession>(
+    parents: &[Key],
+    rows: Vec<R>,
+    parent_of: impl Fn(&R) -> Option<Uuid>,
+) -> HashMap<Key, Arc<R>> {
+    let wanted: HashSet<&Key> = parents.iter().collect();
+    rows.into_iter()
+        .filter_map(|r| Some((Key::new(r.session_id(), parent_of(&r)?), Arc::new(r))))
+        .filter(|(key, _)| wanted.contains(key))
+        .collect()
 }
 
 /// The list's conditions, `created_by` first as in the owner's index.

@@ -71,8 +71,9 @@ impl KeyPart for DateTime<Utc> {
     }
 }
 
-/// A relationship's order: the rows of a table (the record's own, unless another is named)
-/// under their parent's column, by two columns that together tell every row apart.
+/// A relationship's order: the rows of a table (the record's own, unless another table or a
+/// subquery is named) under their parent's column, by two columns that together tell every row
+/// apart.
 struct Keyset {
     table: Option<&'static str>,
     parent: &'static str,
@@ -80,9 +81,10 @@ struct Keyset {
     second: &'static str,
 }
 
-/// One page request: a slice of the children of `parent`, between two keys.
+/// One page request: a slice of the children of `parent` (of `session`), between two keys.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ChildPageKey<A, B> {
+    pub session: Uuid,
     pub parent: Uuid,
     pub slice: Slice<(A, B)>,
 }
@@ -125,6 +127,15 @@ fn in_time_order(parent: &'static str) -> Keyset {
         second: "id",
     }
 }
+
+/// The view `llm_conversation_messages` (migration 0012) with every join naming the session:
+/// the view joins by id alone, which on a distributed database joins across shards, and reads
+/// the messages of another session's records with the same ids.
+const CONVERSATION_MESSAGES: &str = "(SELECT m.*, li.id AS interaction_id \
+    FROM llm_interactions li \
+    JOIN messages last ON last.id = li.last_message_id AND last.session_id = li.session_id \
+    JOIN messages m ON m.execution_id = li.execution_id AND m.session_id = li.session_id \
+                   AND m.sequence_number <= last.sequence_number)";
 
 impl Store {
     /// Pages of the LLM interactions of sessions, stages or executions.
@@ -175,7 +186,7 @@ impl Store {
         keys: &[MessagePageKey],
     ) -> Result<HashMap<MessagePageKey, CountedPage<Arc<MessageRow>>>> {
         let keyset = Keyset {
-            table: Some("llm_conversation_messages"),
+            table: Some(CONVERSATION_MESSAGES),
             parent: "interaction_id",
             first: "execution_id",
             second: "sequence_number",
@@ -218,8 +229,14 @@ impl Store {
         let (a, b) = (A::SQL, B::SQL);
         let table = table.unwrap_or(R::TABLE);
         let columns = R::COLUMNS;
+        // The parent's session is named too (the session's own children need no more).
+        let of_parent = if *parent == "session_id" {
+            format!("t.{parent} = k.parent")
+        } else {
+            format!("t.{parent} = k.parent AND t.session_id = k.session")
+        };
         let window = format!(
-            "t.{parent} = k.parent AND (t.{first}, t.{second}) > (k.after_a, k.after_b) \
+            "{of_parent} AND (t.{first}, t.{second}) > (k.after_a, k.after_b) \
              AND (t.{first}, t.{second}) < (k.before_a, k.before_b)"
         );
         // The keys are materialized so that each one's count and flags (whether children lie
@@ -230,17 +247,18 @@ impl Store {
         let sql = format!(
             "WITH k AS MATERIALIZED ( \
                  SELECT k.*, \
-                        (SELECT count(*) FROM {table} t WHERE t.{parent} = k.parent) AS total, \
-                        (SELECT TRUE FROM {table} t WHERE t.{parent} = k.parent \
+                        (SELECT count(*) FROM {table} t WHERE {of_parent}) AS total, \
+                        (SELECT TRUE FROM {table} t WHERE {of_parent} \
                            AND (t.{first}, t.{second}) <= (k.after_a, k.after_b) \
                          ORDER BY t.{first} DESC, t.{second} DESC LIMIT 1) IS NOT NULL AS earlier, \
-                        (SELECT TRUE FROM {table} t WHERE t.{parent} = k.parent \
+                        (SELECT TRUE FROM {table} t WHERE {of_parent} \
                            AND (t.{first}, t.{second}) >= (k.before_a, k.before_b) \
                          ORDER BY t.{first}, t.{second} LIMIT 1) IS NOT NULL AS later \
                  FROM unnest($1::uuid[], $2::{a}[], $3::{b}[], $4::{a}[], $5::{b}[], \
-                             $6::bigint[], $7::boolean[]) \
+                             $6::bigint[], $7::boolean[], $8::uuid[]) \
                       WITH ORDINALITY \
-                      AS k(parent, after_a, after_b, before_a, before_b, lim, from_end, ord)) \
+                      AS k(parent, after_a, after_b, before_a, before_b, lim, from_end, session, \
+                           ord)) \
              SELECT k.ord, k.total, k.earlier, k.later, c.* \
              FROM k LEFT JOIN LATERAL ( \
                  (SELECT {columns} FROM {table} t WHERE NOT k.from_end AND {window} \
@@ -269,6 +287,7 @@ impl Store {
             arguments.add(befores.iter().map(|k| k.1.clone()).collect::<Vec<_>>())?;
             arguments.add(keys.iter().map(|k| k.slice.read()).collect::<Vec<_>>())?;
             arguments.add(keys.iter().map(|k| k.slice.from_end).collect::<Vec<_>>())?;
+            arguments.add(keys.iter().map(|k| k.session).collect::<Vec<_>>())?;
             Ok::<_, sqlx::error::BoxDynError>(())
         })();
         bound.map_err(sqlx::Error::Encode)?;

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use sqlx::Executor as _;
 use uuid::Uuid;
 
-use super::{ExecutionRow, SessionStatusChangeRow, StageRow, Store, group_by};
+use super::{
+    ExecutionRow, Key, SessionStatusChangeRow, StageRow, Store, group_by, group_by_key, key_lists,
+};
 use crate::error::Result;
 
 impl Store {
@@ -37,31 +39,36 @@ impl Store {
         Ok(group_by(ids, rows, |r| r.session_id))
     }
 
-    /// Executions of each stage, by agent_index.
+    /// Executions of each stage (by key), by agent_index.
     pub async fn executions_by_stage(
         &self,
-        ids: &[Uuid],
-    ) -> Result<HashMap<Uuid, Vec<Arc<ExecutionRow>>>> {
+        stages: &[Key],
+    ) -> Result<HashMap<Key, Vec<Arc<ExecutionRow>>>> {
+        let (ids, sessions) = key_lists(stages);
         let rows: Vec<ExecutionRow> = sqlx::query_as(EXECUTIONS_BY_STAGE)
             .bind(ids)
+            .bind(sessions)
             .fetch_all(self.reader().await?.traced())
             .await?;
-        Ok(group_by(ids, rows, |r| r.stage_id))
+        Ok(group_by_key(stages, rows, |r| r.stage_id))
     }
 
-    /// Sub-agents spawned by each execution, by agent_index.
+    /// Sub-agents spawned by each execution (by key), by agent_index.
     pub async fn executions_by_parent(
         &self,
-        ids: &[Uuid],
-    ) -> Result<HashMap<Uuid, Vec<Arc<ExecutionRow>>>> {
+        parents: &[Key],
+    ) -> Result<HashMap<Key, Vec<Arc<ExecutionRow>>>> {
+        let (ids, sessions) = key_lists(parents);
         let rows: Vec<ExecutionRow> = sqlx::query_as(
-            "SELECT * FROM agent_executions WHERE parent_execution_id = ANY($1) \
+            "SELECT * FROM agent_executions \
+             WHERE parent_execution_id = ANY($1) AND session_id = ANY($2) \
              ORDER BY parent_execution_id, agent_index",
         )
         .bind(ids)
+        .bind(sessions)
         .fetch_all(self.reader().await?.traced())
         .await?;
-        Ok(group_by(ids, rows, |r| {
+        Ok(group_by_key(parents, rows, |r| {
             r.parent_execution_id.unwrap_or_default()
         }))
     }
@@ -70,8 +77,8 @@ impl Store {
 /// The statements of the loaders under a list of sessions: its stages, and their agents.
 const STAGES_BY_SESSION: &str =
     "SELECT * FROM stages WHERE session_id = ANY($1) ORDER BY session_id, stage_index";
-const EXECUTIONS_BY_STAGE: &str =
-    "SELECT * FROM agent_executions WHERE stage_id = ANY($1) ORDER BY stage_id, agent_index";
+const EXECUTIONS_BY_STAGE: &str = "SELECT * FROM agent_executions \
+     WHERE stage_id = ANY($1) AND session_id = ANY($2) ORDER BY stage_id, agent_index";
 
 impl Store {
     /// How a connection runs the statements that load a session list's stages (for `sessions`)
@@ -80,26 +87,34 @@ impl Store {
     pub async fn explain_list_loaders(
         &self,
         sessions: &[Uuid],
-        stages: &[Uuid],
+        stages: &[Key],
     ) -> Result<[String; 2]> {
         let mut conn = self.connection().await?;
-        let mut explain = async |sql: &str, ids: &[Uuid]| -> Result<String> {
-            let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
-            conn.execute(format!("PREPARE casefile_explained (uuid[]) AS {sql}").as_str())
+        let mut explain = async |sql: &str, lists: &[Vec<Uuid>]| -> Result<String> {
+            let types = vec!["uuid[]"; lists.len()].join(", ");
+            let arrays: Vec<String> = lists
+                .iter()
+                .map(|ids| {
+                    let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
+                    format!("'{{{}}}'", ids.join(","))
+                })
+                .collect();
+            conn.execute(format!("PREPARE casefile_explained ({types}) AS {sql}").as_str())
                 .await?;
             let lines: Vec<String> = sqlx::query_scalar(&format!(
-                "EXPLAIN EXECUTE casefile_explained('{{{}}}')",
-                ids.join(",")
+                "EXPLAIN EXECUTE casefile_explained({})",
+                arrays.join(", ")
             ))
             .fetch_all(&mut *conn)
             .await?;
             conn.execute("DEALLOCATE casefile_explained").await?;
             Ok(lines.join("\n"))
         };
+        let (stage_ids, stage_sessions) = key_lists(stages);
         let plans = async {
             Ok([
-                explain(STAGES_BY_SESSION, sessions).await?,
-                explain(EXECUTIONS_BY_STAGE, stages).await?,
+                explain(STAGES_BY_SESSION, &[sessions.to_vec()]).await?,
+                explain(EXECUTIONS_BY_STAGE, &[stage_ids, stage_sessions]).await?,
             ])
         }
         .await;

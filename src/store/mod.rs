@@ -27,7 +27,7 @@ mod tool_calls;
 mod traced;
 pub mod write;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::Hash;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
@@ -159,7 +159,9 @@ impl Store {
         Ok(lines.join("\n"))
     }
 
-    /// Rows of one table by id; ids that do not exist are simply absent.
+    /// Rows of one table by id; ids that do not exist are simply absent. On a table sharded by
+    /// session this reads every shard: only for ids that come without their session (a global
+    /// id), or for `sessions`, whose id is the session.
     pub async fn by_ids<R: Record>(&self, ids: &[Uuid]) -> Result<Vec<R>> {
         let sql = format!("SELECT {} FROM {} WHERE id = ANY($1)", R::COLUMNS, R::TABLE);
         Ok(sqlx::query_as::<_, R>(&sql)
@@ -167,6 +169,69 @@ impl Store {
             .fetch_all(self.reader().await?.traced())
             .await?)
     }
+
+    /// Rows of one table by key (id within session); keys that do not exist are simply absent.
+    /// Both lists go to the `(id, session_id)` primary key as `= ANY`, which also limits a
+    /// distributed read to the sessions' shards; the few rows of the cross product that are
+    /// not keys asked for (an id reused in another of the sessions) are dropped here.
+    pub async fn by_keys<R: InSession>(&self, keys: &[Key]) -> Result<Vec<R>> {
+        let (ids, sessions) = key_lists(keys);
+        let rows: Vec<R> = sqlx::query_as(&by_keys_statement::<R>(""))
+            .bind(ids)
+            .bind(sessions)
+            .fetch_all(self.reader().await?.traced())
+            .await?;
+        let wanted: HashSet<&Key> = keys.iter().collect();
+        Ok(rows
+            .into_iter()
+            .filter(|r| wanted.contains(&r.key()))
+            .collect())
+    }
+
+    /// How PostgreSQL reads rows of one table by key (`EXPLAIN` of [`Store::by_keys`]'s
+    /// statement), for tests that check the primary key serves it.
+    pub async fn explain_by_keys<R: InSession>(&self, keys: &[Key]) -> Result<String> {
+        let (ids, sessions) = key_lists(keys);
+        let lines: Vec<String> = sqlx::query_scalar(&by_keys_statement::<R>("EXPLAIN "))
+            .bind(ids)
+            .bind(sessions)
+            .fetch_all(self.reader().await?.traced())
+            .await?;
+        Ok(lines.join("\n"))
+    }
+}
+
+/// The statement of [`Store::by_keys`], after `prefix`.
+fn by_keys_statement<R: InSession>(prefix: &str) -> String {
+    format!(
+        "{prefix}SELECT {} FROM {} WHERE id = ANY($1) AND session_id = ANY($2)",
+        R::COLUMNS,
+        R::TABLE
+    )
+}
+
+/// The distinct ids and sessions of `keys`, for `id = ANY($1) AND session_id = ANY($2)`.
+pub(crate) fn key_lists(keys: &[Key]) -> (Vec<Uuid>, Vec<Uuid>) {
+    let ids: BTreeSet<Uuid> = keys.iter().map(|k| k.id).collect();
+    let sessions: BTreeSet<Uuid> = keys.iter().map(|k| k.session).collect();
+    (ids.into_iter().collect(), sessions.into_iter().collect())
+}
+
+/// Groups rows by their parent's key (its id, `parent_of`, within the row's session), keeping
+/// their order; every requested key gets an entry (maybe empty), and rows under no requested
+/// key (the cross product of `id = ANY … AND session_id = ANY …`) are dropped.
+pub fn group_by_key<R: InSession>(
+    keys: &[Key],
+    rows: Vec<R>,
+    parent_of: impl Fn(&R) -> Uuid,
+) -> HashMap<Key, Vec<Arc<R>>> {
+    let mut groups: HashMap<Key, Vec<Arc<R>>> = keys.iter().map(|k| (*k, Vec::new())).collect();
+    for row in rows {
+        if let Some(group) = groups.get_mut(&Key::new(row.session_id(), parent_of(&row))) {
+            group.push(Arc::new(row));
+        }
+    }
+    groups
 }
 
 /// Groups rows by a key, keeping their order; every requested key gets an entry (maybe empty).

@@ -31,6 +31,29 @@ pub trait Record:
     fn id(&self) -> Uuid;
 }
 
+/// A record's key on a distributed database: its id within its session (ids are unique per
+/// session; `session_id` is the column the tables are sharded by, docs/scale-out.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Key {
+    pub session: Uuid,
+    pub id: Uuid,
+}
+
+impl Key {
+    pub fn new(session: Uuid, id: Uuid) -> Self {
+        Key { session, id }
+    }
+}
+
+/// A record of a table sharded by session (every table of records but `sessions` itself): it
+/// is found by its [`Key`], which names the session.
+pub trait InSession: Record {
+    fn session_id(&self) -> Uuid;
+    fn key(&self) -> Key {
+        Key::new(self.session_id(), self.id())
+    }
+}
+
 macro_rules! record {
     ($row:ty, $table:literal, $name:literal) => {
         record!($row, $table, $name, "*");
@@ -42,6 +65,11 @@ macro_rules! record {
             const COLUMNS: &'static str = $columns;
             fn id(&self) -> Uuid {
                 self.id
+            }
+        }
+        impl InSession for $row {
+            fn session_id(&self) -> Uuid {
+                self.session_id
             }
         }
     };
@@ -88,7 +116,14 @@ pub struct SessionRow {
     pub duration_ms: Option<i64>,
     pub created_by: Option<String>,
 }
-record!(SessionRow, "sessions", "session", SESSION_COLUMNS);
+impl Record for SessionRow {
+    const TABLE: &'static str = "sessions";
+    const NAME: &'static str = "session";
+    const COLUMNS: &'static str = SESSION_COLUMNS;
+    fn id(&self) -> Uuid {
+        self.id
+    }
+}
 
 /// One entry of a session's status history.
 #[derive(Debug, Clone, FromRow)]
@@ -234,19 +269,21 @@ record!(
 #[derive(Debug, Clone, FromRow)]
 pub struct LlmRequestRow {
     pub id: Uuid,
+    pub session_id: Uuid,
     pub llm_request: Json,
 }
 record!(
     LlmRequestRow,
     "llm_interactions",
     "LLM interaction",
-    "id, llm_request"
+    "id, session_id, llm_request"
 );
 
 /// The response side of an LLM interaction: read only for a query that asks for part of it.
 #[derive(Debug, Clone, FromRow)]
 pub struct LlmPayloadRow {
     pub id: Uuid,
+    pub session_id: Uuid,
     pub llm_response: Json,
     pub thinking_content: Option<String>,
     pub response_metadata: Json,
@@ -255,7 +292,7 @@ record!(
     LlmPayloadRow,
     "llm_interactions",
     "LLM interaction",
-    "id, llm_response, thinking_content, response_metadata"
+    "id, session_id, llm_response, thinking_content, response_metadata"
 );
 
 /// An MCP interaction without its payloads, which [`McpPayloadRow`] holds.
@@ -285,6 +322,7 @@ record!(
 #[derive(Debug, Clone, FromRow)]
 pub struct McpPayloadRow {
     pub id: Uuid,
+    pub session_id: Uuid,
     pub tool_arguments: Json,
     pub tool_result: Json,
     pub available_tools: Json,
@@ -293,7 +331,7 @@ record!(
     McpPayloadRow,
     "mcp_interactions",
     "MCP interaction",
-    "id, tool_arguments, tool_result, available_tools"
+    "id, session_id, tool_arguments, tool_result, available_tools"
 );
 
 #[derive(Debug, Clone, FromRow)]

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use sqlx::FromRow;
 use uuid::Uuid;
 
-use super::{Scope, SessionCountsRow, Store, TokenUsageRow};
+use super::{Key, Scope, SessionCountsRow, Store, TokenUsageRow, key_lists};
 use crate::error::Result;
 
 impl Store {
@@ -13,34 +13,47 @@ impl Store {
     pub async fn token_usage_by(
         &self,
         scope: Scope,
-        ids: &[Uuid],
-    ) -> Result<HashMap<Uuid, TokenUsageRow>> {
+        keys: &[Key],
+    ) -> Result<HashMap<Key, TokenUsageRow>> {
         #[derive(FromRow)]
         struct Row {
+            session_id: Uuid,
             parent: Uuid,
             #[sqlx(flatten)]
             usage: TokenUsageRow,
         }
         let column = scope.column();
+        let (ids, sessions) = key_lists(keys);
+        // A stage's or an execution's session is named too (a session's own need no more).
+        let in_sessions = match scope {
+            Scope::Session => "",
+            _ => " AND session_id = ANY($2)",
+        };
         let sql = format!(
-            "SELECT {column} AS parent, \
+            "SELECT session_id, {column} AS parent, \
                     coalesce(sum(input_tokens), 0)::bigint AS input_tokens, \
                     coalesce(sum(output_tokens), 0)::bigint AS output_tokens, \
                     coalesce(sum(total_tokens), 0)::bigint AS total_tokens, \
                     coalesce(sum(thinking_tokens), 0)::bigint AS thinking_tokens, \
                     coalesce(sum(estimated_cost_usd), 0)::float8 AS estimated_cost_usd, \
                     count(*) AS interaction_count \
-             FROM llm_interactions WHERE {column} = ANY($1) GROUP BY {column}"
+             FROM llm_interactions WHERE {column} = ANY($1){in_sessions} \
+             GROUP BY session_id, {column}"
         );
-        let rows: Vec<Row> = sqlx::query_as(&sql)
-            .bind(ids)
-            .fetch_all(self.reader().await?.traced())
-            .await?;
-        let mut usage: HashMap<Uuid, TokenUsageRow> = ids
+        let mut query = sqlx::query_as(&sql).bind(ids);
+        if scope != Scope::Session {
+            query = query.bind(sessions);
+        }
+        let rows: Vec<Row> = query.fetch_all(self.reader().await?.traced()).await?;
+        let mut usage: HashMap<Key, TokenUsageRow> = keys
             .iter()
-            .map(|id| (*id, TokenUsageRow::default()))
+            .map(|key| (*key, TokenUsageRow::default()))
             .collect();
-        usage.extend(rows.into_iter().map(|r| (r.parent, r.usage)));
+        for row in rows {
+            if let Some(slot) = usage.get_mut(&Key::new(row.session_id, row.parent)) {
+                *slot = row.usage;
+            }
+        }
         Ok(usage)
     }
 

@@ -9,7 +9,7 @@ use sqlx::postgres::PgRow;
 use sqlx::{Decode, FromRow, Postgres, Row as _, Type};
 use uuid::Uuid;
 
-use super::Store;
+use super::{Key, Store};
 use crate::error::Result;
 use crate::model::{Status, TimelineEventStatus, TimelineEventType, Transition};
 
@@ -91,6 +91,11 @@ pub struct SessionEventRow {
 }
 
 impl SessionEventRow {
+    /// The key of the record it is about (the session's, for the session itself).
+    pub fn key(&self) -> Key {
+        Key::new(self.session_id, self.entity_id)
+    }
+
     /// A row that stands for the session itself as of `position` (a subscription's first
     /// message, a topology snapshot), not a stored change.
     pub fn of_session(session: Uuid, position: i64, at: DateTime<Utc>) -> SessionEventRow {
@@ -229,9 +234,9 @@ impl Store {
                          THEN substr(e.content, k.start_offset + 1, k.end_offset - k.start_offset) END) \
              FROM unnest($1::uuid[], $2::bigint[], $3::uuid[], $4::int[], $5::int[]) \
                   AS k(session_id, position, event_id, start_offset, end_offset) \
-             JOIN timeline_events e ON e.id = k.event_id \
-             LEFT JOIN timeline_event_chunks c \
-                    ON c.event_id = k.event_id AND c.start_offset = k.start_offset",
+             JOIN timeline_events e ON e.id = k.event_id AND e.session_id = k.session_id \
+             LEFT JOIN timeline_event_chunks c ON c.event_id = k.event_id \
+                    AND c.start_offset = k.start_offset AND c.session_id = k.session_id",
         )
         .bind(&sessions)
         .bind(&positions)

@@ -206,7 +206,8 @@ impl Store {
             push_sessions(&mut qb, filter);
             qb.push(
                 ") s JOIN agent_executions e ON e.session_id = s.id \
-                 LEFT JOIN llm_usage_rollups u ON u.execution_id = e.id",
+                 LEFT JOIN llm_usage_rollups u \
+                   ON u.execution_id = e.id AND u.session_id = e.session_id",
             );
         } else {
             // Executions and roll-ups as rows of their own, each joined to its session only:

@@ -12,9 +12,11 @@ use super::{Scope, Store, TimelineEventRow};
 use crate::error::Result;
 use crate::model::{TimelineEventStatus, TimelineEventType, db_name};
 
-/// One page request: a slice, by sequence number, of the events of `parent` that pass `filter`.
+/// One page request: a slice, by sequence number, of the events of `parent` (of `session`) that
+/// pass `filter`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TimelinePageKey {
+    pub session: Uuid,
     pub parent: Uuid,
     pub slice: Slice<i64>,
     pub filter: TimelineFilter,
@@ -142,11 +144,16 @@ fn pages_statement(
         .collect();
     let limits: Vec<i64> = keys.iter().map(|k| k.slice.read()).collect();
     let from_end: Vec<bool> = keys.iter().map(|k| k.slice.from_end).collect();
+    let sessions: Vec<Uuid> = keys.iter().map(|k| k.session).collect();
     let column = scope.column();
-    let (matches, filter_params) = filter.condition(6);
+    let (matches, filter_params) = filter.condition(7);
+    // The parent's session is named too (a session's own timeline needs no more).
+    let of_parent = match scope {
+        Scope::Session => format!("t.{column} = k.parent{matches}"),
+        _ => format!("t.{column} = k.parent AND t.session_id = k.session{matches}"),
+    };
     let window = format!(
-        "t.{column} = k.parent{matches} \
-         AND t.sequence_number > k.after_seq AND t.sequence_number < k.before_seq"
+        "{of_parent} AND t.sequence_number > k.after_seq AND t.sequence_number < k.before_seq"
     );
     // Whether events lie on either side of a key's page: the nearest one, read along the
     // (parent, sequence_number) index (an EXISTS may be planned as a scan of the table).
@@ -157,13 +164,14 @@ fn pages_statement(
         "WITH k AS MATERIALIZED ( \
              SELECT k.*, \
                     (SELECT TRUE FROM timeline_events t \
-                     WHERE t.{column} = k.parent{matches} AND t.sequence_number <= k.after_seq \
+                     WHERE {of_parent} AND t.sequence_number <= k.after_seq \
                      ORDER BY t.sequence_number DESC LIMIT 1) IS NOT NULL AS earlier, \
                     (SELECT TRUE FROM timeline_events t \
-                     WHERE t.{column} = k.parent{matches} AND t.sequence_number >= k.before_seq \
+                     WHERE {of_parent} AND t.sequence_number >= k.before_seq \
                      ORDER BY t.sequence_number LIMIT 1) IS NOT NULL AS later \
-             FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::bigint[], $5::boolean[]) \
-                  WITH ORDINALITY AS k(parent, after_seq, before_seq, lim, from_end, ord)) \
+             FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::bigint[], $5::boolean[], \
+                         $6::uuid[]) \
+                  WITH ORDINALITY AS k(parent, after_seq, before_seq, lim, from_end, session, ord)) \
          SELECT k.ord, k.earlier, k.later, e.* \
          FROM k LEFT JOIN LATERAL ( \
              (SELECT * FROM timeline_events_live t WHERE NOT k.from_end AND {window} \
@@ -180,6 +188,7 @@ fn pages_statement(
         arguments.add(&befores)?;
         arguments.add(&limits)?;
         arguments.add(&from_end)?;
+        arguments.add(&sessions)?;
         for values in &filter_params {
             arguments.add(values)?;
         }

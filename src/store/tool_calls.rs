@@ -13,9 +13,11 @@ use super::{McpInteractionRow, MessageRow, Record, Store, TimelineEventRow};
 use crate::error::Result;
 use crate::model::TimelineEventType;
 
-/// A tool call as its parts name it: the conversation (execution) and the model's call id.
+/// A tool call as its parts name it: the conversation (execution, in its session) and the
+/// model's call id.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CallKey {
+    pub session_id: Uuid,
     pub execution_id: Uuid,
     pub call_id: String,
 }
@@ -76,15 +78,16 @@ pub struct CallEvents {
     pub execution: Option<Arc<TimelineEventRow>>,
 }
 
-/// Rows by the call they name (`key` gives the row's execution and call id, if any).
+/// Rows by the call they name (`key` gives the row's session, execution and call id, if any).
 fn by_call<R>(
     rows: Vec<R>,
-    key: impl Fn(&R) -> (Uuid, Option<String>),
+    key: impl Fn(&R) -> (Uuid, Uuid, Option<String>),
 ) -> HashMap<CallKey, Arc<R>> {
     rows.into_iter()
         .filter_map(|row| {
-            let (execution_id, call_id) = key(&row);
+            let (session_id, execution_id, call_id) = key(&row);
             let key = CallKey {
+                session_id,
                 execution_id,
                 call_id: call_id?,
             };
@@ -94,19 +97,19 @@ fn by_call<R>(
 }
 
 impl Store {
-    /// The rows of `sql`, whose keys are `unnest($1::uuid[], $2::text[]) AS k (execution_id,
-    /// call_id)`: every key bound as two parallel arrays.
+    /// The rows of `sql`, whose keys are [`CALL_KEYS`]: every key bound as three parallel
+    /// arrays.
     async fn rows_by_call<R>(&self, sql: &str, keys: &[CallKey]) -> Result<Vec<R>>
     where
         R: for<'r> FromRow<'r, sqlx::postgres::PgRow> + Send + Unpin,
     {
-        let (executions, calls): (Vec<Uuid>, Vec<&str>) = keys
-            .iter()
-            .map(|k| (k.execution_id, k.call_id.as_str()))
-            .unzip();
+        let executions: Vec<Uuid> = keys.iter().map(|k| k.execution_id).collect();
+        let calls: Vec<&str> = keys.iter().map(|k| k.call_id.as_str()).collect();
+        let sessions: Vec<Uuid> = keys.iter().map(|k| k.session_id).collect();
         Ok(sqlx::query_as(sql)
             .bind(&executions)
             .bind(&calls)
+            .bind(&sessions)
             .fetch_all(self.reader().await?.traced())
             .await?)
     }
@@ -125,10 +128,11 @@ impl Store {
         }
         let rows: Vec<Row> = self
             .rows_by_call(
-                "SELECT t.call_id, t.position, m.* \
-                 FROM unnest($1::uuid[], $2::text[]) AS k (execution_id, call_id) \
-                 JOIN tool_calls t USING (execution_id, call_id) \
-                 JOIN messages m ON m.id = t.message_id",
+                &format!(
+                    "SELECT t.call_id, t.position, m.* FROM {CALL_KEYS} \
+                     JOIN tool_calls t USING (execution_id, call_id, session_id) \
+                     JOIN messages m ON m.id = t.message_id AND m.session_id = t.session_id"
+                ),
                 keys,
             )
             .await?;
@@ -136,6 +140,7 @@ impl Store {
             .into_iter()
             .map(|r| {
                 let key = CallKey {
+                    session_id: r.message.session_id,
                     execution_id: r.message.execution_id,
                     call_id: r.call_id,
                 };
@@ -151,14 +156,19 @@ impl Store {
     ) -> Result<HashMap<CallKey, Arc<MessageRow>>> {
         let rows: Vec<MessageRow> = self
             .rows_by_call(
-                "SELECT DISTINCT ON (m.execution_id, m.tool_call_id) m.* \
-                 FROM unnest($1::uuid[], $2::text[]) AS k (execution_id, call_id) \
-                 JOIN messages m ON m.execution_id = k.execution_id AND m.tool_call_id = k.call_id \
-                 ORDER BY m.execution_id, m.tool_call_id, m.sequence_number",
+                &format!(
+                    "SELECT DISTINCT ON (m.session_id, m.execution_id, m.tool_call_id) m.* \
+                     FROM {CALL_KEYS} \
+                     JOIN messages m ON m.execution_id = k.execution_id \
+                       AND m.tool_call_id = k.call_id AND m.session_id = k.session_id \
+                     ORDER BY m.session_id, m.execution_id, m.tool_call_id, m.sequence_number"
+                ),
                 keys,
             )
             .await?;
-        Ok(by_call(rows, |m| (m.execution_id, m.tool_call_id.clone())))
+        Ok(by_call(rows, |m| {
+            (m.session_id, m.execution_id, m.tool_call_id.clone())
+        }))
     }
 
     /// The MCP interaction executing each call.
@@ -167,13 +177,15 @@ impl Store {
         keys: &[CallKey],
     ) -> Result<HashMap<CallKey, Arc<McpInteractionRow>>> {
         let sql = format!(
-            "SELECT {} FROM unnest($1::uuid[], $2::text[]) AS k (execution_id, call_id) \
-             JOIN mcp_interactions i \
-               ON i.execution_id = k.execution_id AND i.tool_call_id = k.call_id",
+            "SELECT {} FROM {CALL_KEYS} \
+             JOIN mcp_interactions i ON i.execution_id = k.execution_id \
+               AND i.tool_call_id = k.call_id AND i.session_id = k.session_id",
             prefixed("i", McpInteractionRow::COLUMNS)
         );
         let rows: Vec<McpInteractionRow> = self.rows_by_call(&sql, keys).await?;
-        Ok(by_call(rows, |i| (i.execution_id, i.tool_call_id.clone())))
+        Ok(by_call(rows, |i| {
+            (i.session_id, i.execution_id, i.tool_call_id.clone())
+        }))
     }
 
     /// The timeline events showing each call.
@@ -185,18 +197,20 @@ impl Store {
             event: TimelineEventRow,
         }
         let sql = format!(
-            "SELECT DISTINCT ON (e.execution_id, k.call_id, e.event_type) k.call_id, e.* \
-             FROM unnest($1::uuid[], $2::text[]) AS k (execution_id, call_id) \
-             JOIN {} e ON e.execution_id = k.execution_id \
+            "SELECT DISTINCT ON (e.session_id, e.execution_id, k.call_id, e.event_type) \
+                    k.call_id, e.* \
+             FROM {CALL_KEYS} \
+             JOIN {} e ON e.execution_id = k.execution_id AND e.session_id = k.session_id \
                AND e.metadata ->> 'tool_call_id' = k.call_id \
                AND e.event_type IN ('llm_tool_call', 'mcp_tool_call') \
-             ORDER BY e.execution_id, k.call_id, e.event_type, e.sequence_number",
+             ORDER BY e.session_id, e.execution_id, k.call_id, e.event_type, e.sequence_number",
             TimelineEventRow::TABLE
         );
         let rows: Vec<Row> = self.rows_by_call(&sql, keys).await?;
         let mut events: HashMap<CallKey, CallEvents> = HashMap::new();
         for Row { call_id, event } in rows {
             let key = CallKey {
+                session_id: event.session_id,
                 execution_id: event.execution_id,
                 call_id,
             };
@@ -209,6 +223,10 @@ impl Store {
         Ok(events)
     }
 }
+
+/// The keys of a statement about calls, as the table `k`.
+const CALL_KEYS: &str =
+    "unnest($1::uuid[], $2::text[], $3::uuid[]) AS k (execution_id, call_id, session_id)";
 
 /// `columns`, each qualified by `alias`.
 fn prefixed(alias: &str, columns: &str) -> String {

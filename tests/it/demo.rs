@@ -1,5 +1,7 @@
 //! The demo data covers every status and type, and loading it twice changes nothing.
 
+use casefile::store::InSession as _;
+
 use crate::common::TestDb;
 
 const TABLES: [&str; 10] = [
@@ -231,8 +233,11 @@ async fn demo_is_complete_and_idempotent() {
     let chats = store.list_chats(&mine, &everything).await.unwrap().rows;
     assert_eq!(chats.len(), 1);
     assert!(chats[0].title.is_some(), "the demo chat has a title");
-    let questions = store.user_messages_by_chat(&[chats[0].id]).await.unwrap();
-    let question = questions[&chats[0].id][0].id;
+    let questions = store
+        .user_messages_by_chat(&[chats[0].key()])
+        .await
+        .unwrap();
+    let question = questions[&chats[0].key()][0].key();
     let answers = store
         .answer_by_chat_user_message(&[question])
         .await
@@ -241,8 +246,8 @@ async fn demo_is_complete_and_idempotent() {
         answers[&question].content.contains("rollback"),
         "the answer"
     );
-    let latest = store.latest_stage_by_chat(&[chats[0].id]).await.unwrap();
-    assert!(latest[&chats[0].id].completed_at.unwrap() <= chats[0].updated_at);
+    let latest = store.latest_stage_by_chat(&[chats[0].key()]).await.unwrap();
+    assert!(latest[&chats[0].key()].completed_at.unwrap() <= chats[0].updated_at);
     // A week of sessions for the analytics: eight days (the week before and the demo's day),
     // failures among them, and usage by several models and agents.
     use casefile::store::stats::{Grouping, StatsDimension};

@@ -1,6 +1,8 @@
 //! How the dashboard's session list is read at volume: its loaders' statements are planned
 //! once per connection and read their index on every execution.
 
+use casefile::store::Key;
+
 use crate::common::TestApp;
 
 #[tokio::test]
@@ -34,12 +36,16 @@ async fn a_lists_loaders_read_their_index_with_a_plan_made_once() {
             .fetch_all(&mut *conn)
             .await
             .unwrap();
-    let stages: Vec<uuid::Uuid> =
-        sqlx::query_scalar("SELECT id FROM stages WHERE session_id = ANY($1)")
-            .bind(&sessions)
-            .fetch_all(&mut *conn)
-            .await
-            .unwrap();
+    let stages: Vec<Key> = sqlx::query_as::<_, (uuid::Uuid, uuid::Uuid)>(
+        "SELECT session_id, id FROM stages WHERE session_id = ANY($1)",
+    )
+    .bind(&sessions)
+    .fetch_all(&mut *conn)
+    .await
+    .unwrap()
+    .into_iter()
+    .map(|(session, id)| Key::new(session, id))
+    .collect();
     drop(conn);
     assert_eq!(stages.len(), 40);
 

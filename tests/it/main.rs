@@ -34,6 +34,7 @@ mod restore;
 mod retention;
 mod schema_file;
 mod search;
+mod session_keys;
 mod stats;
 mod telemetry;
 mod timeline_filters;

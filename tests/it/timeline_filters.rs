@@ -296,7 +296,7 @@ async fn the_timeline_subscription_follows_only_the_types_asked_for() {
 async fn a_type_filtered_page_reads_its_index_at_volume() {
     use casefile::model::TimelineEventType;
     use casefile::store::page::Slice;
-    use casefile::store::{Scope, TimelineFilter, TimelinePageKey};
+    use casefile::store::{Key, Scope, TimelineEventRow, TimelineFilter, TimelinePageKey};
 
     let app = TestApp::start().await;
     let a = Agent { app: &app };
@@ -351,6 +351,7 @@ async fn a_type_filtered_page_reads_its_index_at_volume() {
         ),
     ] {
         let key = TimelinePageKey {
+            session: ids.0,
             parent,
             slice: Slice {
                 after: Some(5_000),
@@ -372,6 +373,26 @@ async fn a_type_filtered_page_reads_its_index_at_volume() {
         );
         assert!(!plan.contains("Seq Scan on timeline_events"), "{plan}");
     }
+    // An event read from a row at hand (a search match's, a live change's) is read by key,
+    // along the primary key, however many events its session has.
+    let events: Vec<Key> = sqlx::query_scalar::<_, uuid::Uuid>(
+        "SELECT id FROM timeline_events WHERE session_id = $1 AND sequence_number % 1000 = 0",
+    )
+    .bind(ids.0)
+    .fetch_all(app.store.pool())
+    .await
+    .unwrap()
+    .into_iter()
+    .map(|id| Key::new(ids.0, id))
+    .collect();
+    assert_eq!(events.len(), 30);
+    let plan = app
+        .store
+        .explain_by_keys::<TimelineEventRow>(&events)
+        .await
+        .unwrap();
+    assert!(plan.contains("timeline_events_pkey"), "by key:\n{plan}");
+    assert!(!plan.contains("Seq Scan on timeline_events"), "{plan}");
     // And the page is right: the analyses after 5,000, in order.
     let d = a
         .ok(

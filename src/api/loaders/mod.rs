@@ -2,7 +2,9 @@
 //! so a query costs one SQL statement per loader per level, however many rows it touches
 //! ([`batch`] says how levels are told apart). Each loader delegates to one `Store` query
 //! (`WHERE key = ANY($1)`); all of them are built per request in [`Loaders::new`], so their
-//! caches never outlive a request.
+//! caches never outlive a request. A relationship from a row at hand is keyed by the row's
+//! [`Key`] (id within session), so that its statement names the sessions it reads; only the
+//! records of global ids ([`Nodes`]) and sessions themselves are loaded by id.
 
 mod batch;
 
@@ -20,7 +22,8 @@ use crate::store::*;
 /// Loader errors must be `Clone`; the error mapping at the edge unwraps the `Arc`.
 pub type LoadError = Arc<Error>;
 
-/// Any table's rows by id.
+/// Any table's rows by id: sessions (whose id is the session), and the records of a global
+/// id, which names no session (on a distributed database, a read of every shard).
 pub struct ById<R> {
     store: Store,
     row: PhantomData<fn() -> R>,
@@ -42,6 +45,32 @@ impl<R: Record> Load for ById<R> {
     async fn load(&self, keys: &[Uuid]) -> Result<HashMap<Uuid, Arc<R>>, LoadError> {
         let rows: Vec<R> = self.store.by_ids(keys).await?;
         Ok(rows.into_iter().map(|r| (r.id(), Arc::new(r))).collect())
+    }
+}
+
+/// A record's rows by key (id within session): a relationship from a row at hand, which
+/// names the session.
+pub struct ByKey<R> {
+    store: Store,
+    row: PhantomData<fn() -> R>,
+}
+
+impl<R> ByKey<R> {
+    fn new(store: &Store) -> Self {
+        Self {
+            store: store.clone(),
+            row: PhantomData,
+        }
+    }
+}
+
+impl<R: InSession> Load for ByKey<R> {
+    type Key = Key;
+    type Value = Arc<R>;
+
+    async fn load(&self, keys: &[Key]) -> Result<HashMap<Key, Arc<R>>, LoadError> {
+        let rows: Vec<R> = self.store.by_keys(keys).await?;
+        Ok(rows.into_iter().map(|r| (r.key(), Arc::new(r))).collect())
     }
 }
 
@@ -88,27 +117,27 @@ loader!(
 );
 loader!(
     /// Agent executions of a stage, by agent index.
-    ExecutionsByStage: Uuid => Vec<Arc<ExecutionRow>>, |store, keys| store.executions_by_stage(keys)
+    ExecutionsByStage: Key => Vec<Arc<ExecutionRow>>, |store, keys| store.executions_by_stage(keys)
 );
 loader!(
     /// Sub-agents an execution spawned, by agent index.
-    SubAgentsByParent: Uuid => Vec<Arc<ExecutionRow>>, |store, keys| store.executions_by_parent(keys)
+    SubAgentsByParent: Key => Vec<Arc<ExecutionRow>>, |store, keys| store.executions_by_parent(keys)
 );
 loader!(
     /// Questions asked in a chat.
-    UserMessagesByChat: Uuid => Vec<Arc<ChatUserMessageRow>>, |store, keys| store.user_messages_by_chat(keys)
+    UserMessagesByChat: Key => Vec<Arc<ChatUserMessageRow>>, |store, keys| store.user_messages_by_chat(keys)
 );
 loader!(
     /// The stage answering a chat question.
-    StageByChatUserMessage: Uuid => Arc<StageRow>, |store, keys| store.stage_by_chat_user_message(keys)
+    StageByChatUserMessage: Key => Arc<StageRow>, |store, keys| store.stage_by_chat_user_message(keys)
 );
 loader!(
     /// The latest stage of a chat: where it stands.
-    LatestStageByChat: Uuid => Arc<StageRow>, |store, keys| store.latest_stage_by_chat(keys)
+    LatestStageByChat: Key => Arc<StageRow>, |store, keys| store.latest_stage_by_chat(keys)
 );
 loader!(
     /// The answer to a chat question, once its stage has completed.
-    AnswerByChatUserMessage: Uuid => Arc<TimelineEventRow>,
+    AnswerByChatUserMessage: Key => Arc<TimelineEventRow>,
     |store, keys| store.answer_by_chat_user_message(keys)
 );
 loader!(
@@ -172,7 +201,7 @@ loader!(
 );
 loader!(
     /// Token and cost totals under a session, stage or execution.
-    TokenUsageBy(scope): Uuid => TokenUsageRow, |store, scope, keys| store.token_usage_by(scope, keys)
+    TokenUsageBy(scope): Key => TokenUsageRow, |store, scope, keys| store.token_usage_by(scope, keys)
 );
 
 /// One loader of each kind, per scope where a relationship exists at several levels.
@@ -192,20 +221,33 @@ impl<L: Load> PerScope<L> {
     }
 }
 
-/// Every loader of one request.
-pub struct Loaders {
-    pub sessions: Loader<ById<SessionRow>>,
+/// The records of global ids (`node`, `nodes`), by id alone: a global id names no session.
+pub struct Nodes {
     pub stages: Loader<ById<StageRow>>,
     pub executions: Loader<ById<ExecutionRow>>,
     pub timeline_events: Loader<ById<TimelineEventRow>>,
     pub messages: Loader<ById<MessageRow>>,
     pub llm_interactions: Loader<ById<LlmInteractionRow>>,
     pub mcp_interactions: Loader<ById<McpInteractionRow>>,
-    pub llm_requests: Loader<ById<LlmRequestRow>>,
-    pub llm_payloads: Loader<ById<LlmPayloadRow>>,
-    pub mcp_payloads: Loader<ById<McpPayloadRow>>,
     pub chats: Loader<ById<ChatRow>>,
     pub chat_user_messages: Loader<ById<ChatUserMessageRow>>,
+}
+
+/// Every loader of one request.
+pub struct Loaders {
+    pub sessions: Loader<ById<SessionRow>>,
+    pub nodes: Nodes,
+    pub stages: Loader<ByKey<StageRow>>,
+    pub executions: Loader<ByKey<ExecutionRow>>,
+    pub timeline_events: Loader<ByKey<TimelineEventRow>>,
+    pub messages: Loader<ByKey<MessageRow>>,
+    pub llm_interactions: Loader<ByKey<LlmInteractionRow>>,
+    pub mcp_interactions: Loader<ByKey<McpInteractionRow>>,
+    pub llm_requests: Loader<ByKey<LlmRequestRow>>,
+    pub llm_payloads: Loader<ByKey<LlmPayloadRow>>,
+    pub mcp_payloads: Loader<ByKey<McpPayloadRow>>,
+    pub chats: Loader<ByKey<ChatRow>>,
+    pub chat_user_messages: Loader<ByKey<ChatUserMessageRow>>,
     pub stages_by_session: Loader<StagesBySession>,
     pub agents_by_session: Loader<AgentsBySession>,
     pub executions_by_stage: Loader<ExecutionsByStage>,
@@ -260,17 +302,27 @@ impl Loaders {
         }
         Self {
             sessions: batched!(ById::new(store)),
-            stages: batched!(ById::new(store)),
-            executions: batched!(ById::new(store)),
-            timeline_events: batched!(ById::new(store)),
-            messages: batched!(ById::new(store)),
-            llm_interactions: batched!(ById::new(store)),
-            mcp_interactions: batched!(ById::new(store)),
-            llm_requests: batched!(ById::new(store)),
-            llm_payloads: batched!(ById::new(store)),
-            mcp_payloads: batched!(ById::new(store)),
-            chats: batched!(ById::new(store)),
-            chat_user_messages: batched!(ById::new(store)),
+            nodes: Nodes {
+                stages: batched!(ById::new(store)),
+                executions: batched!(ById::new(store)),
+                timeline_events: batched!(ById::new(store)),
+                messages: batched!(ById::new(store)),
+                llm_interactions: batched!(ById::new(store)),
+                mcp_interactions: batched!(ById::new(store)),
+                chats: batched!(ById::new(store)),
+                chat_user_messages: batched!(ById::new(store)),
+            },
+            stages: batched!(ByKey::new(store)),
+            executions: batched!(ByKey::new(store)),
+            timeline_events: batched!(ByKey::new(store)),
+            messages: batched!(ByKey::new(store)),
+            llm_interactions: batched!(ByKey::new(store)),
+            mcp_interactions: batched!(ByKey::new(store)),
+            llm_requests: batched!(ByKey::new(store)),
+            llm_payloads: batched!(ByKey::new(store)),
+            mcp_payloads: batched!(ByKey::new(store)),
+            chats: batched!(ByKey::new(store)),
+            chat_user_messages: batched!(ByKey::new(store)),
             stages_by_session: batched!(StagesBySession {
                 store: store.clone()
             }),

@@ -12,7 +12,7 @@ use crate::api::types::{
 use crate::error::Error;
 use crate::error::refusals::{self, Refusal, Refused};
 use crate::observe::metrics::{INGEST_APPENDED_BYTES, INGEST_BATCHED_OPERATIONS};
-use crate::store::write::locks::{LockPlan, Target};
+use crate::store::write::locks::{LockPlan, Owners, Target};
 use crate::store::write::{executions, interactions, limits, messages, stages, timeline};
 
 /// One operation of a batch: exactly one field is set.
@@ -120,29 +120,37 @@ impl Command {
         }
     }
 
-    /// Applies the command: what it did, and the bytes of timeline text it stored.
+    /// Applies the command: what it did, and the bytes of timeline text it stored. The
+    /// sessions of the records it creates join `owners`, for the later commands that name them.
     async fn run(
         &self,
         conn: &mut sqlx::PgConnection,
+        owners: &mut Owners,
     ) -> crate::error::Result<(IngestItem, usize)> {
         let item = match self {
             Command::CreateStage(new) => {
-                IngestItem::Stage(Stage(stages::create(conn, new).await?.into()))
+                let stage = stages::create(conn, new).await?;
+                owners.learn(Target::Stage(stage.id), stage.session_id);
+                IngestItem::Stage(Stage(stage.into()))
             }
-            Command::CreateExecution(new) => IngestItem::AgentExecution(AgentExecution(
-                executions::create(conn, new).await?.into(),
-            )),
+            Command::CreateExecution(new) => {
+                let execution = executions::create(conn, owners, new).await?;
+                owners.learn(Target::Execution(execution.id), execution.session_id);
+                IngestItem::AgentExecution(AgentExecution(execution.into()))
+            }
             Command::StartExecution(id) => IngestItem::AgentExecution(AgentExecution(
-                executions::start(conn, *id).await?.into(),
+                executions::start(conn, owners, *id).await?.into(),
             )),
             Command::FinishExecution(finish) => IngestItem::AgentExecution(AgentExecution(
-                executions::finish(conn, finish).await?.into(),
+                executions::finish(conn, owners, finish).await?.into(),
             )),
             Command::CreateEvent(new) => {
-                IngestItem::TimelineEvent(TimelineEvent(timeline::create(conn, new).await?.into()))
+                let event = timeline::create(conn, owners, new).await?;
+                owners.learn(Target::Event(event.id), event.session_id);
+                IngestItem::TimelineEvent(TimelineEvent(event.into()))
             }
             Command::Append(append) => {
-                let done = timeline::append(conn, append).await?;
+                let done = timeline::append(conn, owners, append).await?;
                 let item = IngestItem::TimelineAppend(TimelineAppend {
                     event_id: ids::encode(NodeType::TimelineEvent, append.event_id),
                     offset: append.offset,
@@ -152,16 +160,16 @@ impl Command {
                 return Ok((item, done.stored_bytes));
             }
             Command::FinishEvent(finish) => IngestItem::TimelineEvent(TimelineEvent(
-                timeline::finish(conn, finish).await?.into(),
+                timeline::finish(conn, owners, finish).await?.into(),
             )),
             Command::AppendMessage(new) => {
-                IngestItem::Message(Message(messages::append(conn, new).await?.into()))
+                IngestItem::Message(Message(messages::append(conn, owners, new).await?.into()))
             }
             Command::RecordLlm(new) => IngestItem::LlmInteraction(LlmInteraction(
-                interactions::record_llm(conn, new).await?.into(),
+                interactions::record_llm(conn, owners, new).await?.into(),
             )),
             Command::RecordMcp(new) => IngestItem::McpInteraction(McpInteraction(
-                interactions::record_mcp(conn, new).await?.into(),
+                interactions::record_mcp(conn, owners, new).await?.into(),
             )),
         };
         Ok((item, 0))
@@ -238,14 +246,14 @@ async fn apply(
     plan: &LockPlan,
     commands: &[Command],
 ) -> crate::error::Result<(Vec<IngestItem>, usize)> {
-    plan.acquire(conn).await?;
+    let mut owners = plan.acquire(conn).await?;
     let mut items = Vec::with_capacity(commands.len());
     let mut appended_bytes = 0;
     let mut i = 0;
     while i < commands.len() {
         let run = contiguous_appends(&commands[i..]);
         if run.len() > 1 {
-            let (applied, bytes) = append_run(conn, &run)
+            let (applied, bytes) = append_run(conn, &mut owners, &run)
                 .await
                 .map_err(|e| in_operation(i, "appendTimelineContent", e))?;
             items.extend(applied);
@@ -255,7 +263,7 @@ async fn apply(
         }
         let command = &commands[i];
         let (item, bytes) = command
-            .run(conn)
+            .run(conn, &mut owners)
             .await
             .map_err(|e| in_operation(i, command.name(), e))?;
         items.push(item);
@@ -296,6 +304,7 @@ fn contiguous_appends(commands: &[Command]) -> Vec<&timeline::Append> {
 /// characters it newly stored are those past what the event already held.
 async fn append_run(
     conn: &mut sqlx::PgConnection,
+    owners: &mut Owners,
     run: &[&timeline::Append],
 ) -> crate::error::Result<(Vec<IngestItem>, usize)> {
     let merged = timeline::Append {
@@ -303,7 +312,7 @@ async fn append_run(
         offset: run[0].offset,
         delta: run.iter().map(|a| a.delta.as_str()).collect(),
     };
-    let done = timeline::append(conn, &merged).await?;
+    let done = timeline::append(conn, owners, &merged).await?;
     let held_before = done.end - done.stored;
     let items = run
         .iter()

@@ -24,6 +24,7 @@ use crate::live::Hub;
 use crate::model::Role;
 use crate::observe::metrics::{INGEST_APPENDED_BYTES, INGEST_OPERATIONS};
 use crate::store::Store;
+use crate::store::write::locks::Owners;
 use crate::store::write::{
     self as write, chats, check_optional, executions, interactions, limits, messages, sessions,
     stages, timeline,
@@ -292,7 +293,7 @@ impl Mutation {
     ) -> Result<AgentExecution> {
         let new = input.into_command()?;
         let row = transaction(ctx, Audit::Caller, new, |c, new| {
-            Box::pin(executions::create(c, new))
+            Box::pin(async move { executions::create(c, &mut Owners::default(), new).await })
         })
         .await?;
         Ok(AgentExecution(row.into()))
@@ -309,7 +310,7 @@ impl Mutation {
         let id = decode_as(NodeType::AgentExecution, &input.id)?;
         Ok(AgentExecution(
             transaction(ctx, Audit::Caller, id, |c, id| {
-                Box::pin(executions::start(c, *id))
+                Box::pin(async move { executions::start(c, &mut Owners::default(), *id).await })
             })
             .await?
             .into(),
@@ -326,7 +327,7 @@ impl Mutation {
     ) -> Result<AgentExecution> {
         let finish = input.into_command()?;
         let row = transaction(ctx, Audit::Caller, finish, |c, finish| {
-            Box::pin(executions::finish(c, finish))
+            Box::pin(async move { executions::finish(c, &mut Owners::default(), finish).await })
         })
         .await?;
         Ok(AgentExecution(row.into()))
@@ -341,7 +342,7 @@ impl Mutation {
     ) -> Result<TimelineEvent> {
         let new = input.into_command()?;
         let row = transaction(ctx, Audit::Caller, new, |c, new| {
-            Box::pin(timeline::create(c, new))
+            Box::pin(async move { timeline::create(c, &mut Owners::default(), new).await })
         })
         .await?;
         Ok(TimelineEvent(row.into()))
@@ -359,7 +360,7 @@ impl Mutation {
     ) -> Result<TimelineEvent> {
         let new = input.into_command()?;
         let row = transaction(ctx, Audit::Caller, new, |c, new| {
-            Box::pin(timeline::create(c, new))
+            Box::pin(async move { timeline::create(c, &mut Owners::default(), new).await })
         })
         .await?;
         Ok(TimelineEvent(row.into()))
@@ -413,7 +414,9 @@ impl Mutation {
             }
             None => {
                 transaction(ctx, Audit::Nothing, append, |c, append| {
-                    Box::pin(timeline::append(c, append))
+                    Box::pin(
+                        async move { timeline::append(c, &mut Owners::default(), append).await },
+                    )
                 })
                 .await?
             }
@@ -437,7 +440,7 @@ impl Mutation {
     ) -> Result<TimelineEvent> {
         let finish = input.into_command()?;
         let row = transaction(ctx, Audit::Caller, finish, |c, finish| {
-            Box::pin(timeline::finish(c, finish))
+            Box::pin(async move { timeline::finish(c, &mut Owners::default(), finish).await })
         })
         .await?;
         Ok(TimelineEvent(row.into()))
@@ -452,7 +455,7 @@ impl Mutation {
     ) -> Result<Message> {
         let new = input.into_command()?;
         let row = transaction(ctx, Audit::Caller, new, |c, new| {
-            Box::pin(messages::append(c, new))
+            Box::pin(async move { messages::append(c, &mut Owners::default(), new).await })
         })
         .await?;
         Ok(Message(row.into()))
@@ -467,7 +470,7 @@ impl Mutation {
     ) -> Result<LlmInteraction> {
         let new = input.into_command()?;
         let row = transaction(ctx, Audit::Caller, new, |c, new| {
-            Box::pin(interactions::record_llm(c, new))
+            Box::pin(async move { interactions::record_llm(c, &mut Owners::default(), new).await })
         })
         .await?;
         Ok(LlmInteraction(row.into()))
@@ -482,7 +485,7 @@ impl Mutation {
     ) -> Result<McpInteraction> {
         let new = input.into_command()?;
         let row = transaction(ctx, Audit::Caller, new, |c, new| {
-            Box::pin(interactions::record_mcp(c, new))
+            Box::pin(async move { interactions::record_mcp(c, &mut Owners::default(), new).await })
         })
         .await?;
         Ok(McpInteraction(row.into()))

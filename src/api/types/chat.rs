@@ -9,7 +9,7 @@ use uuid::Uuid;
 use super::{Session, Stage, TimelineEvent, loaders, required};
 use crate::api::ids::{self, NodeType};
 use crate::model::StageStatus;
-use crate::store::{ChatRow, ChatUserMessageRow};
+use crate::store::{ChatRow, ChatUserMessageRow, InSession as _, Key};
 use async_graphql::Result;
 
 /// Where a chat stands: how its latest question fared.
@@ -76,7 +76,7 @@ impl Chat {
     async fn status(&self, ctx: &Context<'_>) -> Result<ChatStatus> {
         let latest = loaders(ctx)
             .latest_stage_by_chat
-            .load_one(self.0.id)
+            .load_one(self.0.key())
             .await?;
         Ok(ChatStatus::from(latest.map(|stage| stage.status)))
     }
@@ -90,7 +90,7 @@ impl Chat {
     async fn messages(&self, ctx: &Context<'_>) -> Result<Vec<ChatUserMessage>> {
         let rows = loaders(ctx)
             .user_messages_by_chat
-            .load_one(self.0.id)
+            .load_one(self.0.key())
             .await?;
         Ok(rows
             .unwrap_or_default()
@@ -132,14 +132,15 @@ impl ChatUserMessage {
     }
     /// The chat it was asked in.
     async fn chat(&self, ctx: &Context<'_>) -> Result<Chat> {
-        let row = loaders(ctx).chats.load_one(self.0.chat_id).await?;
+        let chat = Key::new(self.0.session_id, self.0.chat_id);
+        let row = loaders(ctx).chats.load_one(chat).await?;
         Ok(Chat(required(row, "chat")?))
     }
     /// The stage that answers it (null until the answer starts).
     async fn stage(&self, ctx: &Context<'_>) -> Result<Option<Stage>> {
         Ok(loaders(ctx)
             .stage_by_chat_user_message
-            .load_one(self.0.id)
+            .load_one(self.0.key())
             .await?
             .map(Stage))
     }
@@ -148,7 +149,7 @@ impl ChatUserMessage {
     async fn answering(&self, ctx: &Context<'_>) -> Result<bool> {
         let stage = loaders(ctx)
             .stage_by_chat_user_message
-            .load_one(self.0.id)
+            .load_one(self.0.key())
             .await?;
         Ok(stage.is_some_and(|s| matches!(s.status, StageStatus::Pending | StageStatus::Active)))
     }
@@ -159,7 +160,7 @@ impl ChatUserMessage {
     async fn answer(&self, ctx: &Context<'_>) -> Result<Option<TimelineEvent>> {
         Ok(loaders(ctx)
             .answer_by_chat_user_message
-            .load_one(self.0.id)
+            .load_one(self.0.key())
             .await?
             .map(TimelineEvent))
     }

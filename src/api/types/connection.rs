@@ -21,7 +21,7 @@ use crate::store::chats::ChatListFilter;
 use crate::store::child_pages::ChildPageKey;
 use crate::store::mcp_search::McpSearchFilter;
 use crate::store::{
-    ChatRow, CountedPage, LlmInteractionRow, McpInteractionRow, MessageRow, Scope, Store,
+    ChatRow, CountedPage, Key, LlmInteractionRow, McpInteractionRow, MessageRow, Scope, Store,
 };
 
 /// Declares a connection type and its edge type over `$node` (a wrapper of `Arc<$row>`), whose
@@ -99,11 +99,12 @@ connection!(
     |row| record_cursor((row.created_at, row.id))
 );
 
-/// One page, through `loader`, of the children of `parent`, with cursors decoded by `decode`.
+/// One page, through `loader`, of the children of `parent` (by key), with cursors decoded by
+/// `decode`.
 async fn page_of<L, A, B, C>(
     ctx: &Context<'_>,
     loader: &Loader<L>,
-    parent: Uuid,
+    parent: Key,
     args: PageArgs,
     decode: fn(&str) -> crate::error::Result<(A, B)>,
 ) -> Result<C>
@@ -114,7 +115,11 @@ where
 {
     let slice = args.slice(ctx.data_unchecked::<Limits>(), decode)?;
     let page = loader
-        .load_one(ChildPageKey { parent, slice })
+        .load_one(ChildPageKey {
+            session: parent.session,
+            parent: parent.id,
+            slice,
+        })
         .await?
         .unwrap_or_default();
     Ok(C::from(page))
@@ -124,7 +129,7 @@ where
 pub(crate) async fn messages(
     ctx: &Context<'_>,
     scope: Scope,
-    parent: Uuid,
+    parent: Key,
     args: PageArgs,
 ) -> Result<MessageConnection> {
     let loader = loaders(ctx).message_pages.get(scope);
@@ -134,7 +139,7 @@ pub(crate) async fn messages(
 /// A page of the conversation of an LLM interaction.
 pub(crate) async fn conversation(
     ctx: &Context<'_>,
-    interaction: Uuid,
+    interaction: Key,
     args: PageArgs,
 ) -> Result<MessageConnection> {
     let loader = &loaders(ctx).conversation_pages;
@@ -145,7 +150,7 @@ pub(crate) async fn conversation(
 pub(crate) async fn llm_interactions(
     ctx: &Context<'_>,
     scope: Scope,
-    parent: Uuid,
+    parent: Key,
     args: PageArgs,
 ) -> Result<LlmInteractionConnection> {
     let loader = loaders(ctx).llm_interaction_pages.get(scope);
@@ -156,7 +161,7 @@ pub(crate) async fn llm_interactions(
 pub(crate) async fn mcp_interactions(
     ctx: &Context<'_>,
     scope: Scope,
-    parent: Uuid,
+    parent: Key,
     args: PageArgs,
 ) -> Result<McpInteractionConnection> {
     let loader = loaders(ctx).mcp_interaction_pages.get(scope);
@@ -170,6 +175,7 @@ pub(crate) async fn chats(
     args: PageArgs,
 ) -> Result<ChatConnection> {
     let loader = &loaders(ctx).chat_pages;
+    let session = Key::new(session, session);
     page_of(ctx, loader, session, args, decode_record_cursor).await
 }
 

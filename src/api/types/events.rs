@@ -19,7 +19,7 @@ use crate::model::{
     AgentType, ExecutionStatus, SessionStatus, StageStatus, TimelineEventStatus, TimelineEventType,
     Transition,
 };
-use crate::store::{ExecutionRow, TimelineEventRow};
+use crate::store::{ExecutionRow, Key, TimelineEventRow};
 use async_graphql::Result;
 
 /// One event of a session's run, in the session's one order (seed 004's envelope).
@@ -141,14 +141,17 @@ pub enum EventData {
 impl EventData {
     fn of(envelope: &Envelope) -> EventData {
         let event = |row: &Arc<TimelineEventRow>| TimelineEvent(row.clone());
+        // Every record an event names is of the event's session.
+        let key = |id: uuid::Uuid| Key::new(envelope.row.session_id, id);
         match &envelope.payload {
             Payload::Session(status) => EventData::SessionLifecycle(SessionLifecycle {
                 session: envelope.row.session_id,
                 status: *status,
             }),
-            &Payload::Stage { stage, status } => {
-                EventData::StageLifecycle(StageLifecycle { stage, status })
-            }
+            &Payload::Stage { stage, status } => EventData::StageLifecycle(StageLifecycle {
+                stage: key(stage),
+                status,
+            }),
             Payload::Agent { execution, status } => EventData::AgentLifecycle(AgentLifecycle {
                 execution: execution.clone(),
                 status: *status,
@@ -169,15 +172,15 @@ impl EventData {
             Payload::Timeline(row) => {
                 EventData::TimelineEventChange(TimelineEventChange(event(row)))
             }
-            &Payload::Message(id) => EventData::MessageAdded(MessageAdded(id)),
+            &Payload::Message(id) => EventData::MessageAdded(MessageAdded(key(id))),
             &Payload::LlmInteraction(id) => {
-                EventData::LlmInteractionRecorded(LlmInteractionRecorded(id))
+                EventData::LlmInteractionRecorded(LlmInteractionRecorded(key(id)))
             }
             &Payload::McpInteraction(id) => {
-                EventData::McpInteractionRecorded(McpInteractionRecorded(id))
+                EventData::McpInteractionRecorded(McpInteractionRecorded(key(id)))
             }
-            &Payload::ChatOpened(id) => EventData::ChatOpened(ChatOpened(id)),
-            &Payload::ChatQuestion(id) => EventData::ChatQuestion(ChatQuestion(id)),
+            &Payload::ChatOpened(id) => EventData::ChatOpened(ChatOpened(key(id))),
+            &Payload::ChatQuestion(id) => EventData::ChatQuestion(ChatQuestion(key(id))),
             Payload::Topology(agents) => EventData::Topology(Topology {
                 agents: agents.clone(),
             }),
@@ -214,7 +217,7 @@ impl SessionLifecycle {
 
 /// A stage's lifecycle.
 pub struct StageLifecycle {
-    stage: uuid::Uuid,
+    stage: Key,
     status: Option<Transition<StageStatus>>,
 }
 
@@ -441,7 +444,7 @@ impl SystemNotice {
 }
 
 /// A message was added to an agent's LLM conversation.
-pub struct MessageAdded(uuid::Uuid);
+pub struct MessageAdded(Key);
 
 /// A message was added to an agent's LLM conversation.
 #[Object]
@@ -453,7 +456,7 @@ impl MessageAdded {
 }
 
 /// An LLM call was recorded.
-pub struct LlmInteractionRecorded(uuid::Uuid);
+pub struct LlmInteractionRecorded(Key);
 
 /// An LLM call was recorded.
 #[Object]
@@ -469,7 +472,7 @@ impl LlmInteractionRecorded {
 }
 
 /// An MCP call was recorded.
-pub struct McpInteractionRecorded(uuid::Uuid);
+pub struct McpInteractionRecorded(Key);
 
 /// An MCP call was recorded.
 #[Object]
@@ -485,7 +488,7 @@ impl McpInteractionRecorded {
 }
 
 /// A follow-up chat was opened.
-pub struct ChatOpened(uuid::Uuid);
+pub struct ChatOpened(Key);
 
 /// A follow-up chat was opened.
 #[Object]
@@ -497,7 +500,7 @@ impl ChatOpened {
 }
 
 /// A question was asked in a chat.
-pub struct ChatQuestion(uuid::Uuid);
+pub struct ChatQuestion(Key);
 
 /// A question was asked in a chat.
 #[Object]

@@ -10,7 +10,7 @@ use super::scoped::{ScopedCalls, ScopedMessages, ScopedTimeline, Under};
 use super::{Session, Stage, loaders, required};
 use crate::api::ids::{self, NodeType};
 use crate::model::{AgentType, ExecutionStatus};
-use crate::store::ExecutionRow;
+use crate::store::{ExecutionRow, InSession as _, Key};
 use async_graphql::Result;
 
 pub struct AgentExecution(pub Arc<ExecutionRow>);
@@ -107,7 +107,8 @@ impl AgentExecution {
     }
     /// The stage it runs in.
     async fn stage(&self, ctx: &Context<'_>) -> Result<Stage> {
-        let row = loaders(ctx).stages.load_one(self.0.stage_id).await?;
+        let stage = Key::new(self.0.session_id, self.0.stage_id);
+        let row = loaders(ctx).stages.load_one(stage).await?;
         Ok(Stage(required(row, "stage")?))
     }
     /// The orchestrator execution that spawned this sub-agent (null for a top-level agent).
@@ -117,7 +118,7 @@ impl AgentExecution {
         };
         Ok(loaders(ctx)
             .executions
-            .load_one(id)
+            .load_one(Key::new(self.0.session_id, id))
             .await?
             .map(AgentExecution))
     }
@@ -126,7 +127,7 @@ impl AgentExecution {
     async fn sub_agents(&self, ctx: &Context<'_>) -> Result<Vec<AgentExecution>> {
         let rows = loaders(ctx)
             .sub_agents_by_parent
-            .load_one(self.0.id)
+            .load_one(self.0.key())
             .await?;
         Ok(rows
             .unwrap_or_default()

@@ -12,7 +12,8 @@ use crate::api::pagination::PageArgs;
 use crate::api::scalars::{SharedJson, SharedText, Text};
 use crate::model::{LlmInteractionType, McpInteractionType};
 use crate::store::{
-    CallKey, LlmInteractionRow, LlmPayloadRow, LlmRequestRow, McpInteractionRow, McpPayloadRow,
+    CallKey, InSession as _, Key, LlmInteractionRow, LlmPayloadRow, LlmRequestRow,
+    McpInteractionRow, McpPayloadRow,
 };
 use async_graphql::Result;
 
@@ -39,7 +40,7 @@ impl LlmInteraction {
     }
     /// The request sent to the provider.
     async fn llm_request(&self, ctx: &Context<'_>) -> Result<SharedJson<LlmRequestRow>> {
-        let request = loaders(ctx).llm_requests.load_one(self.0.id).await?;
+        let request = loaders(ctx).llm_requests.load_one(self.0.key()).await?;
         let request = required(request, "an LLM interaction's request")?;
         Ok(SharedJson::new(request, |r| &r.llm_request))
     }
@@ -108,7 +109,8 @@ impl LlmInteraction {
         let Some(id) = self.0.last_message_id else {
             return Ok(None);
         };
-        Ok(loaders(ctx).messages.load_one(id).await?.map(Message))
+        let message = Key::new(self.0.session_id, id);
+        Ok(loaders(ctx).messages.load_one(message).await?.map(Message))
     }
     /// Exactly the messages sent to the model, a page at a time: the execution's conversation
     /// up to and including `lastMessage` (empty when no last message was recorded), by
@@ -134,19 +136,20 @@ impl LlmInteraction {
             last,
             before,
         };
-        connection::conversation(ctx, self.0.id, args).await
+        connection::conversation(ctx, self.0.key(), args).await
     }
     /// The agent execution that made the call.
     async fn execution(&self, ctx: &Context<'_>) -> Result<AgentExecution> {
         let row = loaders(ctx)
             .executions
-            .load_one(self.0.execution_id)
+            .load_one(Key::new(self.0.session_id, self.0.execution_id))
             .await?;
         Ok(AgentExecution(required(row, "execution")?))
     }
     /// The stage it happened in.
     async fn stage(&self, ctx: &Context<'_>) -> Result<Stage> {
-        let row = loaders(ctx).stages.load_one(self.0.stage_id).await?;
+        let stage = Key::new(self.0.session_id, self.0.stage_id);
+        let row = loaders(ctx).stages.load_one(stage).await?;
         Ok(Stage(required(row, "stage")?))
     }
     /// The session it belongs to.
@@ -226,7 +229,8 @@ impl McpInteraction {
         let Some(call_id) = &self.0.tool_call_id else {
             return Ok(None);
         };
-        RequestedToolCall::find(ctx, self.0.execution_id, call_id).await
+        let conversation = Key::new(self.0.session_id, self.0.execution_id);
+        RequestedToolCall::find(ctx, conversation, call_id).await
     }
     /// The `ASSISTANT` message that requested the call this interaction executed.
     async fn requested_by(&self, ctx: &Context<'_>) -> Result<Option<Message>> {
@@ -234,6 +238,7 @@ impl McpInteraction {
             return Ok(None);
         };
         let key = CallKey {
+            session_id: self.0.session_id,
             execution_id: self.0.execution_id,
             call_id: call_id.clone(),
         };
@@ -244,13 +249,14 @@ impl McpInteraction {
     async fn execution(&self, ctx: &Context<'_>) -> Result<AgentExecution> {
         let row = loaders(ctx)
             .executions
-            .load_one(self.0.execution_id)
+            .load_one(Key::new(self.0.session_id, self.0.execution_id))
             .await?;
         Ok(AgentExecution(required(row, "execution")?))
     }
     /// The stage it happened in.
     async fn stage(&self, ctx: &Context<'_>) -> Result<Stage> {
-        let row = loaders(ctx).stages.load_one(self.0.stage_id).await?;
+        let stage = Key::new(self.0.session_id, self.0.stage_id);
+        let row = loaders(ctx).stages.load_one(stage).await?;
         Ok(Stage(required(row, "stage")?))
     }
     /// The session it belongs to.
@@ -264,7 +270,7 @@ impl LlmInteraction {
     /// Its response, thinking and metadata, read (for all interactions of the level at once)
     /// only when asked for.
     async fn payload(&self, ctx: &Context<'_>) -> Result<Arc<LlmPayloadRow>> {
-        let payload = loaders(ctx).llm_payloads.load_one(self.0.id).await?;
+        let payload = loaders(ctx).llm_payloads.load_one(self.0.key()).await?;
         Ok(required(payload, "an LLM interaction's payload")?)
     }
 }
@@ -272,7 +278,7 @@ impl LlmInteraction {
 impl McpInteraction {
     /// Its arguments, result and tools, read only when asked for.
     async fn payload(&self, ctx: &Context<'_>) -> Result<Arc<McpPayloadRow>> {
-        let payload = loaders(ctx).mcp_payloads.load_one(self.0.id).await?;
+        let payload = loaders(ctx).mcp_payloads.load_one(self.0.key()).await?;
         Ok(required(payload, "an MCP interaction's payload")?)
     }
 }

@@ -8,7 +8,7 @@ use super::{AgentExecution, RequestedToolCall, loaders, required};
 use crate::api::ids::{self, NodeType};
 use crate::api::scalars::{JsonRef, Text};
 use crate::model::MessageRole;
-use crate::store::MessageRow;
+use crate::store::{Key, MessageRow};
 use async_graphql::Result;
 
 pub struct Message(pub Arc<MessageRow>);
@@ -64,7 +64,8 @@ impl Message {
         let Some(call_id) = &self.0.tool_call_id else {
             return Ok(None);
         };
-        RequestedToolCall::find(ctx, self.0.execution_id, call_id).await
+        let conversation = Key::new(self.0.session_id, self.0.execution_id);
+        RequestedToolCall::find(ctx, conversation, call_id).await
     }
     /// When it was stored.
     async fn created_at(&self) -> DateTime<Utc> {
@@ -74,7 +75,7 @@ impl Message {
     async fn execution(&self, ctx: &Context<'_>) -> Result<AgentExecution> {
         let row = loaders(ctx)
             .executions
-            .load_one(self.0.execution_id)
+            .load_one(Key::new(self.0.session_id, self.0.execution_id))
             .await?;
         Ok(AgentExecution(required(row, "execution")?))
     }

@@ -23,10 +23,10 @@ impl Node {
     /// Fetches the record behind a global ID; `None` when it does not exist.
     pub async fn load(ctx: &Context<'_>, id: &ID) -> Result<Option<Node>> {
         let (node_type, uuid) = ids::decode(id)?;
-        let l = loaders(ctx);
+        // A global id names no session: each record is found by its id alone.
+        let (sessions, l) = (&loaders(ctx).sessions, &loaders(ctx).nodes);
         Ok(match node_type {
-            NodeType::Session => l
-                .sessions
+            NodeType::Session => sessions
                 .load_one(uuid)
                 .await?
                 .map(|r| Node::Session(Session(r))),

@@ -17,7 +17,7 @@ use super::loaders;
 use super::timeline::{TimelineConnection, TimelineFilterInput, timeline_page};
 use crate::api::cost;
 use crate::api::pagination::PageArgs;
-use crate::store::{ExecutionRow, Scope, SessionRow, StageRow};
+use crate::store::{ExecutionRow, Key, Scope, SessionRow, StageRow};
 
 /// The records under one session, stage or agent execution.
 #[derive(Clone, Copy)]
@@ -51,6 +51,11 @@ impl Under {
             parent: row.id,
             session: row.session_id,
         }
+    }
+
+    /// The parent's key: its id within its session.
+    fn key(self) -> Key {
+        Key::new(self.session, self.parent)
     }
 }
 
@@ -131,7 +136,7 @@ impl ScopedMessages {
             last,
             before,
         };
-        connection::messages(ctx, self.0.scope, self.0.parent, args).await
+        connection::messages(ctx, self.0.scope, self.0.key(), args).await
     }
 }
 
@@ -163,7 +168,7 @@ impl ScopedCalls {
             last,
             before,
         };
-        connection::llm_interactions(ctx, self.0.scope, self.0.parent, args).await
+        connection::llm_interactions(ctx, self.0.scope, self.0.key(), args).await
     }
     /// The MCP calls of this agent, or of every agent of this stage or session,
     /// chronologically, a page at a time.
@@ -188,7 +193,7 @@ impl ScopedCalls {
             last,
             before,
         };
-        connection::mcp_interactions(ctx, self.0.scope, self.0.parent, args).await
+        connection::mcp_interactions(ctx, self.0.scope, self.0.key(), args).await
     }
     /// Tokens and estimated cost of the LLM calls of this agent, or of every agent of this
     /// stage or session.
@@ -197,7 +202,7 @@ impl ScopedCalls {
         let row = loaders(ctx)
             .token_usage_by
             .get(self.0.scope)
-            .load_one(self.0.parent)
+            .load_one(self.0.key())
             .await?;
         Ok(row.unwrap_or_default().into())
     }

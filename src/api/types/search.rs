@@ -4,7 +4,7 @@ use async_graphql::{Context, Enum, Object, SimpleObject};
 
 use super::{TimelineEvent, loaders};
 use crate::store::search_words::SearchWords;
-use crate::store::{HIGHLIGHT_END, HIGHLIGHT_START, MatchedField, SearchMatchRow};
+use crate::store::{HIGHLIGHT_END, HIGHLIGHT_START, Key, MatchedField, SearchMatchRow};
 use async_graphql::Result;
 
 /// The search a session was listed by, carried on its edge.
@@ -83,7 +83,7 @@ impl SearchMatch {
         };
         Ok(loaders(ctx)
             .timeline_events
-            .load_one(id)
+            .load_one(Key::new(self.row.session_id, id))
             .await?
             .map(TimelineEvent))
     }

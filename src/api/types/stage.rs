@@ -11,7 +11,7 @@ use super::{AgentExecution, Chat, ChatUserMessage, Session};
 use super::{loaders, required};
 use crate::api::ids::{self, NodeType};
 use crate::model::{ParallelType, StageStatus, SuccessPolicy};
-use crate::store::StageRow;
+use crate::store::{InSession as _, Key, StageRow};
 use async_graphql::Result;
 
 pub struct Stage(pub Arc<StageRow>);
@@ -91,7 +91,10 @@ impl Stage {
         )]
         include_sub_agents: bool,
     ) -> Result<Vec<AgentExecution>> {
-        let rows = loaders(ctx).executions_by_stage.load_one(self.0.id).await?;
+        let rows = loaders(ctx)
+            .executions_by_stage
+            .load_one(self.0.key())
+            .await?;
         Ok(rows
             .unwrap_or_default()
             .into_iter()
@@ -117,7 +120,8 @@ impl Stage {
         let Some(id) = self.0.chat_id else {
             return Ok(None);
         };
-        Ok(loaders(ctx).chats.load_one(id).await?.map(Chat))
+        let chat = Key::new(self.0.session_id, id);
+        Ok(loaders(ctx).chats.load_one(chat).await?.map(Chat))
     }
     /// The chat question this stage answers (null for chain stages).
     async fn chat_user_message(&self, ctx: &Context<'_>) -> Result<Option<ChatUserMessage>> {
@@ -126,7 +130,7 @@ impl Stage {
         };
         Ok(loaders(ctx)
             .chat_user_messages
-            .load_one(id)
+            .load_one(Key::new(self.0.session_id, id))
             .await?
             .map(ChatUserMessage))
     }

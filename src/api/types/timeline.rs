@@ -15,7 +15,7 @@ use crate::api::pagination::{PageArgs, edges_of};
 use crate::api::scalars::{JsonRef, Text};
 use crate::cursor::{EventTypes, TimelinePosition, View};
 use crate::model::{TimelineEventStatus, TimelineEventType};
-use crate::store::{Scope, TimelineEventRow, TimelineFilter, TimelinePageKey};
+use crate::store::{Key, Scope, TimelineEventRow, TimelineFilter, TimelinePageKey};
 use async_graphql::Result;
 
 /// A page of timeline events, in sequence order.
@@ -77,6 +77,7 @@ pub(crate) async fn timeline_page(
         .timeline
         .get(scope)
         .load_one(TimelinePageKey {
+            session,
             parent,
             slice,
             filter,
@@ -162,14 +163,15 @@ impl TimelineEvent {
     }
     /// The stage it belongs to.
     async fn stage(&self, ctx: &Context<'_>) -> Result<Stage> {
-        let row = loaders(ctx).stages.load_one(self.0.stage_id).await?;
+        let stage = Key::new(self.0.session_id, self.0.stage_id);
+        let row = loaders(ctx).stages.load_one(stage).await?;
         Ok(Stage(required(row, "stage")?))
     }
     /// The agent execution that produced it.
     async fn execution(&self, ctx: &Context<'_>) -> Result<AgentExecution> {
         let row = loaders(ctx)
             .executions
-            .load_one(self.0.execution_id)
+            .load_one(Key::new(self.0.session_id, self.0.execution_id))
             .await?;
         Ok(AgentExecution(required(row, "execution")?))
     }
@@ -180,7 +182,7 @@ impl TimelineEvent {
         };
         Ok(loaders(ctx)
             .llm_interactions
-            .load_one(id)
+            .load_one(Key::new(self.0.session_id, id))
             .await?
             .map(LlmInteraction))
     }
@@ -191,7 +193,7 @@ impl TimelineEvent {
         };
         Ok(loaders(ctx)
             .mcp_interactions
-            .load_one(id)
+            .load_one(Key::new(self.0.session_id, id))
             .await?
             .map(McpInteraction))
     }
@@ -210,6 +212,7 @@ impl TimelineEvent {
         let Some(call_id) = metadata.get("tool_call_id").and_then(|id| id.as_str()) else {
             return Ok(None);
         };
-        RequestedToolCall::find(ctx, self.0.execution_id, call_id).await
+        let conversation = Key::new(self.0.session_id, self.0.execution_id);
+        RequestedToolCall::find(ctx, conversation, call_id).await
     }
 }

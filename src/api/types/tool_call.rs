@@ -2,13 +2,11 @@
 
 use std::sync::Arc;
 
-use async_graphql::{Context, Json, Object, Result};
-use serde_json::Value;
-use uuid::Uuid;
-
 use super::{McpInteraction, Message, TimelineEvent, loaders};
 use crate::api::scalars::Text;
-use crate::store::{CallKey, MessageRow, RequestedCall, requested_calls};
+use crate::store::{CallKey, Key, MessageRow, RequestedCall, requested_calls};
+use async_graphql::{Context, Json, Object, Result};
+use serde_json::Value;
 
 /// One call of an assistant message's `toolCalls`.
 pub struct RequestedToolCall {
@@ -33,14 +31,16 @@ impl RequestedToolCall {
             .collect()
     }
 
-    /// The call with id `call_id` in the conversation of `execution_id`, if one was requested.
+    /// The call with id `call_id` in the conversation of an execution (by key), if one was
+    /// requested.
     pub(super) async fn find(
         ctx: &Context<'_>,
-        execution_id: Uuid,
+        conversation: Key,
         call_id: &str,
     ) -> Result<Option<Self>> {
         let key = CallKey {
-            execution_id,
+            session_id: conversation.session,
+            execution_id: conversation.id,
             call_id: call_id.to_owned(),
         };
         let Some((position, message)) = loaders(ctx).requests_by_call.load_one(key).await? else {
@@ -53,6 +53,7 @@ impl RequestedToolCall {
 
     fn key(&self) -> CallKey {
         CallKey {
+            session_id: self.message.session_id,
             execution_id: self.message.execution_id,
             call_id: self.call.call_id.clone(),
         }

@@ -197,10 +197,12 @@ impl Demo {
         let id = Self::child_id(a.id, "llm", n, self.now);
         let request = LlmRequestRow {
             id,
+            session_id: a.session,
             llm_request: request,
         };
         let payload = LlmPayloadRow {
             id,
+            session_id: a.session,
             llm_response: response,
             thinking_content: reply.thinking.map(Into::into),
             response_metadata: json!({
@@ -268,6 +270,7 @@ impl Demo {
         };
         let payload = McpPayloadRow {
             id,
+            session_id: a.session,
             tool_arguments: args.clone(),
             tool_result: result,
             available_tools: json!([]),
@@ -308,6 +311,7 @@ impl Demo {
             };
             let payload = McpPayloadRow {
                 id,
+                session_id: a.session,
                 tool_arguments: json!({}),
                 tool_result: json!({}),
                 available_tools: Json::Array(tools),

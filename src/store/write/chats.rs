@@ -8,13 +8,13 @@ use uuid::Uuid;
 use super::stages::{NewStage, ensure_accepts_work};
 use super::timeline::NewEvent;
 use super::{
-    check_name, check_optional, check_required, check_text, ensure_not_deleted, fetch, id_taken,
-    is_retry, limits, lock_session,
+    check_name, check_optional, check_required, check_text, ensure_not_deleted, fetch,
+    fetch_session, id_taken, is_retry, limits, lock_session,
 };
 use crate::error::{Error, Result};
 use crate::model::{TimelineEventStatus, TimelineEventType};
 use crate::store::traced::traced;
-use crate::store::{ChatRow, ChatUserMessageRow, ExecutionRow, SessionRow};
+use crate::store::{ChatRow, ChatUserMessageRow, ExecutionRow};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct NewChat {
@@ -39,7 +39,7 @@ pub async fn open(conn: &mut PgConnection, new: &NewChat) -> Result<ChatRow> {
     let session = lock_session(conn, new.session_id).await?;
     let id = new.id.unwrap_or_else(Uuid::now_v7);
     if is_retry(conn, new.id, session.id, "openChat", new).await? {
-        return fetch::<ChatRow>(conn, id).await;
+        return fetch::<ChatRow>(conn, session.id, id).await;
     }
     ensure_accepts_work(&session, true, "open a chat")?;
     sqlx::query_as(
@@ -70,17 +70,19 @@ pub async fn rename(
 ) -> Result<ChatRow> {
     check_title(title)?;
     // Not `FOR UPDATE`: a question posted meanwhile (whose foreign key shares the chat's key)
-    // need not wait for the rename.
+    // need not wait for the rename. The API names the chat by id alone: this finds its
+    // session, which every later statement names.
     let chat: ChatRow = sqlx::query_as("SELECT * FROM chats WHERE id = $1 FOR NO KEY UPDATE")
         .bind(chat_id)
         .fetch_optional(traced(&mut *conn))
         .await?
         .ok_or_else(|| Error::not_found(format!("chat {chat_id} does not exist")))?;
     who.check(chat.created_by.as_deref(), "rename", chat_id)?;
-    ensure_not_deleted(&fetch::<SessionRow>(conn, chat.session_id).await?)?;
+    ensure_not_deleted(&fetch_session(conn, chat.session_id).await?)?;
     Ok(
-        sqlx::query_as("UPDATE chats SET title = $2 WHERE id = $1 RETURNING *")
+        sqlx::query_as("UPDATE chats SET title = $3 WHERE id = $1 AND session_id = $2 RETURNING *")
             .bind(chat_id)
+            .bind(chat.session_id)
             .bind(title)
             .fetch_one(traced(conn))
             .await?,
@@ -184,6 +186,8 @@ pub async fn post(
     )?;
     check_optional("llmProvider", new.llm_provider.as_deref(), limits::NAME)?;
     check_optional("llmModel", new.llm_model.as_deref(), limits::NAME)?;
+    // The API names the chat by id alone: this finds its session, which every later
+    // statement names.
     let (session_id, owner): (Uuid, Option<String>) =
         sqlx::query_as("SELECT session_id, created_by FROM chats WHERE id = $1")
             .bind(new.chat_id)
@@ -194,13 +198,15 @@ pub async fn post(
     let session = lock_session(conn, session_id).await?;
     let id = new.id.unwrap_or_else(Uuid::now_v7);
     if is_retry(conn, new.id, session_id, "postChatMessage", new).await? {
-        return fetch::<ChatUserMessageRow>(conn, id).await;
+        return fetch::<ChatUserMessageRow>(conn, session_id, id).await;
     }
     ensure_accepts_work(&session, true, "post a chat message")?;
     let unanswered: Option<String> = sqlx::query_scalar(
-        "SELECT s.stage_name FROM stages s WHERE s.chat_id = $1 AND s.status IN ('pending', 'active') LIMIT 1",
+        "SELECT s.stage_name FROM stages s \
+         WHERE s.chat_id = $1 AND s.session_id = $2 AND s.status IN ('pending', 'active') LIMIT 1",
     )
     .bind(new.chat_id)
+    .bind(session_id)
     .fetch_optional(traced(&mut *conn))
     .await?;
     if unanswered.is_some() {
@@ -223,8 +229,9 @@ pub async fn post(
     .fetch_one(traced(&mut *conn))
     .await
     .map_err(|e| id_taken(e, id))?;
-    sqlx::query("UPDATE chats SET updated_at = now() WHERE id = $1")
+    sqlx::query("UPDATE chats SET updated_at = now() WHERE id = $1 AND session_id = $2")
         .bind(new.chat_id)
+        .bind(session_id)
         .execute(traced(&mut *conn))
         .await?;
 

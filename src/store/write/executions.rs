@@ -5,11 +5,11 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::lifecycle::{finish_locked, note_execution_finished, note_execution_started};
+use super::locks::{Owners, Target};
 use super::stages::{ensure_accepts_work, refresh};
 use super::{
     check_name, check_optional, check_required, fetch, id_taken, is_finished_execution,
-    is_finished_stage, is_retry, limits, lock_execution, lock_session, lock_stage,
-    session_of_execution, snake,
+    is_finished_stage, is_retry, limits, lock_execution, lock_session, lock_stage, snake,
 };
 use crate::error::{Error, Result};
 use crate::model::{AgentType, ExecutionStatus};
@@ -105,19 +105,19 @@ impl NewExecution {
     }
 }
 
-pub async fn create(conn: &mut PgConnection, new: &NewExecution) -> Result<ExecutionRow> {
+pub async fn create(
+    conn: &mut PgConnection,
+    owners: &mut Owners,
+    new: &NewExecution,
+) -> Result<ExecutionRow> {
     new.check()?;
-    let session_id: Uuid = sqlx::query_scalar("SELECT session_id FROM stages WHERE id = $1")
-        .bind(new.stage_id)
-        .fetch_optional(traced(&mut *conn))
-        .await?
-        .ok_or_else(|| Error::not_found(format!("stage {} does not exist", new.stage_id)))?;
+    let session_id = owners.session_of(conn, Target::Stage(new.stage_id)).await?;
     let session = lock_session(conn, session_id).await?;
     let id = new.id.unwrap_or_else(Uuid::now_v7);
     if is_retry(conn, new.id, session_id, "createAgentExecution", new).await? {
-        return fetch::<ExecutionRow>(conn, id).await;
+        return fetch::<ExecutionRow>(conn, session_id, id).await;
     }
-    let stage = lock_stage(conn, new.stage_id).await?;
+    let stage = lock_stage(conn, session_id, new.stage_id).await?;
     ensure_accepts_work(
         &session,
         stage.chat_id.is_some(),
@@ -163,24 +163,27 @@ pub async fn create(conn: &mut PgConnection, new: &NewExecution) -> Result<Execu
     .fetch_one(traced(&mut *conn))
     .await
     .map_err(|e| id_taken(e, id))?;
-    refresh(conn, stage.id).await?;
+    refresh(conn, session_id, stage.id).await?;
     Ok(execution)
 }
 
 /// Refuses an execution whose index its stage already uses, a top-level one past the stage's
-/// expected agents, and a sub-agent of an execution in another stage; returns the parent,
-/// locked.
+/// expected agents, and a sub-agent of an execution in another stage (or session); returns the
+/// parent, locked.
 pub(crate) async fn check_place(
     conn: &mut PgConnection,
     stage: &StageRow,
     new: &NewExecution,
 ) -> Result<Option<ExecutionRow>> {
     let (same_index, top_level): (Option<String>, i64) = sqlx::query_as(
-        "SELECT (SELECT agent_name FROM agent_executions WHERE stage_id = $1 AND agent_index = $2), \
-                (SELECT count(*) FROM agent_executions WHERE stage_id = $1 AND parent_execution_id IS NULL)",
+        "SELECT (SELECT agent_name FROM agent_executions \
+                 WHERE stage_id = $1 AND agent_index = $2 AND session_id = $3), \
+                (SELECT count(*) FROM agent_executions \
+                 WHERE stage_id = $1 AND session_id = $3 AND parent_execution_id IS NULL)",
     )
     .bind(stage.id)
     .bind(new.agent_index)
+    .bind(stage.session_id)
     .fetch_one(traced(&mut *conn))
     .await?;
     if let Some(name) = same_index {
@@ -198,11 +201,31 @@ pub(crate) async fn check_place(
         }
         None => Ok(None),
         Some(parent_id) => {
-            let parent = lock_execution(conn, parent_id).await?;
-            if parent.stage_id != stage.id {
-                return Err(Error::bad_input(format!(
+            let elsewhere = || {
+                Error::bad_input(format!(
                     "parent execution {parent_id} runs in another stage; a sub-agent runs in its parent's stage"
-                )));
+                ))
+            };
+            let parent = match lock_execution(conn, stage.session_id, parent_id).await {
+                Err(Error::NotFound(missing)) => {
+                    // Refused either way: whether it is another session's says why (by id
+                    // alone, on this path only).
+                    let exists: bool = sqlx::query_scalar(
+                        "SELECT EXISTS (SELECT FROM agent_executions WHERE id = $1)",
+                    )
+                    .bind(parent_id)
+                    .fetch_one(traced(&mut *conn))
+                    .await?;
+                    return Err(if exists {
+                        elsewhere()
+                    } else {
+                        Error::NotFound(missing)
+                    });
+                }
+                found => found?,
+            };
+            if parent.stage_id != stage.id {
+                return Err(elsewhere());
             }
             Ok(Some(parent))
         }
@@ -210,10 +233,10 @@ pub(crate) async fn check_place(
 }
 
 /// pending → active.
-pub async fn start(conn: &mut PgConnection, id: Uuid) -> Result<ExecutionRow> {
-    let session_id = session_of_execution(conn, id).await?;
+pub async fn start(conn: &mut PgConnection, owners: &mut Owners, id: Uuid) -> Result<ExecutionRow> {
+    let session_id = owners.session_of(conn, Target::Execution(id)).await?;
     let session = lock_session(conn, session_id).await?;
-    let execution = lock_execution(conn, id).await?;
+    let execution = lock_execution(conn, session_id, id).await?;
     match execution.status {
         ExecutionStatus::Pending => start_locked(conn, &session, execution).await,
         ExecutionStatus::Active => Ok(execution),
@@ -231,16 +254,17 @@ pub(crate) async fn start_locked(
     session: &SessionRow,
     execution: ExecutionRow,
 ) -> Result<ExecutionRow> {
-    let stage = lock_stage(conn, execution.stage_id).await?;
+    let stage = lock_stage(conn, session.id, execution.stage_id).await?;
     ensure_accepts_work(session, stage.chat_id.is_some(), "start an agent execution")?;
     let started: ExecutionRow = sqlx::query_as(
         "UPDATE agent_executions SET status = 'active', started_at = now(), updated_at = now() \
-         WHERE id = $1 RETURNING *",
+         WHERE id = $1 AND session_id = $2 RETURNING *",
     )
     .bind(execution.id)
+    .bind(session.id)
     .fetch_one(traced(&mut *conn))
     .await?;
-    refresh(conn, stage.id).await?;
+    refresh(conn, session.id, stage.id).await?;
     if stage.chat_id.is_none() {
         note_execution_started(conn, session).await?;
     }
@@ -281,13 +305,17 @@ impl Finish {
 
 /// pending / active → a final status. Finishing again with the same status and error is a
 /// harmless retry; any other change to a finished execution is a conflict.
-pub async fn finish(conn: &mut PgConnection, finish: &Finish) -> Result<ExecutionRow> {
+pub async fn finish(
+    conn: &mut PgConnection,
+    owners: &mut Owners,
+    finish: &Finish,
+) -> Result<ExecutionRow> {
     finish.check()?;
     let (id, status) = (finish.id, finish.status);
     let error_message = finish.error_message.as_deref();
-    let session_id = session_of_execution(conn, id).await?;
+    let session_id = owners.session_of(conn, Target::Execution(id)).await?;
     let session = lock_session(conn, session_id).await?;
-    let mut execution = lock_execution(conn, id).await?;
+    let mut execution = lock_execution(conn, session_id, id).await?;
     if execution.status == ExecutionStatus::Pending && status == ExecutionStatus::Completed {
         // Completing work means it ran: start it first, so its stage and session do too.
         execution = start_locked(conn, &session, execution).await?;
@@ -302,12 +330,14 @@ pub async fn finish(conn: &mut PgConnection, finish: &Finish) -> Result<Executio
             snake(execution.status)
         )));
     }
-    let mut finished = finish_locked(conn, id, status, error_message).await?;
+    let mut finished = finish_locked(conn, session_id, id, status, error_message).await?;
     if let Some(summary) = &finish.result_summary {
         finished = sqlx::query_as(
-            "UPDATE agent_executions SET result_summary = $2 WHERE id = $1 RETURNING *",
+            "UPDATE agent_executions SET result_summary = $3 \
+             WHERE id = $1 AND session_id = $2 RETURNING *",
         )
         .bind(id)
+        .bind(session_id)
         .bind(summary)
         .fetch_one(traced(&mut *conn))
         .await?;

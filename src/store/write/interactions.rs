@@ -5,6 +5,7 @@ use serde_json::Value as Json;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use super::locks::{Owners, Target};
 use super::{
     check_json, check_name, check_optional, fetch, id_taken, is_retry, limits,
     lock_running_execution, lock_session,
@@ -12,7 +13,7 @@ use super::{
 use crate::error::{Error, Result};
 use crate::model::{LlmInteractionType, McpInteractionType};
 use crate::store::traced::traced;
-use crate::store::{LlmInteractionRow, McpInteractionRow, Record as _};
+use crate::store::{Key, LlmInteractionRow, McpInteractionRow, Record as _};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct NewLlmInteraction {
@@ -83,18 +84,22 @@ impl NewLlmInteraction {
 
 pub async fn record_llm(
     conn: &mut PgConnection,
+    owners: &mut Owners,
     new: &NewLlmInteraction,
 ) -> Result<LlmInteractionRow> {
     new.check()?;
-    let session_id = super::session_of_execution(conn, new.execution_id).await?;
+    let session_id = owners
+        .session_of(conn, Target::Execution(new.execution_id))
+        .await?;
     let id = new.id.unwrap_or_else(Uuid::now_v7);
     lock_session(conn, session_id).await?;
     if is_retry(conn, new.id, session_id, "recordLlmInteraction", new).await? {
-        return fetch::<LlmInteractionRow>(conn, id).await;
+        return fetch::<LlmInteractionRow>(conn, session_id, id).await;
     }
     let (_, execution) =
-        lock_running_execution(conn, new.execution_id, "an LLM interaction").await?;
-    check_last_message(conn, execution.id, new.last_message_id).await?;
+        lock_running_execution(conn, session_id, new.execution_id, "an LLM interaction").await?;
+    let conversation = Key::new(session_id, execution.id);
+    check_last_message(conn, conversation, new.last_message_id).await?;
     // Providers do not always report a total; it is the sum when both parts are known.
     let total = new.total_tokens.or_else(|| {
         new.input_tokens
@@ -133,19 +138,23 @@ pub async fn record_llm(
     .map_err(|e| id_taken(e, id))
 }
 
-/// Refuses a last message sent that is not a message of the execution's own conversation.
+/// Refuses a last message sent that is not a message of the execution's own conversation (the
+/// execution, by key).
 pub(crate) async fn check_last_message(
     conn: &mut PgConnection,
-    execution_id: Uuid,
+    conversation: Key,
     message_id: Option<Uuid>,
 ) -> Result<()> {
     let Some(message_id) = message_id else {
         return Ok(());
     };
-    let owner: Option<Uuid> = sqlx::query_scalar("SELECT execution_id FROM messages WHERE id = $1")
-        .bind(message_id)
-        .fetch_optional(traced(conn))
-        .await?;
+    let execution_id = conversation.id;
+    let owner: Option<Uuid> =
+        sqlx::query_scalar("SELECT execution_id FROM messages WHERE id = $1 AND session_id = $2")
+            .bind(message_id)
+            .bind(conversation.session)
+            .fetch_optional(traced(conn))
+            .await?;
     if owner != Some(execution_id) {
         return Err(Error::bad_input(format!(
             "`lastMessageId` {message_id} is not a message of agent execution {execution_id}"
@@ -202,19 +211,22 @@ impl NewMcpInteraction {
 
 pub async fn record_mcp(
     conn: &mut PgConnection,
+    owners: &mut Owners,
     new: &NewMcpInteraction,
 ) -> Result<McpInteractionRow> {
     new.check()?;
-    let session_id = super::session_of_execution(conn, new.execution_id).await?;
+    let session_id = owners
+        .session_of(conn, Target::Execution(new.execution_id))
+        .await?;
     let id = new.id.unwrap_or_else(Uuid::now_v7);
     lock_session(conn, session_id).await?;
     if is_retry(conn, new.id, session_id, "recordMcpInteraction", new).await? {
-        return fetch::<McpInteractionRow>(conn, id).await;
+        return fetch::<McpInteractionRow>(conn, session_id, id).await;
     }
     let (_, execution) =
-        lock_running_execution(conn, new.execution_id, "an MCP interaction").await?;
+        lock_running_execution(conn, session_id, new.execution_id, "an MCP interaction").await?;
     if let Some(call_id) = &new.tool_call_id {
-        check_executable(conn, execution.id, call_id).await?;
+        check_executable(conn, Key::new(session_id, execution.id), call_id).await?;
     }
     sqlx::query_as(&format!(
         "INSERT INTO mcp_interactions (id, session_id, stage_id, execution_id, interaction_type, \
@@ -241,19 +253,23 @@ pub async fn record_mcp(
     .map_err(|e| id_taken(e, id))
 }
 
-/// Refuses to record the execution of a call unless the execution's conversation requested
-/// it (the execution row is locked, so that holds until commit) and nothing executed it yet.
+/// Refuses to record the execution of a call unless the execution's conversation (by key)
+/// requested it (the execution row is locked, so that holds until commit) and nothing executed
+/// it yet.
 pub(crate) async fn check_executable(
     conn: &mut PgConnection,
-    execution_id: Uuid,
+    conversation: Key,
     call_id: &str,
 ) -> Result<()> {
     let (requested, executed_by): (bool, Option<Uuid>) = sqlx::query_as(
-        "SELECT EXISTS (SELECT FROM tool_calls WHERE execution_id = $1 AND call_id = $2), \
-           (SELECT id FROM mcp_interactions WHERE execution_id = $1 AND tool_call_id = $2)",
+        "SELECT EXISTS (SELECT FROM tool_calls \
+                        WHERE execution_id = $1 AND call_id = $2 AND session_id = $3), \
+           (SELECT id FROM mcp_interactions \
+             WHERE execution_id = $1 AND tool_call_id = $2 AND session_id = $3)",
     )
-    .bind(execution_id)
+    .bind(conversation.id)
     .bind(call_id)
+    .bind(conversation.session)
     .fetch_one(traced(conn))
     .await?;
     if !requested {

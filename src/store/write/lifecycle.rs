@@ -84,23 +84,25 @@ pub(crate) async fn running_executions(
 /// timeline events with the same outcome, then re-aggregates its stage.
 pub(crate) async fn finish_locked(
     conn: &mut PgConnection,
+    session_id: Uuid,
     id: Uuid,
     status: ExecutionStatus,
     error_message: Option<&str>,
 ) -> Result<ExecutionRow> {
-    close_streaming_events(conn, id, status).await?;
+    close_streaming_events(conn, session_id, id, status).await?;
     let finished: ExecutionRow = sqlx::query_as(
         "UPDATE agent_executions SET status = $2, error_message = $3, completed_at = now(), \
             duration_ms = CASE WHEN started_at IS NULL THEN NULL \
                 ELSE (EXTRACT(EPOCH FROM (now() - started_at)) * 1000)::bigint END, \
             updated_at = now() \
-         WHERE id = $1 RETURNING *",
+         WHERE id = $1 AND session_id = $4 RETURNING *",
     )
     .bind(id)
     .bind(status)
     .bind(error_message)
+    .bind(session_id)
     .fetch_one(traced(&mut *conn))
     .await?;
-    refresh(conn, finished.stage_id).await?;
+    refresh(conn, session_id, finished.stage_id).await?;
     Ok(finished)
 }

@@ -9,12 +9,13 @@
 //! order they come in (an append's stream, then a later operation's session), so a batch takes
 //! all its locks up front with a [`LockPlan`] and its operations find them held.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::store::Key;
 use crate::store::traced::traced;
 
 /// An event's stream lock key: the low 64 bits of a UUIDv7 are random, a fine key (a rare
@@ -53,36 +54,87 @@ async fn lock_in_key_order(conn: &mut PgConnection, keys: BTreeSet<i64>) -> Resu
     Ok(())
 }
 
-/// The still-streaming events of these executions. The set holds while their sessions are
-/// locked: only a writer holding the session creates or finishes an event.
-async fn streaming_events(conn: &mut PgConnection, execution_ids: &[Uuid]) -> Result<Vec<Uuid>> {
-    Ok(sqlx::query_scalar(
-        "SELECT id FROM timeline_events WHERE execution_id = ANY($1) AND status = 'streaming'",
+/// The still-streaming events of these executions (by key), with their sessions. The set
+/// holds while their sessions are locked: only a writer holding the session creates or
+/// finishes an event.
+async fn streaming_events(conn: &mut PgConnection, executions: &[Key]) -> Result<Vec<Key>> {
+    let (ids, sessions): (Vec<Uuid>, Vec<Uuid>) =
+        executions.iter().map(|k| (k.id, k.session)).unzip();
+    let events: Vec<(Uuid, Uuid)> = sqlx::query_as(
+        "SELECT e.session_id, e.id FROM unnest($1::uuid[], $2::uuid[]) AS k (id, session_id) \
+         JOIN timeline_events e ON e.execution_id = k.id AND e.session_id = k.session_id \
+         WHERE e.status = 'streaming'",
     )
-    .bind(execution_ids)
+    .bind(ids)
+    .bind(sessions)
     .fetch_all(traced(conn))
-    .await?)
+    .await?;
+    Ok(events.into_iter().map(|(s, id)| Key::new(s, id)).collect())
 }
 
-/// Locks the streams of the still-streaming events of these executions (whose sessions the
-/// caller holds), in key order, before finishing the executions closes those events; returns
-/// the events.
+/// Locks the streams of the still-streaming events of these executions of a session (which
+/// the caller holds), in key order, before finishing the executions closes those events;
+/// returns the events.
 pub(crate) async fn lock_streams_of(
     conn: &mut PgConnection,
+    session_id: Uuid,
     execution_ids: &[Uuid],
 ) -> Result<Vec<Uuid>> {
-    let events = streaming_events(conn, execution_ids).await?;
-    lock_in_key_order(conn, events.iter().copied().map(stream_key).collect()).await?;
-    Ok(events)
+    let executions: Vec<Key> = execution_ids
+        .iter()
+        .map(|&id| Key::new(session_id, id))
+        .collect();
+    let events = streaming_events(conn, &executions).await?;
+    lock_in_key_order(conn, events.iter().map(|e| stream_key(e.id)).collect()).await?;
+    Ok(events.into_iter().map(|e| e.id).collect())
 }
 
 /// A record an operation writes under: its session is locked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Target {
     Session(Uuid),
     Stage(Uuid),
     Execution(Uuid),
     Event(Uuid),
+}
+
+/// The session of each record a write names. The API names a stage, an execution or an event
+/// by its id alone, so its session is looked up by id (on a distributed database, a read of
+/// every shard) once per write — by the batch's [`LockPlan`], or by the first operation that
+/// needs it — and named in every later statement of the write.
+#[derive(Debug, Default)]
+pub struct Owners(HashMap<Target, Uuid>);
+
+impl Owners {
+    /// The session `target` belongs to; refused when it does not exist.
+    pub(crate) async fn session_of(
+        &mut self,
+        conn: &mut PgConnection,
+        target: Target,
+    ) -> Result<Uuid> {
+        if let Some(&session) = self.0.get(&target) {
+            return Ok(session);
+        }
+        let (table, name, id) = match target {
+            Target::Session(id) => return Ok(id),
+            Target::Stage(id) => ("stages", "stage", id),
+            Target::Execution(id) => ("agent_executions", "agent execution", id),
+            Target::Event(id) => ("timeline_events", "timeline event", id),
+        };
+        let session: Uuid =
+            sqlx::query_scalar(&format!("SELECT session_id FROM {table} WHERE id = $1"))
+                .bind(id)
+                .fetch_optional(traced(conn))
+                .await?
+                .ok_or_else(|| Error::not_found(format!("{name} {id} does not exist")))?;
+        self.0.insert(target, session);
+        Ok(session)
+    }
+
+    /// `target` belongs to `session` (a record the write created, or read with its session).
+    pub fn learn(&mut self, target: Target, session: Uuid) {
+        self.0.insert(target, session);
+    }
 }
 
 /// Every lock a batch needs, gathered from its operations before it runs. A record the batch
@@ -120,10 +172,12 @@ impl LockPlan {
             || (self.targets.is_empty() && self.streams.len() <= 1)
     }
 
-    /// Takes the locks, in the one order, at the start of the batch's transaction.
-    pub async fn acquire(&self, conn: &mut PgConnection) -> Result<()> {
+    /// Takes the locks, in the one order, at the start of the batch's transaction; returns the
+    /// sessions of the records it found, for the operations to name.
+    pub async fn acquire(&self, conn: &mut PgConnection) -> Result<Owners> {
+        let mut owners = Owners::default();
         if self.in_order_as_run() {
-            return Ok(());
+            return Ok(owners);
         }
         // The sessions whose event orders the batch will write to, locked last, in key order.
         let mut orders: BTreeSet<Uuid> = BTreeSet::new();
@@ -137,16 +191,18 @@ impl LockPlan {
                     Target::Event(id) => ids[3].push(id),
                 }
             }
+            // The batch's one look-up by id: each record's session, its row locked with it.
             // Rows are locked in ORDER BY order. Records that do not exist lock nothing: their
             // operation reports them.
             let [sessions, stages, executions, events] = ids;
-            let locked: Vec<Uuid> = sqlx::query_scalar(
-                "SELECT id FROM sessions WHERE id IN ( \
-                     SELECT unnest($1::uuid[]) \
-                     UNION ALL SELECT session_id FROM stages WHERE id = ANY($2) \
-                     UNION ALL SELECT session_id FROM agent_executions WHERE id = ANY($3) \
-                     UNION ALL SELECT session_id FROM timeline_events WHERE id = ANY($4)) \
-                 ORDER BY id FOR NO KEY UPDATE",
+            let found: Vec<(i32, Uuid, Uuid)> = sqlx::query_as(
+                "SELECT r.kind, r.id, s.id FROM sessions s JOIN ( \
+                     SELECT 0 AS kind, id, id AS session_id FROM unnest($1::uuid[]) AS id \
+                     UNION ALL SELECT 1, id, session_id FROM stages WHERE id = ANY($2) \
+                     UNION ALL SELECT 2, id, session_id FROM agent_executions WHERE id = ANY($3) \
+                     UNION ALL SELECT 3, id, session_id FROM timeline_events WHERE id = ANY($4)) r \
+                   ON r.session_id = s.id \
+                 ORDER BY s.id FOR NO KEY UPDATE OF s",
             )
             .bind(sessions)
             .bind(stages)
@@ -154,24 +210,53 @@ impl LockPlan {
             .bind(events)
             .fetch_all(traced(&mut *conn))
             .await?;
-            orders.extend(locked);
+            for (kind, id, session) in found {
+                let target = match kind {
+                    0 => Target::Session(id),
+                    1 => Target::Stage(id),
+                    2 => Target::Execution(id),
+                    _ => Target::Event(id),
+                };
+                owners.learn(target, session);
+                orders.insert(session);
+            }
         }
-        let mut events: Vec<Uuid> = self.streams.iter().copied().collect();
+        let mut streams: Vec<Uuid> = self.streams.iter().copied().collect();
+        let unknown: Vec<Uuid> = streams
+            .iter()
+            .copied()
+            .filter(|&id| !owners.0.contains_key(&Target::Event(id)))
+            .collect();
+        if !unknown.is_empty() {
+            // The sessions of the events only appended to (not found above). Events that do
+            // not exist lock their stream all the same; their append reports them.
+            let streamed: Vec<(Uuid, Uuid)> =
+                sqlx::query_as("SELECT id, session_id FROM timeline_events WHERE id = ANY($1)")
+                    .bind(&unknown)
+                    .fetch_all(traced(&mut *conn))
+                    .await?;
+            for (id, session) in streamed {
+                owners.learn(Target::Event(id), session);
+                orders.insert(session);
+            }
+        }
         if !self.finishing.is_empty() {
-            let finishing: Vec<Uuid> = self.finishing.iter().copied().collect();
-            events.extend(streaming_events(conn, &finishing).await?);
+            // Their sessions were found above, with the executions'.
+            let finishing: Vec<Key> = self
+                .finishing
+                .iter()
+                .filter_map(|&id| Some(Key::new(*owners.0.get(&Target::Execution(id))?, id)))
+                .collect();
+            streams.extend(
+                streaming_events(conn, &finishing)
+                    .await?
+                    .iter()
+                    .map(|e| e.id),
+            );
         }
-        if !events.is_empty() {
-            let streamed: Vec<Uuid> = sqlx::query_scalar(
-                "SELECT DISTINCT session_id FROM timeline_events WHERE id = ANY($1)",
-            )
-            .bind(&events)
-            .fetch_all(traced(&mut *conn))
-            .await?;
-            orders.extend(streamed);
-        }
-        lock_in_key_order(conn, events.into_iter().map(stream_key).collect()).await?;
+        lock_in_key_order(conn, streams.into_iter().map(stream_key).collect()).await?;
         // The trigger that records the batch's changes then finds these held.
-        lock_in_key_order(conn, orders.into_iter().map(session_events_key).collect()).await
+        lock_in_key_order(conn, orders.into_iter().map(session_events_key).collect()).await?;
+        Ok(owners)
     }
 }

@@ -7,6 +7,7 @@ use uuid::Uuid;
 
 use std::collections::HashSet;
 
+use super::locks::{Owners, Target};
 use super::{
     check_json, check_name, check_optional, check_text, fetch, id_taken, is_retry, limits,
     lock_running_execution, lock_session,
@@ -14,7 +15,7 @@ use super::{
 use crate::error::{Error, Result};
 use crate::model::MessageRole;
 use crate::store::traced::traced;
-use crate::store::{MessageRow, RequestedCall, requested_calls};
+use crate::store::{Key, MessageRow, RequestedCall, requested_calls};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct NewMessage {
@@ -64,24 +65,33 @@ impl NewMessage {
     }
 }
 
-pub async fn append(conn: &mut PgConnection, new: &NewMessage) -> Result<MessageRow> {
+pub async fn append(
+    conn: &mut PgConnection,
+    owners: &mut Owners,
+    new: &NewMessage,
+) -> Result<MessageRow> {
     let requested = new.check()?;
-    let session_id = super::session_of_execution(conn, new.execution_id).await?;
+    let session_id = owners
+        .session_of(conn, Target::Execution(new.execution_id))
+        .await?;
     let id = new.id.unwrap_or_else(Uuid::now_v7);
     lock_session(conn, session_id).await?;
     if is_retry(conn, new.id, session_id, "appendMessage", new).await? {
-        return fetch::<MessageRow>(conn, id).await;
+        return fetch::<MessageRow>(conn, session_id, id).await;
     }
-    let (_, execution) = lock_running_execution(conn, new.execution_id, "a message").await?;
+    let (_, execution) =
+        lock_running_execution(conn, session_id, new.execution_id, "a message").await?;
     // The execution row is locked, so its messages are numbered one at a time without gaps,
     // and the calls it requests and answers are checked against a conversation that holds
     // still.
-    check_calls(conn, execution.id, new.tool_call_id.as_deref(), &requested).await?;
+    let conversation = Key::new(session_id, execution.id);
+    check_calls(conn, conversation, new.tool_call_id.as_deref(), &requested).await?;
     let message: MessageRow = sqlx::query_as(
         "INSERT INTO messages (id, session_id, stage_id, execution_id, sequence_number, role, \
             content, tool_call_id, tool_name, tool_calls) \
          VALUES ($1, $2, $3, $4, \
-            (SELECT coalesce(max(sequence_number), 0) + 1 FROM messages WHERE execution_id = $4), \
+            (SELECT coalesce(max(sequence_number), 0) + 1 FROM messages \
+             WHERE execution_id = $4 AND session_id = $2), \
             $5, $6, $7, $8, $9) RETURNING *",
     )
     .bind(id)
@@ -100,18 +110,18 @@ pub async fn append(conn: &mut PgConnection, new: &NewMessage) -> Result<Message
     Ok(message)
 }
 
-/// Refuses a message that answers a call its conversation did not request or already
-/// answered, or that requests a call the conversation already requested.
+/// Refuses a message that answers a call its conversation (an execution, by key) did not
+/// request or already answered, or that requests a call the conversation already requested.
 pub(crate) async fn check_calls(
     conn: &mut PgConnection,
-    execution_id: Uuid,
+    conversation: Key,
     answers: Option<&str>,
     requested: &[RequestedCall],
 ) -> Result<()> {
     if let Some(call_id) = answers {
-        check_answerable(conn, execution_id, call_id).await?;
+        check_answerable(conn, conversation, call_id).await?;
     }
-    check_new_calls(conn, execution_id, requested).await
+    check_new_calls(conn, conversation, requested).await
 }
 
 /// Links the calls a message requests to it; returns how many there were.
@@ -177,7 +187,7 @@ fn check_requested_calls(tool_calls: &Json) -> Result<Vec<RequestedCall>> {
 /// one call.
 async fn check_new_calls(
     conn: &mut PgConnection,
-    execution_id: Uuid,
+    conversation: Key,
     requested: &[RequestedCall],
 ) -> Result<()> {
     if requested.is_empty() {
@@ -186,11 +196,12 @@ async fn check_new_calls(
     let ids: Vec<&str> = requested.iter().map(|c| c.call_id.as_str()).collect();
     let taken: Option<(String, i32)> = sqlx::query_as(
         "SELECT t.call_id, m.sequence_number FROM tool_calls t \
-         JOIN messages m ON m.id = t.message_id \
-         WHERE t.execution_id = $1 AND t.call_id = ANY($2) LIMIT 1",
+         JOIN messages m ON m.id = t.message_id AND m.session_id = t.session_id \
+         WHERE t.execution_id = $1 AND t.session_id = $3 AND t.call_id = ANY($2) LIMIT 1",
     )
-    .bind(execution_id)
+    .bind(conversation.id)
     .bind(&ids)
+    .bind(conversation.session)
     .fetch_optional(traced(conn))
     .await?;
     match taken {
@@ -204,18 +215,16 @@ async fn check_new_calls(
 
 /// Refuses a `TOOL` message unless an earlier message of its conversation requested the call
 /// it answers, and nothing answered it yet.
-async fn check_answerable(
-    conn: &mut PgConnection,
-    execution_id: Uuid,
-    call_id: &str,
-) -> Result<()> {
+async fn check_answerable(conn: &mut PgConnection, conversation: Key, call_id: &str) -> Result<()> {
     let (requested, answered_by): (bool, Option<i32>) = sqlx::query_as(
-        "SELECT EXISTS (SELECT FROM tool_calls WHERE execution_id = $1 AND call_id = $2), \
+        "SELECT EXISTS (SELECT FROM tool_calls \
+                        WHERE execution_id = $1 AND call_id = $2 AND session_id = $3), \
            (SELECT min(sequence_number) FROM messages \
-             WHERE execution_id = $1 AND tool_call_id = $2)",
+             WHERE execution_id = $1 AND tool_call_id = $2 AND session_id = $3)",
     )
-    .bind(execution_id)
+    .bind(conversation.id)
     .bind(call_id)
+    .bind(conversation.session)
     .fetch_one(traced(conn))
     .await?;
     if !requested {

@@ -28,7 +28,7 @@ use serde_json::Value as Json;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use super::{ExecutionRow, Record, SessionRow, StageRow};
+use super::{ExecutionRow, InSession, Record as _, SessionRow, StageRow};
 use crate::error::sqlstate::DbFailure;
 use crate::error::{Error, Result};
 pub(crate) use crate::model::db_name as snake;
@@ -156,62 +156,90 @@ fn has_nul(value: &Json) -> bool {
     false
 }
 
-/// A row by id, as it is now (the record a retried create returns).
-pub(crate) async fn fetch<R: Record>(conn: &mut PgConnection, id: Uuid) -> Result<R> {
-    by_id(conn, id, "").await
+/// A record by its key (id within its session), as it is now (the record a retried create
+/// returns).
+pub(crate) async fn fetch<R: InSession>(
+    conn: &mut PgConnection,
+    session_id: Uuid,
+    id: Uuid,
+) -> Result<R> {
+    by_key(conn, session_id, id, "").await
 }
 
-/// A row by id, locked until the transaction ends (tables only, not views).
-async fn lock<R: Record>(conn: &mut PgConnection, id: Uuid) -> Result<R> {
-    by_id(conn, id, "FOR NO KEY UPDATE").await
+/// A record by its key, locked until the transaction ends (tables only, not views).
+async fn lock<R: InSession>(conn: &mut PgConnection, session_id: Uuid, id: Uuid) -> Result<R> {
+    by_key(conn, session_id, id, "FOR NO KEY UPDATE").await
 }
 
-/// A row by id, read through its record's columns, with `locking` (a locking clause, or "").
-async fn by_id<R: Record>(conn: &mut PgConnection, id: Uuid, locking: &str) -> Result<R> {
+/// A record by its key, read through its record's columns, with `locking` (a locking clause,
+/// or "").
+async fn by_key<R: InSession>(
+    conn: &mut PgConnection,
+    session_id: Uuid,
+    id: Uuid,
+    locking: &str,
+) -> Result<R> {
     sqlx::query_as(&format!(
-        "SELECT {} FROM {} WHERE id = $1 {locking}",
+        "SELECT {} FROM {} WHERE id = $1 AND session_id = $2 {locking}",
         R::COLUMNS,
         R::TABLE
     ))
     .bind(id)
+    .bind(session_id)
     .fetch_optional(traced(conn))
     .await?
     .ok_or_else(|| Error::not_found(format!("{} {id} does not exist", R::NAME)))
 }
 
+/// A session, with `locking` (a locking clause, or "").
+async fn session_by_id(conn: &mut PgConnection, id: Uuid, locking: &str) -> Result<SessionRow> {
+    sqlx::query_as(&format!(
+        "SELECT {} FROM sessions WHERE id = $1 {locking}",
+        SessionRow::COLUMNS
+    ))
+    .bind(id)
+    .fetch_optional(traced(conn))
+    .await?
+    .ok_or_else(|| Error::not_found(format!("session {id} does not exist")))
+}
+
+/// A session as it is now.
+pub(crate) async fn fetch_session(conn: &mut PgConnection, id: Uuid) -> Result<SessionRow> {
+    session_by_id(conn, id, "").await
+}
+
 /// Locks a session for a change to it or beneath it.
 pub(crate) async fn lock_session(conn: &mut PgConnection, id: Uuid) -> Result<SessionRow> {
-    lock(conn, id).await
+    session_by_id(conn, id, "FOR NO KEY UPDATE").await
 }
 
-pub(crate) async fn lock_stage(conn: &mut PgConnection, id: Uuid) -> Result<StageRow> {
-    lock(conn, id).await
+pub(crate) async fn lock_stage(
+    conn: &mut PgConnection,
+    session_id: Uuid,
+    id: Uuid,
+) -> Result<StageRow> {
+    lock(conn, session_id, id).await
 }
 
-pub(crate) async fn lock_execution(conn: &mut PgConnection, id: Uuid) -> Result<ExecutionRow> {
-    lock(conn, id).await
+pub(crate) async fn lock_execution(
+    conn: &mut PgConnection,
+    session_id: Uuid,
+    id: Uuid,
+) -> Result<ExecutionRow> {
+    lock(conn, session_id, id).await
 }
 
-/// The session an execution belongs to (read without a lock, to learn what to lock first).
-pub(crate) async fn session_of_execution(conn: &mut PgConnection, id: Uuid) -> Result<Uuid> {
-    sqlx::query_scalar("SELECT session_id FROM agent_executions WHERE id = $1")
-        .bind(id)
-        .fetch_optional(traced(conn))
-        .await?
-        .ok_or_else(|| Error::not_found(format!("agent execution {id} does not exist")))
-}
-
-/// Locks an execution and what is above it, in lock order, for recording work under it.
-/// Refuses finished executions and sessions that no longer accept work; a pending execution
-/// is started (its first record means it is running).
+/// Locks an execution of this session and what is above it, in lock order, for recording
+/// work under it. Refuses finished executions and sessions that no longer accept work; a
+/// pending execution is started (its first record means it is running).
 pub(crate) async fn lock_running_execution(
     conn: &mut PgConnection,
+    session_id: Uuid,
     id: Uuid,
     what: &str,
 ) -> Result<(SessionRow, ExecutionRow)> {
-    let session_id = session_of_execution(conn, id).await?;
     let session = lock_session(conn, session_id).await?;
-    let execution = lock_execution(conn, id).await?;
+    let execution = lock_execution(conn, session_id, id).await?;
     if is_finished_execution(execution.status) {
         return Err(Error::Conflict(format!(
             "cannot add {what}: agent execution {id} is already {}",

@@ -17,8 +17,8 @@ use uuid::Uuid;
 use super::lifecycle::{finish_locked, running_executions, set_session_status};
 use super::locks::lock_streams_of;
 use super::{
-    check_json, check_name, check_optional, check_required, ensure_not_deleted, fetch, id_taken,
-    is_finished_session, is_retry, limits, lock_session, snake,
+    check_json, check_name, check_optional, check_required, ensure_not_deleted, fetch_session,
+    id_taken, is_finished_session, is_retry, limits, lock_session, snake,
 };
 use crate::error::{Error, Result};
 use crate::model::{ExecutionStatus, SessionStatus};
@@ -52,7 +52,7 @@ pub async fn create(conn: &mut PgConnection, new: &NewSession) -> Result<Session
     new.check()?;
     let id = new.id.unwrap_or_else(Uuid::now_v7);
     if is_retry(conn, new.id, id, "createSession", new).await? {
-        return fetch::<SessionRow>(conn, id).await;
+        return fetch_session(conn, id).await;
     }
     sqlx::query_as(concat!(
         "INSERT INTO sessions (id, alert_type, alert_data, chain_id, author, runbook_url, \
@@ -191,9 +191,9 @@ pub async fn fail(
     let running = running_executions(conn, id).await?;
     // All their streams at once, in key order, rather than execution by execution.
     let ids: Vec<Uuid> = running.iter().map(|e| e.id).collect();
-    lock_streams_of(conn, &ids).await?;
+    lock_streams_of(conn, id, &ids).await?;
     for execution in running {
-        finish_locked(conn, execution.id, execution_status, Some(&reason)).await?;
+        finish_locked(conn, id, execution.id, execution_status, Some(&reason)).await?;
     }
     set_session_status(conn, id, status, Some(error_message)).await
 }
@@ -213,6 +213,7 @@ pub async fn request_cancellation(conn: &mut PgConnection, id: Uuid) -> Result<S
         if execution.status == ExecutionStatus::Pending {
             finish_locked(
                 conn,
+                id,
                 execution.id,
                 ExecutionStatus::Cancelled,
                 Some("session cancelled"),

@@ -96,7 +96,7 @@ pub async fn create(conn: &mut PgConnection, new: &NewStage) -> Result<StageRow>
     let session = lock_session(conn, new.session_id).await?;
     let id = new.id.unwrap_or_else(Uuid::now_v7);
     if is_retry(conn, new.id, session.id, "createStage", new).await? {
-        return fetch::<StageRow>(conn, id).await;
+        return fetch::<StageRow>(conn, session.id, id).await;
     }
     ensure_accepts_work(&session, new.chat_id.is_some(), "create a stage")?;
     insert(conn, id, new).await
@@ -141,12 +141,14 @@ pub(crate) async fn check_place(conn: &mut PgConnection, new: &NewStage) -> Resu
         )));
     }
     if let Some(chat_id) = new.chat_id {
-        let chat_session: Option<Uuid> =
-            sqlx::query_scalar("SELECT session_id FROM chats WHERE id = $1")
-                .bind(chat_id)
-                .fetch_optional(traced(&mut *conn))
-                .await?;
-        if chat_session != Some(new.session_id) {
+        let in_session: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT FROM chats WHERE id = $1 AND session_id = $2)",
+        )
+        .bind(chat_id)
+        .bind(new.session_id)
+        .fetch_one(traced(&mut *conn))
+        .await?;
+        if !in_session {
             return Err(Error::bad_input(format!(
                 "chat {chat_id} is not a chat of session {}",
                 new.session_id
@@ -155,10 +157,12 @@ pub(crate) async fn check_place(conn: &mut PgConnection, new: &NewStage) -> Resu
     }
     if let Some(message_id) = new.chat_user_message_id {
         let (chat, answered): (Option<Uuid>, bool) = sqlx::query_as(
-            "SELECT (SELECT chat_id FROM chat_user_messages WHERE id = $1), \
-                    EXISTS (SELECT 1 FROM stages WHERE chat_user_message_id = $1)",
+            "SELECT (SELECT chat_id FROM chat_user_messages WHERE id = $1 AND session_id = $2), \
+                    EXISTS (SELECT 1 FROM stages \
+                            WHERE chat_user_message_id = $1 AND session_id = $2)",
         )
         .bind(message_id)
+        .bind(new.session_id)
         .fetch_one(traced(&mut *conn))
         .await?;
         if chat != new.chat_id {
@@ -236,13 +240,20 @@ pub fn aggregate<'a>(
 }
 
 /// Recomputes a stage's status and timing from its executions (the stage is locked).
-pub(crate) async fn refresh(conn: &mut PgConnection, stage_id: Uuid) -> Result<StageRow> {
-    let stage = lock_stage(conn, stage_id).await?;
-    let executions: Vec<ExecutionRow> =
-        sqlx::query_as("SELECT * FROM agent_executions WHERE stage_id = $1 ORDER BY agent_index")
-            .bind(stage_id)
-            .fetch_all(traced(&mut *conn))
-            .await?;
+pub(crate) async fn refresh(
+    conn: &mut PgConnection,
+    session_id: Uuid,
+    stage_id: Uuid,
+) -> Result<StageRow> {
+    let stage = lock_stage(conn, session_id, stage_id).await?;
+    let executions: Vec<ExecutionRow> = sqlx::query_as(
+        "SELECT * FROM agent_executions WHERE stage_id = $1 AND session_id = $2 \
+         ORDER BY agent_index",
+    )
+    .bind(stage_id)
+    .bind(session_id)
+    .fetch_all(traced(&mut *conn))
+    .await?;
     let (status, error_message) = aggregate(&stage, &executions);
     if status == stage.status && error_message == stage.error_message {
         return Ok(stage);
@@ -251,22 +262,25 @@ pub(crate) async fn refresh(conn: &mut PgConnection, stage_id: Uuid) -> Result<S
     let stage: StageRow = sqlx::query_as(
         "UPDATE stages SET status = $2, error_message = $3, \
             started_at = CASE WHEN $2 = 'pending' THEN NULL ELSE coalesce(started_at, \
-                (SELECT min(started_at) FROM agent_executions WHERE stage_id = $1), now()) END, \
+                (SELECT min(started_at) FROM agent_executions \
+                 WHERE stage_id = $1 AND session_id = $5), now()) END, \
             completed_at = CASE WHEN $4 THEN now() ELSE NULL END, \
             duration_ms = CASE WHEN $4 THEN (EXTRACT(EPOCH FROM (now() - coalesce(started_at, now()))) * 1000)::bigint END, \
             updated_at = now() \
-         WHERE id = $1 RETURNING *",
+         WHERE id = $1 AND session_id = $5 RETURNING *",
     )
     .bind(stage_id)
     .bind(status)
     .bind(error_message)
     .bind(finished)
+    .bind(session_id)
     .fetch_one(traced(&mut *conn))
     .await?;
     // An answer that ends is a chat's latest activity, as the question that started it was.
     if let (true, Some(chat_id)) = (finished, stage.chat_id) {
-        sqlx::query("UPDATE chats SET updated_at = now() WHERE id = $1")
+        sqlx::query("UPDATE chats SET updated_at = now() WHERE id = $1 AND session_id = $2")
             .bind(chat_id)
+            .bind(session_id)
             .execute(traced(conn))
             .await?;
     }

@@ -16,16 +16,16 @@ use serde_json::Value as Json;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use super::locks::{lock_stream, lock_streams_of};
+use super::locks::{Owners, Target, lock_stream, lock_streams_of};
 use super::{
     check_json, check_text, fetch, id_taken, is_retry, limits, lock_running_execution,
     lock_session, snake,
 };
 use crate::error::{Error, Result};
 use crate::model::{ExecutionStatus, TimelineEventStatus, TimelineEventType};
-use crate::store::TimelineEventRow;
 use crate::store::records::timeline_event_columns;
 use crate::store::traced::traced;
+use crate::store::{Key, TimelineEventRow};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct NewEvent {
@@ -46,7 +46,11 @@ impl NewEvent {
     }
 }
 
-pub async fn create(conn: &mut PgConnection, new: &NewEvent) -> Result<TimelineEventRow> {
+pub async fn create(
+    conn: &mut PgConnection,
+    owners: &mut Owners,
+    new: &NewEvent,
+) -> Result<TimelineEventRow> {
     if !matches!(
         new.status,
         TimelineEventStatus::Streaming | TimelineEventStatus::Completed
@@ -56,15 +60,17 @@ pub async fn create(conn: &mut PgConnection, new: &NewEvent) -> Result<TimelineE
         ));
     }
     new.check()?;
-    let session_id = super::session_of_execution(conn, new.execution_id).await?;
+    let session_id = owners
+        .session_of(conn, Target::Execution(new.execution_id))
+        .await?;
     let id = new.id.unwrap_or_else(Uuid::now_v7);
     // Session first, as everywhere: the receipt is claimed under the session lock.
     lock_session(conn, session_id).await?;
     if is_retry(conn, new.id, session_id, "createTimelineEvent", new).await? {
-        return fetch::<TimelineEventRow>(conn, id).await;
+        return fetch::<TimelineEventRow>(conn, session_id, id).await;
     }
     let (session, execution) =
-        lock_running_execution(conn, new.execution_id, "a timeline event").await?;
+        lock_running_execution(conn, session_id, new.execution_id, "a timeline event").await?;
     insert(conn, id, session.id, execution.stage_id, execution.id, new).await
 }
 
@@ -152,7 +158,9 @@ impl Appended {
 type AtEnd = (TimelineEventStatus, i64, bool);
 
 /// Locks the event's stream and stores the chunk when it lands where the stored text ends, in
-/// one statement; `None` when the event does not exist.
+/// one statement; `None` when the event does not exist. The API names the event by id alone,
+/// and so does this statement: it is the append's look-up by id (it finds the event's session,
+/// and stores the chunk with it).
 async fn append_if_at_end(conn: &mut PgConnection, append: &Append) -> Result<Option<AtEnd>> {
     Ok(
         sqlx::query_as("SELECT status, length, stored FROM append_timeline_chunk($1, $2, $3, $4)")
@@ -177,7 +185,11 @@ pub async fn append_at_end(conn: &mut PgConnection, append: &Append) -> Result<O
     })
 }
 
-pub async fn append(conn: &mut PgConnection, append: &Append) -> Result<Appended> {
+pub async fn append(
+    conn: &mut PgConnection,
+    owners: &mut Owners,
+    append: &Append,
+) -> Result<Appended> {
     let delta_len = check_append(append)?;
     // Only this event's stream is locked (until the transaction ends): appends to different
     // events never wait for each other.
@@ -201,23 +213,30 @@ pub async fn append(conn: &mut PgConnection, append: &Append) -> Result<Appended
         )));
     }
     let overlap = (length - append.offset).min(delta_len);
-    if overlap > 0 {
-        // A retry (or a partly applied chunk): what is stored must be what is sent again.
-        let stored: String = sqlx::query_scalar(
-            "SELECT substr(content, $2::int + 1, $3::int) FROM timeline_events_live WHERE id = $1",
-        )
-        .bind(append.event_id)
-        .bind(append.offset)
-        .bind(overlap)
-        .fetch_one(traced(&mut *conn))
+    if overlap == 0 {
+        // Not stored, yet where the text ends: only past the event's size limit.
+        return Err(too_long(append.event_id));
+    }
+    // A retry (or a partly applied chunk): what is stored must be what is sent again.
+    let session_id = owners
+        .session_of(conn, Target::Event(append.event_id))
         .await?;
-        let sent: String = append.delta.chars().take(overlap as usize).collect();
-        if stored != sent {
-            return Err(Error::Conflict(format!(
-                "timeline event {} already holds different content at offset {}",
-                append.event_id, append.offset
-            )));
-        }
+    let stored: String = sqlx::query_scalar(
+        "SELECT substr(content, $3::int + 1, $4::int) FROM timeline_events_live \
+         WHERE id = $1 AND session_id = $2",
+    )
+    .bind(append.event_id)
+    .bind(session_id)
+    .bind(append.offset)
+    .bind(overlap)
+    .fetch_one(traced(&mut *conn))
+    .await?;
+    let sent: String = append.delta.chars().take(overlap as usize).collect();
+    if stored != sent {
+        return Err(Error::Conflict(format!(
+            "timeline event {} already holds different content at offset {}",
+            append.event_id, append.offset
+        )));
     }
     let new_part: String = append.delta.chars().skip(overlap as usize).collect();
     if new_part.is_empty() {
@@ -229,18 +248,16 @@ pub async fn append(conn: &mut PgConnection, append: &Append) -> Result<Appended
     }
     let stored = delta_len - overlap;
     if length + stored > limits::TEXT as i64 {
-        return Err(Error::bad_input(format!(
-            "timeline event {} would exceed {} characters",
-            append.event_id,
-            limits::TEXT
-        )));
+        return Err(too_long(append.event_id));
     }
     sqlx::query(
-        "INSERT INTO timeline_event_chunks (event_id, start_offset, content) VALUES ($1, $2, $3)",
+        "INSERT INTO timeline_event_chunks (event_id, start_offset, content, session_id) \
+         VALUES ($1, $2, $3, $4)",
     )
     .bind(append.event_id)
     .bind(length as i32)
     .bind(&new_part)
+    .bind(session_id)
     .execute(traced(conn))
     .await?;
     Ok(Appended {
@@ -248,6 +265,14 @@ pub async fn append(conn: &mut PgConnection, append: &Append) -> Result<Appended
         stored,
         stored_bytes: new_part.len(),
     })
+}
+
+/// An append refused because its event would grow past [`limits::TEXT`].
+fn too_long(event_id: Uuid) -> Error {
+    Error::bad_input(format!(
+        "timeline event {event_id} would exceed {} characters",
+        limits::TEXT
+    ))
 }
 
 /// How a streaming event ends.
@@ -263,7 +288,11 @@ pub struct Finish {
     pub mcp_interaction_id: Option<Uuid>,
 }
 
-pub async fn finish(conn: &mut PgConnection, finish: &Finish) -> Result<TimelineEventRow> {
+pub async fn finish(
+    conn: &mut PgConnection,
+    owners: &mut Owners,
+    finish: &Finish,
+) -> Result<TimelineEventRow> {
     if finish.status == TimelineEventStatus::Streaming {
         return Err(Error::bad_input("`STREAMING` is not a final status"));
     }
@@ -273,18 +302,13 @@ pub async fn finish(conn: &mut PgConnection, finish: &Finish) -> Result<Timeline
     if let Some(metadata) = &finish.metadata {
         check_json("metadata", metadata, limits::SMALL_JSON)?;
     }
-    let session_id: Uuid =
-        sqlx::query_scalar("SELECT session_id FROM timeline_events WHERE id = $1")
-            .bind(finish.event_id)
-            .fetch_optional(traced(&mut *conn))
-            .await?
-            .ok_or_else(|| {
-                Error::not_found(format!("timeline event {} does not exist", finish.event_id))
-            })?;
+    let session_id = owners
+        .session_of(conn, Target::Event(finish.event_id))
+        .await?;
     lock_session(conn, session_id).await?;
     // Lock before reading, so no append lands between what we read and what we fold.
     lock_stream(conn, finish.event_id).await?;
-    let current = fetch::<TimelineEventRow>(conn, finish.event_id).await?;
+    let current = fetch::<TimelineEventRow>(conn, session_id, finish.event_id).await?;
     if current.status != TimelineEventStatus::Streaming {
         let same = current.status == finish.status
             && finish
@@ -318,7 +342,8 @@ pub async fn finish(conn: &mut PgConnection, finish: &Finish) -> Result<Timeline
     )
     .await?;
     let content = finish.content.clone().unwrap_or(current.content);
-    fold(conn, finish.event_id, finish.status, &content, finish).await
+    let event = Key::new(session_id, finish.event_id);
+    fold(conn, event, finish.status, &content, finish).await
 }
 
 /// Refuses links to LLM and MCP interactions that do not exist or belong to another session.
@@ -340,11 +365,23 @@ async fn check_link(
     session_id: Uuid,
 ) -> Result<()> {
     let Some(id) = id else { return Ok(()) };
-    let owner: Option<Uuid> =
-        sqlx::query_scalar(&format!("SELECT session_id FROM {table} WHERE id = $1"))
-            .bind(id)
-            .fetch_optional(traced(conn))
-            .await?;
+    let linked: bool = sqlx::query_scalar(&format!(
+        "SELECT EXISTS (SELECT FROM {table} WHERE id = $1 AND session_id = $2)"
+    ))
+    .bind(id)
+    .bind(session_id)
+    .fetch_one(traced(&mut *conn))
+    .await?;
+    if linked {
+        return Ok(());
+    }
+    // Refused: whether it is another session's says why (by id alone, on this path only).
+    let owner: Option<Uuid> = sqlx::query_scalar(&format!(
+        "SELECT session_id FROM {table} WHERE id = $1 LIMIT 1"
+    ))
+    .bind(id)
+    .fetch_optional(traced(conn))
+    .await?;
     match owner {
         None => Err(Error::bad_input(format!("{what} {id} does not exist"))),
         Some(owner) if owner != session_id => Err(Error::bad_input(format!(
@@ -358,36 +395,39 @@ async fn check_link(
 /// its chunks.
 async fn fold(
     conn: &mut PgConnection,
-    event_id: Uuid,
+    event: Key,
     status: TimelineEventStatus,
     content: &str,
     finish: &Finish,
 ) -> Result<TimelineEventRow> {
-    sqlx::query("DELETE FROM timeline_event_chunks WHERE event_id = $1")
-        .bind(event_id)
+    sqlx::query("DELETE FROM timeline_event_chunks WHERE event_id = $1 AND session_id = $2")
+        .bind(event.id)
+        .bind(event.session)
         .execute(traced(&mut *conn))
         .await?;
     Ok(sqlx::query_as(concat!(
         "UPDATE timeline_events SET status = $2, content = $3, metadata = coalesce($4, metadata), \
             llm_interaction_id = coalesce($5, llm_interaction_id), \
             mcp_interaction_id = coalesce($6, mcp_interaction_id), updated_at = now() \
-         WHERE id = $1 RETURNING ",
+         WHERE id = $1 AND session_id = $7 RETURNING ",
         timeline_event_columns!()
     ))
-    .bind(event_id)
+    .bind(event.id)
     .bind(status)
     .bind(content)
     .bind(&finish.metadata)
     .bind(finish.llm_interaction_id)
     .bind(finish.mcp_interaction_id)
+    .bind(event.session)
     .fetch_one(traced(conn))
     .await?)
 }
 
-/// Closes the still-streaming events of a finishing execution with the same outcome, keeping
-/// the content streamed so far.
+/// Closes the still-streaming events of a finishing execution of this session with the same
+/// outcome, keeping the content streamed so far.
 pub(crate) async fn close_streaming_events(
     conn: &mut PgConnection,
+    session_id: Uuid,
     execution_id: Uuid,
     outcome: ExecutionStatus,
 ) -> Result<()> {
@@ -397,7 +437,7 @@ pub(crate) async fn close_streaming_events(
         ExecutionStatus::Cancelled => TimelineEventStatus::Cancelled,
         _ => TimelineEventStatus::Completed,
     };
-    for event_id in lock_streams_of(conn, &[execution_id]).await? {
+    for event_id in lock_streams_of(conn, session_id, &[execution_id]).await? {
         let finish = Finish {
             event_id,
             status,
@@ -407,12 +447,21 @@ pub(crate) async fn close_streaming_events(
             mcp_interaction_id: None,
         };
         // Read under the lock: every append so far is in.
-        let content: String =
-            sqlx::query_scalar("SELECT content FROM timeline_events_live WHERE id = $1")
-                .bind(event_id)
-                .fetch_one(traced(&mut *conn))
-                .await?;
-        fold(conn, event_id, status, &content, &finish).await?;
+        let content: String = sqlx::query_scalar(
+            "SELECT content FROM timeline_events_live WHERE id = $1 AND session_id = $2",
+        )
+        .bind(event_id)
+        .bind(session_id)
+        .fetch_one(traced(&mut *conn))
+        .await?;
+        fold(
+            conn,
+            Key::new(session_id, event_id),
+            status,
+            &content,
+            &finish,
+        )
+        .await?;
     }
     Ok(())
 }

@@ -19,9 +19,9 @@ use crate::store::write::messages::{check_calls, insert_calls};
 use crate::store::write::stages::check_place as check_stage_place;
 use crate::store::write::timeline::check_links;
 use crate::store::{
-    ChatRow, ChatUserMessageRow, ExecutionRow, LlmInteractionRow, LlmPayloadRow, LlmRequestRow,
-    McpInteractionRow, McpPayloadRow, MessageRow, SessionRow, StageRow, TimelineEventRow,
-    requested_calls,
+    ChatRow, ChatUserMessageRow, ExecutionRow, Key, LlmInteractionRow, LlmPayloadRow,
+    LlmRequestRow, McpInteractionRow, McpPayloadRow, MessageRow, SessionRow, StageRow,
+    TimelineEventRow, requested_calls,
 };
 
 /// A record the restore inserts whole, as one row.
@@ -293,7 +293,8 @@ pub(super) async fn write(conn: &mut PgConnection, records: &Records) -> Result<
             let calls = message.tool_calls.as_ref().map(json).transpose()?;
             let requested = calls.as_ref().map(requested_calls).unwrap_or_default();
             let answers = message.tool_call_id.as_deref();
-            check_calls(conn, message.execution_id, answers, &requested).await?;
+            let conversation = Key::new(message.session_id, message.execution_id);
+            check_calls(conn, conversation, answers, &requested).await?;
             let inserted = insert(conn, message).await?;
             Ok(inserted + insert_calls(conn, message, &requested).await? as usize)
         }
@@ -307,7 +308,8 @@ pub(super) async fn write(conn: &mut PgConnection, records: &Records) -> Result<
     {
         let row = &llm.0;
         new += async {
-            check_last_message(conn, row.execution_id, row.last_message_id).await?;
+            let conversation = Key::new(row.session_id, row.execution_id);
+            check_last_message(conn, conversation, row.last_message_id).await?;
             insert(conn, llm).await
         }
         .await
@@ -321,7 +323,8 @@ pub(super) async fn write(conn: &mut PgConnection, records: &Records) -> Result<
         let row = &mcp.0;
         new += async {
             if let Some(call_id) = &row.tool_call_id {
-                check_executable(conn, row.execution_id, call_id).await?;
+                let conversation = Key::new(row.session_id, row.execution_id);
+                check_executable(conn, conversation, call_id).await?;
             }
             insert(conn, mcp).await
         }
