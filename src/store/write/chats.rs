@@ -9,7 +9,7 @@ use super::stages::{NewStage, ensure_accepts_work};
 use super::timeline::NewEvent;
 use super::{
     check_name, check_optional, check_required, check_text, ensure_not_deleted, fetch,
-    fetch_session, id_taken, is_retry, limits, lock_session,
+    fetch_session, id_taken, is_retry, limits, lock_session, refuse_taken_id,
 };
 use crate::error::{Error, Result};
 use crate::model::{TimelineEventStatus, TimelineEventType};
@@ -235,6 +235,14 @@ pub async fn post(
         .execute(traced(&mut *conn))
         .await?;
 
+    // The answering stage and execution may carry ids the client chose (no receipt of their
+    // own: the question's covers the request).
+    if let Some(id) = new.stage_id {
+        refuse_taken_id(conn, "stages", id).await?;
+    }
+    if let Some(id) = new.execution_id {
+        refuse_taken_id(conn, "agent_executions", id).await?;
+    }
     let stage_id = new.stage_id.unwrap_or_else(Uuid::now_v7);
     let stage = NewStage {
         id: Some(stage_id),

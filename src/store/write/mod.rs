@@ -304,7 +304,7 @@ fn is_id_key((table, constraint): (&str, &str)) -> bool {
         .is_some_and(|rest| rest == "_pkey" || rest.starts_with("_id_"))
 }
 
-pub(crate) use receipts::is_retry;
+pub(crate) use receipts::{is_retry, refuse_taken_id};
 
 /// Who is making the changes of this transaction, and why: read by the trigger that keeps
 /// every session's status history (`session_status_changes`). Transaction-local.

@@ -58,6 +58,9 @@ async fn claim(
     .await?
     .rows_affected();
     if inserted == 1 {
+        if let Some(table) = table_of(operation) {
+            refuse_taken_id(conn, table, id).await?;
+        }
         return Ok(Claim::New);
     }
     let (previous_operation, previous_hash): (String, Vec<u8>) =
@@ -72,4 +75,44 @@ async fn claim(
             "id {id} was already used by a different request ({previous_operation})"
         )))
     }
+}
+
+/// The table a create writes its record to, when its id is unique only within a session
+/// (`sessions`' own key is the id, so the database refuses a taken one itself).
+fn table_of(operation: &str) -> Option<&'static str> {
+    Some(match operation {
+        "createStage" => "stages",
+        "createAgentExecution" => "agent_executions",
+        "appendMessage" => "messages",
+        "createTimelineEvent" => "timeline_events",
+        "recordLlmInteraction" => "llm_interactions",
+        "recordMcpInteraction" => "mcp_interactions",
+        "openChat" => "chats",
+        "postChatMessage" => "chat_user_messages",
+        _ => return None,
+    })
+}
+
+/// Refuses a client-chosen `id` that a record of `table` already has, in any session. Keys
+/// hold ids unique within a session (`docs/scale-out.md`); ids stay unique across sessions by
+/// how they are made (UUIDv7) and, for the ids clients choose, by this look-up: the one look-up
+/// by id alone a create makes, and only when the client chose the id (concurrent creates of
+/// one id queue on its receipt first).
+pub(crate) async fn refuse_taken_id(
+    conn: &mut PgConnection,
+    table: &'static str,
+    id: Uuid,
+) -> Result<()> {
+    let taken: bool = sqlx::query_scalar(&format!(
+        "SELECT EXISTS (SELECT FROM {table} WHERE id = $1)"
+    ))
+    .bind(id)
+    .fetch_one(traced(conn))
+    .await?;
+    if taken {
+        return Err(Error::Conflict(format!(
+            "id {id} is already used by another record"
+        )));
+    }
+    Ok(())
 }
