@@ -67,19 +67,27 @@ impl Placements {
         Self::parse(DOCUMENT)
     }
 
-    /// The placements in a Markdown document's table rows.
+    /// The placements in the rows of a Markdown document's placement table: the table whose
+    /// header starts `| table | placement |` (the document's other tables are not read).
     pub fn parse(document: &str) -> Result<Placements, PlacementsError> {
         let mut placements = BTreeMap::new();
+        let mut in_placements = false;
         for (index, line) in document.lines().enumerate() {
             let Some(row) = line.trim().strip_prefix('|') else {
+                in_placements = false;
                 continue;
             };
             let mut cells = row.split('|').map(str::trim);
-            let Some(table) = cells
-                .next()
-                .and_then(|cell| cell.strip_prefix('`')?.strip_suffix('`'))
-            else {
-                continue; // the header, its rule, or a table of another kind
+            let first = cells.next().unwrap_or_default();
+            if first == "table" {
+                in_placements = cells.next() == Some("placement");
+                continue;
+            }
+            if !in_placements {
+                continue;
+            }
+            let Some(table) = first.strip_prefix('`').and_then(|c| c.strip_suffix('`')) else {
+                continue; // the header's rule
             };
             let word = cells.next().unwrap_or_default();
             let line = index + 1;
@@ -172,9 +180,9 @@ mod tests {
             }
         );
         assert_eq!(
-            Placements::parse("| `things` |\n").unwrap_err(),
+            Placements::parse("| table | placement |\n| `things` |\n").unwrap_err(),
             PlacementsError::UnknownPlacement {
-                line: 1,
+                line: 2,
                 table: "things".into(),
                 placement: String::new()
             }
@@ -182,12 +190,34 @@ mod tests {
     }
 
     #[test]
+    fn only_the_placement_table_is_read() {
+        let placements = Placements::parse(
+            "| statement | where | why |\n\
+             | --- | --- | --- |\n\
+             | `SELECT 1` | here | a table of another kind |\n\
+             \n\
+             | table | placement | why |\n\
+             | --- | --- | --- |\n\
+             | `things` | distributed | per session |\n\
+             \n\
+             | `after` | the table | ended |\n",
+        )
+        .unwrap();
+        assert_eq!(
+            placements.iter().collect::<Vec<_>>(),
+            [("things", Placement::Distributed)]
+        );
+    }
+
+    #[test]
     fn a_table_placed_twice_or_none_at_all_is_an_error() {
         assert_eq!(
-            Placements::parse("| `things` | local | |\n| `things` | distributed | |\n")
-                .unwrap_err(),
+            Placements::parse(
+                "| table | placement |\n| `things` | local | |\n| `things` | distributed | |\n"
+            )
+            .unwrap_err(),
             PlacementsError::PlacedTwice {
-                line: 2,
+                line: 3,
                 table: "things".into()
             }
         );

@@ -322,7 +322,8 @@ mod tests {
             ],
         };
         let placements = Placements::parse(
-            "| `sessions` | distributed | |\n| `stages` | distributed | |\n\
+            "| table | placement | why |\n\
+             | `sessions` | distributed | |\n| `stages` | distributed | |\n\
              | `tokens` | reference | |\n| `receipts` | local | |\n",
         )
         .unwrap();
