@@ -38,7 +38,7 @@ pub async fn open(conn: &mut PgConnection, new: &NewChat) -> Result<ChatRow> {
     new.check()?;
     let session = lock_session(conn, new.session_id).await?;
     let id = new.id.unwrap_or_else(Uuid::now_v7);
-    if is_retry(conn, new.id, session.id, "openChat", new).await? {
+    if is_retry(conn, new.id, session.id, ("openChat", "chats"), new).await? {
         return fetch::<ChatRow>(conn, session.id, id).await;
     }
     ensure_accepts_work(&session, true, "open a chat")?;
@@ -197,7 +197,15 @@ pub async fn post(
     poster.check(owner.as_deref(), "post to", new.chat_id)?;
     let session = lock_session(conn, session_id).await?;
     let id = new.id.unwrap_or_else(Uuid::now_v7);
-    if is_retry(conn, new.id, session_id, "postChatMessage", new).await? {
+    if is_retry(
+        conn,
+        new.id,
+        session_id,
+        ("postChatMessage", "chat_user_messages"),
+        new,
+    )
+    .await?
+    {
         return fetch::<ChatUserMessageRow>(conn, session_id, id).await;
     }
     ensure_accepts_work(&session, true, "post a chat message")?;

@@ -114,7 +114,15 @@ pub async fn create(
     let session_id = owners.session_of(conn, Target::Stage(new.stage_id)).await?;
     let session = lock_session(conn, session_id).await?;
     let id = new.id.unwrap_or_else(Uuid::now_v7);
-    if is_retry(conn, new.id, session_id, "createAgentExecution", new).await? {
+    if is_retry(
+        conn,
+        new.id,
+        session_id,
+        ("createAgentExecution", "agent_executions"),
+        new,
+    )
+    .await?
+    {
         return fetch::<ExecutionRow>(conn, session_id, id).await;
     }
     let stage = lock_stage(conn, session_id, new.stage_id).await?;

@@ -93,7 +93,15 @@ pub async fn record_llm(
         .await?;
     let id = new.id.unwrap_or_else(Uuid::now_v7);
     lock_session(conn, session_id).await?;
-    if is_retry(conn, new.id, session_id, "recordLlmInteraction", new).await? {
+    if is_retry(
+        conn,
+        new.id,
+        session_id,
+        ("recordLlmInteraction", "llm_interactions"),
+        new,
+    )
+    .await?
+    {
         return fetch::<LlmInteractionRow>(conn, session_id, id).await;
     }
     let (_, execution) =
@@ -220,7 +228,15 @@ pub async fn record_mcp(
         .await?;
     let id = new.id.unwrap_or_else(Uuid::now_v7);
     lock_session(conn, session_id).await?;
-    if is_retry(conn, new.id, session_id, "recordMcpInteraction", new).await? {
+    if is_retry(
+        conn,
+        new.id,
+        session_id,
+        ("recordMcpInteraction", "mcp_interactions"),
+        new,
+    )
+    .await?
+    {
         return fetch::<McpInteractionRow>(conn, session_id, id).await;
     }
     let (_, execution) =

@@ -76,7 +76,7 @@ pub async fn append(
         .await?;
     let id = new.id.unwrap_or_else(Uuid::now_v7);
     lock_session(conn, session_id).await?;
-    if is_retry(conn, new.id, session_id, "appendMessage", new).await? {
+    if is_retry(conn, new.id, session_id, ("appendMessage", "messages"), new).await? {
         return fetch::<MessageRow>(conn, session_id, id).await;
     }
     let (_, execution) =

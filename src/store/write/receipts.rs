@@ -17,21 +17,25 @@ enum Claim {
 }
 
 /// Whether a create is a retry of one already made: with a client-supplied id, claims it for
-/// `operation` with this exact `request` (a different request under it is a conflict). Without
-/// one, a create is always new.
+/// `operation` with this exact `request` (a different request under it is a conflict), and
+/// refuses a first claim of an id a record of `table` already has. Without one, a create is
+/// always new.
 pub async fn is_retry(
     conn: &mut PgConnection,
     client_id: Option<Uuid>,
     session_id: Uuid,
-    operation: &str,
+    (operation, table): (&str, &'static str),
     request: &impl Serialize,
 ) -> Result<bool> {
-    match client_id {
-        None => Ok(false),
-        Some(id) => Ok(matches!(
-            claim(conn, id, session_id, operation, request).await?,
-            Claim::Retry
-        )),
+    let Some(id) = client_id else {
+        return Ok(false);
+    };
+    match claim(conn, id, session_id, operation, request).await? {
+        Claim::Retry => Ok(true),
+        Claim::New => {
+            refuse_taken_id(conn, table, id).await?;
+            Ok(false)
+        }
     }
 }
 
@@ -58,9 +62,6 @@ async fn claim(
     .await?
     .rows_affected();
     if inserted == 1 {
-        if let Some(table) = table_of(operation) {
-            refuse_taken_id(conn, table, id).await?;
-        }
         return Ok(Claim::New);
     }
     let (previous_operation, previous_hash): (String, Vec<u8>) =
@@ -75,22 +76,6 @@ async fn claim(
             "id {id} was already used by a different request ({previous_operation})"
         )))
     }
-}
-
-/// The table a create writes its record to, when its id is unique only within a session
-/// (`sessions`' own key is the id, so the database refuses a taken one itself).
-fn table_of(operation: &str) -> Option<&'static str> {
-    Some(match operation {
-        "createStage" => "stages",
-        "createAgentExecution" => "agent_executions",
-        "appendMessage" => "messages",
-        "createTimelineEvent" => "timeline_events",
-        "recordLlmInteraction" => "llm_interactions",
-        "recordMcpInteraction" => "mcp_interactions",
-        "openChat" => "chats",
-        "postChatMessage" => "chat_user_messages",
-        _ => return None,
-    })
 }
 
 /// Refuses a client-chosen `id` that a record of `table` already has, in any session. Keys

@@ -51,7 +51,7 @@ impl NewSession {
 pub async fn create(conn: &mut PgConnection, new: &NewSession) -> Result<SessionRow> {
     new.check()?;
     let id = new.id.unwrap_or_else(Uuid::now_v7);
-    if is_retry(conn, new.id, id, "createSession", new).await? {
+    if is_retry(conn, new.id, id, ("createSession", "sessions"), new).await? {
         return fetch_session(conn, id).await;
     }
     sqlx::query_as(concat!(

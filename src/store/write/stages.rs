@@ -95,7 +95,7 @@ pub async fn create(conn: &mut PgConnection, new: &NewStage) -> Result<StageRow>
     new.check()?;
     let session = lock_session(conn, new.session_id).await?;
     let id = new.id.unwrap_or_else(Uuid::now_v7);
-    if is_retry(conn, new.id, session.id, "createStage", new).await? {
+    if is_retry(conn, new.id, session.id, ("createStage", "stages"), new).await? {
         return fetch::<StageRow>(conn, session.id, id).await;
     }
     ensure_accepts_work(&session, new.chat_id.is_some(), "create a stage")?;

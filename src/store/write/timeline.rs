@@ -66,7 +66,15 @@ pub async fn create(
     let id = new.id.unwrap_or_else(Uuid::now_v7);
     // Session first, as everywhere: the receipt is claimed under the session lock.
     lock_session(conn, session_id).await?;
-    if is_retry(conn, new.id, session_id, "createTimelineEvent", new).await? {
+    if is_retry(
+        conn,
+        new.id,
+        session_id,
+        ("createTimelineEvent", "timeline_events"),
+        new,
+    )
+    .await?
+    {
         return fetch::<TimelineEventRow>(conn, session_id, id).await;
     }
     let (session, execution) =
