@@ -54,7 +54,7 @@ impl ModelPrice {
     async fn created_at(&self) -> DateTime<Utc> {
         self.0.created_at
     }
-    /// Who set it (null without authentication, or from the command line).
+    /// Who set it (`cli:` and the system user for `casefile prices import`; null without authentication).
     async fn created_by(&self) -> Option<Text<'_>> {
         self.0.created_by.as_deref().map(Text)
     }
