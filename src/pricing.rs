@@ -137,13 +137,15 @@ mod tests {
     #[test]
     fn costs_are_exact_and_rounded_half_away_from_zero_at_ten_places() {
         let mut p = price();
-        p.input_per_million = usd("0.0000000001");
-        let cost = p.cost(Usage {
-            input: Some(5),
+        let one_token = Usage {
+            input: Some(1),
             ..Usage::default()
-        });
-        // 5 × 10^-10 / 10^6 = 5 × 10^-16: below half of the last place, so 0.
-        assert_eq!(cost.input, Decimal::ZERO);
+        };
+        // 5 × 10^-11 dollars: half of the last place kept, so up; 4 × 10^-11, down.
+        p.input_per_million = usd("0.00005");
+        assert_eq!(p.cost(one_token).input, usd("0.0000000001"));
+        p.input_per_million = usd("0.00004");
+        assert_eq!(p.cost(one_token).input, Decimal::ZERO);
         p.input_per_million = usd("0.15");
         let cost = p.cost(Usage {
             input: Some(1),
@@ -152,8 +154,17 @@ mod tests {
         });
         assert_eq!(cost.input, usd("0.00000015"));
         assert_eq!(cost.output, usd("21474.83647"));
-        // Floats would not hold this: 0.1 + 0.2 style noise never appears.
-        assert_eq!(cost.total.to_string(), "21474.8364701500");
+        assert_eq!(cost.total.to_string(), "21474.83647015");
+        // Where floats add 0.1 and 0.2 to 0.30000000000000004.
+        p.input_per_million = usd("0.1");
+        p.output_per_million = usd("0.2");
+        let million = Some(1_000_000);
+        let cost = p.cost(Usage {
+            input: million,
+            output: million,
+            ..Usage::default()
+        });
+        assert_eq!(cost.total.to_string(), "0.3");
     }
 
     #[test]
