@@ -517,8 +517,8 @@ impl RecordLlmInteractionInput {
     }
 }
 
-/// The cost a client sent, exact or as a float (deprecated): read as the decimal the float
-/// prints as (0.1 is 0.1), never computed with.
+/// The cost a client sent, exact or as a float (deprecated): the float read without its binary
+/// noise (0.1 is 0.1), never computed with.
 fn client_cost(exact: Option<Decimal>, float: Option<f64>) -> Result<Option<Decimal>> {
     match (exact, float) {
         (Some(_), Some(_)) => Err(Error::bad_input(
