@@ -9,8 +9,7 @@ use super::ids::{self, NodeType};
 use super::pagination::{PageArgs, edges_of};
 use super::types::{
     ApiToken, ChatListConnection, EdgeSearch, McpInteractionSearchConnection, ModelPrice, Node,
-    Purge, Session,
-    SessionConnection, SessionEdge, SessionStats, Viewer, list_chats, loaders,
+    Purge, Session, SessionConnection, SessionEdge, SessionStats, Viewer, list_chats, loaders,
     search_mcp_interactions,
 };
 use crate::api::Limits;
@@ -524,7 +523,9 @@ impl Query {
         #[graphql(desc = "Most prices returned (1 to 1,000).", default = 100)] first: i32,
     ) -> Result<Vec<ModelPrice>> {
         if !(1..=1000).contains(&first) {
-            return Err(Error::bad_input(format!("`first` must be 1 to 1,000, got {first}")).into());
+            return Err(
+                Error::bad_input(format!("`first` must be 1 to 1,000, got {first}")).into(),
+            );
         }
         if let Some(at) = at {
             check_time("at", at)?;

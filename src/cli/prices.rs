@@ -101,9 +101,13 @@ pub async fn run(command: PricesCommand) -> anyhow::Result<()> {
         let mut tx = store.begin().await?;
         let mut added = 0;
         for (i, price) in prices.iter().enumerate() {
-            let set = set_price(&mut tx, price)
-                .await
-                .with_context(|| format!("entry {} ({}): nothing was imported", i + 1, price.model_name))?;
+            let set = set_price(&mut tx, price).await.with_context(|| {
+                format!(
+                    "entry {} ({}): nothing was imported",
+                    i + 1,
+                    price.model_name
+                )
+            })?;
             if matches!(set, PriceSet::Added(_)) {
                 added += 1;
             }
@@ -145,7 +149,10 @@ mod tests {
         };
         let (from_csv, from_json) = (read(csv), read(json));
         assert_eq!(from_csv, from_json);
-        assert_eq!(from_csv[0].input_per_million, Decimal::from_str("1.25").unwrap());
+        assert_eq!(
+            from_csv[0].input_per_million,
+            Decimal::from_str("1.25").unwrap()
+        );
         assert_eq!(
             from_csv[0].cached_input_per_million,
             Some(Decimal::from_str("0.31").unwrap())

@@ -59,12 +59,47 @@ const FLASH_CHANGES: DateTime<Utc> = DateTime::from_timestamp_nanos(1_794_902_40
 
 /// The demo's price list (`casefile demo` sets it, and prices its calls with it).
 pub(super) const PRICES: [Price; 5] = [
-    (&GEMINI_PRO, LIST_STARTS, usd(125, 2), usd(10, 0), Some(usd(31, 2)), None),
+    (
+        &GEMINI_PRO,
+        LIST_STARTS,
+        usd(125, 2),
+        usd(10, 0),
+        Some(usd(31, 2)),
+        None,
+    ),
     // Thinking once cost more than the rest of the output.
-    (&GEMINI_FLASH, LIST_STARTS, usd(15, 2), usd(6, 1), Some(usd(375, 4)), Some(usd(35, 1))),
-    (&GEMINI_FLASH, FLASH_CHANGES, usd(3, 1), usd(25, 1), Some(usd(75, 3)), None),
-    (&GPT_41, LIST_STARTS, usd(2, 0), usd(8, 0), Some(usd(5, 1)), None),
-    (&CLAUDE_SONNET, LIST_STARTS, usd(3, 0), usd(15, 0), Some(usd(3, 1)), None),
+    (
+        &GEMINI_FLASH,
+        LIST_STARTS,
+        usd(15, 2),
+        usd(6, 1),
+        Some(usd(375, 4)),
+        Some(usd(35, 1)),
+    ),
+    (
+        &GEMINI_FLASH,
+        FLASH_CHANGES,
+        usd(3, 1),
+        usd(25, 1),
+        Some(usd(75, 3)),
+        None,
+    ),
+    (
+        &GPT_41,
+        LIST_STARTS,
+        usd(2, 0),
+        usd(8, 0),
+        Some(usd(5, 1)),
+        None,
+    ),
+    (
+        &CLAUDE_SONNET,
+        LIST_STARTS,
+        usd(3, 0),
+        usd(15, 0),
+        Some(usd(3, 1)),
+        None,
+    ),
 ];
 
 /// The demo's prices as the price list takes them.
@@ -90,15 +125,17 @@ pub(super) fn price_at(model: &Model, at: DateTime<Utc>) -> Option<PricingSnapsh
         .iter()
         .filter(|(m, from, ..)| m.name == model.name && *from <= at)
         .max_by_key(|(_, from, ..)| *from)
-        .map(|&(model, from, input, output, cached, thinking)| PricingSnapshot {
-            model: model.name.to_owned(),
-            provider: Some(model.provider.to_owned()),
-            effective_from: from,
-            input_per_million: input,
-            output_per_million: output,
-            cached_input_per_million: cached.unwrap_or(input),
-            thinking_per_million: thinking.unwrap_or(output),
-        })
+        .map(
+            |&(model, from, input, output, cached, thinking)| PricingSnapshot {
+                model: model.name.to_owned(),
+                provider: Some(model.provider.to_owned()),
+                effective_from: from,
+                input_per_million: input,
+                output_per_million: output,
+                cached_input_per_million: cached.unwrap_or(input),
+                thinking_per_million: thinking.unwrap_or(output),
+            },
+        )
 }
 
 /// A configured agent: its model, the MCP servers it may use, other functions it may call,

@@ -215,7 +215,11 @@ async fn demo_is_complete_and_idempotent() {
     .fetch_all(pool)
     .await
     .unwrap();
-    assert_eq!(mispriced, vec![], "demo interactions not priced as the list says");
+    assert_eq!(
+        mispriced,
+        vec![],
+        "demo interactions not priced as the list says"
+    );
     // Every tool call is linked: each tool message answers, and each MCP tool call executes, a
     // call its agent's conversation requested; every requested call is indexed.
     let unlinked: i64 = sqlx::query_scalar(

@@ -3,6 +3,9 @@
 //! split into input and output; `casefile prices import`.
 
 use casefile::api::ids::{NodeType, encode};
+use casefile::auth::{AuthMode, AuthOptions};
+use casefile::http::HttpOptions;
+use casefile::model::Role;
 use serde_json::{Value, json};
 
 use crate::common::cli::{DataDir, casefile, stdout};
@@ -37,14 +40,21 @@ async fn execution(app: &TestApp, provider: Option<&str>) -> (String, String) {
             json!({ "s": stage, "p": provider }),
         )
         .await;
-    let execution = d["createAgentExecution"]["uuid"].as_str().unwrap().to_owned();
+    let execution = d["createAgentExecution"]["uuid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     (session, execution)
 }
 
 /// Records an LLM interaction of `model` under `execution` with the fields of `input`.
 async fn record(app: &TestApp, execution: &str, model: &str, input: Value) -> Value {
-    let mut fields = json!({ "executionId": execution, "interactionType": "ITERATION", "modelName": model });
-    fields.as_object_mut().unwrap().extend(input.as_object().unwrap().clone());
+    let mut fields =
+        json!({ "executionId": execution, "interactionType": "ITERATION", "modelName": model });
+    fields
+        .as_object_mut()
+        .unwrap()
+        .extend(input.as_object().unwrap().clone());
     let query = format!(
         "mutation ($i: RecordLLMInteractionInput!) {{ recordLLMInteraction(input: $i) {{ {INTERACTION} }} }}"
     );
@@ -54,7 +64,10 @@ async fn record(app: &TestApp, execution: &str, model: &str, input: Value) -> Va
 async fn refused(app: &TestApp, execution: &str, input: Value) -> (String, String) {
     let mut fields =
         json!({ "executionId": execution, "interactionType": "ITERATION", "modelName": "m" });
-    fields.as_object_mut().unwrap().extend(input.as_object().unwrap().clone());
+    fields
+        .as_object_mut()
+        .unwrap()
+        .extend(input.as_object().unwrap().clone());
     app.error(
         "mutation ($i: RecordLLMInteractionInput!) { recordLLMInteraction(input: $i) { uuid } }",
         json!({ "i": fields }),
@@ -77,7 +90,10 @@ async fn usage_by_model(app: &TestApp) -> Vec<Value> {
             json!({}),
         )
         .await;
-    d["sessionStats"]["usage"]["nodes"].as_array().unwrap().clone()
+    d["sessionStats"]["usage"]["nodes"]
+        .as_array()
+        .unwrap()
+        .clone()
 }
 
 fn counts() -> Value {
@@ -195,10 +211,12 @@ async fn each_interaction_is_priced_as_of_its_time_and_keeps_that_price() {
     );
     assert_eq!(
         usage_by_model(&app).await,
-        vec![json!({ "key": { "model": "gemini-2.5-pro" }, "llmCalls": 3, "unpricedLlmCalls": 0,
+        vec![
+            json!({ "key": { "model": "gemini-2.5-pro" }, "llmCalls": 3, "unpricedLlmCalls": 0,
                      "inputTokens": 30000, "cachedInputTokens": 12000, "outputTokens": 9000,
                      "totalCostUsd": "0.1475", "inputCostUsd": "0.0425", "outputCostUsd": "0.105",
-                     "unsplitCostUsd": "0", "estimatedCostUsd": 0.1475 })]
+                     "unsplitCostUsd": "0", "estimatedCostUsd": 0.1475 })
+        ]
     );
 }
 
@@ -240,13 +258,12 @@ async fn a_model_without_a_price_says_so_and_a_clients_cost_is_kept_as_sent() {
     // Rows from before prices existed, as an older casefile wrote them: a cost is the client's
     // and cannot be split; counts without one were never priced.
     let pool = app.db.db.pool();
-    let (stage, execution_id): (uuid::Uuid, uuid::Uuid) = sqlx::query_as(
-        "SELECT stage_id, id FROM agent_executions WHERE session_id = $1::uuid",
-    )
-    .bind(&session)
-    .fetch_one(pool)
-    .await
-    .unwrap();
+    let (stage, execution_id): (uuid::Uuid, uuid::Uuid) =
+        sqlx::query_as("SELECT stage_id, id FROM agent_executions WHERE session_id = $1::uuid")
+            .bind(&session)
+            .fetch_one(pool)
+            .await
+            .unwrap();
     let mut old = Vec::new();
     for cost in [Some("0.5"), None] {
         let id = uuid::Uuid::now_v7();
@@ -353,8 +370,16 @@ async fn prices_never_change_and_counts_never_overlap() {
     assert!(message.contains("a price never changes"), "{message}");
     for (field, value, says) in [
         ("inputPerMillionUsd", json!("-1"), "between 0 and 1000000"),
-        ("outputPerMillionUsd", json!("1000000.01"), "between 0 and 1000000"),
-        ("inputPerMillionUsd", json!("0.00000000001"), "more than 10 decimal places"),
+        (
+            "outputPerMillionUsd",
+            json!("1000000.01"),
+            "between 0 and 1000000",
+        ),
+        (
+            "inputPerMillionUsd",
+            json!("0.00000000001"),
+            "more than 10 decimal places",
+        ),
         ("model", json!(""), "`model` must not be empty"),
     ] {
         let mut bad = price.clone();
@@ -364,7 +389,11 @@ async fn prices_never_change_and_counts_never_overlap() {
         assert!(message.contains(says), "{field}: {message}");
     }
     let d = app.data("{ modelPrices { model } }", json!({})).await;
-    assert_eq!(d["modelPrices"].as_array().unwrap().len(), 1, "nothing refused was stored");
+    assert_eq!(
+        d["modelPrices"].as_array().unwrap().len(),
+        1,
+        "nothing refused was stored"
+    );
 
     let (_, exec) = execution(&app, None).await;
     for (input, says) in [
@@ -384,13 +413,48 @@ async fn prices_never_change_and_counts_never_overlap() {
             json!({ "totalCostUsd": "1", "estimatedCostUsd": 1.0 }),
             "give the cost once",
         ),
-        (json!({ "totalCostUsd": "-0.01" }), "`totalCostUsd` must be between 0"),
+        (
+            json!({ "totalCostUsd": "-0.01" }),
+            "`totalCostUsd` must be between 0",
+        ),
         (json!({ "calledAt": "-5000-01-01T00:00:00Z" }), "`calledAt`"),
     ] {
         let (code, message) = refused(&app, &exec, input.clone()).await;
         assert_eq!(code, "BAD_USER_INPUT", "{input}: {message}");
         assert!(message.contains(says), "{input}: {message}");
     }
+}
+
+#[tokio::test]
+async fn only_an_admin_sets_prices_and_is_recorded_as_who_set_them() {
+    let options = HttpOptions {
+        auth: AuthOptions {
+            mode: AuthMode::Tokens,
+            ..AuthOptions::default()
+        },
+        ..HttpOptions::default()
+    };
+    let mut app = TestApp::start_with(options).await;
+    let writer = app.token("writer", Role::Writer, None).await;
+    let reader = app.token("reader", Role::Reader, None).await;
+    let admin = app.token("admin", Role::Admin, None).await;
+    let price =
+        json!({ "i": { "model": "m", "inputPerMillionUsd": "1", "outputPerMillionUsd": "2" } });
+    app.token = Some(writer);
+    let (code, _) = app.error(SET_PRICE, price.clone()).await;
+    assert_eq!(code, "FORBIDDEN");
+    app.token = Some(admin);
+    let set = app.data(SET_PRICE, price).await;
+    assert_eq!(set["setModelPrice"]["createdBy"], "token:admin");
+    // Any reader reads the list.
+    app.token = Some(reader);
+    let d = app
+        .data("{ modelPrices { model createdBy } }", json!({}))
+        .await;
+    assert_eq!(
+        d["modelPrices"],
+        json!([{ "model": "m", "createdBy": "token:admin" }])
+    );
 }
 
 #[tokio::test]
@@ -444,11 +508,20 @@ async fn prices_are_imported_from_csv_and_json() {
               "inputPerMillionUsd": "1.75", "outputPerMillionUsd": 7 }]"#,
     )
     .unwrap();
-    let out = stdout(&casefile(&["prices", "import", csv.to_str().unwrap()], &dir.0));
+    let out = stdout(&casefile(
+        &["prices", "import", csv.to_str().unwrap()],
+        &dir.0,
+    ));
     assert!(out.starts_with("2 prices added, 0 already set"), "{out}");
-    let out = stdout(&casefile(&["prices", "import", csv.to_str().unwrap()], &dir.0));
+    let out = stdout(&casefile(
+        &["prices", "import", csv.to_str().unwrap()],
+        &dir.0,
+    ));
     assert!(out.starts_with("0 prices added, 2 already set"), "{out}");
-    let out = stdout(&casefile(&["prices", "import", json_file.to_str().unwrap()], &dir.0));
+    let out = stdout(&casefile(
+        &["prices", "import", json_file.to_str().unwrap()],
+        &dir.0,
+    ));
     assert!(out.starts_with("1 prices added"), "{out}");
     // A bad entry: nothing of the file is imported.
     let bad = dir.0.join("bad.csv");

@@ -169,7 +169,9 @@ impl Command {
                 IngestItem::Message(Message(messages::append(conn, owners, new).await?.into()))
             }
             Command::RecordLlm(new) => IngestItem::LlmInteraction(LlmInteraction(
-                interactions::record_llm(conn, owners, prices, new).await?.into(),
+                interactions::record_llm(conn, owners, prices, new)
+                    .await?
+                    .into(),
             )),
             Command::RecordMcp(new) => IngestItem::McpInteraction(McpInteraction(
                 interactions::record_mcp(conn, owners, new).await?.into(),

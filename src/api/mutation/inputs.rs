@@ -480,7 +480,9 @@ pub struct RecordLlmInteractionInput {
     /// the cost from the price list (`setModelPrice`) at the call's time.
     pub total_cost_usd: Option<Decimal>,
     /// As `totalCostUsd`, as a float.
-    #[graphql(deprecation = "Use `totalCostUsd` (a decimal, exact), or send no cost and let the price list price the call.")]
+    #[graphql(
+        deprecation = "Use `totalCostUsd` (a decimal, exact), or send no cost and let the price list price the call."
+    )]
     pub estimated_cost_usd: Option<f64>,
     /// How long the call took, in milliseconds (0 or more).
     pub duration_ms: Option<i64>,

@@ -6,12 +6,13 @@ use serde_json::{Value as Json, json};
 use uuid::Uuid;
 
 use super::{Agent, Demo};
-use crate::pricing;
 use crate::demo::catalog::{TOOLS, price_at};
 use crate::demo::ids::{FNV_OFFSET, fnv1a};
 use crate::model::{
-    CostSource, LlmInteractionType, McpInteractionType, MessageRole, TimelineEventStatus, TimelineEventType,
+    CostSource, LlmInteractionType, McpInteractionType, MessageRole, TimelineEventStatus,
+    TimelineEventType,
 };
+use crate::pricing;
 use crate::store::{
     LlmInteractionRow, LlmPayloadRow, LlmRequestRow, McpInteractionRow, McpPayloadRow, MessageRow,
     TimelineEventRow,

@@ -51,7 +51,10 @@ pub struct NewLlmInteraction {
 
 /// A request's hash was computed when a cost was a float: it is hashed as that float still, so
 /// a retry of a request sent before costs were decimals is recognized as one.
-fn cost_as_float<S: Serializer>(cost: &Option<Decimal>, s: S) -> std::result::Result<S::Ok, S::Error> {
+fn cost_as_float<S: Serializer>(
+    cost: &Option<Decimal>,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
     cost.and_then(|c| c.to_f64()).serialize(s)
 }
 
