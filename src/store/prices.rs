@@ -206,9 +206,10 @@ pub(crate) fn interaction_time(param: usize) -> String {
 /// The prices of an interaction's model in effect at its time, as found once per transaction
 /// for each model, provider and time: a batch of many calls to one model probes the list once.
 #[derive(Debug, Default)]
-pub struct PriceCache(
-    HashMap<(String, Option<String>, Option<DateTime<Utc>>), Option<PricingSnapshot>>,
-);
+pub struct PriceCache(HashMap<PriceKey, Option<PricingSnapshot>>);
+
+/// What a price is looked up by: model, provider, and the call's time (`None`: now).
+type PriceKey = (String, Option<String>, Option<DateTime<Utc>>);
 
 impl PriceCache {
     /// The price of `model` for `provider` in effect at `at` (`None`: now, the transaction's
