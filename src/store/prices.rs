@@ -175,7 +175,8 @@ pub async fn set_price(conn: &mut PgConnection, new: &NewPrice) -> Result<PriceS
     // same), or long ago with other prices.
     let taken: ModelPriceRow = sqlx::query_as(&format!(
         "SELECT {COLUMNS} FROM model_prices \
-         WHERE model_name = $1 AND provider IS NOT DISTINCT FROM $2 AND effective_from = $3"
+         WHERE model_name = $1 AND provider IS NOT DISTINCT FROM $2 \
+           AND effective_from = coalesce($3, now())"
     ))
     .bind(&new.model_name)
     .bind(&new.provider)
