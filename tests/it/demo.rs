@@ -1,8 +1,12 @@
 //! The demo data covers every status and type, and loading it twice changes nothing.
 
-use casefile::store::InSession as _;
+use std::str::FromStr as _;
 
-use crate::common::TestDb;
+use casefile::store::InSession as _;
+use rust_decimal::Decimal;
+use serde_json::{Value, json};
+
+use crate::common::{TestApp, TestDb};
 
 const TABLES: [&str; 11] = [
     "model_prices",
@@ -314,6 +318,34 @@ async fn demo_is_complete_and_idempotent() {
         .unwrap();
     assert!(models.iter().filter(|m| m.llm_calls > 0).count() >= 3);
     assert!(models.iter().any(|m| m.failed_llm_calls > 0));
+    // Every model's usage is priced, split into input and output, and none is unpriced.
+    for m in models.iter().filter(|m| m.llm_calls > 0) {
+        assert!(m.input_cost_usd > Decimal::ZERO && m.output_cost_usd > Decimal::ZERO);
+        assert_eq!(m.estimated_cost_usd, m.input_cost_usd + m.output_cost_usd);
+        assert_eq!(m.unpriced_llm_calls, 0);
+    }
     drop(store);
     db.stop().await;
+}
+
+/// What GraphiQL opens with on a fresh `serve --demo`: sessions whose costs are computed from
+/// the demo's price list, in input and output.
+#[tokio::test]
+async fn graphiqls_example_shows_the_demos_computed_costs() {
+    let app = TestApp::start().await;
+    casefile::demo::load(&app.store).await.unwrap();
+    let data = app.data(casefile::http::EXAMPLE_QUERY, json!({})).await;
+    let usd = |v: &Value| Decimal::from_str(v.as_str().expect("a decimal string")).unwrap();
+    let mut priced = 0;
+    for edge in data["sessions"]["edges"].as_array().unwrap() {
+        let usage = &edge["node"]["tokenUsage"];
+        let (input, output) = (usd(&usage["inputCostUsd"]), usd(&usage["outputCostUsd"]));
+        assert_eq!(usd(&usage["totalCostUsd"]), input + output, "{usage}");
+        if usage["inputTokens"].as_i64() > Some(0) {
+            assert!(input > Decimal::ZERO && output > Decimal::ZERO, "{usage}");
+            priced += 1;
+        }
+    }
+    assert!(priced >= 3, "{data:#}");
+    app.stop().await;
 }
