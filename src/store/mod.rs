@@ -3,6 +3,7 @@
 
 mod agents;
 pub mod catalog;
+pub mod chains;
 pub mod change_log;
 pub mod chats;
 pub mod child_pages;

@@ -4,6 +4,7 @@
 
 use serde_json::json;
 
+use crate::demo::chains::{Chain, LATENCY_ORCHESTRATED};
 use crate::demo::builder::{Agent, Agents, Alert, Demo, Joins, Msg, Outcome, Step};
 use crate::demo::catalog::{
     KUBERNETES_AGENT, ORCHESTRATOR_AGENT, PROMETHEUS_AGENT, TEAM_LEAD_AGENT,
@@ -16,7 +17,7 @@ pub(super) fn play(d: &mut Demo) {
         Alert {
             key: "payments-latency",
             alert_type: "PaymentsApiHighLatency",
-            chain_id: "latency-orchestrated",
+            chain: Chain::Version(&LATENCY_ORCHESTRATED),
             runbook_url: "https://runbooks.example.com/payments/PaymentsApiHighLatency",
             data: json!({
                 "alertname": "PaymentsApiHighLatency",

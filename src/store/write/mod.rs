@@ -11,6 +11,7 @@
 //! checked by the same functions, and `lifecycle` holds how a session's and its executions'
 //! statuses move together.
 
+pub mod chains;
 pub mod chats;
 pub mod executions;
 pub mod interactions;
@@ -58,6 +59,13 @@ pub mod limits {
     pub const CHAT_TITLE: usize = 200;
     /// A reason given for a status change, delete or restore: characters.
     pub const REASON: usize = 2_000;
+    /// A chain version's name: characters (`chains.version`).
+    pub const CHAIN_VERSION: usize = 100;
+    /// A chain version's definition: bytes of JSON (compact). Chain definitions are a few KB
+    /// (seed 000, Q4.3); this leaves room for ten times that.
+    pub const CHAIN_DEFINITION: usize = 65_536;
+    /// A session's overrides of its chain version's settings: bytes of JSON (compact).
+    pub const CHAIN_OVERRIDES: usize = 16_384;
     /// Operations in one batched ingest.
     pub const BATCH: usize = 1_000;
     /// The estimated cost of one LLM call, in US dollars: costs are summed in `tokenUsage`, and
