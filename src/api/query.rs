@@ -16,14 +16,14 @@ use crate::api::Limits;
 use crate::cursor::{decode_session_cursor, session_cursor};
 use crate::error::Error;
 use crate::model::{Role, SessionStatus};
-use crate::store::Store;
 use crate::store::ChainKey;
+use crate::store::Store;
 use crate::store::chains::ChainListFilter;
-use crate::store::write::chains::check_key;
 use crate::store::chats::ChatListFilter;
 use crate::store::mcp_search::McpSearchFilter;
 use crate::store::search_words::SearchWords;
 use crate::store::sessions::{SessionFilter, SessionSort};
+use crate::store::write::chains::check_key;
 use crate::store::write::{check_json, check_optional, check_time, limits};
 use async_graphql::Result;
 
@@ -387,7 +387,7 @@ impl Query {
         Ok(SessionConnection {
             edges,
             page_info,
-            count: SessionCount::Matching(filter),
+            count: SessionCount::Matching(Box::new(filter)),
         })
     }
 

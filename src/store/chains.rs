@@ -101,8 +101,16 @@ impl Store {
     ) -> Result<HashMap<ChainSessions, i64>> {
         let mut arguments = PgArguments::default();
         let bound = (|| {
-            arguments.add(keys.iter().map(|k| k.chain.name.as_str()).collect::<Vec<_>>())?;
-            arguments.add(keys.iter().map(|k| k.chain.version.as_str()).collect::<Vec<_>>())?;
+            arguments.add(
+                keys.iter()
+                    .map(|k| k.chain.name.as_str())
+                    .collect::<Vec<_>>(),
+            )?;
+            arguments.add(
+                keys.iter()
+                    .map(|k| k.chain.version.as_str())
+                    .collect::<Vec<_>>(),
+            )?;
             arguments.add(keys.iter().map(|k| k.include_deleted).collect::<Vec<_>>())?;
             Ok::<_, sqlx::error::BoxDynError>(())
         })();
@@ -147,9 +155,10 @@ impl Store {
         if keys.is_empty() {
             return Ok(HashMap::new());
         }
-        let rows: Vec<Row> = sqlx::query_as_with(&session_pages_statement(""), page_arguments(keys)?)
-            .fetch_all(self.reader().await?.traced())
-            .await?;
+        let rows: Vec<Row> =
+            sqlx::query_as_with(&session_pages_statement(""), page_arguments(keys)?)
+                .fetch_all(self.reader().await?.traced())
+                .await?;
         let mut read: Vec<(Vec<Arc<SessionRow>>, bool, bool)> =
             keys.iter().map(|_| (Vec::new(), false, false)).collect();
         for row in rows {
@@ -241,8 +250,18 @@ fn page_arguments(keys: &[ChainSessionsPageKey]) -> Result<PgArguments> {
     let mut arguments = PgArguments::default();
     let bound = (|| {
         let sessions = keys.iter().map(|k| &k.sessions);
-        arguments.add(sessions.clone().map(|s| s.chain.name.as_str()).collect::<Vec<_>>())?;
-        arguments.add(sessions.clone().map(|s| s.chain.version.as_str()).collect::<Vec<_>>())?;
+        arguments.add(
+            sessions
+                .clone()
+                .map(|s| s.chain.name.as_str())
+                .collect::<Vec<_>>(),
+        )?;
+        arguments.add(
+            sessions
+                .clone()
+                .map(|s| s.chain.version.as_str())
+                .collect::<Vec<_>>(),
+        )?;
         arguments.add(sessions.map(|s| s.include_deleted).collect::<Vec<_>>())?;
         arguments.add(afters.iter().map(|k| k.0).collect::<Vec<_>>())?;
         arguments.add(afters.iter().map(|k| k.1).collect::<Vec<_>>())?;

@@ -98,7 +98,10 @@ async fn a_version_is_registered_once_and_never_changes() {
             )
             .await;
         assert_eq!(code, "CONFLICT", "{message}");
-        assert!(message.contains("already registered with another definition"), "{message}");
+        assert!(
+            message.contains("already registered with another definition"),
+            "{message}"
+        );
     }
     let stored: Value = sqlx::query_scalar("SELECT definition FROM chains")
         .fetch_one(app.store.pool())
@@ -109,18 +112,44 @@ async fn a_version_is_registered_once_and_never_changes() {
     // A new version is a new row; another chain may use the same version.
     let second = register(&app, "kubernetes-deep-dive", "1.1.0", &definition("all")).await;
     assert_ne!(second["uuid"], first["uuid"]);
-    register(&app, "log-replicas", "1.0.0", &json!({ "stages": [{ "name": "Logs" }] })).await;
+    register(
+        &app,
+        "log-replicas",
+        "1.0.0",
+        &json!({ "stages": [{ "name": "Logs" }] }),
+    )
+    .await;
     assert_eq!(count(&app, "chains").await, 3);
 
     // What is not a version, a name or a definition is refused, and nothing is written.
     let big = json!({ "stages": [{ "name": "A", "prompt": "x".repeat(70_000) }] });
     let cases = [
         ("c", "1.0.0", json!({ "stages": [] }), "non-empty array"),
-        ("c", "1.0.0", json!({ "steps": [{ "name": "A" }] }), "`definition.stages`"),
+        (
+            "c",
+            "1.0.0",
+            json!({ "steps": [{ "name": "A" }] }),
+            "`definition.stages`",
+        ),
         ("c", "1.0.0", json!([{ "name": "A" }]), "JSON object"),
-        ("c", "1.0.0", json!({ "stages": [{ "agent": "A" }] }), "`definition.stages[0]`"),
-        ("c", "1.0.0", json!({ "stages": [{ "name": " " }] }), "stages[0].name"),
-        ("c", "1.0.0", json!({ "stages": ["A"] }), "`definition.stages[0]`"),
+        (
+            "c",
+            "1.0.0",
+            json!({ "stages": [{ "agent": "A" }] }),
+            "`definition.stages[0]`",
+        ),
+        (
+            "c",
+            "1.0.0",
+            json!({ "stages": [{ "name": " " }] }),
+            "stages[0].name",
+        ),
+        (
+            "c",
+            "1.0.0",
+            json!({ "stages": ["A"] }),
+            "`definition.stages[0]`",
+        ),
         ("c", "1.0.0", big, "at most 65536"),
         ("c", "1.0 beta", definition("any"), "`version`"),
         ("c", ".1", definition("any"), "`version`"),
@@ -131,7 +160,10 @@ async fn a_version_is_registered_once_and_never_changes() {
     ];
     for (name, version, definition, expected) in cases {
         let (code, message) = app
-            .error(REGISTER, json!({ "n": name, "v": version, "d": definition }))
+            .error(
+                REGISTER,
+                json!({ "n": name, "v": version, "d": definition }),
+            )
             .await;
         assert_eq!(code, "BAD_USER_INPUT", "{name} {version}: {message}");
         assert!(message.contains(expected), "{message}");
@@ -168,7 +200,9 @@ async fn a_session_names_the_version_it_ran_or_a_chain_name_only() {
     assert_eq!(d["createSession"]["chainOverrides"], Value::Null);
 
     // A name alone is what it always was: the chain's name, no version.
-    let d = app.data(CREATE, json!({ "id": "kubernetes-deep-dive" })).await;
+    let d = app
+        .data(CREATE, json!({ "id": "kubernetes-deep-dive" }))
+        .await;
     assert_eq!(d["createSession"]["chainId"], "kubernetes-deep-dive");
     assert_eq!(d["createSession"]["chain"], Value::Null);
     // So does a session from before chain versions existed (written as they were then).
@@ -263,7 +297,13 @@ fn versions(data: &Value) -> Vec<String> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|c| format!("{}@{}", c["name"].as_str().unwrap(), c["version"].as_str().unwrap()))
+        .map(|c| {
+            format!(
+                "{}@{}",
+                c["name"].as_str().unwrap(),
+                c["version"].as_str().unwrap()
+            )
+        })
         .collect()
 }
 
@@ -284,12 +324,16 @@ async fn chains_are_listed_newest_first_by_name_and_without_deprecated_ones() {
     assert_eq!(versions(&d), ["a@3", "a@2"]);
     assert_eq!(d["chains"]["pageInfo"]["hasNextPage"], true);
     let after = d["chains"]["pageInfo"]["endCursor"].clone();
-    let d = app.data(CHAINS, json!({ "first": 2, "after": after })).await;
+    let d = app
+        .data(CHAINS, json!({ "first": 2, "after": after }))
+        .await;
     assert_eq!(versions(&d), ["b@1", "a@1"]);
     assert_eq!(d["chains"]["pageInfo"]["hasPreviousPage"], true);
     assert_eq!(d["chains"]["pageInfo"]["hasNextPage"], false);
     let before = d["chains"]["pageInfo"]["startCursor"].clone();
-    let d = app.data(CHAINS, json!({ "last": 1, "before": before })).await;
+    let d = app
+        .data(CHAINS, json!({ "last": 1, "before": before }))
+        .await;
     assert_eq!(versions(&d), ["a@2"]);
 
     // One chain's versions.
@@ -313,7 +357,10 @@ async fn chains_are_listed_newest_first_by_name_and_without_deprecated_ones() {
     assert_eq!(versions(&d), ["a@3", "a@1"]);
     assert_eq!(d["chains"]["totalCount"], 2);
     let d = app
-        .data(CHAINS, json!({ "f": { "name": "a", "includeDeprecated": true } }))
+        .data(
+            CHAINS,
+            json!({ "f": { "name": "a", "includeDeprecated": true } }),
+        )
         .await;
     assert_eq!(versions(&d), ["a@3", "a@2", "a@1"]);
     let (code, message) = app
@@ -339,7 +386,10 @@ async fn chains_are_listed_newest_first_by_name_and_without_deprecated_ones() {
     // A cursor of another list is refused.
     session(&app, "a", None, "someone").await;
     let sessions = app
-        .data("{ sessions(first: 1) { pageInfo { endCursor } } }", json!({}))
+        .data(
+            "{ sessions(first: 1) { pageInfo { endCursor } } }",
+            json!({}),
+        )
         .await;
     let cursor = sessions["sessions"]["pageInfo"]["endCursor"].clone();
     let (code, message) = app.error(CHAINS, json!({ "after": cursor })).await;
@@ -348,7 +398,8 @@ async fn chains_are_listed_newest_first_by_name_and_without_deprecated_ones() {
     app.stop().await;
 }
 
-const IMPACT: &str = "query ($c: ChainVersionRef!, $first: Int, $after: String, $d: Boolean! = false) {
+const IMPACT: &str =
+    "query ($c: ChainVersionRef!, $first: Int, $after: String, $d: Boolean! = false) {
     sessions(filter: { chain: $c, includeDeleted: $d }, first: $first, after: $after) {
       totalCount pageInfo { hasNextPage endCursor } edges { cursor node { author } } } }";
 
@@ -366,7 +417,13 @@ async fn the_sessions_of_a_version_are_found_by_it() {
     let app = TestApp::start().await;
     register(&app, "deep", "1.0.0", &definition("any")).await;
     register(&app, "deep", "1.1.0", &definition("all")).await;
-    register(&app, "quick", "1.0.0", &json!({ "stages": [{ "name": "Look" }] })).await;
+    register(
+        &app,
+        "quick",
+        "1.0.0",
+        &json!({ "stages": [{ "name": "Look" }] }),
+    )
+    .await;
     for (version, author) in [
         (Some("1.0.0"), "old-1"),
         (Some("1.1.0"), "new-1"),
@@ -418,7 +475,10 @@ async fn the_sessions_of_a_version_are_found_by_it() {
     assert_eq!(newer["version"], "1.1.0");
     assert_eq!(authors(&newer["sessionsConnection"]), ["new-2", "new-1"]);
     assert_eq!(newer["sessionsConnection"]["totalCount"], 2);
-    assert_eq!(newer["sessionsConnection"]["pageInfo"]["hasNextPage"], false);
+    assert_eq!(
+        newer["sessionsConnection"]["pageInfo"]["hasNextPage"],
+        false
+    );
     assert_eq!(authors(&older["sessionsConnection"]), ["old-3", "old-2"]);
     assert_eq!(older["sessionsConnection"]["totalCount"], 3);
     assert_eq!(older["sessionsConnection"]["pageInfo"]["hasNextPage"], true);
@@ -559,18 +619,32 @@ async fn registering_is_a_writers_and_deprecating_an_admins() {
         let body = app.graphql(REGISTER, register_c.clone()).await;
         let code = &body["errors"][0]["extensions"]["code"];
         if registers {
-            assert_eq!(body["data"]["registerChain"]["createdBy"], "token:writer", "{body}");
+            assert_eq!(
+                body["data"]["registerChain"]["createdBy"], "token:writer",
+                "{body}"
+            );
         } else {
             assert_eq!(code, "FORBIDDEN", "{name}: {body}");
         }
         let body = app.graphql(deprecate, json!({})).await;
         if deprecates {
-            assert_eq!(body["data"]["deprecateChain"]["deprecatedBy"], "token:admin", "{body}");
+            assert_eq!(
+                body["data"]["deprecateChain"]["deprecatedBy"], "token:admin",
+                "{body}"
+            );
         } else {
-            assert_eq!(body["errors"][0]["extensions"]["code"], "FORBIDDEN", "{name}: {body}");
+            assert_eq!(
+                body["errors"][0]["extensions"]["code"], "FORBIDDEN",
+                "{name}: {body}"
+            );
         }
         // Every role reads them.
-        let d = app.data("{ chains(filter: { includeDeprecated: true }) { totalCount } }", json!({})).await;
+        let d = app
+            .data(
+                "{ chains(filter: { includeDeprecated: true }) { totalCount } }",
+                json!({}),
+            )
+            .await;
         assert_eq!(d["chains"]["totalCount"], i64::from(registers), "{name}");
     }
     app.stop().await;
@@ -594,9 +668,16 @@ async fn purging_sessions_keeps_the_versions_they_ran() {
         size: 10,
         pause_ms: 0,
     };
-    let purged = purge(&app.store, &policy, "cli:ops", PurgeTrigger::Command, batches, &running)
-        .await
-        .unwrap();
+    let purged = purge(
+        &app.store,
+        &policy,
+        "cli:ops",
+        PurgeTrigger::Command,
+        batches,
+        &running,
+    )
+    .await
+    .unwrap();
     assert_eq!(purged.sessions, 1);
     assert_eq!(count(&app, "sessions").await, 0);
     let d = app
@@ -624,11 +705,12 @@ async fn a_restore_registers_the_versions_its_sessions_ran() {
     let restored = restore(&app.store, &records).await.unwrap();
     assert!(restored.new > records.chains.len());
     assert_eq!(count(&app, "chains").await, records.chains.len() as i64);
-    let stored: Option<Value> = sqlx::query_scalar("SELECT chain_overrides FROM sessions WHERE id = $1")
-        .bind(records.sessions[session].id)
-        .fetch_one(app.store.pool())
-        .await
-        .unwrap();
+    let stored: Option<Value> =
+        sqlx::query_scalar("SELECT chain_overrides FROM sessions WHERE id = $1")
+            .bind(records.sessions[session].id)
+            .fetch_one(app.store.pool())
+            .await
+            .unwrap();
     assert_eq!(stored, Some(json!({ "timeout_s": 30 })));
     // Again: nothing new, the versions included.
     assert_eq!(restore(&app.store, &records).await.unwrap().new, 0);
@@ -637,7 +719,10 @@ async fn a_restore_registers_the_versions_its_sessions_ran() {
     let mut changed = records.clone();
     changed.chains[0].definition = raw_json(&json!({ "stages": [{ "name": "Other" }] }));
     let err = restore(&app.store, &changed).await.unwrap_err().to_string();
-    assert!(err.contains("already registered with another definition"), "{err}");
+    assert!(
+        err.contains("already registered with another definition"),
+        "{err}"
+    );
     // A session naming a version that is registered nowhere is refused, naming the session.
     let mut orphan = Records::default();
     let pending = records
@@ -651,7 +736,10 @@ async fn a_restore_registers_the_versions_its_sessions_ran() {
     orphan.sessions.push(row);
     let err = restore(&app.store, &orphan).await.unwrap_err().to_string();
     assert!(err.contains("version 0.0.1 is not registered"), "{err}");
-    assert!(err.contains(&format!("session {}", orphan.sessions[0].id)), "{err}");
+    assert!(
+        err.contains(&format!("session {}", orphan.sessions[0].id)),
+        "{err}"
+    );
     app.stop().await;
 }
 
@@ -723,7 +811,10 @@ async fn the_sessions_of_a_version_are_read_along_its_index_at_volume() {
         .collect();
     plans.push((
         "Chain.sessionsConnection".to_owned(),
-        app.store.explain_session_pages_by_chain(&keys).await.unwrap(),
+        app.store
+            .explain_session_pages_by_chain(&keys)
+            .await
+            .unwrap(),
     ));
     for (what, plan) in &plans {
         assert!(
@@ -739,6 +830,10 @@ async fn the_sessions_of_a_version_are_read_along_its_index_at_volume() {
     assert_eq!(page.rows.len(), 20);
     assert!(page.has_next);
     assert!(page.rows.iter().all(|s| s.chain() == Some(chain.clone())));
-    assert!(page.rows.windows(2).all(|w| w[0].created_at > w[1].created_at));
+    assert!(
+        page.rows
+            .windows(2)
+            .all(|w| w[0].created_at > w[1].created_at)
+    );
     app.stop().await;
 }

@@ -314,7 +314,10 @@ async fn demo_sessions_ran_registered_chain_versions() {
         .iter()
         .map(|c| c["sessionsConnection"]["totalCount"].as_i64().unwrap())
         .sum();
-    assert!(linked >= 8, "every scenario's session ran a registered version");
+    assert!(
+        linked >= 8,
+        "every scenario's session ran a registered version"
+    );
     // The week of alerts was recorded with a chain name only.
     let d = app
         .data(

@@ -15,8 +15,8 @@ use sqlx::PgConnection;
 use super::guards::{RoleGuard, caller};
 use super::ids::{self, NodeType, decode_as};
 use super::types::{
-    AgentExecution, ApiToken, Chain, ChainVersionRef, Chat, ChatUserMessage, LlmInteraction, McpInteraction, Message,
-    Session, Stage, TimelineEvent,
+    AgentExecution, ApiToken, Chain, ChainVersionRef, Chat, ChatUserMessage, LlmInteraction,
+    McpInteraction, Message, Session, Stage, TimelineEvent,
 };
 use crate::auth::Authenticator;
 use crate::error::Error;

@@ -98,10 +98,6 @@ impl Chain {
     /// The sessions that ran this version, newest first, a page at a time (the same list as
     /// `sessions(filter: { chain: { name, version } })`, whose cursors these are).
     #[graphql(complexity = "cost::page(first, last, child_complexity)")]
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "the field's GraphQL arguments: a Relay connection's four and includeDeleted"
-    )]
     async fn sessions_connection(
         &self,
         ctx: &Context<'_>,
@@ -114,9 +110,7 @@ impl Chain {
             desc = "The last this many sessions before `before` (and after `after`); at most the server's maximum page size. Give `first` or `last`, not both."
         )]
         last: Option<i32>,
-        #[graphql(desc = "Only sessions before this cursor (newer ones).")] before: Option<
-            String,
-        >,
+        #[graphql(desc = "Only sessions before this cursor (newer ones).")] before: Option<String>,
         #[graphql(desc = "Include soft-deleted sessions.", default = false)] include_deleted: bool,
     ) -> Result<SessionConnection> {
         let args = PageArgs {

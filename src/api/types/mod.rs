@@ -26,8 +26,8 @@ use super::loaders::Loaders;
 use crate::error::{Error, Result};
 
 pub use access::{ApiToken, SessionHistoryEntry, Viewer};
-pub use chain::{Chain, ChainConnection, ChainVersionRef};
 pub(crate) use chain::list_chains;
+pub use chain::{Chain, ChainConnection, ChainVersionRef};
 pub use chat::{Chat, ChatUserMessage};
 pub use connection::{ChatListConnection, McpInteractionSearchConnection};
 pub(crate) use connection::{list_chats, search_mcp_interactions};

@@ -67,7 +67,11 @@ impl Node {
                 .load_one(uuid)
                 .await?
                 .map(|r| Node::ChatUserMessage(ChatUserMessage(r))),
-            NodeType::Chain => l.chains.load_one(uuid).await?.map(|r| Node::Chain(Chain(r))),
+            NodeType::Chain => l
+                .chains
+                .load_one(uuid)
+                .await?
+                .map(|r| Node::Chain(Chain(r))),
         })
     }
 }

@@ -36,7 +36,7 @@ pub struct SessionConnection {
 /// What a page of sessions counts in `totalCount`.
 pub enum SessionCount {
     /// The sessions a filter matches (`sessions`).
-    Matching(SessionFilter),
+    Matching(Box<SessionFilter>),
     /// The sessions that ran a chain version (`Chain.sessionsConnection`): counted for every
     /// chain of the level at once.
     OfChain(ChainSessions),

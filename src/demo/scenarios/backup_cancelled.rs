@@ -2,9 +2,9 @@
 
 use serde_json::json;
 
-use crate::demo::chains::{Chain, QUICK_LOOK};
 use crate::demo::builder::{Agents, Alert, Demo, Outcome, Step};
 use crate::demo::catalog::KUBERNETES_AGENT;
+use crate::demo::chains::{Chain, QUICK_LOOK};
 use crate::model::{ExecutionStatus, LlmInteractionType as Llm, SessionStatus};
 
 pub(super) fn play(d: &mut Demo) {

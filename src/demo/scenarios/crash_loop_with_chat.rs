@@ -3,9 +3,9 @@
 
 use serde_json::json;
 
-use crate::demo::chains::{Chain, DEEP_DIVE_1_0};
 use crate::demo::builder::{Agents, Alert, Demo, Outcome, Step};
 use crate::demo::catalog::{ARGOCD_AGENT, KUBERNETES_AGENT, PROMETHEUS_AGENT, REMEDIATION_AGENT};
+use crate::demo::chains::{Chain, DEEP_DIVE_1_0};
 use crate::model::{
     ExecutionStatus, LlmInteractionType as Llm, ParallelType, SessionStatus, SuccessPolicy,
     TimelineEventStatus,

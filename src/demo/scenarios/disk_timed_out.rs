@@ -3,9 +3,9 @@
 
 use serde_json::json;
 
-use crate::demo::chains::{Chain, QUICK_LOOK};
 use crate::demo::builder::{Agents, Alert, Demo, Outcome, Step};
 use crate::demo::catalog::KUBERNETES_AGENT;
+use crate::demo::chains::{Chain, QUICK_LOOK};
 use crate::model::{
     ExecutionStatus, SessionStatus, TimelineEventStatus, TimelineEventType as Kind,
 };

@@ -3,9 +3,9 @@
 
 use serde_json::json;
 
-use crate::demo::chains::{Chain, LOG_REPLICAS};
 use crate::demo::builder::{Agents, Alert, Demo, Outcome, Step};
 use crate::demo::catalog::LOG_AGENT;
+use crate::demo::chains::{Chain, LOG_REPLICAS};
 use crate::model::{
     ExecutionStatus, ParallelType, SessionStatus, SuccessPolicy, TimelineEventStatus,
     TimelineEventType as Kind,

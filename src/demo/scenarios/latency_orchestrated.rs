@@ -4,11 +4,11 @@
 
 use serde_json::json;
 
-use crate::demo::chains::{Chain, LATENCY_ORCHESTRATED};
 use crate::demo::builder::{Agent, Agents, Alert, Demo, Joins, Msg, Outcome, Step};
 use crate::demo::catalog::{
     KUBERNETES_AGENT, ORCHESTRATOR_AGENT, PROMETHEUS_AGENT, TEAM_LEAD_AGENT,
 };
+use crate::demo::chains::{Chain, LATENCY_ORCHESTRATED};
 use crate::model::{ExecutionStatus, LlmInteractionType as Llm, SessionStatus};
 
 pub(super) fn play(d: &mut Demo) {

@@ -2,8 +2,8 @@
 
 use serde_json::json;
 
-use crate::demo::chains::{Chain, QUICK_LOOK};
 use crate::demo::builder::{Alert, Demo};
+use crate::demo::chains::{Chain, QUICK_LOOK};
 
 pub(super) fn play(d: &mut Demo) {
     d.session(

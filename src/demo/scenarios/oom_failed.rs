@@ -4,9 +4,9 @@
 
 use serde_json::json;
 
-use crate::demo::chains::{Chain, DEEP_DIVE_1_1};
 use crate::demo::builder::{Agents, Alert, Demo, Outcome, Step};
 use crate::demo::catalog::{ARGOCD_AGENT, KUBERNETES_AGENT, PROMETHEUS_AGENT};
+use crate::demo::chains::{Chain, DEEP_DIVE_1_1};
 use crate::model::{
     ExecutionStatus, LlmInteractionType as Llm, ParallelType, SessionStatus, SuccessPolicy,
     TimelineEventStatus, TimelineEventType as Kind,

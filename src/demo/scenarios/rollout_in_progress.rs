@@ -2,9 +2,9 @@
 
 use serde_json::json;
 
-use crate::demo::chains::{Chain, ARGOCD_ROLLOUT};
 use crate::demo::builder::{Agents, Alert, Demo, Step};
 use crate::demo::catalog::{ARGOCD_AGENT, KUBERNETES_AGENT};
+use crate::demo::chains::{ARGOCD_ROLLOUT, Chain};
 use crate::model::{ExecutionStatus, LlmInteractionType as Llm, TimelineEventType as Kind};
 
 pub(super) fn play(d: &mut Demo) {

@@ -5,9 +5,9 @@
 
 use serde_json::json;
 
-use crate::demo::chains::Chain;
 use crate::demo::builder::{Agents, Alert, Demo, Outcome};
 use crate::demo::catalog::{KUBERNETES_AGENT, LOG_AGENT, PROMETHEUS_AGENT, Profile};
+use crate::demo::chains::Chain;
 use crate::model::{
     ExecutionStatus, LlmInteractionType as Llm, SessionStatus, TimelineEventStatus,
     TimelineEventType as Kind,

@@ -97,7 +97,9 @@ pub(crate) async fn register_as(
     new: &NewChain,
     was: &ChainRow,
 ) -> Result<bool> {
-    Ok(insert_or_match(conn, new, was.id, Some(was.created_at)).await?.1)
+    Ok(insert_or_match(conn, new, was.id, Some(was.created_at))
+        .await?
+        .1)
 }
 
 /// Inserts the version unless it is registered (`created_at`: now unless given); when it is,

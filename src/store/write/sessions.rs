@@ -14,18 +14,18 @@ use serde_json::Value as Json;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use super::chains;
 use super::lifecycle::{finish_locked, running_executions, set_session_status};
 use super::locks::lock_streams_of;
-use super::chains;
 use super::{
     check_json, check_name, check_optional, check_required, ensure_not_deleted, fetch_session,
     id_taken, is_finished_session, is_retry, limits, lock_session, snake,
 };
 use crate::error::{Error, Result};
 use crate::model::{ExecutionStatus, SessionStatus};
-use crate::store::{ChainKey, SessionRow};
 use crate::store::records::session_columns;
 use crate::store::traced::traced;
+use crate::store::{ChainKey, SessionRow};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct NewSession {

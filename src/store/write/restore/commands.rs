@@ -13,8 +13,8 @@ use crate::store::write::sessions::{Completion, NewSession};
 use crate::store::write::stages::NewStage;
 use crate::store::write::timeline::NewEvent;
 use crate::store::{
-    ChainRow, ChatRow, ExecutionRow, LlmInteractionRow, LlmPayloadRow, LlmRequestRow, McpInteractionRow,
-    McpPayloadRow, MessageRow, RawJson, SessionRow, StageRow, TimelineEventRow,
+    ChainRow, ChatRow, ExecutionRow, LlmInteractionRow, LlmPayloadRow, LlmRequestRow,
+    McpInteractionRow, McpPayloadRow, MessageRow, RawJson, SessionRow, StageRow, TimelineEventRow,
 };
 
 /// JSON as a command carries it.

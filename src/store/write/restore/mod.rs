@@ -15,9 +15,9 @@ mod rules;
 
 use crate::error::{Error, Result};
 use crate::store::{
-    ChainRow, ChatRow, ChatUserMessageRow, ExecutionRow, LlmInteractionRow, LlmPayloadRow, LlmRequestRow,
-    McpInteractionRow, McpPayloadRow, MessageRow, Record, SessionRow, StageRow, Store,
-    TimelineEventRow,
+    ChainRow, ChatRow, ChatUserMessageRow, ExecutionRow, LlmInteractionRow, LlmPayloadRow,
+    LlmRequestRow, McpInteractionRow, McpPayloadRow, MessageRow, Record, SessionRow, StageRow,
+    Store, TimelineEventRow,
 };
 
 /// The records of some sessions, each table's in an order it can be inserted in (parent

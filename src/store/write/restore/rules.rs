@@ -10,8 +10,8 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::commands::{
-    completion, finish, new_chain, new_chat, new_event, new_execution, new_llm, new_mcp, new_message,
-    new_session, new_stage,
+    completion, finish, new_chain, new_chat, new_event, new_execution, new_llm, new_mcp,
+    new_message, new_session, new_stage,
 };
 use super::{Records, refused};
 use crate::error::{Error, Result};
