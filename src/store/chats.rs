@@ -1,7 +1,7 @@
 //! Follow-up chats (seed 002): the chats of sessions and the questions in them, a person's chats
 //! across sessions, and where each chat and question stands (its answering stage and answer).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use sqlx::{FromRow, Postgres, QueryBuilder};
@@ -12,7 +12,7 @@ use super::records::timeline_event_columns;
 use super::sessions::push_session_not_deleted;
 use super::{
     ChatRow, ChatUserMessageRow, InSession, Key, Record as _, RecordKey, StageRow, Store,
-    TimelineEventRow, group_by_key, key_lists,
+    TimelineEventRow, group_by_key, key_columns,
 };
 use crate::error::Result;
 
@@ -71,11 +71,13 @@ impl Store {
         &self,
         chats: &[Key],
     ) -> Result<HashMap<Key, Vec<Arc<ChatUserMessageRow>>>> {
-        let (ids, sessions) = key_lists(chats);
-        let rows: Vec<ChatUserMessageRow> = sqlx::query_as(
-            "SELECT * FROM chat_user_messages WHERE chat_id = ANY($1) AND session_id = ANY($2) \
-             ORDER BY chat_id, created_at, id",
-        )
+        let (ids, sessions) = key_columns(chats);
+        let rows: Vec<ChatUserMessageRow> = sqlx::query_as(concat!(
+            "SELECT m.* FROM ",
+            keys_relation!(),
+            " JOIN chat_user_messages m ON m.chat_id = k.id AND m.session_id = k.session_id \
+             ORDER BY m.session_id, m.chat_id, m.created_at, m.id"
+        ))
         .bind(ids)
         .bind(sessions)
         .fetch_all(self.reader().await?.traced())
@@ -88,31 +90,35 @@ impl Store {
         &self,
         questions: &[Key],
     ) -> Result<HashMap<Key, Arc<StageRow>>> {
-        let (ids, sessions) = key_lists(questions);
-        let rows: Vec<StageRow> = sqlx::query_as(
-            "SELECT * FROM stages WHERE chat_user_message_id = ANY($1) AND session_id = ANY($2)",
-        )
+        let (ids, sessions) = key_columns(questions);
+        let rows: Vec<StageRow> = sqlx::query_as(concat!(
+            "SELECT st.* FROM ",
+            keys_relation!(),
+            " JOIN stages st ON st.chat_user_message_id = k.id AND st.session_id = k.session_id"
+        ))
         .bind(ids)
         .bind(sessions)
         .fetch_all(self.reader().await?.traced())
         .await?;
-        Ok(by_parent(questions, rows, |r| r.chat_user_message_id))
+        Ok(by_parent(rows, |r| r.chat_user_message_id))
     }
 
     /// The latest stage of each chat (by key; the one answering its latest question), which
     /// says where the chat stands; absent for a chat with no question yet.
     pub async fn latest_stage_by_chat(&self, chats: &[Key]) -> Result<HashMap<Key, Arc<StageRow>>> {
-        let (ids, sessions) = key_lists(chats);
-        let rows: Vec<StageRow> = sqlx::query_as(
-            "SELECT DISTINCT ON (chat_id, session_id) * FROM stages \
-             WHERE chat_id = ANY($1) AND session_id = ANY($2) \
-             ORDER BY chat_id, session_id, stage_index DESC",
-        )
+        let (ids, sessions) = key_columns(chats);
+        let rows: Vec<StageRow> = sqlx::query_as(concat!(
+            "SELECT latest.* FROM ",
+            keys_relation!(),
+            " CROSS JOIN LATERAL (SELECT * FROM stages \
+                 WHERE chat_id = k.id AND session_id = k.session_id \
+                 ORDER BY stage_index DESC LIMIT 1) latest"
+        ))
         .bind(ids)
         .bind(sessions)
         .fetch_all(self.reader().await?.traced())
         .await?;
-        Ok(by_parent(chats, rows, |r| r.chat_id))
+        Ok(by_parent(rows, |r| r.chat_id))
     }
 
     /// The answer to each chat question (by key): the last completed response (`llm_response`
@@ -128,23 +134,23 @@ impl Store {
             #[sqlx(flatten)]
             event: TimelineEventRow,
         }
-        let (ids, sessions) = key_lists(questions);
+        let (ids, sessions) = key_columns(questions);
         // The stage's events are read backward along `timeline_events_stage_idx`.
         let rows: Vec<Row> = sqlx::query_as(concat!(
-            "SELECT st.chat_user_message_id AS question_id, answer.* FROM stages st \
+            "SELECT st.chat_user_message_id AS question_id, answer.* FROM ",
+            keys_relation!(),
+            " JOIN stages st ON st.chat_user_message_id = k.id AND st.session_id = k.session_id \
              CROSS JOIN LATERAL (SELECT ",
             timeline_event_columns!(),
             " FROM timeline_events WHERE stage_id = st.id AND session_id = st.session_id \
                  AND event_type IN ('llm_response', 'final_analysis') AND status = 'completed' \
                ORDER BY sequence_number DESC LIMIT 1) answer \
-             WHERE st.chat_user_message_id = ANY($1) AND st.session_id = ANY($2) \
-               AND st.status = 'completed'"
+             WHERE st.status = 'completed'"
         ))
         .bind(ids)
         .bind(sessions)
         .fetch_all(self.reader().await?.traced())
         .await?;
-        let wanted: HashSet<Key> = questions.iter().copied().collect();
         Ok(rows
             .into_iter()
             .map(|r| {
@@ -153,22 +159,17 @@ impl Store {
                     Arc::new(r.event),
                 )
             })
-            .filter(|(key, _)| wanted.contains(key))
             .collect())
     }
 }
 
-/// Each row under the parent it names (`parent_of`, within its session), for the parents
-/// asked for.
+/// Each row under the parent it names (`parent_of`, within its session).
 fn by_parent<R: InSession>(
-    parents: &[Key],
     rows: Vec<R>,
     parent_of: impl Fn(&R) -> Option<Uuid>,
 ) -> HashMap<Key, Arc<R>> {
-    let wanted: HashSet<&Key> = parents.iter().collect();
     rows.into_iter()
         .filter_map(|r| Some((Key::new(r.session_id(), parent_of(&r)?), Arc::new(r))))
-        .filter(|(key, _)| wanted.contains(key))
         .collect()
 }
 

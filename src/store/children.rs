@@ -7,7 +7,7 @@ use sqlx::Executor as _;
 use uuid::Uuid;
 
 use super::{
-    ExecutionRow, Key, SessionStatusChangeRow, StageRow, Store, group_by, group_by_key, key_lists,
+    ExecutionRow, Key, SessionStatusChangeRow, StageRow, Store, group_by, group_by_key, key_columns,
 };
 use crate::error::Result;
 
@@ -44,7 +44,7 @@ impl Store {
         &self,
         stages: &[Key],
     ) -> Result<HashMap<Key, Vec<Arc<ExecutionRow>>>> {
-        let (ids, sessions) = key_lists(stages);
+        let (ids, sessions) = key_columns(stages);
         let rows: Vec<ExecutionRow> = sqlx::query_as(EXECUTIONS_BY_STAGE)
             .bind(ids)
             .bind(sessions)
@@ -58,12 +58,13 @@ impl Store {
         &self,
         parents: &[Key],
     ) -> Result<HashMap<Key, Vec<Arc<ExecutionRow>>>> {
-        let (ids, sessions) = key_lists(parents);
-        let rows: Vec<ExecutionRow> = sqlx::query_as(
-            "SELECT * FROM agent_executions \
-             WHERE parent_execution_id = ANY($1) AND session_id = ANY($2) \
-             ORDER BY parent_execution_id, agent_index",
-        )
+        let (ids, sessions) = key_columns(parents);
+        let rows: Vec<ExecutionRow> = sqlx::query_as(concat!(
+            "SELECT e.* FROM ",
+            keys_relation!(),
+            " JOIN agent_executions e ON e.parent_execution_id = k.id AND e.session_id = k.session_id \
+             ORDER BY e.session_id, e.parent_execution_id, e.agent_index"
+        ))
         .bind(ids)
         .bind(sessions)
         .fetch_all(self.reader().await?.traced())
@@ -77,13 +78,17 @@ impl Store {
 /// The statements of the loaders under a list of sessions: its stages, and their agents.
 const STAGES_BY_SESSION: &str =
     "SELECT * FROM stages WHERE session_id = ANY($1) ORDER BY session_id, stage_index";
-const EXECUTIONS_BY_STAGE: &str = "SELECT * FROM agent_executions \
-     WHERE stage_id = ANY($1) AND session_id = ANY($2) ORDER BY stage_id, agent_index";
+const EXECUTIONS_BY_STAGE: &str = concat!(
+    "SELECT e.* FROM ",
+    keys_relation!(),
+    " JOIN agent_executions e ON e.stage_id = k.id AND e.session_id = k.session_id \
+     ORDER BY e.session_id, e.stage_id, e.agent_index"
+);
 
 impl Store {
     /// How a connection runs the statements that load a session list's stages (for `sessions`)
-    /// and their agents (for `stages`): `EXPLAIN EXECUTE` of each as a prepared statement, as
-    /// it runs on its tenth execution as much as on its first.
+    /// and their agents (for `stages`): `EXPLAIN (VERBOSE) EXECUTE` of each as a prepared
+    /// statement, as it runs on its tenth execution as much as on its first.
     pub async fn explain_list_loaders(
         &self,
         sessions: &[Uuid],
@@ -102,7 +107,7 @@ impl Store {
             conn.execute(format!("PREPARE casefile_explained ({types}) AS {sql}").as_str())
                 .await?;
             let lines: Vec<String> = sqlx::query_scalar(&format!(
-                "EXPLAIN EXECUTE casefile_explained({})",
+                "EXPLAIN (VERBOSE) EXECUTE casefile_explained({})",
                 arrays.join(", ")
             ))
             .fetch_all(&mut *conn)
@@ -110,7 +115,7 @@ impl Store {
             conn.execute("DEALLOCATE casefile_explained").await?;
             Ok(lines.join("\n"))
         };
-        let (stage_ids, stage_sessions) = key_lists(stages);
+        let (stage_ids, stage_sessions) = key_columns(stages);
         let plans = async {
             Ok([
                 explain(STAGES_BY_SESSION, &[sessions.to_vec()]).await?,

@@ -1,5 +1,17 @@
 //! SQL access. Every query that reads many parents' children takes all parent keys at once
-//! (`WHERE key = ANY($1)`), so the GraphQL loaders above cost one statement per batch.
+//! (`WHERE key = ANY($1)`, or joined to the keys asked for: `keys_relation!`), so the GraphQL
+//! loaders above cost one statement per batch.
+
+/// The keys a statement is asked for, as the relation `k (id, session_id)` of the parallel
+/// arrays `$1` (ids) and `$2` (their sessions) that [`key_columns`] makes. Statements join it
+/// to their table on both columns: PostgreSQL then probes an index once per key, where
+/// `x = ANY($1) AND session_id = ANY($2)` intersects two index scans and returns the cross
+/// product of the lists (measured on PostgreSQL 15: 0.32 ms against 0.10 for 8 stages).
+macro_rules! keys_relation {
+    () => {
+        "unnest($1::uuid[], $2::uuid[]) AS k (id, session_id)"
+    };
+}
 
 mod agents;
 pub mod catalog;
@@ -28,7 +40,7 @@ mod tool_calls;
 mod traced;
 pub mod write;
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::hash::Hash;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
@@ -172,27 +184,21 @@ impl Store {
     }
 
     /// Rows of one table by key (id within session); keys that do not exist are simply absent.
-    /// Both lists go to the `(id, session_id)` primary key as `= ANY`, which also limits a
-    /// distributed read to the sessions' shards; the few rows of the cross product that are
-    /// not keys asked for (an id reused in another of the sessions) are dropped here.
+    /// Each key is one probe of the `(id, session_id)` primary key, which also limits a
+    /// distributed read to the sessions' shards.
     pub async fn by_keys<R: InSession>(&self, keys: &[Key]) -> Result<Vec<R>> {
-        let (ids, sessions) = key_lists(keys);
-        let rows: Vec<R> = sqlx::query_as(&by_keys_statement::<R>(""))
+        let (ids, sessions) = key_columns(keys);
+        Ok(sqlx::query_as(&by_keys_statement::<R>(""))
             .bind(ids)
             .bind(sessions)
             .fetch_all(self.reader().await?.traced())
-            .await?;
-        let wanted: HashSet<&Key> = keys.iter().collect();
-        Ok(rows
-            .into_iter()
-            .filter(|r| wanted.contains(&r.key()))
-            .collect())
+            .await?)
     }
 
     /// How PostgreSQL reads rows of one table by key (`EXPLAIN` of [`Store::by_keys`]'s
     /// statement), for tests that check the primary key serves it.
     pub async fn explain_by_keys<R: InSession>(&self, keys: &[Key]) -> Result<String> {
-        let (ids, sessions) = key_lists(keys);
+        let (ids, sessions) = key_columns(keys);
         let lines: Vec<String> = sqlx::query_scalar(&by_keys_statement::<R>("EXPLAIN "))
             .bind(ids)
             .bind(sessions)
@@ -205,22 +211,22 @@ impl Store {
 /// The statement of [`Store::by_keys`], after `prefix`.
 fn by_keys_statement<R: InSession>(prefix: &str) -> String {
     format!(
-        "{prefix}SELECT {} FROM {} WHERE id = ANY($1) AND session_id = ANY($2)",
+        "{prefix}SELECT {} FROM {} WHERE (id, session_id) IN (SELECT id, session_id FROM {})",
         R::COLUMNS,
-        R::TABLE
+        R::TABLE,
+        keys_relation!()
     )
 }
 
-/// The distinct ids and sessions of `keys`, for `id = ANY($1) AND session_id = ANY($2)`.
-pub(crate) fn key_lists(keys: &[Key]) -> (Vec<Uuid>, Vec<Uuid>) {
-    let ids: BTreeSet<Uuid> = keys.iter().map(|k| k.id).collect();
-    let sessions: BTreeSet<Uuid> = keys.iter().map(|k| k.session).collect();
-    (ids.into_iter().collect(), sessions.into_iter().collect())
+/// The ids of `keys` and, in the same places, their sessions (each key once), bound as `$1`
+/// and `$2` of a statement that reads [`keys_relation!`].
+pub(crate) fn key_columns(keys: &[Key]) -> (Vec<Uuid>, Vec<Uuid>) {
+    let keys: BTreeSet<&Key> = keys.iter().collect();
+    keys.into_iter().map(|k| (k.id, k.session)).unzip()
 }
 
 /// Groups rows by their parent's key (its id, `parent_of`, within the row's session), keeping
-/// their order; every requested key gets an entry (maybe empty), and rows under no requested
-/// key (the cross product of `id = ANY … AND session_id = ANY …`) are dropped.
+/// their order; every requested key gets an entry (maybe empty).
 pub fn group_by_key<R: InSession>(
     keys: &[Key],
     rows: Vec<R>,

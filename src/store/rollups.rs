@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use sqlx::FromRow;
 use uuid::Uuid;
 
-use super::{Key, Scope, SessionCountsRow, Store, TokenUsageRow, key_lists};
+use super::{Key, Scope, SessionCountsRow, Store, TokenUsageRow, key_columns};
 use crate::error::Result;
 
 impl Store {
@@ -23,27 +23,24 @@ impl Store {
             usage: TokenUsageRow,
         }
         let column = scope.column();
-        let (ids, sessions) = key_lists(keys);
-        // A stage's or an execution's session is named too (a session's own need no more).
-        let in_sessions = match scope {
-            Scope::Session => "",
-            _ => " AND session_id = ANY($2)",
-        };
+        let (ids, sessions) = key_columns(keys);
         let sql = format!(
-            "SELECT session_id, {column} AS parent, \
+            concat!(
+                "SELECT i.session_id, i.{column} AS parent, \
                     coalesce(sum(input_tokens), 0)::bigint AS input_tokens, \
                     coalesce(sum(output_tokens), 0)::bigint AS output_tokens, \
                     coalesce(sum(total_tokens), 0)::bigint AS total_tokens, \
                     coalesce(sum(thinking_tokens), 0)::bigint AS thinking_tokens, \
                     coalesce(sum(estimated_cost_usd), 0)::float8 AS estimated_cost_usd, \
                     count(*) AS interaction_count \
-             FROM llm_interactions WHERE {column} = ANY($1){in_sessions} \
-             GROUP BY session_id, {column}"
+                 FROM ",
+                keys_relation!(),
+                " JOIN llm_interactions i ON i.{column} = k.id AND i.session_id = k.session_id \
+                 GROUP BY i.session_id, i.{column}"
+            ),
+            column = column
         );
-        let mut query = sqlx::query_as(&sql).bind(ids);
-        if scope != Scope::Session {
-            query = query.bind(sessions);
-        }
+        let query = sqlx::query_as(&sql).bind(ids).bind(sessions);
         let rows: Vec<Row> = query.fetch_all(self.reader().await?.traced()).await?;
         let mut usage: HashMap<Key, TokenUsageRow> = keys
             .iter()
