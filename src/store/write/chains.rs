@@ -7,7 +7,7 @@ use serde_json::Value as Json;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use super::{check_json, check_name, check_required, id_taken, limits};
+use super::{check_json, check_name, check_required, id_taken, is_plain_name, limits};
 use crate::error::{Error, Result};
 use crate::store::traced::traced;
 use crate::store::{ChainKey, ChainRow, Record as _};
@@ -32,12 +32,7 @@ impl NewChain {
 /// `2024-06-01+hotfix.1`, a commit hash); `prefix` says where they sit in the input.
 pub(crate) fn check_key(prefix: &str, key: &ChainKey) -> Result<()> {
     check_name(&format!("{prefix}name"), &key.name)?;
-    let version = &key.version;
-    let mut chars = version.chars();
-    let well_formed = chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
-        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '+' | '-'))
-        && version.len() <= limits::CHAIN_VERSION;
-    if !well_formed {
+    if !is_plain_name(&key.version, limits::CHAIN_VERSION, &['.', '_', '+', '-']) {
         return Err(Error::bad_input(format!(
             "`{prefix}version` must be 1–{} letters, digits, '.', '_', '+' or '-', starting \
              with a letter or digit",

@@ -103,6 +103,16 @@ pub(crate) fn check_name(field: &str, value: &str) -> Result<()> {
     check_required(field, value, limits::NAME)
 }
 
+/// Whether `text` is 1 to `max` ASCII letters, digits and `extra` characters, starting with a
+/// letter or digit (token names, chain versions).
+pub(crate) fn is_plain_name(text: &str, max: usize, extra: &[char]) -> bool {
+    text.len() <= max
+        && text.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || extra.contains(&c))
+}
+
 pub(crate) fn check_optional(field: &str, value: Option<&str>, max: usize) -> Result<()> {
     value.map_or(Ok(()), |v| check_text(field, v, max))
 }
