@@ -20,10 +20,11 @@ pub enum NodeType {
     McpInteraction,
     Chat,
     ChatUserMessage,
+    Chain,
 }
 
 impl NodeType {
-    const ALL: [NodeType; 9] = [
+    const ALL: [NodeType; 10] = [
         Self::Session,
         Self::Stage,
         Self::AgentExecution,
@@ -33,6 +34,7 @@ impl NodeType {
         Self::McpInteraction,
         Self::Chat,
         Self::ChatUserMessage,
+        Self::Chain,
     ];
 
     pub fn name(self) -> &'static str {
@@ -46,6 +48,7 @@ impl NodeType {
             Self::McpInteraction => "MCPInteraction",
             Self::Chat => "Chat",
             Self::ChatUserMessage => "ChatUserMessage",
+            Self::Chain => "Chain",
         }
     }
 }

@@ -8,19 +8,23 @@ use super::guards::{RoleGuard, caller};
 use super::ids::{self, NodeType};
 use super::pagination::{PageArgs, edges_of};
 use super::types::{
-    ApiToken, ChatListConnection, EdgeSearch, McpInteractionSearchConnection, ModelPrice, Node,
-    Purge, Session, SessionConnection, SessionEdge, SessionStats, Viewer, list_chats, loaders,
+    ApiToken, Chain, ChainConnection, ChainVersionRef, ChatListConnection, EdgeSearch,
+    McpInteractionSearchConnection, ModelPrice, Node, Purge, Session, SessionConnection,
+    SessionCount, SessionEdge, SessionStats, Viewer, list_chains, list_chats, loaders,
     search_mcp_interactions,
 };
 use crate::api::Limits;
 use crate::cursor::{decode_session_cursor, session_cursor};
 use crate::error::Error;
 use crate::model::{Role, SessionStatus};
+use crate::store::ChainKey;
 use crate::store::Store;
+use crate::store::chains::ChainListFilter;
 use crate::store::chats::ChatListFilter;
 use crate::store::mcp_search::McpSearchFilter;
 use crate::store::search_words::SearchWords;
 use crate::store::sessions::{SessionFilter, SessionSort};
+use crate::store::write::chains::check_key;
 use crate::store::write::{check_json, check_optional, check_time, limits};
 use async_graphql::Result;
 
@@ -31,8 +35,12 @@ pub struct SessionFilterInput {
     status: Option<Vec<SessionStatus>>,
     /// Exactly this alert type (at most 200 characters).
     alert_type: Option<String>,
-    /// Exactly this chain (at most 200 characters).
+    /// Exactly this chain, by name (at most 200 characters): with or without a registered
+    /// version.
     chain_id: Option<String>,
+    /// Sessions that ran this registered chain version (impact analysis: every session that
+    /// used chain X version Y), read along an index.
+    chain: Option<ChainVersionRef>,
     /// Exactly this author (at most 200 characters).
     author: Option<String>,
     /// Created strictly after this instant.
@@ -85,6 +93,7 @@ impl SessionFilterInput {
             check_optional(field, value.as_deref(), max)?;
         }
         check_window(self.created_after, self.created_before)?;
+        let chain = self.chain.map(|c| c.key("chain")).transpose()?;
         let search = self.search.as_deref().map(SearchWords::parse).transpose()?;
         let alert_data_contains = match self.alert_data_contains.map(|j| j.0) {
             Some(json) if !json.is_object() => {
@@ -102,6 +111,7 @@ impl SessionFilterInput {
             statuses: self.status.unwrap_or_default(),
             alert_type: self.alert_type,
             chain_id: self.chain_id,
+            chain,
             author: self.author,
             created_after: self.created_after,
             created_before: self.created_before,
@@ -111,6 +121,26 @@ impl SessionFilterInput {
             created_by: self.created_by,
             cancelled_by: self.cancelled_by,
             deleted_by: self.deleted_by,
+        })
+    }
+}
+
+/// Narrows the list of chain versions.
+#[derive(InputObject, Default)]
+pub struct ChainFilter {
+    /// Only this chain's versions (at most 200 characters).
+    name: Option<String>,
+    /// Deprecated versions too.
+    #[graphql(default = false)]
+    include_deprecated: bool,
+}
+
+impl ChainFilter {
+    fn validate(self) -> crate::error::Result<ChainListFilter> {
+        check_optional("name", self.name.as_deref(), limits::NAME)?;
+        Ok(ChainListFilter {
+            name: self.name,
+            include_deprecated: self.include_deprecated,
         })
     }
 }
@@ -358,7 +388,7 @@ impl Query {
         Ok(SessionConnection {
             edges,
             page_info,
-            filter,
+            count: SessionCount::Matching(Box::new(filter)),
         })
     }
 
@@ -486,6 +516,54 @@ impl Query {
             before,
         };
         list_chats(ctx, filter, args).await
+    }
+
+    /// Chain versions, latest registered first, a page at a time (forward with `first`/`after`,
+    /// backward with `last`/`before`); deprecated ones only when asked for.
+    #[graphql(
+        complexity = "cost::page(first, last, child_complexity)",
+        guard = "RoleGuard(Role::Reader)"
+    )]
+    async fn chains(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "Which chain versions (default: every one not deprecated).")]
+        filter: Option<ChainFilter>,
+        #[graphql(
+            desc = "The first this many chain versions after `after` (and before `before`); at most the server's maximum page size. Without `first` and `last`, the first 20. Give `first` or `last`, not both."
+        )]
+        first: Option<i32>,
+        #[graphql(desc = "Only chain versions after this cursor (registered earlier).")]
+        after: Option<String>,
+        #[graphql(
+            desc = "The last this many chain versions before `before` (and after `after`); at most the server's maximum page size. Give `first` or `last`, not both."
+        )]
+        last: Option<i32>,
+        #[graphql(desc = "Only chain versions before this cursor (registered later).")]
+        before: Option<String>,
+    ) -> Result<ChainConnection> {
+        let filter = filter.unwrap_or_default().validate()?;
+        let args = PageArgs {
+            first,
+            after,
+            last,
+            before,
+        };
+        list_chains(ctx, filter, args).await
+    }
+
+    /// A chain version by its chain's name and its version, deprecated or not (null when it is
+    /// not registered).
+    #[graphql(guard = "RoleGuard(Role::Reader)")]
+    async fn chain(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The chain's name.")] name: String,
+        #[graphql(desc = "The version.")] version: String,
+    ) -> Result<Option<Chain>> {
+        let key = ChainKey { name, version };
+        check_key("", &key)?;
+        Ok(loaders(ctx).chains_by_key.load_one(key).await?.map(Chain))
     }
 
     /// Analytics over the sessions `filter` matches (the same filter as `sessions`): session

@@ -37,6 +37,11 @@ enum Cursor {
         at: chrono::DateTime<chrono::Utc>,
         id: Uuid,
     },
+    /// A chain version in the list of chains (`at` is when it was registered).
+    Chains {
+        at: chrono::DateTime<chrono::Utc>,
+        id: Uuid,
+    },
     Events(EventsPosition),
     Feed(FeedPosition),
     /// Timeline subscription cursors handed out before both kinds shared one format: decoded,
@@ -65,6 +70,7 @@ fn kind_of(cursor: &Cursor) -> &'static str {
         Cursor::Messages { .. } => "a list of messages",
         Cursor::Records { .. } => "a list of interactions or of a session's chats",
         Cursor::ChatActivity { .. } => "the list of chats by activity",
+        Cursor::Chains { .. } => "the list of chains",
         Cursor::Events(_) => "a session's event stream",
         Cursor::Feed(_) => "the sessions feed",
     }
@@ -148,6 +154,22 @@ pub fn decode_chat_activity_cursor(cursor: &str) -> Result<RecordKey> {
         Cursor::ChatActivity { at, id } => Ok((at, id)),
         other => Err(Error::bad_input(format!(
             "cursor belongs to {}, not to the list of chats by activity",
+            kind_of(&other)
+        ))),
+    }
+}
+
+/// The cursor of a chain version in the list of chains.
+pub fn chain_cursor((at, id): RecordKey) -> String {
+    encode(&Cursor::Chains { at, id })
+}
+
+/// The place a cursor of the list of chains points at.
+pub fn decode_chain_cursor(cursor: &str) -> Result<RecordKey> {
+    match decode(cursor)? {
+        Cursor::Chains { at, id } => Ok((at, id)),
+        other => Err(Error::bad_input(format!(
+            "cursor belongs to {}, not to the list of chains",
             kind_of(&other)
         ))),
     }

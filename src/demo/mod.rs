@@ -11,10 +11,12 @@
 //! loading twice writes nothing the second time.
 //!
 //! Layout: `ids` (deterministic ids and time), `catalog` (models and their prices, agents,
-//! tools), `builder` (the `Demo` builder) and `scenarios` (one file per session).
+//! tools), `chains` (the chain versions the sessions ran), `builder` (the `Demo` builder) and
+//! `scenarios` (one file per session).
 
 mod builder;
 mod catalog;
+mod chains;
 mod ids;
 mod scenarios;
 
@@ -28,7 +30,9 @@ use builder::Demo;
 pub fn records() -> Records {
     let mut demo = Demo::default();
     scenarios::play_all(&mut demo);
-    demo.rows
+    let mut records = demo.rows;
+    records.chains = chains::records();
+    records
 }
 
 /// Loads the demo's price list and sessions (idempotent) and says what it wrote.
@@ -52,6 +56,7 @@ pub async fn load(store: &Store) -> Result<String> {
 
 fn summary(records: &Records, restored: Restored) -> String {
     let counts = [
+        (records.chains.len(), "chain versions"),
         (records.sessions.len(), "sessions"),
         (records.chats.len(), "chats"),
         (records.chat_messages.len(), "chat messages"),

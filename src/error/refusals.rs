@@ -114,6 +114,22 @@ pub fn describe(constraint: &str) -> Option<&'static str> {
         "sessions_alert_type_check" => "`alertType` must be 1–200 characters",
         "sessions_chain_id_check" => "`chainId` must be 1–200 characters",
         "sessions_check" => "a session cannot complete before it started",
+        "sessions_chain_fkey" => "the session's chain version is not registered",
+        "sessions_chain_overrides_check" => {
+            "`chainOverrides` is a JSON object, and only with a registered chain version"
+        }
+        "chains_name_check" => "a chain's `name` must be 1–200 characters",
+        "chains_version_check" => {
+            "a chain's `version` is 1–100 letters, digits, '.', '_', '+' or '-', starting with a \
+             letter or digit"
+        }
+        "chains_definition_check" => "a chain's `definition` must be a JSON object",
+        "chains_stage_count_check" => {
+            "a chain's `definition.stages` must be a non-empty array of its stages"
+        }
+        "chains_name_version_key" => {
+            "this chain version is already registered (a version never changes)"
+        }
         "chat_user_messages_content_check" => {
             "a chat question must not be empty or only whitespace, and at most 5,000 characters"
         }

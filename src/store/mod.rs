@@ -15,6 +15,7 @@ macro_rules! keys_relation {
 
 mod agents;
 pub mod catalog;
+pub mod chains;
 pub mod change_log;
 pub mod chats;
 pub mod child_pages;

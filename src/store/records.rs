@@ -83,7 +83,7 @@ macro_rules! session_columns {
     () => {
         "id, alert_type, alert_data, status, chain_id, author, runbook_url, final_analysis, \
          executive_summary, error_message, started_at, completed_at, created_at, updated_at, \
-         deleted_at, duration_ms, created_by"
+         deleted_at, duration_ms, created_by, chain_version, chain_overrides"
     };
 }
 pub(crate) use session_columns;
@@ -117,11 +117,69 @@ pub struct SessionRow {
     pub deleted_at: Option<DateTime<Utc>>,
     pub duration_ms: Option<i64>,
     pub created_by: Option<String>,
+    /// The registered version of the chain `chain_id` names (null: a name only).
+    pub chain_version: Option<String>,
+    /// What this session changed of its chain version's settings, as the client sent it.
+    pub chain_overrides: Option<RawJson>,
 }
+
+impl SessionRow {
+    /// The registered chain version it ran, if it names one.
+    pub fn chain(&self) -> Option<ChainKey> {
+        self.chain_version.as_ref().map(|version| ChainKey {
+            name: self.chain_id.clone(),
+            version: version.clone(),
+        })
+    }
+}
+
 impl Record for SessionRow {
     const TABLE: &'static str = "sessions";
     const NAME: &'static str = "session";
     const COLUMNS: &'static str = SESSION_COLUMNS;
+    fn id(&self) -> Uuid {
+        self.id
+    }
+}
+
+/// A registered chain version, by its name and version (its natural key: the same in every
+/// database, so an imported session names it as its source did).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ChainKey {
+    pub name: String,
+    pub version: String,
+}
+
+/// A chain version: its definition, stored once however many sessions ran it, and never
+/// changed.
+#[derive(Debug, Clone, FromRow)]
+pub struct ChainRow {
+    pub id: Uuid,
+    pub name: String,
+    pub version: String,
+    pub definition: RawJson,
+    /// The length of the definition's `stages`.
+    pub stage_count: i32,
+    pub created_at: DateTime<Utc>,
+    pub created_by: Option<String>,
+    pub deprecated_at: Option<DateTime<Utc>>,
+    pub deprecated_by: Option<String>,
+}
+
+impl ChainRow {
+    pub fn key(&self) -> ChainKey {
+        ChainKey {
+            name: self.name.clone(),
+            version: self.version.clone(),
+        }
+    }
+}
+
+impl Record for ChainRow {
+    const TABLE: &'static str = "chains";
+    const NAME: &'static str = "chain";
+    const COLUMNS: &'static str = "id, name, version, definition, stage_count, created_at, \
+        created_by, deprecated_at, deprecated_by";
     fn id(&self) -> Uuid {
         self.id
     }

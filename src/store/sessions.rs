@@ -8,7 +8,7 @@ use super::page::{Joined, Page, Slice};
 use super::records::SESSION_COLUMNS;
 use super::search_words::SearchWords;
 use super::write::storable_time;
-use super::{SessionRow, Store, search};
+use super::{ChainKey, SessionRow, Store, search};
 use crate::error::Result;
 use crate::model::{SessionStatus, db_name};
 
@@ -18,6 +18,8 @@ pub struct SessionFilter {
     pub statuses: Vec<SessionStatus>,
     pub alert_type: Option<String>,
     pub chain_id: Option<String>,
+    /// Sessions that ran this registered chain version (by `sessions_chain_version_idx`).
+    pub chain: Option<ChainKey>,
     pub author: Option<String>,
     pub created_after: Option<DateTime<Utc>>,
     pub created_before: Option<DateTime<Utc>>,
@@ -158,6 +160,12 @@ pub(super) fn push_filter(qb: &mut QueryBuilder<'_, Postgres>, filter: &SessionF
     }
     if let Some(v) = &filter.chain_id {
         qb.push(" AND chain_id = ").push_bind(v.clone());
+    }
+    if let Some(chain) = &filter.chain {
+        qb.push(" AND chain_id = ")
+            .push_bind(chain.name.clone())
+            .push(" AND chain_version = ")
+            .push_bind(chain.version.clone());
     }
     if let Some(v) = &filter.author {
         qb.push(" AND author = ").push_bind(v.clone());

@@ -11,12 +11,15 @@ use crate::error::sqlstate::{BadData, DbFailure};
 use crate::error::{Error, Result};
 use crate::model::SessionStatus;
 
-/// What figures are grouped by. Session figures take the first six; usage takes any.
+/// What figures are grouped by. Session figures take the first seven; usage takes any but
+/// `ChainVersion`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StatsDimension {
     Status,
     AlertType,
     Chain,
+    /// The registered version of the session's chain (with `Chain`, which it implies).
+    ChainVersion,
     Author,
     /// The calendar day the session was created, in the request's time zone.
     Day,
@@ -36,6 +39,7 @@ impl StatsDimension {
             Self::Status => "status",
             Self::AlertType => "alert_type",
             Self::Chain => "chain_id",
+            Self::ChainVersion => "chain_version",
             Self::Author => "author",
             Self::Day | Self::Week => "period",
             Self::Model => "model",
@@ -66,6 +70,7 @@ pub struct GroupKeyRow {
     pub status: Option<SessionStatus>,
     pub alert_type: Option<String>,
     pub chain_id: Option<String>,
+    pub chain_version: Option<String>,
     pub author: Option<String>,
     pub period: Option<DateTime<Utc>>,
     pub model: Option<String>,
@@ -73,10 +78,11 @@ pub struct GroupKeyRow {
     pub agent_name: Option<String>,
 }
 
-const KEY_COLUMNS: [(&str, &str); 8] = [
+const KEY_COLUMNS: [(&str, &str); 9] = [
     ("status", "text"),
     ("alert_type", "text"),
     ("chain_id", "text"),
+    ("chain_version", "text"),
     ("author", "text"),
     ("period", "timestamptz"),
     ("model", "text"),
@@ -307,6 +313,7 @@ fn push_expression(
         StatsDimension::Status => "r.status",
         StatsDimension::AlertType => "r.alert_type",
         StatsDimension::Chain => "r.chain_id",
+        StatsDimension::ChainVersion => "r.chain_version",
         StatsDimension::Author => "r.author",
         StatsDimension::Model => "r.model_name",
         StatsDimension::Provider => "r.llm_provider",

@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::model::Role;
 use crate::store::Store;
 use crate::store::traced::traced;
+use crate::store::write::is_plain_name;
 
 /// The channel every process listens on to forget cached tokens (the trigger's).
 pub const CHANGES_CHANNEL: &str = "casefile_tokens";
@@ -54,13 +55,7 @@ pub struct TokenGrant {
 
 /// Token names: letters, digits, `.`, `_` and `-`, starting with a letter or digit, at most 100.
 pub fn check_name(name: &str) -> Result<()> {
-    let valid = !name.is_empty()
-        && name.len() <= 100
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-    if valid {
+    if is_plain_name(name, 100, &['.', '_', '-']) {
         Ok(())
     } else {
         Err(Error::bad_input(format!(

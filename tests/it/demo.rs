@@ -6,10 +6,11 @@ use casefile::store::InSession as _;
 use rust_decimal::Decimal;
 use serde_json::{Value, json};
 
-use crate::common::{TestApp, TestDb};
+use crate::common::{TestApp, TestDb, nodes};
 
-const TABLES: [&str; 11] = [
+const TABLES: [&str; 12] = [
     "model_prices",
+    "chains",
     "sessions",
     "stages",
     "agent_executions",
@@ -347,5 +348,75 @@ async fn graphiqls_example_shows_the_demos_computed_costs() {
         }
     }
     assert!(priced >= 3, "{data:#}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn demo_sessions_ran_registered_chain_versions() {
+    let app = TestApp::start().await;
+    casefile::demo::load(&app.store).await.unwrap();
+    // What GraphiQL shows on a fresh start: the chains, one of them in two versions, each with
+    // its sessions.
+    let d = app
+        .data(
+            "{ chains(first: 20) { edges { node { name version stageCount
+                 sessionsConnection(first: 5) { totalCount edges { node { alertType } } }
+               } } } }",
+            json!({}),
+        )
+        .await;
+    let chains = nodes(&d["chains"]);
+    let deep_dive: Vec<&Value> = chains
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["name"] == "kubernetes-deep-dive")
+        .collect();
+    assert_eq!(deep_dive.len(), 2, "{chains:#}");
+    for version in &deep_dive {
+        assert_eq!(version["stageCount"], 3);
+        assert!(
+            version["sessionsConnection"]["totalCount"].as_i64() >= Some(1),
+            "{version:#}"
+        );
+    }
+    let linked: i64 = chains
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["sessionsConnection"]["totalCount"].as_i64().unwrap())
+        .sum();
+    assert!(
+        linked >= 8,
+        "every scenario's session ran a registered version"
+    );
+    // The week of alerts was recorded with a chain name only.
+    let d = app
+        .data(
+            "{ sessionStats { groups(by: [CHAIN_VERSION]) { nodes { key { chainId chainVersion }
+                 sessionCount } } } }",
+            json!({}),
+        )
+        .await;
+    let unversioned: i64 = d["sessionStats"]["groups"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|g| g["key"]["chainVersion"].is_null())
+        .map(|g| g["sessionCount"].as_i64().unwrap())
+        .sum();
+    assert_eq!(unversioned, 14);
+    // A session's stages are its version's, in order (its chat stages come after them).
+    let mismatched: Vec<String> = sqlx::query_scalar(
+        "SELECT s.alert_type || ': ' || st.stage_name FROM sessions s \
+         JOIN chains c ON c.name = s.chain_id AND c.version = s.chain_version \
+         JOIN stages st ON st.session_id = s.id AND st.chat_id IS NULL \
+         WHERE st.stage_index >= c.stage_count \
+            OR c.definition -> 'stages' -> st.stage_index ->> 'name' <> st.stage_name",
+    )
+    .fetch_all(app.store.pool())
+    .await
+    .unwrap();
+    assert!(mismatched.is_empty(), "{mismatched:?}");
     app.stop().await;
 }

@@ -191,6 +191,8 @@ async fn browsers_get_graphiql_with_a_working_example_query() {
     let data = app.data(casefile::http::EXAMPLE_QUERY, json!({})).await;
     let session = &data["sessions"]["edges"][0]["node"];
     assert_eq!(session["counts"]["stages"], 4);
+    // Recorded with a chain name only: no version.
+    assert_eq!(session["chain"], serde_json::Value::Null);
     assert_eq!(
         session["stages"][1]["executions"].as_array().unwrap().len(),
         3

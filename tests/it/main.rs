@@ -2,6 +2,7 @@
 
 mod access;
 mod bad_input;
+mod chains;
 mod chats;
 mod common;
 mod connections;

@@ -74,12 +74,13 @@ impl<R: InSession> Load for ByKey<R> {
     }
 }
 
-/// Declares a loader that hands its keys to one store query.
+/// Declares a loader that hands its keys to one store query (its `store` visible to this
+/// module, which builds every loader, also when it is declared in a file of its own).
 macro_rules! loader {
     ($(#[$doc:meta])* $name:ident: $key:ty => $value:ty, |$store:ident, $keys:ident| $query:expr) => {
         $(#[$doc])*
         pub struct $name {
-            store: Store,
+            pub(in crate::api::loaders) store: Store,
         }
         impl Load for $name {
             type Key = $key;
@@ -106,6 +107,14 @@ macro_rules! loader {
         }
     };
 }
+
+mod chains_by_key;
+mod session_counts_by_chain;
+mod session_pages_by_chain;
+
+pub use chains_by_key::ChainsByKey;
+pub use session_counts_by_chain::SessionCountsByChain;
+pub use session_pages_by_chain::SessionPagesByChain;
 
 loader!(
     /// Stages of a session, by stage index.
@@ -231,6 +240,7 @@ pub struct Nodes {
     pub mcp_interactions: Loader<ById<McpInteractionRow>>,
     pub chats: Loader<ById<ChatRow>>,
     pub chat_user_messages: Loader<ById<ChatUserMessageRow>>,
+    pub chains: Loader<ById<ChainRow>>,
 }
 
 /// Every loader of one request.
@@ -270,6 +280,9 @@ pub struct Loaders {
     pub mcp_interactions_by_call: Loader<McpInteractionsByCall>,
     pub events_by_call: Loader<EventsByCall>,
     pub search_matches: Loader<SearchMatches>,
+    pub chains_by_key: Loader<ChainsByKey>,
+    pub session_pages_by_chain: Loader<SessionPagesByChain>,
+    pub session_counts_by_chain: Loader<SessionCountsByChain>,
 }
 
 impl Loaders {
@@ -311,6 +324,7 @@ impl Loaders {
                 mcp_interactions: batched!(ById::new(store)),
                 chats: batched!(ById::new(store)),
                 chat_user_messages: batched!(ById::new(store)),
+                chains: batched!(ById::new(store)),
             },
             stages: batched!(ByKey::new(store)),
             executions: batched!(ByKey::new(store)),
@@ -377,6 +391,15 @@ impl Loaders {
                 store: store.clone()
             }),
             search_matches: batched!(SearchMatches {
+                store: store.clone()
+            }),
+            chains_by_key: batched!(ChainsByKey {
+                store: store.clone()
+            }),
+            session_pages_by_chain: batched!(SessionPagesByChain {
+                store: store.clone()
+            }),
+            session_counts_by_chain: batched!(SessionCountsByChain {
                 store: store.clone()
             }),
         }

@@ -9,10 +9,13 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::api::ids::{NodeType, decode_as};
+use crate::api::types::ChainVersionRef;
 use crate::error::{Error, Result};
 use crate::model::*;
+use crate::store::ChainKey;
 use crate::store::prices::NewPrice;
 use crate::store::write::{
+    chains::NewChain,
     chats::{NewChat, NewChatMessage},
     executions::{self, NewExecution},
     interactions::{NewLlmInteraction, NewMcpInteraction, check_cost},
@@ -61,8 +64,17 @@ pub struct CreateSessionInput {
     pub alert_type: String,
     /// The alert as received (JSON, at most 256 KiB).
     pub alert_data: Option<Json<Value>>,
-    /// The chain that will process it (1–200 characters).
-    pub chain_id: String,
+    /// The registered chain version that will process it: the session keeps it for good, and
+    /// is found by it (`sessions(filter: { chain })`, `Chain.sessionsConnection`). Its name is
+    /// the session's `chainId`.
+    pub chain: Option<ChainVersionRef>,
+    /// The name of the chain that will process it (1–200 characters), for a client that
+    /// names no version: the session records the name only (`chain` is null). With `chain`,
+    /// it may be left out; given, it must be `chain.name`. One of the two is required.
+    pub chain_id: Option<String>,
+    /// What this session changes of its chain version's settings (a JSON object, at most
+    /// 16 KiB; only with `chain`), kept as sent beside the version's definition.
+    pub chain_overrides: Option<Json<Value>>,
     /// Who or what submitted the alert (at most 200 characters).
     pub author: Option<String>,
     /// Runbook the agents follow (at most 2,000 characters).
@@ -76,15 +88,61 @@ pub struct CreateSessionInput {
 
 impl CreateSessionInput {
     /// The command, created by `created_by` (already resolved against the caller).
-    pub fn into_command(self, created_by: Option<String>) -> NewSession {
-        NewSession {
+    pub fn into_command(self, created_by: Option<String>) -> Result<NewSession> {
+        let (chain_id, chain_version) = match (self.chain_id, self.chain) {
+            (None, None) => {
+                return Err(Error::bad_input(
+                    "give `chain` (a registered chain version) or `chainId` (a chain's name)",
+                ));
+            }
+            (Some(name), None) => (name, None),
+            (named, Some(chain)) => {
+                if named.as_ref().is_some_and(|name| *name != chain.name) {
+                    return Err(Error::bad_input(
+                        "`chainId` names another chain than `chain.name`; give `chain` alone",
+                    ));
+                }
+                (chain.name, Some(chain.version))
+            }
+        };
+        Ok(NewSession {
             created_by,
             id: self.id,
             alert_type: self.alert_type,
             alert_data: json_or(self.alert_data, serde_json::json!({})),
-            chain_id: self.chain_id,
+            chain_id,
             author: self.author,
             runbook_url: self.runbook_url,
+            chain_version,
+            chain_overrides: self.chain_overrides.map(|j| j.0),
+        })
+    }
+}
+
+/// A chain version to register.
+#[derive(InputObject)]
+pub struct RegisterChainInput {
+    /// The chain's name (1–200 characters; what sessions' `chainId` holds).
+    pub name: String,
+    /// The version (1–100 letters, digits, `.`, `_`, `+` or `-`, starting with a letter or
+    /// digit: `1.4.0`, `v2`, `2024-06-01`, a commit hash).
+    pub version: String,
+    /// The definition: a JSON object of at most 64 KiB whose `stages` lists the chain's
+    /// stages in order, at least one, each an object with a `name` (1–200 characters);
+    /// anything else in it is the chain's own.
+    pub definition: Json<Value>,
+}
+
+impl RegisterChainInput {
+    /// The command, registered by `created_by` (the caller).
+    pub fn into_command(self, created_by: Option<String>) -> NewChain {
+        NewChain {
+            key: ChainKey {
+                name: self.name,
+                version: self.version,
+            },
+            definition: self.definition.0,
+            created_by,
         }
     }
 }

@@ -15,8 +15,8 @@ use sqlx::PgConnection;
 use super::guards::{RoleGuard, caller};
 use super::ids::{self, NodeType, decode_as};
 use super::types::{
-    AgentExecution, ApiToken, Chat, ChatUserMessage, LlmInteraction, McpInteraction, Message,
-    ModelPrice, Session, Stage, TimelineEvent,
+    AgentExecution, ApiToken, Chain, ChainVersionRef, Chat, ChatUserMessage, LlmInteraction,
+    McpInteraction, Message, ModelPrice, Session, Stage, TimelineEvent,
 };
 use crate::auth::Authenticator;
 use crate::error::Error;
@@ -145,10 +145,47 @@ impl Mutation {
     ) -> Result<Session> {
         let created_by = created_by(ctx, input.created_by.take())?;
         let reason = input.reason.take();
-        let new = input.into_command(created_by);
+        let new = input.into_command(created_by)?;
         let audit = Audit::CallerBecause(reason.as_deref());
         let row = transaction(ctx, audit, new, |c, new| Box::pin(sessions::create(c, new))).await?;
         Ok(Session(row.into()))
+    }
+
+    /// Registers a chain version. A version never changes: registering it again with the same
+    /// definition (equal as JSON values: key order, whitespace and how a number is written do
+    /// not matter; the order of arrays does) returns it and writes nothing; with another
+    /// definition it is a `CONFLICT`. Writer.
+    #[graphql(guard = "RoleGuard(Role::Writer)")]
+    async fn register_chain(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "What to register.")] input: RegisterChainInput,
+    ) -> Result<Chain> {
+        let new = input.into_command(caller(ctx)?.actor.clone());
+        let row = transaction(ctx, Audit::Nothing, new, |c, new| {
+            Box::pin(write::chains::register(c, new))
+        })
+        .await?;
+        Ok(Chain(row.into()))
+    }
+
+    /// Deprecates a chain version: left out of `chains` unless `includeDeprecated`; the
+    /// sessions that ran it keep it, and new sessions may still name it (an orchestrator not
+    /// yet upgraded keeps recording what it runs). Deprecating it again changes nothing.
+    /// Admin.
+    #[graphql(guard = "RoleGuard(Role::Admin)")]
+    async fn deprecate_chain(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The chain version.")] chain: ChainVersionRef,
+    ) -> Result<Chain> {
+        let key = chain.key("chain")?;
+        let actor = caller(ctx)?.actor.clone();
+        let row = transaction(ctx, Audit::Nothing, (key, actor), |c, (key, actor)| {
+            Box::pin(write::chains::deprecate(c, key, actor.as_deref()))
+        })
+        .await?;
+        Ok(Chain(row.into()))
     }
 
     /// `PENDING` → `IN_PROGRESS`. Writer.

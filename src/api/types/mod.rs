@@ -2,6 +2,7 @@
 //! request's [`Loaders`].
 
 mod access;
+mod chain;
 mod chat;
 mod connection;
 mod events;
@@ -26,6 +27,8 @@ use super::loaders::Loaders;
 use crate::error::{Error, Result};
 
 pub use access::{ApiToken, SessionHistoryEntry, Viewer};
+pub(crate) use chain::list_chains;
+pub use chain::{Chain, ChainConnection, ChainVersionRef};
 pub use chat::{Chat, ChatUserMessage};
 pub use connection::{ChatListConnection, McpInteractionSearchConnection};
 pub(crate) use connection::{list_chats, search_mcp_interactions};
@@ -38,7 +41,7 @@ pub use prices::ModelPrice;
 pub use purge::Purge;
 pub use rollups::{SessionCounts, TokenUsage};
 pub use search::EdgeSearch;
-pub use session::{Session, SessionConnection, SessionEdge};
+pub use session::{Session, SessionConnection, SessionCount, SessionEdge};
 pub use stage::Stage;
 pub use stats::SessionStats;
 pub use timeline::{TimelineConnection, TimelineEvent, TimelineEventEdge};

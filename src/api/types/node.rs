@@ -17,6 +17,7 @@ pub enum Node {
     McpInteraction(McpInteraction),
     Chat(Chat),
     ChatUserMessage(ChatUserMessage),
+    Chain(Chain),
 }
 
 impl Node {
@@ -66,6 +67,11 @@ impl Node {
                 .load_one(uuid)
                 .await?
                 .map(|r| Node::ChatUserMessage(ChatUserMessage(r))),
+            NodeType::Chain => l
+                .chains
+                .load_one(uuid)
+                .await?
+                .map(|r| Node::Chain(Chain(r))),
         })
     }
 }

@@ -9,12 +9,13 @@ use super::SessionHistoryEntry;
 use super::connection::{self, ChatConnection};
 use super::scoped::{ScopedCalls, ScopedTimeline, Under};
 use super::search::{EdgeSearch, SearchMatch};
-use super::{AgentExecution, SessionCounts, Stage, loaders};
+use super::{AgentExecution, Chain, SessionCounts, Stage, loaders, required};
 use crate::api::cost;
 use crate::api::ids::{self, NodeType};
 use crate::api::pagination::PageArgs;
 use crate::api::scalars::{JsonRef, Text};
 use crate::model::SessionStatus;
+use crate::store::chains::ChainSessions;
 use crate::store::sessions::SessionFilter;
 use crate::store::{SearchMatchKey, SessionRow, Store};
 use async_graphql::Result;
@@ -29,7 +30,16 @@ pub struct SessionConnection {
     /// from either end.
     pub page_info: PageInfo,
     #[graphql(skip)]
-    pub filter: SessionFilter,
+    pub count: SessionCount,
+}
+
+/// What a page of sessions counts in `totalCount`.
+pub enum SessionCount {
+    /// The sessions a filter matches (`sessions`).
+    Matching(Box<SessionFilter>),
+    /// The sessions that ran a chain version (`Chain.sessionsConnection`): counted for every
+    /// chain of the level at once.
+    OfChain(ChainSessions),
 }
 
 /// A session and its cursor.
@@ -89,13 +99,19 @@ impl SessionEdge {
 
 #[ComplexObject]
 impl SessionConnection {
-    /// How many sessions match the filter, across all pages.
+    /// How many sessions the list holds, across all pages.
     #[graphql(complexity = "cost::aggregate(cost::COUNT, child_complexity)")]
     async fn total_count(&self, ctx: &Context<'_>) -> Result<i64> {
-        Ok(ctx
-            .data_unchecked::<Store>()
-            .count_sessions(&self.filter)
-            .await?)
+        Ok(match &self.count {
+            SessionCount::Matching(filter) => {
+                ctx.data_unchecked::<Store>().count_sessions(filter).await?
+            }
+            SessionCount::OfChain(sessions) => loaders(ctx)
+                .session_counts_by_chain
+                .load_one(sessions.clone())
+                .await?
+                .unwrap_or_default(),
+        })
     }
 }
 
@@ -127,9 +143,26 @@ impl Session {
     async fn status(&self) -> SessionStatus {
         self.0.status
     }
-    /// The chain (sequence of stages) that processes it.
+    /// The name of the chain (sequence of stages) that processes it: `chain.name` when it
+    /// names a registered version, otherwise the only record of its chain.
     async fn chain_id(&self) -> Text<'_> {
         Text(&self.0.chain_id)
+    }
+    /// The registered chain version it ran (its definition and `stageCount`); null for a
+    /// session created with a chain name (`chainId`) only, as every session from before chain
+    /// versions was.
+    async fn chain(&self, ctx: &Context<'_>) -> Result<Option<Chain>> {
+        let Some(key) = self.0.chain() else {
+            return Ok(None);
+        };
+        let row = loaders(ctx).chains_by_key.load_one(key).await?;
+        // A version is never deleted (the foreign key holds it), so it is there.
+        Ok(Some(Chain(required(row, "a session's chain version")?)))
+    }
+    /// What this session changed of its chain version's settings, as sent to `createSession`
+    /// (null without any).
+    async fn chain_overrides(&self) -> Option<JsonRef<'_>> {
+        self.0.chain_overrides.as_ref().map(JsonRef)
     }
     /// Who or what submitted the alert.
     async fn author(&self) -> Option<Text<'_>> {

@@ -31,6 +31,10 @@ pub enum SessionDimension {
     AlertType,
     /// The chain (`chainId`).
     Chain,
+    /// The registered chain version (`chain`), within its chain: implies `CHAIN`, so the key
+    /// has both `chainId` and `chainVersion`. Sessions created with a chain name only form
+    /// their chain's group whose version is null.
+    ChainVersion,
     /// The session's author (sessions without one form a group whose author is null).
     Author,
     /// The calendar day the session was created, in `sessionStats`' `timeZone`.
@@ -70,6 +74,7 @@ impl From<SessionDimension> for StatsDimension {
             SessionDimension::Status => Self::Status,
             SessionDimension::AlertType => Self::AlertType,
             SessionDimension::Chain => Self::Chain,
+            SessionDimension::ChainVersion => Self::ChainVersion,
             SessionDimension::Author => Self::Author,
             SessionDimension::Day => Self::Day,
             SessionDimension::Week => Self::Week,
@@ -125,7 +130,13 @@ impl SessionStats {
                 "`first` must be between 1 and {MAX_GROUPS}"
             )));
         }
-        let by: Vec<StatsDimension> = by.into_iter().map(Into::into).collect();
+        let mut by: Vec<StatsDimension> = by.into_iter().map(Into::into).collect();
+        // A version is a version of its chain: grouped within it.
+        if let Some(at) = by.iter().position(|d| *d == StatsDimension::ChainVersion)
+            && !by.contains(&StatsDimension::Chain)
+        {
+            by.insert(at, StatsDimension::Chain);
+        }
         let mut seen = HashSet::new();
         for d in &by {
             // DAY and WEEK both fill the key's period.
@@ -206,8 +217,11 @@ pub struct StatsGroupKey {
     pub status: Option<SessionStatus>,
     /// The sessions' alert type (`ALERT_TYPE`).
     pub alert_type: Option<String>,
-    /// The sessions' chain (`CHAIN`).
+    /// The sessions' chain (`CHAIN`, `CHAIN_VERSION`).
     pub chain_id: Option<String>,
+    /// The sessions' registered chain version (`CHAIN_VERSION`; null for sessions created with
+    /// a chain name only).
+    pub chain_version: Option<String>,
     /// The sessions' author (`AUTHOR`).
     pub author: Option<String>,
     /// The start of the day or week (`DAY`, `WEEK`): midnight of its first day in the time
@@ -227,6 +241,7 @@ impl From<GroupKeyRow> for StatsGroupKey {
             status: k.status,
             alert_type: k.alert_type,
             chain_id: k.chain_id,
+            chain_version: k.chain_version,
             author: k.author,
             period_start: k.period,
             model: k.model,

@@ -8,6 +8,7 @@ use uuid::Uuid;
 use super::records::Event;
 use super::{Agent, Demo, Session, Stage};
 use crate::demo::catalog::{CHAT_AGENT, Profile};
+use crate::demo::chains::Chain;
 use crate::demo::ids::{BASE, demo_id, millis_between};
 use crate::model::{
     AgentType, ExecutionStatus, ParallelType, SessionStatus, StageStatus, SuccessPolicy,
@@ -21,7 +22,7 @@ use TimelineEventType as Kind;
 pub(in crate::demo) struct Alert {
     pub(in crate::demo) key: &'static str,
     pub(in crate::demo) alert_type: &'static str,
-    pub(in crate::demo) chain_id: &'static str,
+    pub(in crate::demo) chain: Chain,
     pub(in crate::demo) runbook_url: &'static str,
     pub(in crate::demo) data: Json,
 }
@@ -53,12 +54,16 @@ impl Demo {
     pub(in crate::demo) fn session(&mut self, minutes: i64, alert: Alert) -> Session {
         self.now = BASE + TimeDelta::minutes(minutes);
         let id = demo_id(&format!("demo/{}", alert.key), self.now);
+        let (chain_id, chain_version) = match alert.chain {
+            Chain::Version(v) => (v.name, Some(v.version.into())),
+            Chain::Named(name) => (name, None),
+        };
         self.rows.sessions.push(SessionRow {
             id,
             alert_type: alert.alert_type.into(),
             alert_data: crate::store::raw_json(&alert.data),
             status: SessionStatus::Pending,
-            chain_id: alert.chain_id.into(),
+            chain_id: chain_id.into(),
             author: Some("alertmanager".into()),
             runbook_url: Some(alert.runbook_url.into()),
             final_analysis: None,
@@ -71,6 +76,8 @@ impl Demo {
             deleted_at: None,
             duration_ms: None,
             created_by: None,
+            chain_version,
+            chain_overrides: None,
         });
         Session {
             idx: self.rows.sessions.len() - 1,

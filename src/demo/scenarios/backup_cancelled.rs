@@ -4,6 +4,7 @@ use serde_json::json;
 
 use crate::demo::builder::{Agents, Alert, Demo, Outcome, Step};
 use crate::demo::catalog::KUBERNETES_AGENT;
+use crate::demo::chains::{Chain, QUICK_LOOK};
 use crate::model::{ExecutionStatus, LlmInteractionType as Llm, SessionStatus};
 
 pub(super) fn play(d: &mut Demo) {
@@ -12,7 +13,7 @@ pub(super) fn play(d: &mut Demo) {
         Alert {
             key: "nightly-backup-failed",
             alert_type: "KubeJobFailed",
-            chain_id: "kubernetes-quick-look",
+            chain: Chain::Version(&QUICK_LOOK),
             runbook_url: "https://runbooks.example.com/kubernetes/KubeJobFailed",
             data: json!({
                 "alertname": "KubeJobFailed",

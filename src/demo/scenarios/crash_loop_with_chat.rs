@@ -5,6 +5,7 @@ use serde_json::json;
 
 use crate::demo::builder::{Agents, Alert, Demo, Outcome, Step};
 use crate::demo::catalog::{ARGOCD_AGENT, KUBERNETES_AGENT, PROMETHEUS_AGENT, REMEDIATION_AGENT};
+use crate::demo::chains::{Chain, DEEP_DIVE_1_0};
 use crate::model::{
     ExecutionStatus, LlmInteractionType as Llm, ParallelType, SessionStatus, SuccessPolicy,
     TimelineEventStatus,
@@ -16,7 +17,7 @@ pub(super) fn play(d: &mut Demo) {
         Alert {
             key: "checkout-crashloop",
             alert_type: "KubePodCrashLooping",
-            chain_id: "kubernetes-deep-dive",
+            chain: Chain::Version(&DEEP_DIVE_1_0),
             runbook_url: "https://runbooks.example.com/kubernetes/KubePodCrashLooping",
             data: json!({
                 "alertname": "KubePodCrashLooping",

@@ -5,6 +5,7 @@ use serde_json::json;
 
 use crate::demo::builder::{Agents, Alert, Demo, Outcome, Step};
 use crate::demo::catalog::KUBERNETES_AGENT;
+use crate::demo::chains::{Chain, QUICK_LOOK};
 use crate::model::{
     ExecutionStatus, SessionStatus, TimelineEventStatus, TimelineEventType as Kind,
 };
@@ -15,7 +16,7 @@ pub(super) fn play(d: &mut Demo) {
         Alert {
             key: "kafka-volume-filling",
             alert_type: "KubePersistentVolumeFillingUp",
-            chain_id: "kubernetes-quick-look",
+            chain: Chain::Version(&QUICK_LOOK),
             runbook_url: "https://runbooks.example.com/kubernetes/KubePersistentVolumeFillingUp",
             data: json!({
                 "alertname": "KubePersistentVolumeFillingUp",

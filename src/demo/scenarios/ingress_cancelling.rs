@@ -5,6 +5,7 @@ use serde_json::json;
 
 use crate::demo::builder::{Agents, Alert, Demo, Outcome, Step};
 use crate::demo::catalog::LOG_AGENT;
+use crate::demo::chains::{Chain, LOG_REPLICAS};
 use crate::model::{
     ExecutionStatus, ParallelType, SessionStatus, SuccessPolicy, TimelineEventStatus,
     TimelineEventType as Kind,
@@ -16,7 +17,7 @@ pub(super) fn play(d: &mut Demo) {
         Alert {
             key: "ingress-5xx",
             alert_type: "IngressHigh5xxRate",
-            chain_id: "log-replicas",
+            chain: Chain::Version(&LOG_REPLICAS),
             runbook_url: "https://runbooks.example.com/ingress/IngressHigh5xxRate",
             data: json!({
                 "alertname": "IngressHigh5xxRate",

@@ -8,6 +8,7 @@ use crate::demo::builder::{Agent, Agents, Alert, Demo, Joins, Msg, Outcome, Step
 use crate::demo::catalog::{
     KUBERNETES_AGENT, ORCHESTRATOR_AGENT, PROMETHEUS_AGENT, TEAM_LEAD_AGENT,
 };
+use crate::demo::chains::{Chain, LATENCY_ORCHESTRATED};
 use crate::model::{ExecutionStatus, LlmInteractionType as Llm, SessionStatus};
 
 pub(super) fn play(d: &mut Demo) {
@@ -16,7 +17,7 @@ pub(super) fn play(d: &mut Demo) {
         Alert {
             key: "payments-latency",
             alert_type: "PaymentsApiHighLatency",
-            chain_id: "latency-orchestrated",
+            chain: Chain::Version(&LATENCY_ORCHESTRATED),
             runbook_url: "https://runbooks.example.com/payments/PaymentsApiHighLatency",
             data: json!({
                 "alertname": "PaymentsApiHighLatency",

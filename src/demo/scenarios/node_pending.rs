@@ -3,6 +3,7 @@
 use serde_json::json;
 
 use crate::demo::builder::{Alert, Demo};
+use crate::demo::chains::{Chain, QUICK_LOOK};
 
 pub(super) fn play(d: &mut Demo) {
     d.session(
@@ -10,7 +11,7 @@ pub(super) fn play(d: &mut Demo) {
         Alert {
             key: "node-not-ready",
             alert_type: "KubeNodeNotReady",
-            chain_id: "kubernetes-quick-look",
+            chain: Chain::Version(&QUICK_LOOK),
             runbook_url: "https://runbooks.example.com/kubernetes/KubeNodeNotReady",
             data: json!({
                 "alertname": "KubeNodeNotReady",

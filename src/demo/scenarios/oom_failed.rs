@@ -6,6 +6,7 @@ use serde_json::json;
 
 use crate::demo::builder::{Agents, Alert, Demo, Outcome, Step};
 use crate::demo::catalog::{ARGOCD_AGENT, KUBERNETES_AGENT, PROMETHEUS_AGENT};
+use crate::demo::chains::{Chain, DEEP_DIVE_1_1};
 use crate::model::{
     ExecutionStatus, LlmInteractionType as Llm, ParallelType, SessionStatus, SuccessPolicy,
     TimelineEventStatus, TimelineEventType as Kind,
@@ -17,7 +18,7 @@ pub(super) fn play(d: &mut Demo) {
         Alert {
             key: "analytics-oom",
             alert_type: "KubeContainerOOMKilled",
-            chain_id: "kubernetes-deep-dive",
+            chain: Chain::Version(&DEEP_DIVE_1_1),
             runbook_url: "https://runbooks.example.com/kubernetes/KubeContainerOOMKilled",
             data: json!({
                 "alertname": "KubeContainerOOMKilled",

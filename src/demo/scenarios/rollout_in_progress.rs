@@ -4,6 +4,7 @@ use serde_json::json;
 
 use crate::demo::builder::{Agents, Alert, Demo, Step};
 use crate::demo::catalog::{ARGOCD_AGENT, KUBERNETES_AGENT};
+use crate::demo::chains::{ARGOCD_ROLLOUT, Chain};
 use crate::model::{ExecutionStatus, LlmInteractionType as Llm, TimelineEventType as Kind};
 
 pub(super) fn play(d: &mut Demo) {
@@ -12,7 +13,7 @@ pub(super) fn play(d: &mut Demo) {
         Alert {
             key: "frontend-rollout-stuck",
             alert_type: "KubeDeploymentRolloutStuck",
-            chain_id: "argocd-rollout",
+            chain: Chain::Version(&ARGOCD_ROLLOUT),
             runbook_url: "https://runbooks.example.com/kubernetes/KubeDeploymentRolloutStuck",
             data: json!({
                 "alertname": "KubeDeploymentRolloutStuck",

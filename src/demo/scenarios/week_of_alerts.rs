@@ -1,11 +1,13 @@
 //! The week before the demo's day: fourteen short investigations, two a day, so the analytics
 //! (`sessionStats`) have days, weeks, alert types, chains, outcomes, models and agents to group.
 //! Each is one agent's look at one alert, answered in one LLM call (or failing on its first).
+//! They were recorded before chains were registered, so they name their chain only.
 
 use serde_json::json;
 
 use crate::demo::builder::{Agents, Alert, Demo, Outcome};
 use crate::demo::catalog::{KUBERNETES_AGENT, LOG_AGENT, PROMETHEUS_AGENT, Profile};
+use crate::demo::chains::Chain;
 use crate::model::{
     ExecutionStatus, LlmInteractionType as Llm, SessionStatus, TimelineEventStatus,
     TimelineEventType as Kind,
@@ -152,7 +154,7 @@ pub(super) fn play(d: &mut Demo) {
             Alert {
                 key: past.key,
                 alert_type: past.alert_type,
-                chain_id: past.chain_id,
+                chain: Chain::Named(past.chain_id),
                 runbook_url: "https://runbooks.example.com/quick-look",
                 data: json!({
                     "alertname": past.alert_type,

@@ -26,6 +26,7 @@ query RecentSessions {
       node {
         id
         alertType
+        chain { name version stageCount }
         status
         author
         createdAt

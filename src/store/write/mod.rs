@@ -11,6 +11,7 @@
 //! checked by the same functions, and `lifecycle` holds how a session's and its executions'
 //! statuses move together.
 
+pub mod chains;
 pub mod chats;
 pub mod executions;
 pub mod interactions;
@@ -58,6 +59,13 @@ pub mod limits {
     pub const CHAT_TITLE: usize = 200;
     /// A reason given for a status change, delete or restore: characters.
     pub const REASON: usize = 2_000;
+    /// A chain version's name: characters (`chains.version`).
+    pub const CHAIN_VERSION: usize = 100;
+    /// A chain version's definition: bytes of JSON (compact). Chain definitions are a few KB
+    /// (seed 000, Q4.3); this leaves room for ten times that.
+    pub const CHAIN_DEFINITION: usize = 65_536;
+    /// A session's overrides of its chain version's settings: bytes of JSON (compact).
+    pub const CHAIN_OVERRIDES: usize = 16_384;
     /// Operations in one batched ingest.
     pub const BATCH: usize = 1_000;
     /// The cost of one LLM call a client sends, in US dollars (a computed one is at most twice
@@ -93,6 +101,16 @@ pub(crate) fn check_required(field: &str, value: &str, max: usize) -> Result<()>
 
 pub(crate) fn check_name(field: &str, value: &str) -> Result<()> {
     check_required(field, value, limits::NAME)
+}
+
+/// Whether `text` is 1 to `max` ASCII letters, digits and `extra` characters, starting with a
+/// letter or digit (token names, chain versions).
+pub(crate) fn is_plain_name(text: &str, max: usize, extra: &[char]) -> bool {
+    text.len() <= max
+        && text.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || extra.contains(&c))
 }
 
 pub(crate) fn check_optional(field: &str, value: Option<&str>, max: usize) -> Result<()> {

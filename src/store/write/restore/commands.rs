@@ -4,6 +4,7 @@
 use serde_json::Value as Json;
 
 use crate::error::{Error, Result};
+use crate::store::write::chains::NewChain;
 use crate::store::write::chats::NewChat;
 use crate::store::write::executions::{Finish, NewExecution};
 use crate::store::write::interactions::{NewLlmInteraction, NewMcpInteraction};
@@ -12,8 +13,8 @@ use crate::store::write::sessions::{Completion, NewSession};
 use crate::store::write::stages::NewStage;
 use crate::store::write::timeline::NewEvent;
 use crate::store::{
-    ChatRow, ExecutionRow, LlmInteractionRow, LlmPayloadRow, LlmRequestRow, McpInteractionRow,
-    McpPayloadRow, MessageRow, RawJson, SessionRow, StageRow, TimelineEventRow,
+    ChainRow, ChatRow, ExecutionRow, LlmInteractionRow, LlmPayloadRow, LlmRequestRow,
+    McpInteractionRow, McpPayloadRow, MessageRow, RawJson, SessionRow, StageRow, TimelineEventRow,
 };
 
 /// JSON as a command carries it.
@@ -30,6 +31,16 @@ pub(super) fn new_session(s: &SessionRow) -> Result<NewSession> {
         author: s.author.clone(),
         runbook_url: s.runbook_url.clone(),
         created_by: s.created_by.clone(),
+        chain_version: s.chain_version.clone(),
+        chain_overrides: s.chain_overrides.as_ref().map(json).transpose()?,
+    })
+}
+
+pub(super) fn new_chain(c: &ChainRow) -> Result<NewChain> {
+    Ok(NewChain {
+        key: c.key(),
+        definition: json(&c.definition)?,
+        created_by: c.created_by.clone(),
     })
 }
 

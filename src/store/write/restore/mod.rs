@@ -15,15 +15,18 @@ mod rules;
 
 use crate::error::{Error, Result};
 use crate::store::{
-    ChatRow, ChatUserMessageRow, ExecutionRow, LlmInteractionRow, LlmPayloadRow, LlmRequestRow,
-    McpInteractionRow, McpPayloadRow, MessageRow, Record, SessionRow, StageRow, Store,
-    TimelineEventRow,
+    ChainRow, ChatRow, ChatUserMessageRow, ExecutionRow, LlmInteractionRow, LlmPayloadRow,
+    LlmRequestRow, McpInteractionRow, McpPayloadRow, MessageRow, Record, SessionRow, StageRow,
+    Store, TimelineEventRow,
 };
 
 /// The records of some sessions, each table's in an order it can be inserted in (parent
 /// executions before their sub-agents, messages and timeline events by sequence number).
 #[derive(Debug, Clone, Default)]
 pub struct Records {
+    /// The chain versions the sessions ran, registered first (one already registered must have
+    /// the same definition).
+    pub chains: Vec<ChainRow>,
     pub sessions: Vec<SessionRow>,
     pub chats: Vec<ChatRow>,
     pub chat_messages: Vec<ChatUserMessageRow>,

@@ -8,14 +8,16 @@ use std::collections::{HashMap, HashSet};
 use sqlx::{PgConnection, Postgres, QueryBuilder};
 use uuid::Uuid;
 
-use super::commands::{json, new_execution, new_stage};
+use super::commands::{json, new_chain, new_execution, new_stage};
 use super::{Records, refused};
 use crate::error::Result;
 use crate::store::traced::traced;
+use crate::store::write::chains::register_as;
 use crate::store::write::executions::check_place as check_execution_place;
 use crate::store::write::id_taken;
 use crate::store::write::interactions::{check_executable, check_last_message};
 use crate::store::write::messages::{check_calls, insert_calls};
+use crate::store::write::sessions::refused_insert;
 use crate::store::write::stages::check_place as check_stage_place;
 use crate::store::write::timeline::check_links;
 use crate::store::{
@@ -88,7 +90,9 @@ row!(
         created_at,
         updated_at,
         deleted_at,
-        created_by
+        created_by,
+        chain_version,
+        chain_overrides
     ],
     "ON CONFLICT (id) DO NOTHING"
 );
@@ -257,13 +261,27 @@ async fn insert(conn: &mut PgConnection, row: &impl Row) -> Result<usize> {
 /// row), in the order given within each; only the records of the sessions it inserts. Returns
 /// how many rows it wrote.
 pub(super) async fn write(conn: &mut PgConnection, records: &Records) -> Result<usize> {
+    let mut new = 0;
+    for chain in &records.chains {
+        let registered = async { register_as(conn, &new_chain(chain)?, chain).await }
+            .await
+            .map_err(refused(chain))?;
+        new += usize::from(registered);
+    }
     let mut fresh = HashSet::new();
     for session in &records.sessions {
-        if insert(conn, session).await.map_err(refused(session))? == 1 {
+        let inserted = session
+            .insert()
+            .build()
+            .execute(traced(&mut *conn))
+            .await
+            .map_err(|e| refused_insert(e, session.id, session.chain()))
+            .map_err(refused(session))?;
+        if inserted.rows_affected() == 1 {
             fresh.insert(session.id);
         }
     }
-    let mut new = fresh.len();
+    new += fresh.len();
     let fresh = |session_id: &Uuid| fresh.contains(session_id);
     for chat in records.chats.iter().filter(|c| fresh(&c.session_id)) {
         new += insert(conn, chat).await.map_err(refused(chat))?;

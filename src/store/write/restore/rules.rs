@@ -10,8 +10,8 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::commands::{
-    completion, finish, new_chat, new_event, new_execution, new_llm, new_mcp, new_message,
-    new_session, new_stage,
+    completion, finish, new_chain, new_chat, new_event, new_execution, new_llm, new_mcp,
+    new_message, new_session, new_stage,
 };
 use super::{Records, refused};
 use crate::error::{Error, Result};
@@ -31,6 +31,7 @@ use crate::store::{
 /// Refuses the records, naming the first one that breaks a rule and the rule it breaks;
 /// returns how many tool calls their messages request.
 pub(super) fn check(records: &Records) -> Result<usize> {
+    each(&records.chains, |chain| new_chain(chain)?.check())?;
     let sessions = index(&records.sessions)?;
     let chats = index(&records.chats)?;
     let stages = index(&records.stages)?;
