@@ -20,6 +20,7 @@ pub mod live;
 pub mod model;
 pub mod observe;
 pub mod options;
+pub mod pricing;
 pub mod retention;
 pub mod server;
 pub mod store;

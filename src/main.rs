@@ -23,6 +23,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Demo(args) => cli::demo::run(&args).await,
         Command::Simulate(args) => cli::simulate::run(&args).await,
         Command::Token(command) => cli::token::run(command).await,
+        Command::Prices(command) => cli::prices::run(command).await,
         Command::Purge(args) => cli::purge::run(&args).await,
         Command::CheckDistribution(args) => cli::check_distribution::run(&args).await,
     }

@@ -325,6 +325,30 @@ pub enum McpInteractionType {
     ToolList,
 }
 
+/// Where an LLM interaction's cost comes from.
+#[derive(
+    Enum, sqlx::Type, serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash,
+)]
+#[sqlx(type_name = "text", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub enum CostSource {
+    /// Computed by casefile from the price list's price for the model (and the execution's
+    /// provider) in effect at the interaction's time: split into input and output, with the
+    /// `pricingSnapshot` used.
+    PriceList,
+    /// Sent by the client, kept as sent: a total that cannot be split into input and output.
+    /// Every cost recorded before casefile had prices is one.
+    Client,
+    /// The model had no price in effect at the interaction's time (for the execution's
+    /// provider, nor for any provider), and the client sent no cost: it has no cost.
+    NoPrice,
+    /// No token counts and no cost were recorded: there was nothing to price.
+    NoTokens,
+    /// Recorded before casefile had prices, with token counts and no cost: never priced (a
+    /// stored interaction is never priced afterwards).
+    NotPriced,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -38,8 +38,16 @@ const DATE_TIME: &str = "A point in time, as an RFC 3339 string with its offset 
 const UUID: &str = "A UUID in its hyphenated form (`0193a8c2-5b7e-7d31-9f0a-2c4e6b8d1f3a`); \
     casefile makes time-ordered version 7 UUIDs, and accepts any version.";
 
+/// What `Decimal` means here: money, exact.
+const DECIMAL: &str = "An exact decimal number, as a string (`\"0.0125\"`): amounts of US \
+    dollars (costs to 10 decimal places, prices per million tokens), never rounded through a \
+    binary float. casefile answers without trailing zeros. It accepts a string (exact), or a \
+    number, read without the noise of its binary float (0.1 is 0.1).";
+
 pub(crate) fn builder() -> SchemaBuilder<Query, Mutation, Subscription> {
     Schema::build(Query, Mutation, Subscription)
+        .override_output_type_description::<rust_decimal::Decimal>(DECIMAL)
+        .override_input_type_description::<rust_decimal::Decimal>(DECIMAL)
         .override_output_type_description::<chrono::DateTime<chrono::Utc>>(DATE_TIME)
         .override_input_type_description::<chrono::DateTime<chrono::Utc>>(DATE_TIME)
         .override_output_type_description::<uuid::Uuid>(UUID)

@@ -9,8 +9,9 @@ use super::ids::{self, NodeType};
 use super::pagination::{PageArgs, edges_of};
 use super::types::{
     ApiToken, Chain, ChainConnection, ChainVersionRef, ChatListConnection, EdgeSearch,
-    McpInteractionSearchConnection, Node, Purge, Session, SessionConnection, SessionCount,
-    SessionEdge, SessionStats, Viewer, list_chains, list_chats, loaders, search_mcp_interactions,
+    McpInteractionSearchConnection, ModelPrice, Node, Purge, Session, SessionConnection,
+    SessionCount, SessionEdge, SessionStats, Viewer, list_chains, list_chats, loaders,
+    search_mcp_interactions,
 };
 use crate::api::Limits;
 use crate::cursor::{decode_session_cursor, session_cursor};
@@ -582,6 +583,37 @@ impl Query {
     ) -> Result<SessionStats> {
         let filter = filter.unwrap_or_default().validate()?;
         Ok(SessionStats::new(filter, time_zone)?)
+    }
+
+    /// The price list: the price of each model (and provider) in effect at `at`, by model, then
+    /// provider (the price for any provider first). What LLM interactions recorded at that
+    /// instant without a cost of their own are priced with.
+    #[graphql(
+        guard = "RoleGuard(Role::Reader)",
+        complexity = "cost::groups(first, child_complexity)"
+    )]
+    async fn model_prices(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The instant (default: now); a later one shows prices set to come.")]
+        at: Option<DateTime<Utc>>,
+        #[graphql(desc = "Only this model's prices.")] model: Option<String>,
+        #[graphql(desc = "Most prices returned (1 to 1,000).", default = 100)] first: i32,
+    ) -> Result<Vec<ModelPrice>> {
+        if !(1..=1000).contains(&first) {
+            return Err(
+                Error::bad_input(format!("`first` must be 1 to 1,000, got {first}")).into(),
+            );
+        }
+        if let Some(at) = at {
+            check_time("at", at)?;
+        }
+        check_optional("model", model.as_deref(), limits::NAME)?;
+        let store = ctx.data_unchecked::<Store>();
+        let rows = store
+            .prices_in_effect(at, model.as_deref(), i64::from(first))
+            .await?;
+        Ok(rows.into_iter().map(ModelPrice).collect())
     }
 
     /// Who is asking: the identity and role this request was authenticated as.

@@ -7,6 +7,7 @@ pub mod client;
 mod database;
 pub mod demo;
 pub mod migrate;
+pub mod prices;
 pub mod purge;
 pub mod schema;
 pub mod serve;
@@ -17,6 +18,7 @@ use clap::{Parser, Subcommand};
 
 use crate::db::DatabaseArgs;
 use crate::observe::logging::LogFormat;
+use prices::PricesCommand;
 use purge::PurgeArgs;
 use serve::ServeArgs;
 use simulate::SimulateArgs;
@@ -50,6 +52,9 @@ pub enum Command {
     /// Manage API tokens (create, list, revoke).
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Manage the price list LLM interactions are priced with (import).
+    #[command(subcommand)]
+    Prices(PricesCommand),
     /// Hard-delete old sessions (with everything under them) and idempotency receipts, in small
     /// batches. A dry run by default: it prints what would go; `--execute` deletes.
     Purge(PurgeArgs),

@@ -1,43 +1,142 @@
-//! The demo's cast: the models, the agents configured on them, the tools their MCP servers
-//! list, and the prompt that asks for an executive summary.
+//! The demo's cast: the models and their prices, the agents configured on them, the tools
+//! their MCP servers list, and the prompt that asks for an executive summary.
 
-/// An LLM as the demo uses it; prices are USD per million tokens (thinking bills as output).
+use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
+
+use crate::pricing::PricingSnapshot;
+use crate::store::prices::NewPrice;
+
+/// An LLM as the demo uses it.
 pub(super) struct Model {
     pub(super) name: &'static str,
     pub(super) provider: &'static str,
     pub(super) strategy: &'static str,
-    pub(super) input_price: f64,
-    pub(super) output_price: f64,
 }
 
 const GEMINI_PRO: Model = Model {
     name: "gemini-2.5-pro",
     provider: "google",
     strategy: "native_thinking",
-    input_price: 1.25,
-    output_price: 10.0,
 };
 const GEMINI_FLASH: Model = Model {
     name: "gemini-2.5-flash",
     provider: "google",
     strategy: "native_thinking",
-    input_price: 0.30,
-    output_price: 2.50,
 };
 const GPT_41: Model = Model {
     name: "gpt-4.1",
     provider: "openai",
     strategy: "react",
-    input_price: 2.0,
-    output_price: 8.0,
 };
 const CLAUDE_SONNET: Model = Model {
     name: "claude-sonnet-4",
     provider: "anthropic",
     strategy: "react",
-    input_price: 3.0,
-    output_price: 15.0,
 };
+
+/// US dollars: `units` × 10^-`scale` (a `Decimal` in a constant).
+const fn usd(units: u32, scale: u32) -> Decimal {
+    Decimal::from_parts(units, 0, 0, false, scale)
+}
+
+/// A price of the demo's price list: (model, provider, from, input, output, cached input,
+/// thinking), per million tokens.
+pub(super) type Price = (
+    &'static Model,
+    DateTime<Utc>,
+    Decimal,
+    Decimal,
+    Option<Decimal>,
+    Option<Decimal>,
+);
+
+/// When the demo's price list starts: well before its sessions (and today's live ones).
+const LIST_STARTS: DateTime<Utc> = DateTime::from_timestamp_nanos(1_735_689_600_000_000_000);
+/// When Gemini 2.5 Flash's price changes: in the middle of the week of alerts, whose earlier
+/// sessions keep the old price.
+const FLASH_CHANGES: DateTime<Utc> = DateTime::from_timestamp_nanos(1_794_902_400_000_000_000);
+
+/// The demo's price list (`casefile demo` sets it, and prices its calls with it).
+pub(super) const PRICES: [Price; 5] = [
+    (
+        &GEMINI_PRO,
+        LIST_STARTS,
+        usd(125, 2),
+        usd(10, 0),
+        Some(usd(31, 2)),
+        None,
+    ),
+    // Thinking once cost more than the rest of the output.
+    (
+        &GEMINI_FLASH,
+        LIST_STARTS,
+        usd(15, 2),
+        usd(6, 1),
+        Some(usd(375, 4)),
+        Some(usd(35, 1)),
+    ),
+    (
+        &GEMINI_FLASH,
+        FLASH_CHANGES,
+        usd(3, 1),
+        usd(25, 1),
+        Some(usd(75, 3)),
+        None,
+    ),
+    (
+        &GPT_41,
+        LIST_STARTS,
+        usd(2, 0),
+        usd(8, 0),
+        Some(usd(5, 1)),
+        None,
+    ),
+    (
+        &CLAUDE_SONNET,
+        LIST_STARTS,
+        usd(3, 0),
+        usd(15, 0),
+        Some(usd(3, 1)),
+        None,
+    ),
+];
+
+/// The demo's prices as the price list takes them.
+pub(super) fn price_list() -> Vec<NewPrice> {
+    PRICES
+        .iter()
+        .map(|&(model, from, input, output, cached, thinking)| NewPrice {
+            model_name: model.name.to_owned(),
+            provider: Some(model.provider.to_owned()),
+            effective_from: Some(from),
+            input_per_million: input,
+            output_per_million: output,
+            cached_input_per_million: cached,
+            thinking_per_million: thinking,
+            created_by: Some("demo".to_owned()),
+        })
+        .collect()
+}
+
+/// The price of `model` in effect at `at`, as the live writer would find it in that list.
+pub(super) fn price_at(model: &Model, at: DateTime<Utc>) -> Option<PricingSnapshot> {
+    PRICES
+        .iter()
+        .filter(|(m, from, ..)| m.name == model.name && *from <= at)
+        .max_by_key(|(_, from, ..)| *from)
+        .map(
+            |&(model, from, input, output, cached, thinking)| PricingSnapshot {
+                model: model.name.to_owned(),
+                provider: Some(model.provider.to_owned()),
+                effective_from: from,
+                input_per_million: input,
+                output_per_million: output,
+                cached_input_per_million: cached.unwrap_or(input),
+                thinking_per_million: thinking.unwrap_or(output),
+            },
+        )
+}
 
 /// A configured agent: its model, the MCP servers it may use, other functions it may call,
 /// and its system prompt.

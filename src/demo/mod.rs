@@ -10,9 +10,9 @@
 //! clock and a hash of a stable label, and a session already there keeps what it has, so
 //! loading twice writes nothing the second time.
 //!
-//! Layout: `ids` (deterministic ids and time), `catalog` (models, agents, tools), `chains` (the
-//! chain versions the sessions ran), `builder` (the `Demo` builder) and `scenarios` (one file
-//! per session).
+//! Layout: `ids` (deterministic ids and time), `catalog` (models and their prices, agents,
+//! tools), `chains` (the chain versions the sessions ran), `builder` (the `Demo` builder) and
+//! `scenarios` (one file per session).
 
 mod builder;
 mod catalog;
@@ -22,6 +22,7 @@ mod scenarios;
 
 use crate::error::Result;
 use crate::store::Store;
+use crate::store::prices::{PriceSet, set_price};
 use crate::store::write::restore::{Records, Restored, restore};
 use builder::Demo;
 
@@ -34,11 +35,23 @@ pub fn records() -> Records {
     records
 }
 
-/// Loads the demo sessions (idempotent) and says what it wrote.
+/// Loads the demo's price list and sessions (idempotent) and says what it wrote.
 pub async fn load(store: &Store) -> Result<String> {
+    let mut tx = store.begin().await?;
+    let mut prices = 0;
+    for price in catalog::price_list() {
+        if matches!(set_price(&mut tx, &price).await?, PriceSet::Added(_)) {
+            prices += 1;
+        }
+    }
+    tx.commit().await?;
     let records = records();
     let restored = restore(store, &records).await?;
-    Ok(summary(&records, restored))
+    Ok(format!(
+        "{}; {prices} of {} prices new",
+        summary(&records, restored),
+        catalog::PRICES.len()
+    ))
 }
 
 fn summary(records: &Records, restored: Restored) -> String {

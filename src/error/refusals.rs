@@ -182,6 +182,26 @@ pub fn describe(constraint: &str) -> Option<&'static str> {
         "llm_interactions_output_tokens_check" => "`outputTokens` must be 0 or more",
         "llm_interactions_total_tokens_check" => "`totalTokens` must be 0 or more",
         "llm_interactions_thinking_tokens_check" => "`thinkingTokens` must be 0 or more",
+        "llm_interactions_cached_input_tokens_check" => {
+            "`cachedInputTokens` must be 0 or more, and part of `inputTokens`"
+        }
+        "llm_interactions_cost_source_check" => "`costSource` is not one of its values",
+        "llm_interactions_priced_check" => {
+            "a cost from the price list has its pricing snapshot and its input and output costs, \
+             which add up to its total; any other cost has none of them"
+        }
+        "model_prices_key" => {
+            "the model already has a price from this instant for this provider (prices never \
+             change)"
+        }
+        "model_prices_model_name_check" => "`model` must be 1–200 characters",
+        "model_prices_provider_check" => "`provider` must be 1–200 characters",
+        "model_prices_input_per_million_check"
+        | "model_prices_output_per_million_check"
+        | "model_prices_cached_input_per_million_check"
+        | "model_prices_thinking_per_million_check" => {
+            "a price must be between 0 and 1,000,000 US dollars per million tokens"
+        }
         "mcp_interactions_server_name_check" => "`serverName` must be 1–200 characters",
         "mcp_interactions_check" => "a `TOOL_CALL` interaction needs a `toolName`",
         "mcp_interactions_tool_call_check" => {

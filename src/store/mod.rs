@@ -25,6 +25,7 @@ mod health;
 mod lease;
 pub mod mcp_search;
 pub mod page;
+pub mod prices;
 mod records;
 pub mod retention;
 mod rollups;

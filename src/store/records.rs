@@ -1,12 +1,14 @@
 //! Rows as stored: one struct per table.
 
 use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
 use serde_json::Value as Json;
 use serde_json::value::RawValue;
 use sqlx::FromRow;
 use uuid::Uuid;
 
 use crate::model::*;
+use crate::pricing::PricingSnapshot;
 
 /// JSON kept as the database sent it: checked, but not built into a tree unless a client asks
 /// for it (most reads of a row do not).
@@ -309,19 +311,45 @@ pub struct LlmInteractionRow {
     pub output_tokens: Option<i32>,
     pub total_tokens: Option<i32>,
     pub thinking_tokens: Option<i32>,
-    pub estimated_cost_usd: Option<f64>,
+    /// The total cost in US dollars: computed (the sum of the two parts below) or the client's.
+    pub estimated_cost_usd: Option<Decimal>,
     pub duration_ms: Option<i64>,
     pub error_message: Option<String>,
     pub created_at: DateTime<Utc>,
+    /// Part of `input_tokens`.
+    pub cached_input_tokens: Option<i32>,
+    /// The parts of a computed cost (`None` for any other).
+    pub input_cost_usd: Option<Decimal>,
+    pub output_cost_usd: Option<Decimal>,
+    /// `None` for interactions recorded before prices existed (migration 0071): see
+    /// [`LlmInteractionRow::cost_source`].
+    pub cost_source: Option<CostSource>,
+    /// The price a computed cost used.
+    pub pricing_snapshot: Option<sqlx::types::Json<PricingSnapshot>>,
 }
 record!(
     LlmInteractionRow,
     "llm_interactions",
     "LLM interaction",
     "id, session_id, stage_id, execution_id, interaction_type, model_name, last_message_id, \
-     input_tokens, output_tokens, total_tokens, thinking_tokens, \
-     estimated_cost_usd::float8 AS estimated_cost_usd, duration_ms, error_message, created_at"
+     input_tokens, output_tokens, total_tokens, thinking_tokens, estimated_cost_usd, \
+     duration_ms, error_message, created_at, cached_input_tokens, input_cost_usd, \
+     output_cost_usd, cost_source, pricing_snapshot"
 );
+
+impl LlmInteractionRow {
+    /// Where its cost comes from; for an interaction recorded before prices existed, what its
+    /// columns say: a cost was the client's, and counts without one were never priced.
+    pub fn cost_source(&self) -> CostSource {
+        self.cost_source.unwrap_or(match self.estimated_cost_usd {
+            Some(_) => CostSource::Client,
+            None if self.input_tokens.is_none() && self.output_tokens.is_none() => {
+                CostSource::NoTokens
+            }
+            None => CostSource::NotPriced,
+        })
+    }
+}
 
 /// The request of an LLM interaction: read only for a query that asks for it.
 #[derive(Debug, Clone, FromRow)]
@@ -423,8 +451,15 @@ pub struct TokenUsageRow {
     pub output_tokens: i64,
     pub total_tokens: i64,
     pub thinking_tokens: i64,
-    pub estimated_cost_usd: f64,
+    pub cached_input_tokens: i64,
+    /// Every cost, computed or the client's.
+    pub estimated_cost_usd: Decimal,
+    /// The parts of the computed costs.
+    pub input_cost_usd: Decimal,
+    pub output_cost_usd: Decimal,
     pub interaction_count: i64,
+    /// Interactions whose model had no price (`CostSource::NoPrice`).
+    pub unpriced_count: i64,
 }
 
 /// How much a session holds.

@@ -31,8 +31,12 @@ impl Store {
                     coalesce(sum(output_tokens), 0)::bigint AS output_tokens, \
                     coalesce(sum(total_tokens), 0)::bigint AS total_tokens, \
                     coalesce(sum(thinking_tokens), 0)::bigint AS thinking_tokens, \
-                    coalesce(sum(estimated_cost_usd), 0)::float8 AS estimated_cost_usd, \
-                    count(*) AS interaction_count \
+                    coalesce(sum(cached_input_tokens), 0)::bigint AS cached_input_tokens, \
+                    coalesce(sum(estimated_cost_usd), 0) AS estimated_cost_usd, \
+                    coalesce(sum(input_cost_usd), 0) AS input_cost_usd, \
+                    coalesce(sum(output_cost_usd), 0) AS output_cost_usd, \
+                    count(*) AS interaction_count, \
+                    count(*) FILTER (WHERE cost_source = 'no_price') AS unpriced_count \
                  FROM ",
                 keys_relation!(),
                 " JOIN llm_interactions i ON i.{column} = k.id AND i.session_id = k.session_id \

@@ -2,6 +2,7 @@
 //! grouping one statement (the aggregation is PostgreSQL's, never done in Rust).
 
 use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
 use sqlx::{FromRow, Postgres, QueryBuilder};
 
 use super::Store;
@@ -124,7 +125,13 @@ pub struct UsageGroupRow {
     pub output_tokens: i64,
     pub total_tokens: i64,
     pub thinking_tokens: i64,
-    pub estimated_cost_usd: f64,
+    pub cached_input_tokens: i64,
+    /// Every cost; of it, the parts of the computed ones.
+    pub estimated_cost_usd: Decimal,
+    pub input_cost_usd: Decimal,
+    pub output_cost_usd: Decimal,
+    /// Interactions whose model had no price.
+    pub unpriced_llm_calls: i64,
     pub group_count: i64,
 }
 
@@ -185,7 +192,11 @@ impl Store {
              coalesce(sum(r.output_tokens), 0)::bigint AS output_tokens, \
              coalesce(sum(r.total_tokens), 0)::bigint AS total_tokens, \
              coalesce(sum(r.thinking_tokens), 0)::bigint AS thinking_tokens, \
-             coalesce(sum(r.estimated_cost_usd), 0)::float8 AS estimated_cost_usd, \
+             coalesce(sum(r.cached_input_tokens), 0)::bigint AS cached_input_tokens, \
+             coalesce(sum(r.estimated_cost_usd), 0) AS estimated_cost_usd, \
+             coalesce(sum(r.input_cost_usd), 0) AS input_cost_usd, \
+             coalesce(sum(r.output_cost_usd), 0) AS output_cost_usd, \
+             coalesce(sum(r.unpriced_calls), 0)::bigint AS unpriced_llm_calls, \
              count(*) OVER () AS group_count FROM (",
         );
         // Rows of executions and of roll-ups, alike: the session's columns, the execution's
@@ -196,7 +207,8 @@ impl Store {
              (e.status IN {FAILED_EXECUTION})::int AS failed_executions"
         );
         let calls = "calls, failed_calls, input_tokens, output_tokens, total_tokens, \
-                     thinking_tokens, estimated_cost_usd";
+                     thinking_tokens, estimated_cost_usd, cached_input_tokens, input_cost_usd, \
+                     output_cost_usd, unpriced_calls";
         if grouping.by.contains(&StatsDimension::Model) {
             // Each execution with each model it called (or none): one row per pair, so counting
             // rows counts executions per model.
@@ -207,7 +219,11 @@ impl Store {
                    coalesce(u.output_tokens, 0) AS output_tokens, \
                    coalesce(u.total_tokens, 0) AS total_tokens, \
                    coalesce(u.thinking_tokens, 0) AS thinking_tokens, \
-                   coalesce(u.estimated_cost_usd, 0) AS estimated_cost_usd FROM ("
+                   coalesce(u.estimated_cost_usd, 0) AS estimated_cost_usd, \
+                   coalesce(u.cached_input_tokens, 0) AS cached_input_tokens, \
+                   coalesce(u.input_cost_usd, 0) AS input_cost_usd, \
+                   coalesce(u.output_cost_usd, 0) AS output_cost_usd, \
+                   coalesce(u.unpriced_calls, 0) AS unpriced_calls FROM ("
             ));
             push_sessions(&mut qb, filter);
             qb.push(
@@ -224,7 +240,9 @@ impl Store {
                    {execution}, 0::bigint AS calls, 0::bigint AS failed_calls, \
                    0::bigint AS input_tokens, 0::bigint AS output_tokens, \
                    0::bigint AS total_tokens, 0::bigint AS thinking_tokens, \
-                   0::numeric AS estimated_cost_usd FROM ("
+                   0::numeric AS estimated_cost_usd, 0::bigint AS cached_input_tokens, \
+                   0::numeric AS input_cost_usd, 0::numeric AS output_cost_usd, \
+                   0::bigint AS unpriced_calls FROM ("
             ));
             push_sessions(&mut qb, filter);
             qb.push(format_args!(

@@ -66,6 +66,7 @@ fn coverage(field: &str) -> Option<Coverage> {
         "viewer" => Coverage::Unrelated("the caller's own identity"),
         "purges" => Coverage::Unrelated("retention's runs: counts, not session records"),
         "apiTokens" => Coverage::Unrelated("API tokens"),
+        "modelPrices" => Coverage::Unrelated("the price list: reference data, no session's"),
         "chains" | "chain" => Coverage::Unrelated(
             "chain versions (the sessions under each, `Chain.sessionsConnection` and \
              `Chain.stats`, leave deleted ones out unless `includeDeleted`: tests/it/chains.rs)",

@@ -1,12 +1,15 @@
 //! The demo data covers every status and type, and loading it twice changes nothing.
 
-use casefile::store::InSession as _;
+use std::str::FromStr as _;
 
+use casefile::store::InSession as _;
+use rust_decimal::Decimal;
 use serde_json::{Value, json};
 
 use crate::common::{TestApp, TestDb, nodes};
 
-const TABLES: [&str; 11] = [
+const TABLES: [&str; 12] = [
+    "model_prices",
     "chains",
     "sessions",
     "stages",
@@ -176,11 +179,52 @@ async fn demo_is_complete_and_idempotent() {
             "thinking tokens and costs",
             "SELECT count(*) FROM llm_interactions WHERE thinking_tokens > 0 AND estimated_cost_usd > 0",
         ),
+        (
+            "cached input tokens, priced",
+            "SELECT count(*) FROM llm_interactions WHERE cached_input_tokens > 0 \
+             AND cost_source = 'price_list'",
+        ),
+        (
+            "a model priced before and after a price change",
+            "SELECT count(*) FROM (SELECT model_name FROM llm_interactions \
+             WHERE cost_source = 'price_list' GROUP BY model_name \
+             HAVING count(DISTINCT pricing_snapshot->>'effective_from') > 1) m",
+        ),
     ];
     for (what, sql) in checks {
         let n: i64 = sqlx::query_scalar(sql).fetch_one(pool).await.unwrap();
         assert!(n > 0, "demo data lacks {what}");
     }
+    // Every call with token counts is priced from the demo's price list, exactly as the live
+    // writer prices one: the parts recomputed here in SQL from the stored snapshot, in
+    // `numeric`, agree to the last place, and each agrees with the price list.
+    let mispriced: Vec<(uuid::Uuid, String)> = sqlx::query_as(
+        "WITH p AS (SELECT i.*, \
+              (pricing_snapshot->>'input_per_million')::numeric AS ip, \
+              (pricing_snapshot->>'cached_input_per_million')::numeric AS cp, \
+              (pricing_snapshot->>'output_per_million')::numeric AS op, \
+              (pricing_snapshot->>'thinking_per_million')::numeric AS tp, \
+              coalesce(cached_input_tokens, 0) AS c, coalesce(thinking_tokens, 0) AS t \
+            FROM llm_interactions i WHERE input_tokens IS NOT NULL) \
+         SELECT id, coalesce(cost_source, 'null') FROM p \
+         WHERE cost_source IS DISTINCT FROM 'price_list' \
+            OR input_cost_usd <> round(((input_tokens - c) * ip + c * cp) / 1000000, 10) \
+            OR output_cost_usd <> round(((output_tokens - t) * op + t * tp) / 1000000, 10) \
+            OR estimated_cost_usd <> input_cost_usd + output_cost_usd \
+            OR NOT EXISTS (SELECT FROM model_prices m WHERE m.model_name = p.model_name \
+                 AND m.effective_from = (p.pricing_snapshot->>'effective_from')::timestamptz \
+                 AND m.input_per_million = p.ip AND m.effective_from <= p.created_at \
+                 AND NOT EXISTS (SELECT FROM model_prices l WHERE l.model_name = m.model_name \
+                   AND l.effective_from > m.effective_from AND l.effective_from <= p.created_at))",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        mispriced,
+        vec![],
+        "demo interactions not priced as the list says"
+    );
     // Every tool call is linked: each tool message answers, and each MCP tool call executes, a
     // call its agent's conversation requested; every requested call is indexed.
     let unlinked: i64 = sqlx::query_scalar(
@@ -275,8 +319,36 @@ async fn demo_is_complete_and_idempotent() {
         .unwrap();
     assert!(models.iter().filter(|m| m.llm_calls > 0).count() >= 3);
     assert!(models.iter().any(|m| m.failed_llm_calls > 0));
+    // Every model's usage is priced, split into input and output, and none is unpriced.
+    for m in models.iter().filter(|m| m.llm_calls > 0) {
+        assert!(m.input_cost_usd > Decimal::ZERO && m.output_cost_usd > Decimal::ZERO);
+        assert_eq!(m.estimated_cost_usd, m.input_cost_usd + m.output_cost_usd);
+        assert_eq!(m.unpriced_llm_calls, 0);
+    }
     drop(store);
     db.stop().await;
+}
+
+/// What GraphiQL opens with on a fresh `serve --demo`: sessions whose costs are computed from
+/// the demo's price list, in input and output.
+#[tokio::test]
+async fn graphiqls_example_shows_the_demos_computed_costs() {
+    let app = TestApp::start().await;
+    casefile::demo::load(&app.store).await.unwrap();
+    let data = app.data(casefile::http::EXAMPLE_QUERY, json!({})).await;
+    let usd = |v: &Value| Decimal::from_str(v.as_str().expect("a decimal string")).unwrap();
+    let mut priced = 0;
+    for edge in data["sessions"]["edges"].as_array().unwrap() {
+        let usage = &edge["node"]["tokenUsage"];
+        let (input, output) = (usd(&usage["inputCostUsd"]), usd(&usage["outputCostUsd"]));
+        assert_eq!(usd(&usage["totalCostUsd"]), input + output, "{usage}");
+        if usage["inputTokens"].as_i64() > Some(0) {
+            assert!(input > Decimal::ZERO && output > Decimal::ZERO, "{usage}");
+            priced += 1;
+        }
+    }
+    assert!(priced >= 3, "{data:#}");
+    app.stop().await;
 }
 
 #[tokio::test]

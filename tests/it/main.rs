@@ -28,6 +28,7 @@ mod live_hub;
 mod message_pages;
 mod operations;
 mod pagination;
+mod prices;
 mod query_api;
 mod relationship_pages;
 mod replicas;

@@ -380,8 +380,8 @@ const CASES: &[Case] = &[
     ),
     (
         "an LLM interaction's own checks",
-        |r| r.llm_interactions[0].0.estimated_cost_usd = Some(-1.0),
-        "`estimatedCostUsd` must be between 0 and",
+        |r| r.llm_interactions[0].0.estimated_cost_usd = Some(rust_decimal::Decimal::NEGATIVE_ONE),
+        "`totalCostUsd` must be between 0 and",
     ),
     (
         "an LLM interaction sent another agent's conversation",

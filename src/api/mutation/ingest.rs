@@ -12,6 +12,7 @@ use crate::api::types::{
 use crate::error::Error;
 use crate::error::refusals::{self, Refusal, Refused};
 use crate::observe::metrics::{INGEST_APPENDED_BYTES, INGEST_BATCHED_OPERATIONS};
+use crate::store::prices::PriceCache;
 use crate::store::write::locks::{LockPlan, Owners, Target};
 use crate::store::write::{executions, interactions, limits, messages, stages, timeline};
 
@@ -121,11 +122,13 @@ impl Command {
     }
 
     /// Applies the command: what it did, and the bytes of timeline text it stored. The
-    /// sessions of the records it creates join `owners`, for the later commands that name them.
+    /// sessions of the records it creates join `owners`, for the later commands that name them;
+    /// the prices it looks up join `prices`, for the later calls to the same model.
     async fn run(
         &self,
         conn: &mut sqlx::PgConnection,
         owners: &mut Owners,
+        prices: &mut PriceCache,
     ) -> crate::error::Result<(IngestItem, usize)> {
         let item = match self {
             Command::CreateStage(new) => {
@@ -166,7 +169,9 @@ impl Command {
                 IngestItem::Message(Message(messages::append(conn, owners, new).await?.into()))
             }
             Command::RecordLlm(new) => IngestItem::LlmInteraction(LlmInteraction(
-                interactions::record_llm(conn, owners, new).await?.into(),
+                interactions::record_llm(conn, owners, prices, new)
+                    .await?
+                    .into(),
             )),
             Command::RecordMcp(new) => IngestItem::McpInteraction(McpInteraction(
                 interactions::record_mcp(conn, owners, new).await?.into(),
@@ -247,6 +252,7 @@ async fn apply(
     commands: &[Command],
 ) -> crate::error::Result<(Vec<IngestItem>, usize)> {
     let mut owners = plan.acquire(conn).await?;
+    let mut prices = PriceCache::default();
     let mut items = Vec::with_capacity(commands.len());
     let mut appended_bytes = 0;
     let mut i = 0;
@@ -263,7 +269,7 @@ async fn apply(
         }
         let command = &commands[i];
         let (item, bytes) = command
-            .run(conn, &mut owners)
+            .run(conn, &mut owners, &mut prices)
             .await
             .map_err(|e| in_operation(i, command.name(), e))?;
         items.push(item);

@@ -2,6 +2,9 @@
 //! bare UUID) on the way.
 
 use async_graphql::{ID, InputObject, Json};
+use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
+use rust_decimal::prelude::FromPrimitive as _;
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -10,11 +13,13 @@ use crate::api::types::ChainVersionRef;
 use crate::error::{Error, Result};
 use crate::model::*;
 use crate::store::ChainKey;
+use crate::store::prices::NewPrice;
 use crate::store::write::{
     chains::NewChain,
     chats::{NewChat, NewChatMessage},
     executions::{self, NewExecution},
-    interactions::{NewLlmInteraction, NewMcpInteraction},
+    interactions::{NewLlmInteraction, NewMcpInteraction, check_cost},
+    limits,
     messages::NewMessage,
     sessions::NewSession,
     stages::NewStage,
@@ -514,21 +519,37 @@ pub struct RecordLlmInteractionInput {
     pub thinking_content: Option<String>,
     /// Grounding, tool usage and other provider metadata (JSON, at most 256 KiB).
     pub response_metadata: Option<Json<Value>>,
-    /// Tokens sent (0 or more).
+    /// Tokens sent (0 or more), cached ones included.
     pub input_tokens: Option<i64>,
-    /// Tokens produced (0 or more).
+    /// Of the input tokens, those read from the provider's cache (0 to `inputTokens`; a
+    /// provider that reports them apart, such as Anthropic's `cache_read_input_tokens`, adds
+    /// them to `inputTokens` too). Priced at the cached-input price.
+    pub cached_input_tokens: Option<i64>,
+    /// Tokens produced (0 or more), thinking included.
     pub output_tokens: Option<i64>,
     /// Total tokens (0 or more; default: input + output).
     pub total_tokens: Option<i64>,
-    /// Thinking tokens (0 or more).
+    /// Of the output tokens, those spent thinking (0 to `outputTokens`; a provider that reports
+    /// them apart, such as Gemini's `thoughts_token_count`, adds them to `outputTokens` too).
+    /// Priced at the thinking price.
     pub thinking_tokens: Option<i64>,
-    /// Estimated cost in US dollars (0 to 1,000,000,000), stored as a decimal rounded to 10
-    /// places.
+    /// The call's cost in US dollars as the client knows it (0 to 1,000,000,000, stored rounded
+    /// to 10 decimal places), kept as sent (`costSource: CLIENT`). Without it, casefile computes
+    /// the cost from the price list (`setModelPrice`) at the call's time.
+    pub total_cost_usd: Option<Decimal>,
+    /// As `totalCostUsd`, as a float.
+    #[graphql(
+        deprecation = "Use `totalCostUsd` (a decimal, exact), or send no cost and let the price list price the call."
+    )]
     pub estimated_cost_usd: Option<f64>,
     /// How long the call took, in milliseconds (0 or more).
     pub duration_ms: Option<i64>,
     /// Why the call failed (absent when it succeeded; at most 1,000,000 characters).
     pub error_message: Option<String>,
+    /// When the call happened, for a call recorded late (a batch sent after an outage): its
+    /// `createdAt`, and the time its price is looked up at. Default, and at most: now (a later
+    /// time, from a clock ahead of the server's, is taken as now).
+    pub called_at: Option<DateTime<Utc>>,
 }
 
 impl RecordLlmInteractionInput {
@@ -547,10 +568,37 @@ impl RecordLlmInteractionInput {
             output_tokens: optional_int32("outputTokens", self.output_tokens)?,
             total_tokens: optional_int32("totalTokens", self.total_tokens)?,
             thinking_tokens: optional_int32("thinkingTokens", self.thinking_tokens)?,
-            estimated_cost_usd: self.estimated_cost_usd,
+            cost_usd: client_cost(self.total_cost_usd, self.estimated_cost_usd)?,
             duration_ms: self.duration_ms,
             error_message: self.error_message,
+            cached_input_tokens: optional_int32("cachedInputTokens", self.cached_input_tokens)?,
+            called_at: self.called_at,
         })
+    }
+}
+
+/// The cost a client sent, exact or as a float (deprecated): the float read without its binary
+/// noise (0.1 is 0.1), never computed with.
+fn client_cost(exact: Option<Decimal>, float: Option<f64>) -> Result<Option<Decimal>> {
+    match (exact, float) {
+        (Some(_), Some(_)) => Err(Error::bad_input(
+            "give the cost once: `totalCostUsd` (or the deprecated `estimatedCostUsd`), not both",
+        )),
+        (Some(cost), None) => {
+            check_cost("totalCostUsd", cost)?;
+            Ok(Some(cost))
+        }
+        (None, Some(cost)) => {
+            let exact = Decimal::from_f64(cost).ok_or_else(|| {
+                Error::bad_input(format!(
+                    "`estimatedCostUsd` must be between 0 and {}, got {cost}",
+                    limits::COST_USD
+                ))
+            })?;
+            check_cost("estimatedCostUsd", exact)?;
+            Ok(Some(exact))
+        }
+        (None, None) => Ok(None),
     }
 }
 
@@ -711,4 +759,43 @@ pub struct FailSessionInput {
     pub error_message: String,
     /// Why it was ended by hand, for the status history (at most 2,000 characters).
     pub reason: Option<String>,
+}
+
+/// A price of the price list, in US dollars per million tokens (each 0 to 1,000,000, at most
+/// 10 decimal places).
+#[derive(InputObject)]
+pub struct SetModelPriceInput {
+    /// The model, as LLM interactions name it (`modelName`, matched exactly; 1–200 characters).
+    pub model: String,
+    /// The provider it applies to, as agent executions name it (`llmProvider`, matched
+    /// exactly; 1–200 characters). Without it, the price applies to every provider that has
+    /// no price of its own for the model.
+    pub provider: Option<String>,
+    /// From when it applies (default: now). An instant in the past applies to interactions
+    /// recorded from now on with an earlier `calledAt`; those already stored keep their cost.
+    pub effective_from: Option<DateTime<Utc>>,
+    /// Per million input tokens that were not read from a cache.
+    pub input_per_million_usd: Decimal,
+    /// Per million output tokens that were not thinking.
+    pub output_per_million_usd: Decimal,
+    /// Per million cached input tokens (default: the input price).
+    pub cached_input_per_million_usd: Option<Decimal>,
+    /// Per million thinking tokens (default: the output price).
+    pub thinking_per_million_usd: Option<Decimal>,
+}
+
+impl SetModelPriceInput {
+    /// The command, set by `created_by` (the caller).
+    pub fn into_command(self, created_by: Option<String>) -> NewPrice {
+        NewPrice {
+            model_name: self.model,
+            provider: self.provider,
+            effective_from: self.effective_from,
+            input_per_million: self.input_per_million_usd,
+            output_per_million: self.output_per_million_usd,
+            cached_input_per_million: self.cached_input_per_million_usd,
+            thinking_per_million: self.thinking_per_million_usd,
+            created_by,
+        }
+    }
 }

@@ -16,7 +16,7 @@ use super::guards::{RoleGuard, caller};
 use super::ids::{self, NodeType, decode_as};
 use super::types::{
     AgentExecution, ApiToken, Chain, ChainVersionRef, Chat, ChatUserMessage, LlmInteraction,
-    McpInteraction, Message, Session, Stage, TimelineEvent,
+    McpInteraction, Message, ModelPrice, Session, Stage, TimelineEvent,
 };
 use crate::auth::Authenticator;
 use crate::error::Error;
@@ -24,6 +24,7 @@ use crate::live::Hub;
 use crate::model::Role;
 use crate::observe::metrics::{INGEST_APPENDED_BYTES, INGEST_OPERATIONS};
 use crate::store::Store;
+use crate::store::prices::{self, PriceCache};
 use crate::store::write::locks::Owners;
 use crate::store::write::{
     self as write, chats, check_optional, executions, interactions, limits, messages, sessions,
@@ -507,7 +508,10 @@ impl Mutation {
     ) -> Result<LlmInteraction> {
         let new = input.into_command()?;
         let row = transaction(ctx, Audit::Caller, new, |c, new| {
-            Box::pin(async move { interactions::record_llm(c, &mut Owners::default(), new).await })
+            Box::pin(async move {
+                let prices = &mut PriceCache::default();
+                interactions::record_llm(c, &mut Owners::default(), prices, new).await
+            })
         })
         .await?;
         Ok(LlmInteraction(row.into()))
@@ -591,6 +595,26 @@ impl Mutation {
         #[graphql(desc = "The operations, applied in order.")] operations: Vec<IngestOperation>,
     ) -> Result<Vec<IngestItem>> {
         ingest::run(ctx, operations).await
+    }
+
+    /// Sets a model's price (US dollars per million tokens) from an instant on: LLM interactions
+    /// at or after it that come without a cost are priced with it. A price never changes, and
+    /// costs already stored never change with it: a new price takes effect from its own
+    /// instant. Setting the price already in effect again writes nothing (retries are safe);
+    /// other prices at the very instant of one already set for the model and provider are a
+    /// CONFLICT. Admin.
+    #[graphql(guard = "RoleGuard(Role::Admin)")]
+    async fn set_model_price(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The price.")] input: SetModelPriceInput,
+    ) -> Result<ModelPrice> {
+        let new = input.into_command(caller(ctx)?.actor.clone());
+        let set = transaction(ctx, Audit::Nothing, new, |c, new| {
+            Box::pin(prices::set_price(c, new))
+        })
+        .await?;
+        Ok(ModelPrice(set.row()))
     }
 
     /// Creates an API token. Its secret is in the result, once, and never stored. Admin.

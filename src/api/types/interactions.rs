@@ -3,14 +3,17 @@ use std::sync::Arc;
 use crate::api::cost;
 use async_graphql::{Context, ID, Object};
 use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
+use rust_decimal::prelude::ToPrimitive as _;
 use uuid::Uuid;
 
 use super::connection::{self, MessageConnection};
+use super::prices::{Pricing, usd};
 use super::{AgentExecution, Message, RequestedToolCall, Session, Stage, loaders, required};
 use crate::api::ids::{self, NodeType};
 use crate::api::pagination::PageArgs;
 use crate::api::scalars::{SharedJson, SharedText, Text};
-use crate::model::{LlmInteractionType, McpInteractionType};
+use crate::model::{CostSource, LlmInteractionType, McpInteractionType};
 use crate::store::{
     CallKey, InSession as _, Key, LlmInteractionRow, LlmPayloadRow, LlmRequestRow,
     McpInteractionRow, McpPayloadRow,
@@ -68,11 +71,15 @@ impl LlmInteraction {
             &p.response_metadata
         }))
     }
-    /// Tokens sent.
+    /// Tokens sent, cached ones included.
     async fn input_tokens(&self) -> Option<i32> {
         self.0.input_tokens
     }
-    /// Tokens produced.
+    /// Of the input tokens, those read from the provider's cache.
+    async fn cached_input_tokens(&self) -> Option<i32> {
+        self.0.cached_input_tokens
+    }
+    /// Tokens produced, thinking included.
     async fn output_tokens(&self) -> Option<i32> {
         self.0.output_tokens
     }
@@ -80,13 +87,38 @@ impl LlmInteraction {
     async fn total_tokens(&self) -> Option<i32> {
         self.0.total_tokens
     }
-    /// Tokens spent on thinking.
+    /// Of the output tokens, those spent on thinking.
     async fn thinking_tokens(&self) -> Option<i32> {
         self.0.thinking_tokens
     }
-    /// Estimated cost in US dollars, as stored (to 10 decimal places).
+    /// Where the cost comes from: computed from the price list, sent by the client, or none
+    /// and why.
+    async fn cost_source(&self) -> CostSource {
+        self.0.cost_source()
+    }
+    /// The cost of the input tokens in US dollars, for a cost computed from the price list
+    /// (null for any other: a client's cost cannot be split).
+    async fn input_cost_usd(&self) -> Option<Decimal> {
+        self.0.input_cost_usd.map(usd)
+    }
+    /// The cost of the output tokens (thinking included) in US dollars, for a computed cost.
+    async fn output_cost_usd(&self) -> Option<Decimal> {
+        self.0.output_cost_usd.map(usd)
+    }
+    /// The cost in US dollars, exact (to 10 decimal places): computed (`inputCostUsd` +
+    /// `outputCostUsd`) or the client's; null without one (see `costSource`).
+    async fn total_cost_usd(&self) -> Option<Decimal> {
+        self.0.estimated_cost_usd.map(usd)
+    }
+    /// The price a computed cost used, as it was at the call's time.
+    async fn pricing_snapshot(&self) -> Option<Pricing> {
+        let snapshot = self.0.pricing_snapshot.as_ref()?;
+        Some(Pricing(snapshot.0.clone()))
+    }
+    /// The cost in US dollars, as a float.
+    #[graphql(deprecation = "Use `totalCostUsd`: the same cost, exact (a decimal string).")]
     async fn estimated_cost_usd(&self) -> Option<f64> {
-        self.0.estimated_cost_usd
+        self.0.estimated_cost_usd.and_then(|c| c.to_f64())
     }
     /// How long the call took, in milliseconds.
     async fn duration_ms(&self) -> Option<i64> {

@@ -5,6 +5,10 @@ use std::collections::HashSet;
 
 use async_graphql::{Context, Enum, Object, SimpleObject};
 use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
+use rust_decimal::prelude::ToPrimitive as _;
+
+use super::prices::usd;
 
 use crate::error::Error;
 use crate::model::SessionStatus;
@@ -339,15 +343,30 @@ pub struct UsageGroup {
     pub failed_llm_calls: i64,
     /// Failed LLM interactions out of all (0 to 1), null without any.
     pub llm_failure_rate: Option<f64>,
-    /// Tokens sent to the models (summed per interaction).
+    /// Tokens sent to the models (summed per interaction), cached ones included.
     pub input_tokens: i64,
-    /// Tokens the models produced.
+    /// Of the input tokens, those read from the providers' caches.
+    pub cached_input_tokens: i64,
+    /// Tokens the models produced, thinking included.
     pub output_tokens: i64,
     /// Total tokens as the providers reported them.
     pub total_tokens: i64,
-    /// Tokens spent on native thinking.
+    /// Of the output tokens, those spent on native thinking.
     pub thinking_tokens: i64,
-    /// Estimated cost in US dollars, the exact sum of the interactions' costs.
+    /// Every cost in US dollars, exact: computed from the price list or sent by the client
+    /// (`inputCostUsd` + `outputCostUsd` + `unsplitCostUsd`).
+    pub total_cost_usd: Decimal,
+    /// Of it, what the input tokens cost (computed costs only).
+    pub input_cost_usd: Decimal,
+    /// Of it, what the output tokens cost (computed costs only).
+    pub output_cost_usd: Decimal,
+    /// Of it, the costs that cannot be split: those clients sent, and every cost recorded
+    /// before casefile had prices.
+    pub unsplit_cost_usd: Decimal,
+    /// LLM interactions without a cost because their model had no price at their time.
+    pub unpriced_llm_calls: i64,
+    /// The same as `totalCostUsd`, as a float.
+    #[graphql(deprecation = "Use `totalCostUsd`: the same sum, exact (a decimal string).")]
     pub estimated_cost_usd: f64,
     /// Agent executions.
     pub execution_count: i64,
@@ -369,7 +388,13 @@ impl From<UsageGroupRow> for UsageGroup {
             output_tokens: r.output_tokens,
             total_tokens: r.total_tokens,
             thinking_tokens: r.thinking_tokens,
-            estimated_cost_usd: r.estimated_cost_usd,
+            cached_input_tokens: r.cached_input_tokens,
+            total_cost_usd: usd(r.estimated_cost_usd),
+            input_cost_usd: usd(r.input_cost_usd),
+            output_cost_usd: usd(r.output_cost_usd),
+            unsplit_cost_usd: usd(r.estimated_cost_usd - r.input_cost_usd - r.output_cost_usd),
+            unpriced_llm_calls: r.unpriced_llm_calls,
+            estimated_cost_usd: r.estimated_cost_usd.to_f64().unwrap_or_default(),
             execution_count: r.execution_count,
             failed_execution_count: r.failed_execution_count,
             execution_failure_rate: ratio(r.failed_execution_count, r.finished_execution_count),

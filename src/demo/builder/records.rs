@@ -6,11 +6,13 @@ use serde_json::{Value as Json, json};
 use uuid::Uuid;
 
 use super::{Agent, Demo};
-use crate::demo::catalog::{Model, TOOLS};
+use crate::demo::catalog::{TOOLS, price_at};
 use crate::demo::ids::{FNV_OFFSET, fnv1a};
 use crate::model::{
-    LlmInteractionType, McpInteractionType, MessageRole, TimelineEventStatus, TimelineEventType,
+    CostSource, LlmInteractionType, McpInteractionType, MessageRole, TimelineEventStatus,
+    TimelineEventType,
 };
+use crate::pricing;
 use crate::store::{
     LlmInteractionRow, LlmPayloadRow, LlmRequestRow, McpInteractionRow, McpPayloadRow, MessageRow,
     TimelineEventRow,
@@ -167,9 +169,12 @@ impl Demo {
             "message_count": last_message.map_or(0, |(_, seq)| seq),
         });
 
+        // After its first call, an agent's instructions and tool declarations come from the
+        // provider's cache.
+        let cached = self.ordinals.contains_key(&(a.id, "llm"));
         let (response, usage, ms) = match reply.failure {
             None => {
-                let usage = Usage::estimate(model, tools.len(), sent_chars, &reply);
+                let usage = Usage::estimate(tools.len(), sent_chars, &reply, cached);
                 let finish = if reply.calls.is_null() {
                     "stop"
                 } else {
@@ -182,6 +187,7 @@ impl Demo {
                     "tool_calls": reply.calls,
                     "usage": {
                         "input_tokens": usage.input,
+                        "cached_input_tokens": usage.cached,
                         "output_tokens": usage.output,
                         "thinking_tokens": usage.thinking,
                     },
@@ -193,6 +199,20 @@ impl Demo {
         let error = reply.failure.map(|(error, _)| error.to_owned());
         let attempts = if error.is_some() { 3 } else { 1 };
         self.wait(ms);
+        // Priced as the live writer prices a call: at its time, from the demo's price list.
+        let counts = usage.map(|u| pricing::Usage {
+            input: Some(u.input),
+            cached_input: u.cached,
+            output: Some(u.output),
+            thinking: u.thinking,
+        });
+        let price = counts.and_then(|_| price_at(model, self.now));
+        let cost = counts.zip(price.as_ref()).map(|(c, p)| p.cost(c));
+        let cost_source = match (counts, &price) {
+            (None, _) => CostSource::NoTokens,
+            (Some(_), None) => CostSource::NoPrice,
+            (Some(_), Some(_)) => CostSource::PriceList,
+        };
         let n = self.next(a.id, "llm");
         let id = Self::child_id(a.id, "llm", n, self.now);
         let request = LlmRequestRow {
@@ -222,12 +242,17 @@ impl Demo {
             last_message_id: last_message.map(|(id, _)| id),
             input_tokens: usage.map(|u| u.input),
             output_tokens: usage.map(|u| u.output),
-            total_tokens: usage.map(|u| u.input + u.output + u.thinking.unwrap_or(0)),
+            total_tokens: usage.map(|u| u.input + u.output),
             thinking_tokens: usage.and_then(|u| u.thinking),
-            estimated_cost_usd: usage.map(|u| u.cost),
+            estimated_cost_usd: cost.map(|c| c.total),
             duration_ms: Some(ms),
             error_message: error,
             created_at: self.now,
+            cached_input_tokens: usage.and_then(|u| u.cached),
+            input_cost_usd: cost.map(|c| c.input),
+            output_cost_usd: cost.map(|c| c.output),
+            cost_source: Some(cost_source),
+            pricing_snapshot: price.map(sqlx::types::Json),
         };
         self.rows.llm_interactions.push((row, request, payload));
         id
@@ -321,35 +346,35 @@ impl Demo {
     }
 }
 
-/// Tokens, cost and duration of a successful LLM call, estimated from the text involved.
+/// Tokens and duration of a successful LLM call, estimated from the text involved.
 #[derive(Clone, Copy)]
 struct Usage {
+    /// Cached ones included.
     input: i32,
+    cached: Option<i32>,
+    /// Thinking included.
     output: i32,
     thinking: Option<i32>,
-    cost: f64,
     ms: i64,
 }
 
 impl Usage {
-    fn estimate(model: &Model, tool_count: usize, sent_chars: usize, reply: &Reply<'_>) -> Self {
+    fn estimate(tool_count: usize, sent_chars: usize, reply: &Reply<'_>, cached: bool) -> Self {
         // System instructions and runbook excerpts, then ~180 tokens per tool declaration.
         let tool_count = i32::try_from(tool_count).unwrap_or(i32::MAX);
-        let input = 2_400 + 180 * tool_count + tokens(sent_chars);
-        let output = tokens(reply.text.len() + reply.calls.to_string().len()) + 12;
+        let preamble = 2_400 + 180 * tool_count;
+        let input = preamble + tokens(sent_chars);
+        let text = tokens(reply.text.len() + reply.calls.to_string().len()) + 12;
         // What is stored of the thinking is a summary; the model thought several times as much.
         let thinking = reply.thinking.map(|t| tokens(t.len()) * 6);
-        let generated = output + thinking.unwrap_or(0);
-        let cost = (f64::from(input) * model.input_price
-            + f64::from(generated) * model.output_price)
-            / 1e6;
+        let output = text + thinking.unwrap_or(0);
         Self {
             input,
+            cached: cached.then_some(preamble),
             output,
             thinking,
-            cost: (cost * 1e6).round() / 1e6,
             // Time to first token, then about 40 tokens per second.
-            ms: 1_800 + 25 * i64::from(generated),
+            ms: 1_800 + 25 * i64::from(output),
         }
     }
 }

@@ -32,7 +32,7 @@ query RecentSessions {
         createdAt
         durationMs
         counts { stages executions timelineEvents llmInteractions mcpInteractions }
-        tokenUsage { inputTokens outputTokens totalTokens estimatedCostUsd }
+        tokenUsage { inputTokens outputTokens totalTokens inputCostUsd outputCostUsd totalCostUsd }
         stages {
           stageIndex
           name

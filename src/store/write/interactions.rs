@@ -1,17 +1,22 @@
 //! LLM and MCP interactions: the debug record of each call, written once when it completes.
 
-use serde::Serialize;
+use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
+use rust_decimal::prelude::ToPrimitive as _;
+use serde::{Serialize, Serializer};
 use serde_json::Value as Json;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::locks::{Owners, Target};
 use super::{
-    check_json, check_name, check_optional, fetch, id_taken, is_retry, limits,
+    check_json, check_name, check_optional, check_time, fetch, id_taken, is_retry, limits,
     lock_running_execution, lock_session,
 };
 use crate::error::{Error, Result};
-use crate::model::{LlmInteractionType, McpInteractionType};
+use crate::model::{CostSource, LlmInteractionType, McpInteractionType};
+use crate::pricing::{Cost, PricingSnapshot, Usage};
+use crate::store::prices::{PriceCache, interaction_time};
 use crate::store::traced::traced;
 use crate::store::{Key, LlmInteractionRow, McpInteractionRow, Record as _};
 
@@ -30,9 +35,27 @@ pub struct NewLlmInteraction {
     pub output_tokens: Option<i32>,
     pub total_tokens: Option<i32>,
     pub thinking_tokens: Option<i32>,
-    pub estimated_cost_usd: Option<f64>,
+    /// The cost the client sent, kept as sent (none: computed from the price list).
+    #[serde(rename = "estimated_cost_usd", serialize_with = "cost_as_float")]
+    pub cost_usd: Option<Decimal>,
     pub duration_ms: Option<i64>,
     pub error_message: Option<String>,
+    // Absent from the request's hash when not given, so a retry keeps the hash it had before
+    // these existed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cached_input_tokens: Option<i32>,
+    /// When the call happened, for a call recorded late (none: now).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub called_at: Option<DateTime<Utc>>,
+}
+
+/// A request's hash was computed when a cost was a float: it is hashed as that float still, so
+/// a retry of a request sent before costs were decimals is recognized as one.
+fn cost_as_float<S: Serializer>(
+    cost: &Option<Decimal>,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    cost.and_then(|c| c.to_f64()).serialize(s)
 }
 
 /// A count or a duration: absent, or 0 or more.
@@ -43,6 +66,17 @@ pub(crate) fn check_count(field: &str, value: Option<i64>) -> Result<()> {
         ))),
         _ => Ok(()),
     }
+}
+
+/// A client's cost of one call, in US dollars: 0 to [`limits::COST_USD`].
+pub(crate) fn check_cost(field: &str, cost: Decimal) -> Result<()> {
+    if cost.is_sign_negative() && !cost.is_zero() || cost > Decimal::from(limits::COST_USD) {
+        return Err(Error::bad_input(format!(
+            "`{field}` must be between 0 and {}, got {cost}",
+            limits::COST_USD
+        )));
+    }
+    Ok(())
 }
 
 impl NewLlmInteraction {
@@ -63,6 +97,7 @@ impl NewLlmInteraction {
         check_optional("errorMessage", self.error_message.as_deref(), limits::TEXT)?;
         for (field, value) in [
             ("inputTokens", self.input_tokens.map(i64::from)),
+            ("cachedInputTokens", self.cached_input_tokens.map(i64::from)),
             ("outputTokens", self.output_tokens.map(i64::from)),
             ("totalTokens", self.total_tokens.map(i64::from)),
             ("thinkingTokens", self.thinking_tokens.map(i64::from)),
@@ -70,21 +105,103 @@ impl NewLlmInteraction {
         ] {
             check_count(field, value)?;
         }
-        if let Some(cost) = self.estimated_cost_usd
-            && !(0.0..=limits::COST_USD).contains(&cost)
+        // Parts of a count never exceed it: a provider that reports them apart (Anthropic's
+        // cache reads, Gemini's thoughts) is added up by the client, so nothing is priced twice.
+        match (self.cached_input_tokens, self.input_tokens) {
+            (Some(cached), None) => {
+                return Err(Error::bad_input(format!(
+                    "`cachedInputTokens` ({cached}) are part of `inputTokens`, which is missing"
+                )));
+            }
+            (Some(cached), Some(input)) if cached > input => {
+                return Err(Error::bad_input(format!(
+                    "`cachedInputTokens` ({cached}) are part of `inputTokens` ({input}) and \
+                     cannot exceed them: add the cached tokens to the input tokens when the \
+                     provider reports them apart"
+                )));
+            }
+            _ => {}
+        }
+        if let (Some(thinking), Some(output)) = (self.thinking_tokens, self.output_tokens)
+            && thinking > output
         {
             return Err(Error::bad_input(format!(
-                "`estimatedCostUsd` must be between 0 and {}, got {cost}",
-                limits::COST_USD
+                "`thinkingTokens` ({thinking}) are part of `outputTokens` ({output}) and cannot \
+                 exceed them: add the thinking tokens to the output tokens when the provider \
+                 reports them apart"
             )));
+        }
+        if let Some(cost) = self.cost_usd {
+            check_cost("totalCostUsd", cost)?;
+        }
+        if let Some(at) = self.called_at {
+            check_time("calledAt", at)?;
         }
         Ok(())
     }
+
+    /// Its token counts, as pricing reads them.
+    pub(crate) fn usage(&self) -> Usage {
+        Usage {
+            input: self.input_tokens,
+            cached_input: self.cached_input_tokens,
+            output: self.output_tokens,
+            thinking: self.thinking_tokens,
+        }
+    }
+}
+
+/// What is stored of an interaction's cost.
+struct StoredCost {
+    source: CostSource,
+    total: Option<Decimal>,
+    parts: Option<Cost>,
+    snapshot: Option<PricingSnapshot>,
+}
+
+/// The cost of `new`: the client's, kept as sent; else computed from the price of its model
+/// (and `provider`) in effect at its time; else none, saying why.
+async fn cost_of(
+    conn: &mut PgConnection,
+    prices: &mut PriceCache,
+    new: &NewLlmInteraction,
+    provider: Option<&str>,
+) -> Result<StoredCost> {
+    let none = |source| StoredCost {
+        source,
+        total: None,
+        parts: None,
+        snapshot: None,
+    };
+    if let Some(total) = new.cost_usd {
+        return Ok(StoredCost {
+            total: Some(total),
+            ..none(CostSource::Client)
+        });
+    }
+    let usage = new.usage();
+    if usage.is_unknown() {
+        return Ok(none(CostSource::NoTokens));
+    }
+    let Some(price) = prices
+        .in_effect(conn, &new.model_name, provider, new.called_at)
+        .await?
+    else {
+        return Ok(none(CostSource::NoPrice));
+    };
+    let cost = price.cost(usage);
+    Ok(StoredCost {
+        source: CostSource::PriceList,
+        total: Some(cost.total),
+        parts: Some(cost),
+        snapshot: Some(price),
+    })
 }
 
 pub async fn record_llm(
     conn: &mut PgConnection,
     owners: &mut Owners,
+    prices: &mut PriceCache,
     new: &NewLlmInteraction,
 ) -> Result<LlmInteractionRow> {
     new.check()?;
@@ -108,6 +225,7 @@ pub async fn record_llm(
         lock_running_execution(conn, session_id, new.execution_id, "an LLM interaction").await?;
     let conversation = Key::new(session_id, execution.id);
     check_last_message(conn, conversation, new.last_message_id).await?;
+    let cost = cost_of(conn, prices, new, execution.llm_provider.as_deref()).await?;
     // Providers do not always report a total; it is the sum when both parts are known.
     let total = new.total_tokens.or_else(|| {
         new.input_tokens
@@ -118,9 +236,12 @@ pub async fn record_llm(
         "INSERT INTO llm_interactions (id, session_id, stage_id, execution_id, interaction_type, \
             model_name, last_message_id, llm_request, llm_response, thinking_content, \
             response_metadata, input_tokens, output_tokens, total_tokens, thinking_tokens, \
-            estimated_cost_usd, duration_ms, error_message) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) \
+            estimated_cost_usd, duration_ms, error_message, cached_input_tokens, input_cost_usd, \
+            output_cost_usd, cost_source, pricing_snapshot, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
+                 $19, $20, $21, $22, $23, {}) \
          RETURNING {}",
+        interaction_time(24),
         LlmInteractionRow::COLUMNS
     ))
     .bind(id)
@@ -138,9 +259,15 @@ pub async fn record_llm(
     .bind(new.output_tokens)
     .bind(total)
     .bind(new.thinking_tokens)
-    .bind(new.estimated_cost_usd)
+    .bind(cost.total)
     .bind(new.duration_ms)
     .bind(&new.error_message)
+    .bind(new.cached_input_tokens)
+    .bind(cost.parts.map(|c| c.input))
+    .bind(cost.parts.map(|c| c.output))
+    .bind(cost.source)
+    .bind(cost.snapshot.map(sqlx::types::Json))
+    .bind(new.called_at)
     .fetch_one(traced(conn))
     .await
     .map_err(|e| id_taken(e, id))

@@ -68,9 +68,9 @@ pub mod limits {
     pub const CHAIN_OVERRIDES: usize = 16_384;
     /// Operations in one batched ingest.
     pub const BATCH: usize = 1_000;
-    /// The estimated cost of one LLM call, in US dollars: costs are summed in `tokenUsage`, and
-    /// a sum of `double precision` that overflows is an error, not infinity.
-    pub const COST_USD: f64 = 1e9;
+    /// The cost of one LLM call a client sends, in US dollars (a computed one is at most twice
+    /// 2^31 tokens at the highest price: 4.3 × 10^9): far below what `numeric(20, 10)` holds.
+    pub const COST_USD: i64 = 1_000_000_000;
 }
 
 /// PostgreSQL stores no NUL character in `text` (nor in `jsonb` strings).

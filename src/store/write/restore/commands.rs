@@ -112,9 +112,11 @@ pub(super) fn new_llm(
         output_tokens: row.output_tokens,
         total_tokens: row.total_tokens,
         thinking_tokens: row.thinking_tokens,
-        estimated_cost_usd: row.estimated_cost_usd,
+        cost_usd: row.estimated_cost_usd,
         duration_ms: row.duration_ms,
         error_message: row.error_message.clone(),
+        cached_input_tokens: row.cached_input_tokens,
+        called_at: Some(row.created_at),
     }
 }
 

@@ -196,7 +196,13 @@ row!(
         0.estimated_cost_usd,
         0.duration_ms,
         0.error_message,
-        0.created_at
+        0.created_at,
+        // The cost as it was computed (or sent): a restore never prices anything again.
+        0.cached_input_tokens,
+        0.input_cost_usd,
+        0.output_cost_usd,
+        0.cost_source,
+        0.pricing_snapshot
     ]
 );
 row!(
