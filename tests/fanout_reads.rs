@@ -79,7 +79,8 @@ async fn stage_reads(app: &TestApp, subscribers: usize) -> usize {
             }
         }
     }
-    let reads = statements::settled_count(|s| s.contains("FROM stages WHERE id = ANY")).await;
+    let reads =
+        statements::settled_count(|s| s.contains("FROM stages WHERE (id, session_id) IN")).await;
     for sub in subs {
         sub.disconnect().await;
     }
