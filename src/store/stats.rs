@@ -11,8 +11,7 @@ use crate::error::sqlstate::{BadData, DbFailure};
 use crate::error::{Error, Result};
 use crate::model::SessionStatus;
 
-/// What figures are grouped by. Session figures take the first seven; usage takes any but
-/// `ChainVersion`.
+/// What figures are grouped by. Session figures take the first seven; usage takes any.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StatsDimension {
     Status,
@@ -201,7 +200,7 @@ impl Store {
         );
         // Rows of executions and of roll-ups, alike: the session's columns, the execution's
         // agent and provider, and the figures each adds.
-        let session = "s.status, s.alert_type, s.chain_id, s.author, s.created_at";
+        let session = "s.status, s.alert_type, s.chain_id, s.chain_version, s.author, s.created_at";
         let execution = format!(
             "1 AS executions, (e.status IN {FINISHED_EXECUTION})::int AS finished_executions, \
              (e.status IN {FAILED_EXECUTION})::int AS failed_executions"

@@ -406,6 +406,34 @@ async fn demo_sessions_ran_registered_chain_versions() {
         .map(|g| g["sessionCount"].as_i64().unwrap())
         .sum();
     assert_eq!(unversioned, 14);
+    // What each version cost: the two versions of one chain apart, and every call in a group.
+    let d = app
+        .data(
+            "{ sessionStats { all: usage { nodes { llmCalls } }
+                 byVersion: usage(by: [CHAIN_VERSION]) { nodes { key { chainId chainVersion }
+                   llmCalls totalCostUsd } } } }",
+            json!({}),
+        )
+        .await;
+    let groups = d["sessionStats"]["byVersion"]["nodes"].as_array().unwrap();
+    let calls: i64 = groups.iter().map(|g| g["llmCalls"].as_i64().unwrap()).sum();
+    assert_eq!(
+        calls,
+        d["sessionStats"]["all"]["nodes"][0]["llmCalls"]
+            .as_i64()
+            .unwrap()
+    );
+    for version in ["1.0.0", "1.1.0"] {
+        let group = groups
+            .iter()
+            .find(|g| {
+                g["key"]["chainId"] == "kubernetes-deep-dive" && g["key"]["chainVersion"] == version
+            })
+            .unwrap_or_else(|| panic!("no usage group of version {version}: {groups:?}"));
+        assert!(group["llmCalls"].as_i64().unwrap() > 0, "{group}");
+        let cost: f64 = group["totalCostUsd"].as_str().unwrap().parse().unwrap();
+        assert!(cost > 0.0, "{group}");
+    }
     // A session's stages are its version's, in order (its chat stages come after them).
     let mismatched: Vec<String> = sqlx::query_scalar(
         "SELECT s.alert_type || ': ' || st.stage_name FROM sessions s \

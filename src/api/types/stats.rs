@@ -53,6 +53,10 @@ pub enum UsageDimension {
     AlertType,
     /// The session's chain (`chainId`).
     Chain,
+    /// The session's registered chain version, within its chain (implies `CHAIN`): what each
+    /// version costs. Sessions created with a chain name only form their chain's group whose
+    /// version is null.
+    ChainVersion,
     /// The session's author.
     Author,
     /// The calendar day the session was created, in `sessionStats`' `timeZone`.
@@ -88,6 +92,7 @@ impl From<UsageDimension> for StatsDimension {
             UsageDimension::Status => Self::Status,
             UsageDimension::AlertType => Self::AlertType,
             UsageDimension::Chain => Self::Chain,
+            UsageDimension::ChainVersion => Self::ChainVersion,
             UsageDimension::Author => Self::Author,
             UsageDimension::Day => Self::Day,
             UsageDimension::Week => Self::Week,
