@@ -8,7 +8,8 @@ use tracing::Dispatch;
 use tracing::subscriber::NoSubscriber;
 use tracing_subscriber::layer::SubscriberExt as _;
 
-static STATEMENTS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+/// Each statement's text, and whether a GraphQL operation ran it (inside its span).
+static STATEMENTS: Mutex<Vec<(String, bool)>> = Mutex::new(Vec::new());
 
 /// Starts recording for the whole process.
 pub fn record() {
@@ -44,17 +45,40 @@ pub fn clear() {
 
 /// The statements recorded since the last `clear`.
 pub fn recorded() -> Vec<String> {
-    STATEMENTS.lock().unwrap().clone()
+    STATEMENTS
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(text, _)| text.clone())
+        .collect()
+}
+
+/// The statements GraphQL operations ran since the last `clear`: not the server's background
+/// work (the live hub's, a token's last use), which a loaded machine may run at any moment.
+pub fn recorded_by_operations() -> Vec<String> {
+    STATEMENTS
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, by_operation)| *by_operation)
+        .map(|(text, _)| text.clone())
+        .collect()
 }
 
 struct Recorder;
 
-impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Recorder {
-    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+impl<S> tracing_subscriber::Layer<S> for Recorder
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    fn on_event(&self, event: &tracing::Event<'_>, ctx: tracing_subscriber::layer::Context<'_, S>) {
         if event.metadata().target() == "sqlx::query" {
             let mut text = StatementText(String::new());
             event.record(&mut text);
-            STATEMENTS.lock().unwrap().push(text.0);
+            let by_operation = ctx
+                .event_scope(event)
+                .is_some_and(|mut scope| scope.any(|span| span.name() == "graphql_operation"));
+            STATEMENTS.lock().unwrap().push((text.0, by_operation));
         }
     }
 }
