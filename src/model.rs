@@ -364,3 +364,41 @@ mod tests {
         assert_eq!(from_db_name::<SessionStatus>("exploded"), None);
     }
 }
+
+/// Where a notification goes (seed 000, Q5.1).
+#[derive(
+    Enum, sqlx::Type, serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash,
+)]
+#[sqlx(type_name = "text", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub enum NotificationType {
+    /// A Slack message (`destination`: the channel).
+    Slack,
+    /// An email (`destination`: the address).
+    Email,
+    /// A PagerDuty event (`destination`: the service's routing key).
+    Pagerduty,
+    /// An HTTP POST (`destination`: the URL).
+    Webhook,
+    /// A Microsoft Teams message (`destination`: the channel or webhook).
+    Msteams,
+}
+
+/// Where a notification's delivery stands (seed 000, Q5.4).
+#[derive(
+    Enum, sqlx::Type, serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash,
+)]
+#[sqlx(type_name = "text", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub enum NotificationStatus {
+    /// Waiting to be claimed (again, after a failed attempt, once its backoff ends).
+    Pending,
+    /// Claimed by a delivery worker, until its lease runs out.
+    Sending,
+    /// Handed to the destination.
+    Sent,
+    /// The destination confirmed it.
+    Delivered,
+    /// Given up on: its last attempt failed.
+    Failed,
+}

@@ -242,6 +242,21 @@ pub fn describe(constraint: &str) -> Option<&'static str> {
         "api_tokens_role_check" => "`role` is not one of its values",
         "session_status_changes_action_check" => "the status change is not one of its kinds",
         "create_receipts_session_id_fkey" => "the session does not exist",
+        "notifications_session_id_fkey" => "the session does not exist",
+        "notifications_pkey" => "this notification already exists in the session",
+        "notifications_type_check" => "a notification's `type` is not one of its values",
+        "notifications_destination_check" => {
+            "a notification's `destination` must be 1–2,000 characters"
+        }
+        "notifications_status_check" => "a notification's `status` is not one of its values",
+        "notifications_attempts_check" => "a notification's `attempts` cannot be negative",
+        "notifications_max_attempts_check" => "`maxAttempts` must be 1–100",
+        "notifications_last_error_check" => {
+            "a notification's `error` must be at most 10,000 characters"
+        }
+        "notifications_due_check" => {
+            "a notification has a next attempt exactly while it is pending or being sent"
+        }
         "agent_executions_agent_type_check" => "`agentType` is not one of its values",
         "agent_executions_team_name_check" => {
             "a team supervisor or worker needs a `teamName` (1–200 characters); a global \

@@ -472,3 +472,24 @@ pub struct SessionCountsRow {
     pub llm_interaction_count: i64,
     pub mcp_interaction_count: i64,
 }
+
+/// A notification of a session, and where its delivery stands.
+#[derive(Debug, Clone, FromRow)]
+pub struct NotificationRow {
+    pub session_id: Uuid,
+    pub id: Uuid,
+    #[sqlx(rename = "type")]
+    pub notification_type: NotificationType,
+    pub destination: String,
+    pub status: NotificationStatus,
+    pub integration_data: RawJson,
+    pub attempts: i32,
+    pub max_attempts: i32,
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    pub claim_id: Option<Uuid>,
+    pub last_error: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub sent_at: Option<DateTime<Utc>>,
+    pub delivered_at: Option<DateTime<Utc>>,
+    pub failed_at: Option<DateTime<Utc>>,
+}

@@ -26,6 +26,7 @@ mod list_plans;
 mod live;
 mod live_hub;
 mod message_pages;
+mod notifications;
 mod operations;
 mod pagination;
 mod prices;

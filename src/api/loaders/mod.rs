@@ -109,10 +109,12 @@ macro_rules! loader {
 }
 
 mod chains_by_key;
+mod notifications_by_session;
 mod session_counts_by_chain;
 mod session_pages_by_chain;
 
 pub use chains_by_key::ChainsByKey;
+pub use notifications_by_session::NotificationsBySession;
 pub use session_counts_by_chain::SessionCountsByChain;
 pub use session_pages_by_chain::SessionPagesByChain;
 
@@ -281,6 +283,7 @@ pub struct Loaders {
     pub events_by_call: Loader<EventsByCall>,
     pub search_matches: Loader<SearchMatches>,
     pub chains_by_key: Loader<ChainsByKey>,
+    pub notifications_by_session: Loader<NotificationsBySession>,
     pub session_pages_by_chain: Loader<SessionPagesByChain>,
     pub session_counts_by_chain: Loader<SessionCountsByChain>,
 }
@@ -394,6 +397,9 @@ impl Loaders {
                 store: store.clone()
             }),
             chains_by_key: batched!(ChainsByKey {
+                store: store.clone()
+            }),
+            notifications_by_session: batched!(NotificationsBySession {
                 store: store.clone()
             }),
             session_pages_by_chain: batched!(SessionPagesByChain {

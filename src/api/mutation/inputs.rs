@@ -21,6 +21,7 @@ use crate::store::write::{
     interactions::{NewLlmInteraction, NewMcpInteraction, check_cost},
     limits,
     messages::NewMessage,
+    notifications::NewNotification,
     sessions::NewSession,
     stages::NewStage,
     timeline::{Append, Finish, NewEvent},
@@ -748,6 +749,9 @@ pub struct CompleteSessionInput {
     pub executive_summary: Option<String>,
     /// Why, for the status history (at most 2,000 characters).
     pub reason: Option<String>,
+    /// Notifications to send about it: written with the completion, in its transaction (none
+    /// when this is a retry of a completion already made).
+    pub notify: Option<Vec<NotifyInput>>,
 }
 
 /// Fails a session, or times it out.
@@ -759,6 +763,54 @@ pub struct FailSessionInput {
     pub error_message: String,
     /// Why it was ended by hand, for the status history (at most 2,000 characters).
     pub reason: Option<String>,
+    /// Notifications to send about it: written with the failure, in its transaction (none
+    /// when this is a retry of a failure already recorded).
+    pub notify: Option<Vec<NotifyInput>>,
+}
+
+/// A notification to send; a delivery worker sends it (`claimNotifications`).
+#[derive(InputObject)]
+pub struct NotifyInput {
+    /// Where it goes.
+    #[graphql(name = "type")]
+    pub notification_type: NotificationType,
+    /// Where to: a Slack channel, an email address, a PagerDuty routing key, a URL (1–2,000
+    /// characters).
+    pub destination: String,
+    /// What the worker needs beyond the destination, as a JSON object (Slack: `channel`,
+    /// `thread_ts` to answer in a thread, `message_fingerprint`; at most 262,144 bytes).
+    pub integration_data: Option<Json<Value>>,
+    /// Attempts before it is failed for good (1–100; default 5).
+    pub max_attempts: Option<i32>,
+}
+
+impl NotifyInput {
+    pub fn into_new(list: Option<Vec<NotifyInput>>) -> Vec<NewNotification> {
+        list.unwrap_or_default()
+            .into_iter()
+            .map(|n| NewNotification {
+                notification_type: n.notification_type,
+                destination: n.destination,
+                integration_data: n.integration_data.map(|j| j.0),
+                max_attempts: n.max_attempts,
+            })
+            .collect()
+    }
+}
+
+/// Names a notification a delivery worker claimed.
+#[derive(InputObject)]
+pub struct NotificationRef {
+    /// Its session.
+    pub session_id: ID,
+    /// The notification (`Notification.id`).
+    pub id: Uuid,
+}
+
+impl NotificationRef {
+    pub fn key(&self) -> Result<(Uuid, Uuid)> {
+        Ok((uuid(NodeType::Session, &self.session_id)?, self.id))
+    }
 }
 
 /// A price of the price list, in US dollars per million tokens (each 0 to 1,000,000, at most

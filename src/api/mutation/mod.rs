@@ -8,7 +8,7 @@ mod tokens;
 
 use std::sync::Arc;
 
-use async_graphql::{Context, ID, Object, SimpleObject};
+use async_graphql::{Context, ID, Json, Object, SimpleObject};
 use futures::future::BoxFuture;
 use sqlx::PgConnection;
 
@@ -16,23 +16,24 @@ use super::guards::{RoleGuard, caller};
 use super::ids::{self, NodeType, decode_as};
 use super::types::{
     AgentExecution, ApiToken, Chain, ChainVersionRef, Chat, ChatUserMessage, LlmInteraction,
-    McpInteraction, Message, ModelPrice, Session, Stage, TimelineEvent,
+    McpInteraction, Message, ModelPrice, Notification, Session, Stage, TimelineEvent,
 };
 use crate::auth::Authenticator;
 use crate::error::Error;
 use crate::live::Hub;
-use crate::model::Role;
+use crate::model::{NotificationType, Role};
 use crate::observe::metrics::{INGEST_APPENDED_BYTES, INGEST_OPERATIONS};
 use crate::store::Store;
 use crate::store::prices::{self, PriceCache};
 use crate::store::write::locks::Owners;
 use crate::store::write::{
-    self as write, chats, check_optional, executions, interactions, limits, messages, sessions,
-    stages, timeline,
+    self as write, chats, check_optional, executions, interactions, limits, messages,
+    notifications, sessions, stages, timeline,
 };
 use async_graphql::Result;
 pub use ingest::{IngestItem, IngestOperation};
 pub use inputs::*;
+use uuid::Uuid;
 
 /// A ticket to one session's plain event stream.
 #[derive(SimpleObject)]
@@ -218,9 +219,11 @@ impl Mutation {
             final_analysis: input.final_analysis,
             executive_summary: input.executive_summary,
         };
+        let notify = NotifyInput::into_new(input.notify);
         let audit = Audit::CallerBecause(input.reason.as_deref());
-        let row = transaction(ctx, audit, (id, completion), |c, (id, completion)| {
-            Box::pin(sessions::complete(c, *id, completion))
+        let args = (id, completion, notify);
+        let row = transaction(ctx, audit, args, |c, (id, completion, notify)| {
+            Box::pin(sessions::complete(c, *id, completion, notify))
         })
         .await?;
         Ok(Session(row.into()))
@@ -617,6 +620,92 @@ impl Mutation {
         Ok(ModelPrice(set.row()))
     }
 
+    /// Claims up to `limit` due notifications (of `types`, or of every type) for a delivery
+    /// worker, for `leaseSeconds`: each is `SENDING` until the worker reports it, or due again
+    /// when the lease runs out (a crashed worker's claims come back). Concurrent workers get
+    /// disjoint sets. The same `claimId` again returns what it claimed, so a claim retried
+    /// after a lost answer loses nothing; use a new one for each claim. Writer (the delivery
+    /// worker's token).
+    #[graphql(guard = "RoleGuard(Role::Writer)")]
+    async fn claim_notifications(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "A new id for each claim (a UUID the worker makes).")] claim_id: Uuid,
+        #[graphql(desc = "Only these types (default: every type).")] types: Option<
+            Vec<NotificationType>,
+        >,
+        #[graphql(desc = "Most notifications to take (1–100).", default = 10)] limit: i32,
+        #[graphql(desc = "How long the claim holds, in seconds (1–3,600).", default = 60)]
+        lease_seconds: i32,
+    ) -> Result<Vec<Notification>> {
+        let request = notifications::ClaimRequest {
+            claim_id,
+            types: types.unwrap_or_default(),
+            limit,
+            lease_seconds,
+        };
+        let rows = transaction(ctx, Audit::Nothing, request, |c, request| {
+            Box::pin(notifications::claim(c, request))
+        })
+        .await?;
+        Ok(rows.into_iter().map(|r| Notification(r.into())).collect())
+    }
+
+    /// Reports a claimed notification sent, with what the destination answered (merged into
+    /// `integrationData`). Again with the same claim: a harmless retry. Writer.
+    #[graphql(guard = "RoleGuard(Role::Writer)")]
+    async fn mark_notification_sent(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The notification.")] notification: NotificationRef,
+        #[graphql(desc = "The claim that took it.")] claim_id: Uuid,
+        #[graphql(
+            desc = "What the destination answered, as a JSON object (Slack: `thread_ts`, `permalink`)."
+        )]
+        integration_data: Option<Json<serde_json::Value>>,
+    ) -> Result<Notification> {
+        let args = (notification.key()?, integration_data.map(|j| j.0));
+        let row = transaction(ctx, Audit::Nothing, args, |c, (key, data)| {
+            Box::pin(notifications::mark_sent(c, *key, claim_id, data.as_ref()))
+        })
+        .await?;
+        Ok(Notification(row.into()))
+    }
+
+    /// Reports a sent notification's delivery confirmed. Again: a harmless retry. Writer.
+    #[graphql(guard = "RoleGuard(Role::Writer)")]
+    async fn mark_notification_delivered(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The notification.")] notification: NotificationRef,
+    ) -> Result<Notification> {
+        let row = transaction(ctx, Audit::Nothing, notification.key()?, |c, key| {
+            Box::pin(notifications::mark_delivered(c, *key))
+        })
+        .await?;
+        Ok(Notification(row.into()))
+    }
+
+    /// Reports a claimed notification's attempt failed: it is due again after a backoff
+    /// (30 seconds after the first attempt, doubling with each, at most an hour), or `FAILED`
+    /// for good once it has had `maxAttempts`. Again with the same claim and error: a harmless
+    /// retry. Writer.
+    #[graphql(guard = "RoleGuard(Role::Writer)")]
+    async fn mark_notification_failed(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The notification.")] notification: NotificationRef,
+        #[graphql(desc = "The claim that took it.")] claim_id: Uuid,
+        #[graphql(desc = "What went wrong (at most 10,000 characters).")] error: String,
+    ) -> Result<Notification> {
+        let args = (notification.key()?, error);
+        let row = transaction(ctx, Audit::Nothing, args, |c, (key, error)| {
+            Box::pin(notifications::mark_failed(c, *key, claim_id, error))
+        })
+        .await?;
+        Ok(Notification(row.into()))
+    }
+
     /// Creates an API token. Its secret is in the result, once, and never stored. Admin.
     #[graphql(guard = "RoleGuard(Role::Admin)")]
     async fn create_api_token(
@@ -668,9 +757,9 @@ fn created_by(ctx: &Context<'_>, input: Option<String>) -> Result<Option<String>
 async fn fail(ctx: &Context<'_>, input: FailSessionInput, timed_out: bool) -> Result<Session> {
     let id = decode_as(NodeType::Session, &input.id)?;
     let audit = Audit::CallerBecause(input.reason.as_deref());
-    let failure = (id, input.error_message);
-    let row = transaction(ctx, audit, failure, |c, (id, error)| {
-        Box::pin(sessions::fail(c, *id, timed_out, error))
+    let failure = (id, input.error_message, NotifyInput::into_new(input.notify));
+    let row = transaction(ctx, audit, failure, |c, (id, error, notify)| {
+        Box::pin(sessions::fail(c, *id, timed_out, error, notify))
     })
     .await?;
     Ok(Session(row.into()))

@@ -9,7 +9,7 @@ use super::SessionHistoryEntry;
 use super::connection::{self, ChatConnection};
 use super::scoped::{ScopedCalls, ScopedTimeline, Under};
 use super::search::{EdgeSearch, SearchMatch};
-use super::{AgentExecution, Chain, SessionCounts, Stage, loaders, required};
+use super::{AgentExecution, Chain, Notification, SessionCounts, Stage, loaders, required};
 use crate::api::cost;
 use crate::api::ids::{self, NodeType};
 use crate::api::pagination::PageArgs;
@@ -225,6 +225,19 @@ impl Session {
     /// When it was soft-deleted (deleted sessions are hidden from `sessions` unless asked for).
     async fn deleted_at(&self) -> Option<DateTime<Utc>> {
         self.0.deleted_at
+    }
+    /// Its notifications, oldest first, with where each one's delivery stands.
+    #[graphql(complexity = "cost::list(cost::rows::NOTIFICATIONS_PER_SESSION, child_complexity)")]
+    async fn notifications(&self, ctx: &Context<'_>) -> Result<Vec<Notification>> {
+        let rows = loaders(ctx)
+            .notifications_by_session
+            .load_one(self.0.id)
+            .await?;
+        Ok(rows
+            .unwrap_or_default()
+            .into_iter()
+            .map(Notification)
+            .collect())
     }
     /// The stages of its chain (and of its chats), by stage index.
     #[graphql(complexity = "cost::list(cost::rows::STAGES_PER_SESSION, child_complexity)")]

@@ -18,6 +18,7 @@ pub mod interactions;
 mod lifecycle;
 pub mod locks;
 pub mod messages;
+pub mod notifications;
 mod receipts;
 pub mod restore;
 pub mod sessions;

@@ -17,6 +17,7 @@ use uuid::Uuid;
 use super::chains;
 use super::lifecycle::{finish_locked, running_executions, set_session_status};
 use super::locks::lock_streams_of;
+use super::notifications::{self, NewNotification};
 use super::{
     check_json, check_name, check_optional, check_required, ensure_not_deleted, fetch_session,
     id_taken, is_finished_session, is_retry, limits, lock_session, snake,
@@ -157,13 +158,16 @@ impl Completion {
     }
 }
 
-/// in_progress → completed, once no execution is running.
+/// in_progress → completed, once no execution is running, with the notifications `notify`
+/// asks for (none on a retry: they were made with the completion).
 pub async fn complete(
     conn: &mut PgConnection,
     id: Uuid,
     completion: &Completion,
+    notify: &[NewNotification],
 ) -> Result<SessionRow> {
     completion.check()?;
+    notifications::check(notify)?;
     let session = lock_session(conn, id).await?;
     ensure_not_deleted(&session)?;
     match session.status {
@@ -187,7 +191,7 @@ pub async fn complete(
             names.join(", ")
         )));
     }
-    Ok(sqlx::query_as(concat!(
+    let completed = sqlx::query_as(concat!(
         "UPDATE sessions SET status = 'completed', completed_at = now(), updated_at = now(), \
             final_analysis = $2, executive_summary = $3 WHERE id = $1 RETURNING ",
         session_columns!()
@@ -195,8 +199,10 @@ pub async fn complete(
     .bind(id)
     .bind(&completion.final_analysis)
     .bind(&completion.executive_summary)
-    .fetch_one(traced(conn))
-    .await?)
+    .fetch_one(traced(&mut *conn))
+    .await?;
+    notifications::create(conn, id, notify).await?;
+    Ok(completed)
 }
 
 /// A failed or timed-out session says why.
@@ -210,8 +216,10 @@ pub async fn fail(
     id: Uuid,
     timed_out: bool,
     error_message: &str,
+    notify: &[NewNotification],
 ) -> Result<SessionRow> {
     check_failure(error_message)?;
+    notifications::check(notify)?;
     let (status, execution_status) = if timed_out {
         (SessionStatus::TimedOut, ExecutionStatus::TimedOut)
     } else {
@@ -239,7 +247,9 @@ pub async fn fail(
     for execution in running {
         finish_locked(conn, id, execution.id, execution_status, Some(&reason)).await?;
     }
-    set_session_status(conn, id, status, Some(error_message)).await
+    let failed = set_session_status(conn, id, status, Some(error_message)).await?;
+    notifications::create(conn, id, notify).await?;
+    Ok(failed)
 }
 
 /// Requests cancellation: pending executions are cancelled at once; the session is cancelled
