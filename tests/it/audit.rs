@@ -1,0 +1,126 @@
+//! The audit trail (issue 31, part 2): a control-plane change leaves one record in its own
+//! transaction, with who made it, from which request and client, and a field diff.
+
+use casefile::auth::{AuthMode, AuthOptions};
+use casefile::http::HttpOptions;
+use casefile::model::Role;
+use serde_json::{Value, json};
+
+use crate::common::TestApp;
+
+const REGISTER: &str = "mutation ($n: String!, $v: String!, $d: JSON!) {
+    registerChain(input: { name: $n, version: $v, definition: $d }) { id uuid } }";
+
+const DEPRECATE: &str = "mutation ($n: String!, $v: String!) {
+    deprecateChain(chain: { name: $n, version: $v }) { deprecatedAt } }";
+
+/// Sends `query` with a request id and user agent of the test's own.
+async fn send(app: &TestApp, request_id: &str, query: &str, variables: Value) -> Value {
+    app.client
+        .post(app.url("/graphql"))
+        .bearer_auth(app.token.as_deref().unwrap())
+        .header("x-request-id", request_id)
+        .header("user-agent", "audit-test/1.0")
+        .json(&json!({ "query": query, "variables": variables }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// The audit records, oldest first.
+async fn records(app: &TestApp) -> Vec<Value> {
+    sqlx::query_scalar(
+        "SELECT jsonb_build_object('actor', actor, 'action', action, 'targetType', target_type, \
+             'targetId', target_id, 'requestId', request_id, 'client', client_address, \
+             'userAgent', user_agent, 'changes', changes) \
+         FROM audit_records ORDER BY at, id",
+    )
+    .fetch_all(app.store.pool())
+    .await
+    .unwrap()
+}
+
+fn changed(record: &Value, field: &str) -> Value {
+    record["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|change| change["field"] == field)
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+#[tokio::test]
+async fn chain_registration_and_deprecation_are_audited_once_with_a_field_diff() {
+    let mut app = TestApp::start_with(HttpOptions {
+        auth: AuthOptions {
+            mode: AuthMode::Tokens,
+            ..AuthOptions::default()
+        },
+        ..HttpOptions::default()
+    })
+    .await;
+    app.token = Some(app.token("ops", Role::Admin, None).await);
+    let definition = json!({ "stages": [{ "name": "Only" }] });
+    let variables = json!({ "n": "triage", "v": "1", "d": definition });
+
+    let body = send(&app, "req-register", REGISTER, variables.clone()).await;
+    let uuid = body["data"]["registerChain"]["uuid"].clone();
+    assert!(uuid.is_string(), "{body}");
+    // Registering it again with the same definition changes nothing: no second record.
+    send(&app, "req-again", REGISTER, variables).await;
+    // A refused registration (another definition) is rolled back: no record.
+    let other = json!({ "n": "triage", "v": "1", "d": { "stages": [{ "name": "Other" }] } });
+    let body = send(&app, "req-conflict", REGISTER, other).await;
+    assert_eq!(
+        body["errors"][0]["extensions"]["code"], "CONFLICT",
+        "{body}"
+    );
+
+    let log = records(&app).await;
+    assert_eq!(log.len(), 1, "{log:#?}");
+    let created = &log[0];
+    assert_eq!(created["actor"], "token:ops");
+    assert_eq!(created["action"], "registerChain");
+    assert_eq!(created["targetType"], "Chain");
+    assert_eq!(created["targetId"], uuid);
+    assert_eq!(created["requestId"], "req-register");
+    assert_eq!(created["client"], "127.0.0.1");
+    assert_eq!(created["userAgent"], "audit-test/1.0");
+    assert_eq!(
+        changed(created, "version"),
+        json!({ "field": "version", "before": null, "after": "1" })
+    );
+    // The definition (up to 64 KiB) is left out.
+    assert_eq!(changed(created, "definition"), Value::Null);
+
+    let nv = json!({ "n": "triage", "v": "1" });
+    let body = send(&app, "req-deprecate", DEPRECATE, nv.clone()).await;
+    let at = body["data"]["deprecateChain"]["deprecatedAt"].clone();
+    assert!(at.is_string(), "{body}");
+    send(&app, "req-deprecate-again", DEPRECATE, nv).await;
+    let log = records(&app).await;
+    assert_eq!(log.len(), 2, "{log:#?}");
+    let deprecated = &log[1];
+    assert_eq!(deprecated["action"], "deprecateChain");
+    assert_eq!(deprecated["requestId"], "req-deprecate");
+    // Only what changed: the deprecation, from nothing.
+    assert_eq!(
+        deprecated["changes"].as_array().unwrap().len(),
+        2,
+        "{deprecated}"
+    );
+    assert_eq!(
+        changed(deprecated, "deprecatedBy"),
+        json!({ "field": "deprecatedBy", "before": null, "after": "token:ops" })
+    );
+    let after = changed(deprecated, "deprecatedAt")["after"].clone();
+    assert_eq!(
+        chrono::DateTime::parse_from_rfc3339(after.as_str().unwrap()).unwrap(),
+        chrono::DateTime::parse_from_rfc3339(at.as_str().unwrap()).unwrap()
+    );
+    app.stop().await;
+}
