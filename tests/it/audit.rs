@@ -30,14 +30,15 @@ async fn send(app: &TestApp, request_id: &str, query: &str, variables: Value) ->
         .unwrap()
 }
 
-/// The audit records, oldest first.
-async fn records(app: &TestApp) -> Vec<Value> {
+/// The audit records of targets of `target_type`, oldest first.
+async fn records(app: &TestApp, target_type: &str) -> Vec<Value> {
     sqlx::query_scalar(
         "SELECT jsonb_build_object('actor', actor, 'action', action, 'targetType', target_type, \
              'targetId', target_id, 'requestId', request_id, 'client', client_address, \
              'userAgent', user_agent, 'changes', changes) \
-         FROM audit_records ORDER BY at, id",
+         FROM audit_records WHERE target_type = $1 ORDER BY at, id",
     )
+    .bind(target_type)
     .fetch_all(app.store.pool())
     .await
     .unwrap()
@@ -80,7 +81,7 @@ async fn chain_registration_and_deprecation_are_audited_once_with_a_field_diff()
         "{body}"
     );
 
-    let log = records(&app).await;
+    let log = records(&app, "Chain").await;
     assert_eq!(log.len(), 1, "{log:#?}");
     let created = &log[0];
     assert_eq!(created["actor"], "token:ops");
@@ -102,7 +103,7 @@ async fn chain_registration_and_deprecation_are_audited_once_with_a_field_diff()
     let at = body["data"]["deprecateChain"]["deprecatedAt"].clone();
     assert!(at.is_string(), "{body}");
     send(&app, "req-deprecate-again", DEPRECATE, nv).await;
-    let log = records(&app).await;
+    let log = records(&app, "Chain").await;
     assert_eq!(log.len(), 2, "{log:#?}");
     let deprecated = &log[1];
     assert_eq!(deprecated["action"], "deprecateChain");
@@ -121,6 +122,77 @@ async fn chain_registration_and_deprecation_are_audited_once_with_a_field_diff()
     assert_eq!(
         chrono::DateTime::parse_from_rfc3339(after.as_str().unwrap()).unwrap(),
         chrono::DateTime::parse_from_rfc3339(at.as_str().unwrap()).unwrap()
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn every_mutation_is_audited_or_exempt_by_name() {
+    use casefile::store::audit::{AUDITED, EXEMPT, NOT_YET_AUDITED};
+    let app = TestApp::start().await;
+    let d = app
+        .data(
+            "{ __type(name: \"Mutation\") { fields { name } } }",
+            json!({}),
+        )
+        .await;
+    let mut fields: Vec<&str> = d["__type"]["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|field| field["name"].as_str().unwrap())
+        .collect();
+    fields.sort_unstable();
+    let mut listed: Vec<&str> = [EXEMPT, AUDITED, NOT_YET_AUDITED].concat();
+    listed.sort_unstable();
+    // Each mutation in exactly one list, and each listed name a mutation.
+    assert_eq!(fields, listed);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn token_creation_and_revocation_are_audited_without_the_secret() {
+    let mut app = TestApp::start_with(HttpOptions {
+        auth: AuthOptions {
+            mode: AuthMode::Tokens,
+            ..AuthOptions::default()
+        },
+        ..HttpOptions::default()
+    })
+    .await;
+    app.token = Some(app.token("root", Role::Admin, None).await);
+    let create = "mutation { createApiToken(input: { name: \"bot\", role: WRITER }) {
+        token { name } secret } }";
+    let revoke = "mutation { revokeApiToken(name: \"bot\") { revokedAt } }";
+    let body = send(&app, "req-create", create, json!({})).await;
+    let secret = body["data"]["createApiToken"]["secret"].clone();
+    assert!(secret.is_string(), "{body}");
+    send(&app, "req-revoke", revoke, json!({})).await;
+    send(&app, "req-revoke-again", revoke, json!({})).await;
+
+    let log = records(&app, "ApiToken").await;
+    // The helper's token (no caller, no request), then this test's two changes.
+    let actions: Vec<_> = log.iter().map(|r| r["action"].clone()).collect();
+    assert_eq!(
+        actions,
+        ["createApiToken", "createApiToken", "revokeApiToken"],
+        "{log:#?}"
+    );
+    assert_eq!(log[0]["actor"], Value::Null);
+    let created = &log[1];
+    assert_eq!(created["actor"], "token:root");
+    assert_eq!(created["requestId"], "req-create");
+    assert_eq!(
+        changed(created, "role"),
+        json!({ "field": "role", "before": null, "after": "writer" })
+    );
+    assert!(!log[1].to_string().contains(secret.as_str().unwrap()));
+    let revoked = &log[2];
+    assert_eq!(revoked["requestId"], "req-revoke");
+    assert_eq!(revoked["changes"].as_array().unwrap().len(), 2, "{revoked}");
+    assert_eq!(
+        changed(revoked, "revokedBy"),
+        json!({ "field": "revokedBy", "before": null, "after": "token:root" })
     );
     app.stop().await;
 }
