@@ -11,7 +11,8 @@ CREATE TABLE audit_records (
     -- The mutation, as the schema names it (`deprecateChain`).
     action          text NOT NULL CHECK (length(action) BETWEEN 1 AND 100),
     target_type     text NOT NULL CHECK (length(target_type) BETWEEN 1 AND 100),
-    target_id       uuid NOT NULL,
+    -- The target's id as text: a uuid, or a number (a price's).
+    target_id       text NOT NULL CHECK (length(target_id) BETWEEN 1 AND 100),
     request_id      text CHECK (length(request_id) <= 128),
     client_address  text CHECK (length(client_address) <= 100),
     user_agent      text CHECK (length(user_agent) <= 500),

@@ -28,6 +28,7 @@ pub const AUDITED: &[&str] = &[
     "deprecateChain",
     "createApiToken",
     "revokeApiToken",
+    "setModelPrice",
 ];
 
 /// Control-plane mutations the audit trail does not cover yet (issue 31): each is to move to
@@ -50,7 +51,6 @@ pub const NOT_YET_AUDITED: &[&str] = &[
     "postChatMessage",
     "renameChat",
     "ingest",
-    "setModelPrice",
 ];
 
 /// Who asked for a change, and from where.
@@ -69,7 +69,8 @@ pub struct Origin {
 /// created) and after. Fields that hold secrets or large payloads are not given.
 pub struct Change<'a> {
     pub target_type: &'static str,
-    pub target_id: Uuid,
+    /// A uuid, or a number (a price's id).
+    pub target_id: String,
     pub before: Option<Vec<(&'a str, Json)>>,
     pub after: Vec<(&'a str, Json)>,
 }
@@ -104,7 +105,7 @@ pub async fn record(conn: &mut PgConnection, origin: &Origin, change: &Change<'_
     .bind(&origin.actor)
     .bind(&origin.action)
     .bind(change.target_type)
-    .bind(change.target_id)
+    .bind(&change.target_id)
     .bind(&origin.request_id)
     .bind(&origin.client_address)
     .bind(&origin.user_agent)

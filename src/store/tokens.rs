@@ -110,7 +110,7 @@ fn audit_fields(row: &ApiTokenRow) -> Vec<(&'static str, Json)> {
 fn audited(before: Option<&ApiTokenRow>, after: &ApiTokenRow) -> Change<'static> {
     Change {
         target_type: "ApiToken",
-        target_id: after.id,
+        target_id: after.id.to_string(),
         before: before.map(audit_fields),
         after: audit_fields(after),
     }

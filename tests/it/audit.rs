@@ -196,3 +196,29 @@ async fn token_creation_and_revocation_are_audited_without_the_secret() {
     );
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_price_set_is_audited_once_and_the_same_again_not_at_all() {
+    let app = TestApp::start().await;
+    let set = "mutation ($i: SetModelPriceInput!) { setModelPrice(input: $i) { model } }";
+    let price = json!({ "model": "audit-model", "effectiveFrom": "2026-01-01T00:00:00Z",
+                        "inputPerMillionUsd": "1.25", "outputPerMillionUsd": "10" });
+    app.data(set, json!({ "i": price })).await;
+    app.data(set, json!({ "i": price })).await;
+    let log: Vec<Value> = records(&app, "ModelPrice")
+        .await
+        .into_iter()
+        .filter(|r| changed(r, "model")["after"] == "audit-model")
+        .collect();
+    assert_eq!(log.len(), 1, "{log:#?}");
+    assert_eq!(log[0]["action"], "setModelPrice");
+    assert_eq!(
+        changed(&log[0], "inputPerMillionUsd"),
+        json!({ "field": "inputPerMillionUsd", "before": null, "after": "1.25" })
+    );
+    assert_eq!(
+        changed(&log[0], "cachedInputPerMillionUsd"),
+        json!({ "field": "cachedInputPerMillionUsd", "before": null, "after": null })
+    );
+    app.stop().await;
+}

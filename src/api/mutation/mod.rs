@@ -625,8 +625,9 @@ impl Mutation {
         #[graphql(desc = "The price.")] input: SetModelPriceInput,
     ) -> Result<ModelPrice> {
         let new = input.into_command(caller(ctx)?.actor.clone());
-        let set = transaction(ctx, Audit::Nothing, new, |c, new| {
-            Box::pin(prices::set_price(c, new))
+        let origin = origin(ctx)?;
+        let set = transaction(ctx, Audit::Nothing, (new, origin), |c, (new, origin)| {
+            Box::pin(prices::set_price(c, new, origin))
         })
         .await?;
         Ok(ModelPrice(set.row()))

@@ -111,7 +111,7 @@ fn audit_fields(row: &ChainRow) -> Vec<(&'static str, Json)> {
 fn audited(before: Option<&ChainRow>, after: &ChainRow) -> Change<'static> {
     Change {
         target_type: "Chain",
-        target_id: after.id,
+        target_id: after.id.to_string(),
         before: before.map(audit_fields),
         after: audit_fields(after),
     }
