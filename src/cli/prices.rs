@@ -13,6 +13,7 @@ use serde::Deserialize;
 
 use super::database::with_database;
 use crate::db::DatabaseArgs;
+use crate::store::audit::Origin;
 use crate::store::prices::{NewPrice, PriceSet, set_price};
 
 /// The price list.
@@ -97,11 +98,17 @@ pub async fn run(command: PricesCommand) -> anyhow::Result<()> {
         user => format!("cli:{user}"),
     });
     let prices: Vec<NewPrice> = entries.into_iter().map(|e| e.into_price(&actor)).collect();
+    // Audited as `setModelPrice` by the importing user, without a request or client.
+    let origin = Origin {
+        actor: Some(actor.clone()),
+        action: "setModelPrice".to_owned(),
+        ..Origin::default()
+    };
     with_database(&database, |store| async move {
         let mut tx = store.begin().await?;
         let mut added = 0;
         for (i, price) in prices.iter().enumerate() {
-            let set = set_price(&mut tx, price).await.with_context(|| {
+            let set = set_price(&mut tx, price, &origin).await.with_context(|| {
                 format!(
                     "entry {} ({}): nothing was imported",
                     i + 1,

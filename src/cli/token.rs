@@ -12,6 +12,7 @@ use crate::db::DatabaseArgs;
 use crate::model::{Role, db_name};
 use crate::options::parse_period;
 use crate::store::Store;
+use crate::store::audit::Origin;
 use crate::store::tokens::{self as token_store, ApiTokenRow, NewToken};
 
 /// API token management. Works on the database directly (the embedded one only while no server
@@ -163,6 +164,15 @@ fn print_created(name: &str, role: Role, expires_at: Option<DateTime<Utc>>, secr
     println!("{secret}");
 }
 
+/// A change made here, on the database directly: audited under the mutation that does the
+/// same, with no caller, request or client.
+fn cli_origin(action: &str) -> Origin {
+    Origin {
+        action: action.to_owned(),
+        ..Origin::default()
+    }
+}
+
 /// Runs `command` on the database behind `store`.
 async fn run_on_database(store: &Store, command: &TokenCommand) -> anyhow::Result<()> {
     match command {
@@ -185,6 +195,7 @@ async fn run_on_database(store: &Store, command: &TokenCommand) -> anyhow::Resul
                     expires_at,
                     created_by: None,
                 },
+                &cli_origin("createApiToken"),
             )
             .await?;
             tx.commit().await?;
@@ -196,7 +207,7 @@ async fn run_on_database(store: &Store, command: &TokenCommand) -> anyhow::Resul
         }
         TokenCommand::Revoke { name, .. } => {
             let mut tx = store.pool().begin().await?;
-            token_store::revoke(&mut tx, name, None).await?;
+            token_store::revoke(&mut tx, name, &cli_origin("revokeApiToken")).await?;
             tx.commit().await?;
             println!("revoked token {name}");
         }

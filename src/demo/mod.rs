@@ -22,6 +22,7 @@ mod scenarios;
 
 use crate::error::Result;
 use crate::store::Store;
+use crate::store::audit::Origin;
 use crate::store::prices::{PriceSet, set_price};
 use crate::store::write::restore::{Records, Restored, restore};
 use builder::Demo;
@@ -39,8 +40,17 @@ pub fn records() -> Records {
 pub async fn load(store: &Store) -> Result<String> {
     let mut tx = store.begin().await?;
     let mut prices = 0;
+    // The price list's audit trail: the demo's first records of it.
+    let origin = Origin {
+        actor: Some("demo".to_owned()),
+        action: "setModelPrice".to_owned(),
+        ..Origin::default()
+    };
     for price in catalog::price_list() {
-        if matches!(set_price(&mut tx, &price).await?, PriceSet::Added(_)) {
+        if matches!(
+            set_price(&mut tx, &price, &origin).await?,
+            PriceSet::Added(_)
+        ) {
             prices += 1;
         }
     }

@@ -136,6 +136,14 @@ pub fn describe(constraint: &str) -> Option<&'static str> {
         "chat_user_messages_chat_id_session_id_fkey" => "the chat is not a chat of this session",
         "chats_title_length" => "a chat's `title` must be 1–200 characters",
         "purges_trigger_check" => "a purge's `trigger` is `command` or `schedule`",
+        // Written by the store alone, from values it bounds first.
+        "audit_records_action_check"
+        | "audit_records_target_type_check"
+        | "audit_records_target_id_check"
+        | "audit_records_request_id_check"
+        | "audit_records_client_address_check"
+        | "audit_records_user_agent_check"
+        | "audit_records_changes_check" => "an audit record's fields are out of bounds",
         "stages_session_id_stage_index_key" => {
             "this stage index is already used in the session (`stageIndex` is unique in a session)"
         }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request};
+use axum::http::header::USER_AGENT;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method};
 use axum::middleware::Next;
 use axum::response::Response;
@@ -22,6 +23,8 @@ pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// Longest client-chosen request id kept; a longer one (or one with other than visible ASCII)
 /// is replaced, so log lines stay bounded.
 const MAX_REQUEST_ID_LEN: usize = 128;
+/// Longest user agent kept (`audit_records.user_agent`).
+const MAX_USER_AGENT_LEN: usize = 500;
 
 pub async fn observed(mut request: Request, next: Next) -> Response {
     let started = Instant::now();
@@ -57,9 +60,11 @@ pub async fn observed(mut request: Request, next: Next) -> Response {
         .find(|context| context.is_valid())
         .map(|context| Arc::from(context.trace_id().to_string()));
     let client = peer_of(&request);
+    let user_agent = user_agent(request.headers());
     request.extensions_mut().insert(RequestInfo {
         id: Arc::from(id.as_str()),
         client,
+        user_agent,
         trace_id,
         transport: "http",
     });
@@ -103,6 +108,15 @@ fn request_id(headers: &HeaderMap) -> String {
                 && id.bytes().all(|b| b.is_ascii_graphic())
         })
         .map_or_else(|| uuid::Uuid::now_v7().to_string(), str::to_owned)
+}
+
+/// The client's `user-agent`, if it is text, cut to a bounded length.
+fn user_agent(headers: &HeaderMap) -> Option<Arc<str>> {
+    let text = headers.get(USER_AGENT)?.to_str().ok()?;
+    let end = (0..=text.len().min(MAX_USER_AGENT_LEN))
+        .rev()
+        .find(|&i| text.is_char_boundary(i))?;
+    Some(Arc::from(&text[..end]))
 }
 
 /// The request's headers, as OpenTelemetry's propagator reads them.

@@ -11,6 +11,8 @@ pub struct RequestInfo {
     /// `x-request-id`: the client's, or one made up here.
     pub id: Arc<str>,
     pub client: Option<SocketAddr>,
+    /// The client's `user-agent` (cut to 500 bytes), for the audit trail.
+    pub user_agent: Option<Arc<str>>,
     /// The W3C trace the request belongs to (the caller's, from `traceparent`, or the one
     /// this server started when it exports traces).
     pub trace_id: Option<Arc<str>>,

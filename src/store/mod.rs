@@ -14,6 +14,7 @@ macro_rules! keys_relation {
 }
 
 mod agents;
+pub mod audit;
 pub mod catalog;
 pub mod chains;
 pub mod change_log;

@@ -4,12 +4,14 @@
 //! migration 0005), so every casefile process on the database drops the tokens it has cached.
 
 use chrono::{DateTime, Utc};
+use serde_json::{Value as Json, json};
 use sqlx::{FromRow, PgConnection, PgExecutor, PgPool};
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
-use crate::model::Role;
+use crate::model::{Role, db_name};
 use crate::store::Store;
+use crate::store::audit::{self, Change, Origin};
 use crate::store::traced::traced;
 use crate::store::write::is_plain_name;
 
@@ -64,9 +66,13 @@ pub fn check_name(name: &str) -> Result<()> {
     }
 }
 
-pub async fn create(conn: &mut PgConnection, new: &NewToken<'_>) -> Result<ApiTokenRow> {
+pub async fn create(
+    conn: &mut PgConnection,
+    new: &NewToken<'_>,
+    origin: &Origin,
+) -> Result<ApiTokenRow> {
     check_name(new.name)?;
-    sqlx::query_as::<_, ApiTokenRow>(&format!(
+    let row = sqlx::query_as::<_, ApiTokenRow>(&format!(
         "INSERT INTO api_tokens (id, name, role, secret_hash, expires_at, created_by) \
          VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (name) DO NOTHING RETURNING {COLUMNS}"
     ))
@@ -76,14 +82,38 @@ pub async fn create(conn: &mut PgConnection, new: &NewToken<'_>) -> Result<ApiTo
     .bind(&new.secret_hash[..])
     .bind(new.expires_at)
     .bind(new.created_by)
-    .fetch_optional(traced(conn))
+    .fetch_optional(traced(&mut *conn))
     .await?
     .ok_or_else(|| {
         Error::Conflict(format!(
             "a token named {:?} already exists (names are never reused, revoked ones included)",
             new.name
         ))
-    })
+    })?;
+    audit::record(conn, origin, &audited(None, &row)).await?;
+    Ok(row)
+}
+
+/// A token as its audit records see it (the secret's hash is left out; `lastUsedAt` is not a
+/// change anyone makes).
+fn audit_fields(row: &ApiTokenRow) -> Vec<(&'static str, Json)> {
+    vec![
+        ("name", json!(row.name)),
+        ("role", json!(db_name(row.role))),
+        ("expiresAt", json!(row.expires_at)),
+        ("revokedAt", json!(row.revoked_at)),
+        ("revokedBy", json!(row.revoked_by)),
+    ]
+}
+
+/// The change from `before` (none: created now) to `after`.
+fn audited(before: Option<&ApiTokenRow>, after: &ApiTokenRow) -> Change<'static> {
+    Change {
+        target_type: "ApiToken",
+        target_id: after.id.to_string(),
+        before: before.map(audit_fields),
+        after: audit_fields(after),
+    }
 }
 
 /// Every token, oldest first; revoked ones only when asked for.
@@ -108,18 +138,31 @@ impl Store {
 }
 
 /// Revokes a token by name (revoking a revoked token changes nothing).
-pub async fn revoke(conn: &mut PgConnection, name: &str, by: Option<&str>) -> Result<ApiTokenRow> {
+pub async fn revoke(conn: &mut PgConnection, name: &str, origin: &Origin) -> Result<ApiTokenRow> {
     check_name(name)?;
-    sqlx::query_as::<_, ApiTokenRow>(&format!(
-        "UPDATE api_tokens SET revoked_at = coalesce(revoked_at, now()), \
-            revoked_by = CASE WHEN revoked_at IS NULL THEN $2 ELSE revoked_by END \
-         WHERE name = $1 RETURNING {COLUMNS}"
+    let revoked: Option<ApiTokenRow> = sqlx::query_as(&format!(
+        "UPDATE api_tokens SET revoked_at = now(), revoked_by = $2 \
+         WHERE name = $1 AND revoked_at IS NULL RETURNING {COLUMNS}"
     ))
     .bind(name)
-    .bind(by)
-    .fetch_optional(traced(conn))
-    .await?
-    .ok_or_else(|| Error::not_found(format!("no token is named {name:?}")))
+    .bind(&origin.actor)
+    .fetch_optional(traced(&mut *conn))
+    .await?;
+    if let Some(after) = revoked {
+        // Before, it was the same token, not revoked.
+        let before = ApiTokenRow {
+            revoked_at: None,
+            revoked_by: None,
+            ..after.clone()
+        };
+        audit::record(conn, origin, &audited(Some(&before), &after)).await?;
+        return Ok(after);
+    }
+    sqlx::query_as::<_, ApiTokenRow>(&format!("SELECT {COLUMNS} FROM api_tokens WHERE name = $1"))
+        .bind(name)
+        .fetch_optional(traced(conn))
+        .await?
+        .ok_or_else(|| Error::not_found(format!("no token is named {name:?}")))
 }
 
 /// The token whose secret hashes to `hash`, revoked or expired ones included.
@@ -198,7 +241,12 @@ pub async fn create_first_admin(pool: &PgPool, name: &str, hash: &[u8; 32]) -> R
         expires_at: None,
         created_by: None,
     };
-    create(&mut tx, &new).await?;
+    // Audited as a creation by no caller, the server's own at start.
+    let origin = Origin {
+        action: "createApiToken".to_owned(),
+        ..Origin::default()
+    };
+    create(&mut tx, &new, &origin).await?;
     tx.commit().await?;
     Ok(FirstAdmin::Created(name))
 }

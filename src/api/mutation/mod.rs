@@ -23,7 +23,9 @@ use crate::error::Error;
 use crate::live::Hub;
 use crate::model::{NotificationType, Role};
 use crate::observe::metrics::{INGEST_APPENDED_BYTES, INGEST_OPERATIONS};
+use crate::observe::request::RequestInfo;
 use crate::store::Store;
+use crate::store::audit::Origin;
 use crate::store::prices::{self, PriceCache};
 use crate::store::write::locks::Owners;
 use crate::store::write::{
@@ -95,6 +97,18 @@ where
     Ok(value)
 }
 
+/// Who is calling the running mutation and from where, for its audit record.
+fn origin(ctx: &Context<'_>) -> Result<Origin> {
+    let request = ctx.data_opt::<RequestInfo>();
+    Ok(Origin {
+        actor: caller(ctx)?.actor.clone(),
+        action: ctx.field().name().to_owned(),
+        request_id: request.map(|info| info.id.to_string()),
+        client_address: request.and_then(|info| info.client.map(|addr| addr.ip().to_string())),
+        user_agent: request.and_then(|info| info.user_agent.as_deref().map(str::to_owned)),
+    })
+}
+
 /// Counts a mutation that committed, and has its changes delivered.
 fn committed(ctx: &Context<'_>) {
     metrics::counter!(INGEST_OPERATIONS, "mutation" => ctx.field().name().to_owned()).increment(1);
@@ -163,8 +177,9 @@ impl Mutation {
         #[graphql(desc = "What to register.")] input: RegisterChainInput,
     ) -> Result<Chain> {
         let new = input.into_command(caller(ctx)?.actor.clone());
-        let row = transaction(ctx, Audit::Nothing, new, |c, new| {
-            Box::pin(write::chains::register(c, new))
+        let origin = origin(ctx)?;
+        let row = transaction(ctx, Audit::Nothing, (new, origin), |c, (new, origin)| {
+            Box::pin(write::chains::register(c, new, origin))
         })
         .await?;
         Ok(Chain(row.into()))
@@ -181,9 +196,9 @@ impl Mutation {
         #[graphql(desc = "The chain version.")] chain: ChainVersionRef,
     ) -> Result<Chain> {
         let key = chain.key("chain")?;
-        let actor = caller(ctx)?.actor.clone();
-        let row = transaction(ctx, Audit::Nothing, (key, actor), |c, (key, actor)| {
-            Box::pin(write::chains::deprecate(c, key, actor.as_deref()))
+        let origin = origin(ctx)?;
+        let row = transaction(ctx, Audit::Nothing, (key, origin), |c, (key, origin)| {
+            Box::pin(write::chains::deprecate(c, key, origin))
         })
         .await?;
         Ok(Chain(row.into()))
@@ -613,8 +628,9 @@ impl Mutation {
         #[graphql(desc = "The price.")] input: SetModelPriceInput,
     ) -> Result<ModelPrice> {
         let new = input.into_command(caller(ctx)?.actor.clone());
-        let set = transaction(ctx, Audit::Nothing, new, |c, new| {
-            Box::pin(prices::set_price(c, new))
+        let origin = origin(ctx)?;
+        let set = transaction(ctx, Audit::Nothing, (new, origin), |c, (new, origin)| {
+            Box::pin(prices::set_price(c, new, origin))
         })
         .await?;
         Ok(ModelPrice(set.row()))

@@ -3,7 +3,7 @@
 use async_graphql::{Context, InputObject, Result, SimpleObject};
 use chrono::{DateTime, Utc};
 
-use super::{Audit, caller, transaction};
+use super::{Audit, origin, transaction};
 use crate::api::types::ApiToken;
 use crate::auth::Authenticator;
 use crate::auth::tokens::{generate_secret, hash};
@@ -40,20 +40,20 @@ pub(super) async fn create(
     if input.expires_at.is_some_and(|at| at <= Utc::now()) {
         return Err(Error::bad_input("`expiresAt` must be in the future").into());
     }
-    let actor = caller(ctx)?.actor.clone();
+    let origin = origin(ctx)?;
     let secret = generate_secret();
     let secret_hash = hash(&secret);
-    let token = (input, secret_hash, actor);
-    let row = transaction(ctx, Audit::Caller, token, |c, (input, digest, actor)| {
+    let token = (input, secret_hash, origin);
+    let row = transaction(ctx, Audit::Caller, token, |c, (input, digest, origin)| {
         Box::pin(async move {
             let new = NewToken {
                 name: &input.name,
                 role: input.role,
                 secret_hash: digest,
                 expires_at: input.expires_at,
-                created_by: actor.as_deref(),
+                created_by: origin.actor.as_deref(),
             };
-            token_store::create(c, &new).await
+            token_store::create(c, &new, origin).await
         })
     })
     .await?;
@@ -67,9 +67,9 @@ pub(super) async fn create(
 }
 
 pub(super) async fn revoke(ctx: &Context<'_>, name: String) -> Result<ApiToken> {
-    let actor = caller(ctx)?.actor.clone();
-    let row = transaction(ctx, Audit::Caller, (name, actor), |c, (name, actor)| {
-        Box::pin(token_store::revoke(c, name, actor.as_deref()))
+    let origin = origin(ctx)?;
+    let row = transaction(ctx, Audit::Caller, (name, origin), |c, (name, origin)| {
+        Box::pin(token_store::revoke(c, name, origin))
     })
     .await?;
     // This process forgets at once; others when the NOTIFY reaches them.

@@ -3,12 +3,13 @@
 //! hides it from the default list and changes nothing for the sessions that ran it.
 
 use chrono::{DateTime, Utc};
-use serde_json::Value as Json;
+use serde_json::{Value as Json, json};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::{check_json, check_name, check_required, id_taken, is_plain_name, limits};
 use crate::error::{Error, Result};
+use crate::store::audit::{self, Change, Origin};
 use crate::store::traced::traced;
 use crate::store::{ChainKey, ChainRow, Record as _};
 
@@ -80,8 +81,40 @@ pub(crate) fn check_overrides(overrides: &Json) -> Result<()> {
 /// Registers a chain version. Registering it again with the same definition (equal as `jsonb`:
 /// key order, whitespace, duplicate keys and how a number is written do not matter) returns it
 /// and writes nothing; with another definition it is a conflict: a version never changes.
-pub async fn register(conn: &mut PgConnection, new: &NewChain) -> Result<ChainRow> {
-    Ok(insert_or_match(conn, new, Uuid::now_v7(), None).await?.0)
+/// A new version is audited (its definition left out: up to 64 KiB, and a version never
+/// changes, so the record names it).
+pub async fn register(
+    conn: &mut PgConnection,
+    new: &NewChain,
+    origin: &Origin,
+) -> Result<ChainRow> {
+    let (row, inserted) = insert_or_match(conn, new, Uuid::now_v7(), None).await?;
+    if inserted {
+        audit::record(conn, origin, &audited(None, &row)).await?;
+    }
+    Ok(row)
+}
+
+/// A chain version as its audit records see it: the fields that can change, and what names
+/// it (the definition is left out).
+fn audit_fields(row: &ChainRow) -> Vec<(&'static str, Json)> {
+    vec![
+        ("name", json!(row.name)),
+        ("version", json!(row.version)),
+        ("stageCount", json!(row.stage_count)),
+        ("deprecatedAt", json!(row.deprecated_at)),
+        ("deprecatedBy", json!(row.deprecated_by)),
+    ]
+}
+
+/// The change from `before` (none: registered now) to `after`.
+fn audited(before: Option<&ChainRow>, after: &ChainRow) -> Change<'static> {
+    Change {
+        target_type: "Chain",
+        target_id: after.id.to_string(),
+        before: before.map(audit_fields),
+        after: audit_fields(after),
+    }
 }
 
 /// Registers a chain version of restored records with the id and registration time it had
@@ -151,25 +184,36 @@ async fn insert_or_match(
     Ok((registered.row, false))
 }
 
-/// Deprecates a chain version (`actor` did it). Deprecating it again changes nothing.
+/// Deprecates a chain version (the caller of `origin` did it), audited. Deprecating it again
+/// changes nothing and records nothing.
 pub async fn deprecate(
     conn: &mut PgConnection,
     key: &ChainKey,
-    actor: Option<&str>,
+    origin: &Origin,
 ) -> Result<ChainRow> {
     check_key("", key)?;
-    sqlx::query_as(&format!(
-        "UPDATE chains SET deprecated_at = coalesce(deprecated_at, now()), \
-             deprecated_by = CASE WHEN deprecated_at IS NULL THEN $3 ELSE deprecated_by END \
-         WHERE name = $1 AND version = $2 RETURNING {}",
+    let before: ChainRow = sqlx::query_as(&format!(
+        "SELECT {} FROM chains WHERE name = $1 AND version = $2 FOR UPDATE",
         ChainRow::COLUMNS
     ))
     .bind(&key.name)
     .bind(&key.version)
-    .bind(actor)
-    .fetch_optional(traced(conn))
+    .fetch_optional(traced(&mut *conn))
     .await?
-    .ok_or_else(|| not_registered(key))
+    .ok_or_else(|| not_registered(key))?;
+    if before.deprecated_at.is_some() {
+        return Ok(before);
+    }
+    let after: ChainRow = sqlx::query_as(&format!(
+        "UPDATE chains SET deprecated_at = now(), deprecated_by = $2 WHERE id = $1 RETURNING {}",
+        ChainRow::COLUMNS
+    ))
+    .bind(before.id)
+    .bind(&origin.actor)
+    .fetch_one(traced(&mut *conn))
+    .await?;
+    audit::record(conn, origin, &audited(Some(&before), &after)).await?;
+    Ok(after)
 }
 
 /// The error of a chain version that is not registered.

@@ -231,6 +231,10 @@ impl TestApp {
                 expires_at,
                 created_by: None,
             },
+            &casefile::store::audit::Origin {
+                action: "createApiToken".to_owned(),
+                ..Default::default()
+            },
         )
         .await
         .unwrap();
