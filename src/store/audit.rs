@@ -51,6 +51,10 @@ pub const NOT_YET_AUDITED: &[&str] = &[
     "postChatMessage",
     "renameChat",
     "ingest",
+    "claimNotifications",
+    "markNotificationSent",
+    "markNotificationDelivered",
+    "markNotificationFailed",
 ];
 
 /// Who asked for a change, and from where.
