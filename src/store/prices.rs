@@ -12,7 +12,7 @@ use sqlx::{FromRow, PgConnection};
 use super::Store;
 use super::audit::{self, Change, Origin};
 use super::traced::traced;
-use super::write::{check_name, check_time};
+use super::write::{check_amount, check_name, check_time};
 use crate::error::{Error, Result};
 use crate::pricing::{MAX_PRICE, PRICE_SCALE, PricingSnapshot};
 
@@ -83,12 +83,7 @@ pub struct NewPrice {
 /// A price in US dollars per million tokens: 0 to [`MAX_PRICE`], at most [`PRICE_SCALE`]
 /// decimal places (more would be rounded by the column, silently).
 fn check_price(field: &str, value: Decimal) -> Result<()> {
-    if value.is_sign_negative() && !value.is_zero() || value > Decimal::from(MAX_PRICE) {
-        return Err(Error::bad_input(format!(
-            "`{field}` must be between 0 and {MAX_PRICE} US dollars per million tokens, got \
-             {value}"
-        )));
-    }
+    check_amount(field, value, MAX_PRICE, " US dollars per million tokens")?;
     if value.normalize().scale() > PRICE_SCALE {
         return Err(Error::bad_input(format!(
             "`{field}` has more than {PRICE_SCALE} decimal places: {value}"

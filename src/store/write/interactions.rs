@@ -10,8 +10,8 @@ use uuid::Uuid;
 
 use super::locks::{Owners, Target};
 use super::{
-    check_json, check_name, check_optional, check_time, fetch, id_taken, is_retry, limits,
-    lock_running_execution, lock_session,
+    check_amount, check_json, check_name, check_optional, check_time, fetch, id_taken, is_retry,
+    limits, lock_running_execution, lock_session,
 };
 use crate::error::{Error, Result};
 use crate::model::{CostSource, LlmInteractionType, McpInteractionType};
@@ -70,13 +70,7 @@ pub(crate) fn check_count(field: &str, value: Option<i64>) -> Result<()> {
 
 /// A client's cost of one call, in US dollars: 0 to [`limits::COST_USD`].
 pub(crate) fn check_cost(field: &str, cost: Decimal) -> Result<()> {
-    if cost.is_sign_negative() && !cost.is_zero() || cost > Decimal::from(limits::COST_USD) {
-        return Err(Error::bad_input(format!(
-            "`{field}` must be between 0 and {}, got {cost}",
-            limits::COST_USD
-        )));
-    }
-    Ok(())
+    check_amount(field, cost, limits::COST_USD, "")
 }
 
 impl NewLlmInteraction {

@@ -26,6 +26,7 @@ pub mod stages;
 pub mod timeline;
 
 use chrono::{DateTime, NaiveDate, Utc};
+use rust_decimal::Decimal;
 use serde_json::Value as Json;
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -112,6 +113,16 @@ pub(crate) fn is_plain_name(text: &str, max: usize, extra: &[char]) -> bool {
         && text
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || extra.contains(&c))
+}
+
+/// An amount of US dollars from 0 to `max`, `unit` naming what it is per (`""`: a whole cost).
+pub(crate) fn check_amount(field: &str, value: Decimal, max: i64, unit: &str) -> Result<()> {
+    if value.is_sign_negative() && !value.is_zero() || value > Decimal::from(max) {
+        return Err(Error::bad_input(format!(
+            "`{field}` must be between 0 and {max}{unit}, got {value}"
+        )));
+    }
+    Ok(())
 }
 
 pub(crate) fn check_optional(field: &str, value: Option<&str>, max: usize) -> Result<()> {
