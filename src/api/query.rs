@@ -8,10 +8,10 @@ use super::guards::{RoleGuard, caller};
 use super::ids::{self, NodeType};
 use super::pagination::{PageArgs, edges_of};
 use super::types::{
-    ApiToken, Chain, ChainConnection, ChainVersionRef, ChatListConnection, EdgeSearch,
-    McpInteractionSearchConnection, ModelPrice, Node, Purge, Session, SessionConnection,
-    SessionCount, SessionEdge, SessionStats, Viewer, list_chains, list_chats, loaders,
-    search_mcp_interactions,
+    ApiToken, AuditLogFilter, AuditRecordConnection, Chain, ChainConnection, ChainVersionRef,
+    ChatListConnection, EdgeSearch, McpInteractionSearchConnection, ModelPrice, Node, Purge,
+    Session, SessionConnection, SessionCount, SessionEdge, SessionStats, Viewer, audit_log,
+    list_chains, list_chats, loaders, search_mcp_interactions,
 };
 use crate::api::Limits;
 use crate::cursor::{decode_session_cursor, session_cursor};
@@ -550,6 +550,34 @@ impl Query {
             before,
         };
         list_chains(ctx, filter, args).await
+    }
+
+    /// The audit trail of every control-plane change, newest first: who made it, from which
+    /// request and client, and the fields it changed. Admin.
+    #[graphql(guard = "RoleGuard(Role::Admin)")]
+    async fn audit_log(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "Which records (default: all).")] filter: Option<AuditLogFilter>,
+        #[graphql(
+            desc = "The first this many records after `after` (and before `before`); at most the server's maximum page size. Without `first` and `last`, the first 20. Give `first` or `last`, not both."
+        )]
+        first: Option<i32>,
+        #[graphql(desc = "Only records after this cursor (made earlier).")] after: Option<String>,
+        #[graphql(
+            desc = "The last this many records before `before` (and after `after`); at most the server's maximum page size. Give `first` or `last`, not both."
+        )]
+        last: Option<i32>,
+        #[graphql(desc = "Only records before this cursor (made later).")] before: Option<String>,
+    ) -> Result<AuditRecordConnection> {
+        let filter = filter.unwrap_or_default().validate()?;
+        let args = PageArgs {
+            first,
+            after,
+            last,
+            before,
+        };
+        audit_log(ctx, filter, args).await
     }
 
     /// A chain version by its chain's name and its version, deprecated or not (null when it is

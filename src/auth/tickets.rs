@@ -11,6 +11,7 @@ use uuid::Uuid;
 
 use super::{Authenticator, Identity, Rejection, tokens};
 use crate::error::Result;
+use crate::store::audit::Origin;
 use crate::store::tickets::TicketRow;
 
 /// How long a ticket can be used to connect.
@@ -27,7 +28,12 @@ pub struct Ticket {
 
 impl Authenticator {
     /// A ticket to `session`'s event stream, as `identity`.
-    pub async fn mint_ticket(&self, identity: &Identity, session: Uuid) -> Result<Ticket> {
+    pub async fn mint_ticket(
+        &self,
+        identity: &Identity,
+        session: Uuid,
+        origin: &Origin,
+    ) -> Result<Ticket> {
         let secret = format!(
             "{TICKET_PREFIX}{}",
             tokens::generate_secret().trim_start_matches(tokens::SECRET_PREFIX)
@@ -43,7 +49,7 @@ impl Authenticator {
             expires_at,
         };
         self.store
-            .create_ticket(&tokens::hash(&secret), &row)
+            .create_ticket(&tokens::hash(&secret), &row, origin)
             .await?;
         Ok(Ticket { secret, expires_at })
     }

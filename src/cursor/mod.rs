@@ -42,6 +42,11 @@ enum Cursor {
         at: chrono::DateTime<chrono::Utc>,
         id: Uuid,
     },
+    /// An audit record in an audit log (`at` is when it was made).
+    Audit {
+        at: chrono::DateTime<chrono::Utc>,
+        id: Uuid,
+    },
     Events(EventsPosition),
     Feed(FeedPosition),
     /// Timeline subscription cursors handed out before both kinds shared one format: decoded,
@@ -71,6 +76,7 @@ fn kind_of(cursor: &Cursor) -> &'static str {
         Cursor::Records { .. } => "a list of interactions or of a session's chats",
         Cursor::ChatActivity { .. } => "the list of chats by activity",
         Cursor::Chains { .. } => "the list of chains",
+        Cursor::Audit { .. } => "an audit log",
         Cursor::Events(_) => "a session's event stream",
         Cursor::Feed(_) => "the sessions feed",
     }
@@ -170,6 +176,22 @@ pub fn decode_chain_cursor(cursor: &str) -> Result<RecordKey> {
         Cursor::Chains { at, id } => Ok((at, id)),
         other => Err(Error::bad_input(format!(
             "cursor belongs to {}, not to the list of chains",
+            kind_of(&other)
+        ))),
+    }
+}
+
+/// The cursor of an audit record in an audit log.
+pub fn audit_cursor((at, id): RecordKey) -> String {
+    encode(&Cursor::Audit { at, id })
+}
+
+/// The place a cursor of an audit log points at.
+pub fn decode_audit_cursor(cursor: &str) -> Result<RecordKey> {
+    match decode(cursor)? {
+        Cursor::Audit { at, id } => Ok((at, id)),
+        other => Err(Error::bad_input(format!(
+            "cursor belongs to {}, not to an audit log",
             kind_of(&other)
         ))),
     }

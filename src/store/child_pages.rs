@@ -11,6 +11,7 @@ use sqlx::postgres::{PgArguments, PgHasArrayType, PgRow};
 use sqlx::{Arguments as _, FromRow, Postgres, Row as _};
 use uuid::Uuid;
 
+use super::audit::log::AuditRecordRow;
 use super::page::{Joined, Page, Slice};
 use super::{ChatRow, LlmInteractionRow, McpInteractionRow, MessageRow, Record, Scope, Store};
 use crate::error::Result;
@@ -162,6 +163,20 @@ impl Store {
         keys: &[RecordPageKey],
     ) -> Result<HashMap<RecordPageKey, CountedPage<Arc<ChatRow>>>> {
         self.child_pages(&in_time_order("session_id"), keys).await
+    }
+
+    /// Pages of the audit trails of sessions, oldest first.
+    pub async fn session_audit_pages(
+        &self,
+        keys: &[RecordPageKey],
+    ) -> Result<HashMap<RecordPageKey, CountedPage<Arc<AuditRecordRow>>>> {
+        let keyset = Keyset {
+            table: None,
+            parent: "session_id",
+            first: "at",
+            second: "id",
+        };
+        self.child_pages(&keyset, keys).await
     }
 
     /// Pages of the messages of stages or executions, one statement for all of them.

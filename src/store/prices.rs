@@ -6,11 +6,10 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
-use serde_json::json;
 use sqlx::{FromRow, PgConnection};
 
 use super::Store;
-use super::audit::{self, Change, Origin};
+use super::audit::{self, Origin};
 use super::traced::traced;
 use super::write::{check_amount, check_name, check_time};
 use crate::error::{Error, Result};
@@ -130,29 +129,6 @@ impl PriceSet {
     }
 }
 
-/// A price added, as its audit record sees it (prices are never changed: every field, from
-/// nothing; amounts as decimal text, as the API gives them).
-fn audited(row: &ModelPriceRow) -> Change<'static> {
-    let amount = |value: Option<Decimal>| json!(value.map(|v| v.normalize().to_string()));
-    Change {
-        target_type: "ModelPrice",
-        target_id: row.id.to_string(),
-        before: None,
-        after: vec![
-            ("model", json!(row.model_name)),
-            ("provider", json!(row.provider)),
-            ("effectiveFrom", json!(row.effective_from)),
-            ("inputPerMillionUsd", amount(Some(row.input_per_million))),
-            ("outputPerMillionUsd", amount(Some(row.output_per_million))),
-            (
-                "cachedInputPerMillionUsd",
-                amount(row.cached_input_per_million),
-            ),
-            ("thinkingPerMillionUsd", amount(row.thinking_per_million)),
-        ],
-    }
-}
-
 /// Sets a price in the caller's transaction. Setting the price already in effect from that
 /// instant (a retry, an import run again) writes nothing; another price at the very instant of
 /// one already set for the model and provider is a CONFLICT: prices never change.
@@ -194,7 +170,7 @@ pub async fn set_price(
     .fetch_optional(traced(&mut *conn))
     .await?;
     if let Some(row) = added {
-        audit::record(conn, origin, &audited(&row)).await?;
+        audit::record(conn, origin, &audit::created(&row)).await?;
         return Ok(PriceSet::Added(row));
     }
     // Another price has this very instant: set just now by a concurrent request (then the

@@ -6,6 +6,8 @@ use sqlx::FromRow;
 use uuid::Uuid;
 
 use super::Store;
+use super::audit::{self, Origin};
+use super::traced::traced;
 use crate::error::Result;
 use crate::model::Role;
 
@@ -21,8 +23,14 @@ pub struct TicketRow {
 }
 
 impl Store {
-    /// Stores a ticket (and forgets expired ones).
-    pub async fn create_ticket(&self, hash: &[u8], ticket: &TicketRow) -> Result<()> {
+    /// Stores a ticket (and forgets expired ones), audited as asked for by `origin`.
+    pub async fn create_ticket(
+        &self,
+        hash: &[u8],
+        ticket: &TicketRow,
+        origin: &Origin,
+    ) -> Result<()> {
+        let mut tx = self.begin().await?;
         sqlx::query(
             "WITH forgotten AS (DELETE FROM event_stream_tickets WHERE expires_at < now()) \
              INSERT INTO event_stream_tickets \
@@ -36,8 +44,10 @@ impl Store {
         .bind(&ticket.token_hash)
         .bind(ticket.from_proxy)
         .bind(ticket.expires_at)
-        .execute(self.reader().await?.traced())
+        .execute(traced(&mut tx))
         .await?;
+        audit::record(&mut tx, origin, &audit::created(ticket)).await?;
+        tx.commit().await?;
         Ok(())
     }
 

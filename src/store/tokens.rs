@@ -4,14 +4,13 @@
 //! migration 0005), so every casefile process on the database drops the tokens it has cached.
 
 use chrono::{DateTime, Utc};
-use serde_json::{Value as Json, json};
 use sqlx::{FromRow, PgConnection, PgExecutor, PgPool};
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
-use crate::model::{Role, db_name};
+use crate::model::Role;
 use crate::store::Store;
-use crate::store::audit::{self, Change, Origin};
+use crate::store::audit::{self, Origin};
 use crate::store::traced::traced;
 use crate::store::write::is_plain_name;
 
@@ -90,30 +89,8 @@ pub async fn create(
             new.name
         ))
     })?;
-    audit::record(conn, origin, &audited(None, &row)).await?;
+    audit::record(conn, origin, &audit::created(&row)).await?;
     Ok(row)
-}
-
-/// A token as its audit records see it (the secret's hash is left out; `lastUsedAt` is not a
-/// change anyone makes).
-fn audit_fields(row: &ApiTokenRow) -> Vec<(&'static str, Json)> {
-    vec![
-        ("name", json!(row.name)),
-        ("role", json!(db_name(row.role))),
-        ("expiresAt", json!(row.expires_at)),
-        ("revokedAt", json!(row.revoked_at)),
-        ("revokedBy", json!(row.revoked_by)),
-    ]
-}
-
-/// The change from `before` (none: created now) to `after`.
-fn audited(before: Option<&ApiTokenRow>, after: &ApiTokenRow) -> Change<'static> {
-    Change {
-        target_type: "ApiToken",
-        target_id: after.id.to_string(),
-        before: before.map(audit_fields),
-        after: audit_fields(after),
-    }
 }
 
 /// Every token, oldest first; revoked ones only when asked for.
@@ -155,7 +132,7 @@ pub async fn revoke(conn: &mut PgConnection, name: &str, origin: &Origin) -> Res
             revoked_by: None,
             ..after.clone()
         };
-        audit::record(conn, origin, &audited(Some(&before), &after)).await?;
+        audit::record(conn, origin, &audit::changed(Some(&before), &after)).await?;
         return Ok(after);
     }
     sqlx::query_as::<_, ApiTokenRow>(&format!("SELECT {COLUMNS} FROM api_tokens WHERE name = $1"))

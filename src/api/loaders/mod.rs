@@ -17,6 +17,7 @@ use uuid::Uuid;
 pub use batch::{Dispatcher, Load, Loader, UntilIdle};
 
 use crate::error::Error;
+use crate::store::audit::log::AuditRecordRow;
 use crate::store::*;
 
 /// Loader errors must be `Clone`; the error mapping at the edge unwraps the `Arc`.
@@ -186,6 +187,11 @@ loader!(
     |store, scope, keys| store.mcp_interaction_pages(scope, keys)
 );
 loader!(
+    /// Pages of the audit trail of a session.
+    SessionAuditPages: RecordPageKey => CountedPage<Arc<AuditRecordRow>>,
+    |store, keys| store.session_audit_pages(keys)
+);
+loader!(
     /// Pages of the chats of a session.
     ChatPages: RecordPageKey => CountedPage<Arc<ChatRow>>, |store, keys| store.chat_pages(keys)
 );
@@ -275,6 +281,7 @@ pub struct Loaders {
     pub llm_interaction_pages: PerScope<LlmInteractionPages>,
     pub mcp_interaction_pages: PerScope<McpInteractionPages>,
     pub chat_pages: Loader<ChatPages>,
+    pub session_audit_pages: Loader<SessionAuditPages>,
     pub conversation_pages: Loader<ConversationPages>,
     pub token_usage_by: PerScope<TokenUsageBy>,
     pub requests_by_call: Loader<RequestsByCall>,
@@ -375,6 +382,9 @@ impl Loaders {
             llm_interaction_pages: per_scope!(LlmInteractionPages),
             mcp_interaction_pages: per_scope!(McpInteractionPages),
             chat_pages: batched!(ChatPages {
+                store: store.clone()
+            }),
+            session_audit_pages: batched!(SessionAuditPages {
                 store: store.clone()
             }),
             conversation_pages: batched!(ConversationPages {

@@ -4,7 +4,7 @@
 use async_graphql::{Context, OneofObject, Result, Union};
 
 use super::inputs::*;
-use super::{Audit, TimelineAppend, transaction};
+use super::{Audit, TimelineAppend, origin, transaction};
 use crate::api::ids::{self, NodeType, decode_as};
 use crate::api::types::{
     AgentExecution, LlmInteraction, McpInteraction, Message, Stage, TimelineEvent,
@@ -12,6 +12,7 @@ use crate::api::types::{
 use crate::error::Error;
 use crate::error::refusals::{self, Refusal, Refused};
 use crate::observe::metrics::{INGEST_APPENDED_BYTES, INGEST_BATCHED_OPERATIONS};
+use crate::store::audit::Origin;
 use crate::store::prices::PriceCache;
 use crate::store::write::locks::{LockPlan, Owners, Target};
 use crate::store::write::{executions, interactions, limits, messages, stages, timeline};
@@ -129,23 +130,30 @@ impl Command {
         conn: &mut sqlx::PgConnection,
         owners: &mut Owners,
         prices: &mut PriceCache,
+        origin: &Origin,
     ) -> crate::error::Result<(IngestItem, usize)> {
+        // A control-plane operation is audited as its own mutation would be.
+        let audited = || origin.doing(self.name());
         let item = match self {
             Command::CreateStage(new) => {
-                let stage = stages::create(conn, new).await?;
+                let stage = stages::create(conn, new, &audited()).await?;
                 owners.learn(Target::Stage(stage.id), stage.session_id);
                 IngestItem::Stage(Stage(stage.into()))
             }
             Command::CreateExecution(new) => {
-                let execution = executions::create(conn, owners, new).await?;
+                let execution = executions::create(conn, owners, new, &audited()).await?;
                 owners.learn(Target::Execution(execution.id), execution.session_id);
                 IngestItem::AgentExecution(AgentExecution(execution.into()))
             }
             Command::StartExecution(id) => IngestItem::AgentExecution(AgentExecution(
-                executions::start(conn, owners, *id).await?.into(),
+                executions::start(conn, owners, *id, &audited())
+                    .await?
+                    .into(),
             )),
             Command::FinishExecution(finish) => IngestItem::AgentExecution(AgentExecution(
-                executions::finish(conn, owners, finish).await?.into(),
+                executions::finish(conn, owners, finish, &audited())
+                    .await?
+                    .into(),
             )),
             Command::CreateEvent(new) => {
                 let event = timeline::create(conn, owners, new).await?;
@@ -232,11 +240,14 @@ pub(super) async fn run(
     commands.iter().for_each(|c| c.plan(&mut plan));
     let names: Vec<&'static str> = commands.iter().map(Command::name).collect();
     let batch = (plan, commands);
-    let (items, appended_bytes) =
-        transaction(ctx, Audit::Caller, batch, |conn, (plan, commands)| {
-            Box::pin(apply(conn, plan, commands))
-        })
-        .await?;
+    let batch = (batch, origin(ctx)?);
+    let (items, appended_bytes) = transaction(
+        ctx,
+        Audit::Caller,
+        batch,
+        |conn, ((plan, commands), origin)| Box::pin(apply(conn, plan, commands, origin)),
+    )
+    .await?;
     for name in names {
         metrics::counter!(INGEST_BATCHED_OPERATIONS, "operation" => name).increment(1);
     }
@@ -250,6 +261,7 @@ async fn apply(
     conn: &mut sqlx::PgConnection,
     plan: &LockPlan,
     commands: &[Command],
+    origin: &Origin,
 ) -> crate::error::Result<(Vec<IngestItem>, usize)> {
     let mut owners = plan.acquire(conn).await?;
     let mut prices = PriceCache::default();
@@ -269,7 +281,7 @@ async fn apply(
         }
         let command = &commands[i];
         let (item, bytes) = command
-            .run(conn, &mut owners, &mut prices)
+            .run(conn, &mut owners, &mut prices, origin)
             .await
             .map_err(|e| in_operation(i, command.name(), e))?;
         items.push(item);

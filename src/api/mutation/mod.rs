@@ -162,7 +162,11 @@ impl Mutation {
         let reason = input.reason.take();
         let new = input.into_command(created_by)?;
         let audit = Audit::CallerBecause(reason.as_deref());
-        let row = transaction(ctx, audit, new, |c, new| Box::pin(sessions::create(c, new))).await?;
+        let args = (new, origin(ctx)?);
+        let row = transaction(ctx, audit, args, |c, (new, origin)| {
+            Box::pin(sessions::create(c, new, origin))
+        })
+        .await?;
         Ok(Session(row.into()))
     }
 
@@ -212,13 +216,12 @@ impl Mutation {
         #[graphql(desc = "The session.")] id: ID,
     ) -> Result<Session> {
         let id = decode_as(NodeType::Session, &id)?;
-        Ok(Session(
-            transaction(ctx, Audit::Caller, id, |c, id| {
-                Box::pin(sessions::start(c, *id))
-            })
-            .await?
-            .into(),
-        ))
+        let args = (id, origin(ctx)?);
+        let row = transaction(ctx, Audit::Caller, args, |c, (id, origin)| {
+            Box::pin(sessions::start(c, *id, origin))
+        })
+        .await?;
+        Ok(Session(row.into()))
     }
 
     /// `IN_PROGRESS` → `COMPLETED`, with the conclusion; refused while an execution still runs.
@@ -236,9 +239,9 @@ impl Mutation {
         };
         let notify = NotifyInput::into_new(input.notify);
         let audit = Audit::CallerBecause(input.reason.as_deref());
-        let args = (id, completion, notify);
-        let row = transaction(ctx, audit, args, |c, (id, completion, notify)| {
-            Box::pin(sessions::complete(c, *id, completion, notify))
+        let args = (id, completion, notify, origin(ctx)?);
+        let row = transaction(ctx, audit, args, |c, (id, completion, notify, origin)| {
+            Box::pin(sessions::complete(c, *id, completion, notify, origin))
         })
         .await?;
         Ok(Session(row.into()))
@@ -277,13 +280,12 @@ impl Mutation {
     ) -> Result<Session> {
         let id = decode_as(NodeType::Session, &id)?;
         let audit = Audit::CallerBecause(reason.as_deref());
-        Ok(Session(
-            transaction(ctx, audit, id, |c, id| {
-                Box::pin(sessions::request_cancellation(c, *id))
-            })
-            .await?
-            .into(),
-        ))
+        let args = (id, origin(ctx)?);
+        let row = transaction(ctx, audit, args, |c, (id, origin)| {
+            Box::pin(sessions::request_cancellation(c, *id, origin))
+        })
+        .await?;
+        Ok(Session(row.into()))
     }
 
     /// Soft-deletes a finished session (hidden from `sessions` unless `includeDeleted`). Admin.
@@ -298,11 +300,12 @@ impl Mutation {
     ) -> Result<Session> {
         let id = decode_as(NodeType::Session, &id)?;
         let audit = Audit::CallerBecause(reason.as_deref());
-        Ok(Session(
-            transaction(ctx, audit, id, |c, id| Box::pin(sessions::delete(c, *id)))
-                .await?
-                .into(),
-        ))
+        let args = (id, origin(ctx)?);
+        let row = transaction(ctx, audit, args, |c, (id, origin)| {
+            Box::pin(sessions::delete(c, *id, origin))
+        })
+        .await?;
+        Ok(Session(row.into()))
     }
 
     /// Undoes `deleteSession`. Admin.
@@ -317,11 +320,12 @@ impl Mutation {
     ) -> Result<Session> {
         let id = decode_as(NodeType::Session, &id)?;
         let audit = Audit::CallerBecause(reason.as_deref());
-        Ok(Session(
-            transaction(ctx, audit, id, |c, id| Box::pin(sessions::restore(c, *id)))
-                .await?
-                .into(),
-        ))
+        let args = (id, origin(ctx)?);
+        let row = transaction(ctx, audit, args, |c, (id, origin)| {
+            Box::pin(sessions::restore(c, *id, origin))
+        })
+        .await?;
+        Ok(Session(row.into()))
     }
 
     /// Creates a stage (`PENDING`) in a running session, or a chat stage in a finished one.
@@ -333,8 +337,9 @@ impl Mutation {
         #[graphql(desc = "What to record.")] input: CreateStageInput,
     ) -> Result<Stage> {
         let new = input.into_command()?;
-        let row = transaction(ctx, Audit::Caller, new, |c, new| {
-            Box::pin(stages::create(c, new))
+        let args = (new, origin(ctx)?);
+        let row = transaction(ctx, Audit::Caller, args, |c, (new, origin)| {
+            Box::pin(stages::create(c, new, origin))
         })
         .await?;
         Ok(Stage(row.into()))
@@ -348,8 +353,11 @@ impl Mutation {
         #[graphql(desc = "What to record.")] input: CreateAgentExecutionInput,
     ) -> Result<AgentExecution> {
         let new = input.into_command()?;
-        let row = transaction(ctx, Audit::Caller, new, |c, new| {
-            Box::pin(async move { executions::create(c, &mut Owners::default(), new).await })
+        let args = (new, origin(ctx)?);
+        let row = transaction(ctx, Audit::Caller, args, |c, (new, origin)| {
+            Box::pin(
+                async move { executions::create(c, &mut Owners::default(), new, origin).await },
+            )
         })
         .await?;
         Ok(AgentExecution(row.into()))
@@ -364,13 +372,12 @@ impl Mutation {
         #[graphql(desc = "What to record.")] input: StartAgentExecutionInput,
     ) -> Result<AgentExecution> {
         let id = decode_as(NodeType::AgentExecution, &input.id)?;
-        Ok(AgentExecution(
-            transaction(ctx, Audit::Caller, id, |c, id| {
-                Box::pin(async move { executions::start(c, &mut Owners::default(), *id).await })
-            })
-            .await?
-            .into(),
-        ))
+        let args = (id, origin(ctx)?);
+        let row = transaction(ctx, Audit::Caller, args, |c, (id, origin)| {
+            Box::pin(async move { executions::start(c, &mut Owners::default(), *id, origin).await })
+        })
+        .await?;
+        Ok(AgentExecution(row.into()))
     }
 
     /// → a final status; its streaming events end with it and its stage is re-aggregated.
@@ -382,8 +389,11 @@ impl Mutation {
         #[graphql(desc = "What to record.")] input: FinishAgentExecutionInput,
     ) -> Result<AgentExecution> {
         let finish = input.into_command()?;
-        let row = transaction(ctx, Audit::Caller, finish, |c, finish| {
-            Box::pin(async move { executions::finish(c, &mut Owners::default(), finish).await })
+        let args = (finish, origin(ctx)?);
+        let row = transaction(ctx, Audit::Caller, args, |c, (finish, origin)| {
+            Box::pin(
+                async move { executions::finish(c, &mut Owners::default(), finish, origin).await },
+            )
         })
         .await?;
         Ok(AgentExecution(row.into()))
@@ -439,7 +449,7 @@ impl Mutation {
         }
         let identity = caller(ctx)?;
         let auth = ctx.data_unchecked::<Arc<Authenticator>>();
-        let ticket = auth.mint_ticket(identity, session).await?;
+        let ticket = auth.mint_ticket(identity, session, &origin(ctx)?).await?;
         Ok(EventStreamTicket {
             url: format!("/sessions/{session}/events?ticket={}", ticket.secret),
             ticket: ticket.secret,
@@ -559,8 +569,9 @@ impl Mutation {
     ) -> Result<Chat> {
         let created_by = created_by(ctx, input.created_by.take())?;
         let new = input.into_command(created_by)?;
-        let row = transaction(ctx, Audit::Caller, new, |c, new| {
-            Box::pin(chats::open(c, new))
+        let args = (new, origin(ctx)?);
+        let row = transaction(ctx, Audit::Caller, args, |c, (new, origin)| {
+            Box::pin(chats::open(c, new, origin))
         })
         .await?;
         Ok(Chat(row.into()))
@@ -578,8 +589,14 @@ impl Mutation {
         let created_by = created_by(ctx, input.created_by.take())?;
         let owner_only = owner_only(ctx)?;
         let new = input.into_command(created_by)?;
-        let row = transaction(ctx, Audit::Caller, (new, owner_only), |c, (new, owner)| {
-            Box::pin(chats::post(c, new, chats::Poster::from(owner.as_deref())))
+        let args = (new, owner_only, origin(ctx)?);
+        let row = transaction(ctx, Audit::Caller, args, |c, (new, owner, origin)| {
+            Box::pin(chats::post(
+                c,
+                new,
+                chats::Poster::from(owner.as_deref()),
+                origin,
+            ))
         })
         .await?;
         Ok(ChatUserMessage(row.into()))
@@ -594,11 +611,16 @@ impl Mutation {
         #[graphql(desc = "The chat and its new title.")] input: RenameChatInput,
     ) -> Result<Chat> {
         let id = decode_as(NodeType::Chat, &input.id)?;
-        let rename = (id, input.title, owner_only(ctx)?);
-        let row = transaction(ctx, Audit::Caller, rename, |c, (id, title, owner)| {
-            let who = chats::Poster::from(owner.as_deref());
-            Box::pin(chats::rename(c, *id, title.as_deref(), who))
-        })
+        let rename = (id, input.title, owner_only(ctx)?, origin(ctx)?);
+        let row = transaction(
+            ctx,
+            Audit::Caller,
+            rename,
+            |c, (id, title, owner, origin)| {
+                let who = chats::Poster::from(owner.as_deref());
+                Box::pin(chats::rename(c, *id, title.as_deref(), who, origin))
+            },
+        )
         .await?;
         Ok(Chat(row.into()))
     }
@@ -660,8 +682,9 @@ impl Mutation {
             limit,
             lease_seconds,
         };
-        let rows = transaction(ctx, Audit::Nothing, request, |c, request| {
-            Box::pin(notifications::claim(c, request))
+        let args = (request, origin(ctx)?);
+        let rows = transaction(ctx, Audit::Nothing, args, |c, (request, origin)| {
+            Box::pin(notifications::claim(c, request, origin))
         })
         .await?;
         Ok(rows.into_iter().map(|r| Notification(r.into())).collect())
@@ -680,9 +703,19 @@ impl Mutation {
         )]
         integration_data: Option<Json<serde_json::Value>>,
     ) -> Result<Notification> {
-        let args = (notification.key()?, integration_data.map(|j| j.0));
-        let row = transaction(ctx, Audit::Nothing, args, |c, (key, data)| {
-            Box::pin(notifications::mark_sent(c, *key, claim_id, data.as_ref()))
+        let args = (
+            notification.key()?,
+            integration_data.map(|j| j.0),
+            origin(ctx)?,
+        );
+        let row = transaction(ctx, Audit::Nothing, args, |c, (key, data, origin)| {
+            Box::pin(notifications::mark_sent(
+                c,
+                *key,
+                claim_id,
+                data.as_ref(),
+                origin,
+            ))
         })
         .await?;
         Ok(Notification(row.into()))
@@ -695,8 +728,9 @@ impl Mutation {
         ctx: &Context<'_>,
         #[graphql(desc = "The notification.")] notification: NotificationRef,
     ) -> Result<Notification> {
-        let row = transaction(ctx, Audit::Nothing, notification.key()?, |c, key| {
-            Box::pin(notifications::mark_delivered(c, *key))
+        let args = (notification.key()?, origin(ctx)?);
+        let row = transaction(ctx, Audit::Nothing, args, |c, (key, origin)| {
+            Box::pin(notifications::mark_delivered(c, *key, origin))
         })
         .await?;
         Ok(Notification(row.into()))
@@ -714,9 +748,9 @@ impl Mutation {
         #[graphql(desc = "The claim that took it.")] claim_id: Uuid,
         #[graphql(desc = "What went wrong (at most 10,000 characters).")] error: String,
     ) -> Result<Notification> {
-        let args = (notification.key()?, error);
-        let row = transaction(ctx, Audit::Nothing, args, |c, (key, error)| {
-            Box::pin(notifications::mark_failed(c, *key, claim_id, error))
+        let args = (notification.key()?, error, origin(ctx)?);
+        let row = transaction(ctx, Audit::Nothing, args, |c, (key, error, origin)| {
+            Box::pin(notifications::mark_failed(c, *key, claim_id, error, origin))
         })
         .await?;
         Ok(Notification(row.into()))
@@ -773,9 +807,14 @@ fn created_by(ctx: &Context<'_>, input: Option<String>) -> Result<Option<String>
 async fn fail(ctx: &Context<'_>, input: FailSessionInput, timed_out: bool) -> Result<Session> {
     let id = decode_as(NodeType::Session, &input.id)?;
     let audit = Audit::CallerBecause(input.reason.as_deref());
-    let failure = (id, input.error_message, NotifyInput::into_new(input.notify));
-    let row = transaction(ctx, audit, failure, |c, (id, error, notify)| {
-        Box::pin(sessions::fail(c, *id, timed_out, error, notify))
+    let failure = (
+        id,
+        input.error_message,
+        NotifyInput::into_new(input.notify),
+        origin(ctx)?,
+    );
+    let row = transaction(ctx, audit, failure, |c, (id, error, notify, origin)| {
+        Box::pin(sessions::fail(c, *id, timed_out, error, notify, origin))
     })
     .await?;
     Ok(Session(row.into()))

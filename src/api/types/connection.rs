@@ -8,7 +8,7 @@ use async_graphql::connection::PageInfo;
 use async_graphql::{ComplexObject, Context, Result, SimpleObject};
 use uuid::Uuid;
 
-use super::{Chat, LlmInteraction, McpInteraction, Message, loaders};
+use super::{AuditRecord, Chat, LlmInteraction, McpInteraction, Message, loaders};
 use crate::api::Limits;
 use crate::api::cost;
 use crate::api::loaders::{Load, Loader};
@@ -17,6 +17,7 @@ use crate::cursor::{
     chat_activity_cursor, decode_chat_activity_cursor, decode_message_cursor, decode_record_cursor,
     message_cursor, record_cursor,
 };
+use crate::store::audit::log::AuditRecordRow;
 use crate::store::chats::ChatListFilter;
 use crate::store::child_pages::ChildPageKey;
 use crate::store::mcp_search::McpSearchFilter;
@@ -97,6 +98,14 @@ connection!(
     Chat(ChatRow),
     "a session's chats, oldest first",
     |row| record_cursor((row.created_at, row.id))
+);
+
+connection!(
+    SessionAuditConnection,
+    SessionAuditEdge,
+    AuditRecord(AuditRecordRow),
+    "a session's audit records, oldest first",
+    |row| record_cursor((row.at, row.id))
 );
 
 /// One page, through `loader`, of the children of `parent` (by key), with cursors decoded by
@@ -289,4 +298,15 @@ pub(crate) async fn list_chats(
         page_info,
         filter,
     })
+}
+
+/// A page of a session's audit trail.
+pub(crate) async fn session_audit(
+    ctx: &Context<'_>,
+    session: Uuid,
+    args: PageArgs,
+) -> Result<SessionAuditConnection> {
+    let loader = &loaders(ctx).session_audit_pages;
+    let session = Key::new(session, session);
+    page_of(ctx, loader, session, args, decode_record_cursor).await
 }

@@ -2,6 +2,7 @@
 //! request's [`Loaders`].
 
 mod access;
+mod audit;
 mod chain;
 mod chat;
 mod connection;
@@ -28,6 +29,8 @@ use super::loaders::Loaders;
 use crate::error::{Error, Result};
 
 pub use access::{ApiToken, SessionHistoryEntry, Viewer};
+pub(crate) use audit::audit_log;
+pub use audit::{AuditLogFilter, AuditRecord, AuditRecordConnection};
 pub(crate) use chain::list_chains;
 pub use chain::{Chain, ChainConnection, ChainVersionRef};
 pub use chat::{Chat, ChatUserMessage};

@@ -272,6 +272,33 @@ impl Session {
         let row = loaders(ctx).counts_by_session.load_one(self.0.id).await?;
         Ok(row.unwrap_or_default().into())
     }
+    /// Its audit trail, oldest first, a page at a time: every control-plane change to it and
+    /// under it (its lifecycle, stages, executions, chats, notifications, stream tickets), who
+    /// made it and the fields it changed. The client's address and user agent are for admins
+    /// (null for other callers).
+    #[graphql(complexity = "cost::page(first, last, child_complexity)")]
+    async fn audit_log(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(
+            desc = "The first this many records after `after` (and before `before`); at most the server's maximum page size. Without `first` and `last`, the first 20. Give `first` or `last`, not both."
+        )]
+        first: Option<i32>,
+        #[graphql(desc = "Only records after this cursor.")] after: Option<String>,
+        #[graphql(
+            desc = "The last this many records before `before` (and after `after`); at most the server's maximum page size. Give `first` or `last`, not both."
+        )]
+        last: Option<i32>,
+        #[graphql(desc = "Only records before this cursor.")] before: Option<String>,
+    ) -> Result<connection::SessionAuditConnection> {
+        let args = PageArgs {
+            first,
+            after,
+            last,
+            before,
+        };
+        connection::session_audit(ctx, self.0.id, args).await
+    }
     /// Follow-up chats on the finished session, oldest first, a page at a time.
     #[graphql(complexity = "cost::page(first, last, child_complexity)")]
     async fn chats_connection(

@@ -3,13 +3,13 @@
 //! hides it from the default list and changes nothing for the sessions that ran it.
 
 use chrono::{DateTime, Utc};
-use serde_json::{Value as Json, json};
+use serde_json::Value as Json;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::{check_json, check_name, check_required, id_taken, is_plain_name, limits};
 use crate::error::{Error, Result};
-use crate::store::audit::{self, Change, Origin};
+use crate::store::audit::{self, Origin};
 use crate::store::traced::traced;
 use crate::store::{ChainKey, ChainRow, Record as _};
 
@@ -81,8 +81,7 @@ pub(crate) fn check_overrides(overrides: &Json) -> Result<()> {
 /// Registers a chain version. Registering it again with the same definition (equal as `jsonb`:
 /// key order, whitespace, duplicate keys and how a number is written do not matter) returns it
 /// and writes nothing; with another definition it is a conflict: a version never changes.
-/// A new version is audited (its definition left out: up to 64 KiB, and a version never
-/// changes, so the record names it).
+/// A new version is audited.
 pub async fn register(
     conn: &mut PgConnection,
     new: &NewChain,
@@ -90,31 +89,9 @@ pub async fn register(
 ) -> Result<ChainRow> {
     let (row, inserted) = insert_or_match(conn, new, Uuid::now_v7(), None).await?;
     if inserted {
-        audit::record(conn, origin, &audited(None, &row)).await?;
+        audit::record(conn, origin, &audit::created(&row)).await?;
     }
     Ok(row)
-}
-
-/// A chain version as its audit records see it: the fields that can change, and what names
-/// it (the definition is left out).
-fn audit_fields(row: &ChainRow) -> Vec<(&'static str, Json)> {
-    vec![
-        ("name", json!(row.name)),
-        ("version", json!(row.version)),
-        ("stageCount", json!(row.stage_count)),
-        ("deprecatedAt", json!(row.deprecated_at)),
-        ("deprecatedBy", json!(row.deprecated_by)),
-    ]
-}
-
-/// The change from `before` (none: registered now) to `after`.
-fn audited(before: Option<&ChainRow>, after: &ChainRow) -> Change<'static> {
-    Change {
-        target_type: "Chain",
-        target_id: after.id.to_string(),
-        before: before.map(audit_fields),
-        after: audit_fields(after),
-    }
 }
 
 /// Registers a chain version of restored records with the id and registration time it had
@@ -212,7 +189,7 @@ pub async fn deprecate(
     .bind(&origin.actor)
     .fetch_one(traced(&mut *conn))
     .await?;
-    audit::record(conn, origin, &audited(Some(&before), &after)).await?;
+    audit::record(conn, origin, &audit::changed(Some(&before), &after)).await?;
     Ok(after)
 }
 

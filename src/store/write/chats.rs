@@ -13,6 +13,7 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::model::{TimelineEventStatus, TimelineEventType};
+use crate::store::audit::{self, Origin};
 use crate::store::traced::traced;
 use crate::store::{ChatRow, ChatUserMessageRow, ExecutionRow};
 
@@ -34,7 +35,7 @@ impl NewChat {
     }
 }
 
-pub async fn open(conn: &mut PgConnection, new: &NewChat) -> Result<ChatRow> {
+pub async fn open(conn: &mut PgConnection, new: &NewChat, origin: &Origin) -> Result<ChatRow> {
     new.check()?;
     let session = lock_session(conn, new.session_id).await?;
     let id = new.id.unwrap_or_else(Uuid::now_v7);
@@ -42,16 +43,18 @@ pub async fn open(conn: &mut PgConnection, new: &NewChat) -> Result<ChatRow> {
         return fetch::<ChatRow>(conn, session.id, id).await;
     }
     ensure_accepts_work(&session, true, "open a chat")?;
-    sqlx::query_as(
+    let chat = sqlx::query_as(
         "INSERT INTO chats (id, session_id, created_by, title) VALUES ($1, $2, $3, $4) RETURNING *",
     )
     .bind(id)
     .bind(session.id)
     .bind(&new.created_by)
     .bind(&new.title)
-    .fetch_one(traced(conn))
+    .fetch_one(traced(&mut *conn))
     .await
-    .map_err(|e| id_taken(e, id))
+    .map_err(|e| id_taken(e, id))?;
+    audit::record(conn, origin, &audit::created(&chat)).await?;
+    Ok(chat)
 }
 
 /// A chat's title: absent, or 1–200 characters that are not all whitespace.
@@ -67,6 +70,7 @@ pub async fn rename(
     chat_id: Uuid,
     title: Option<&str>,
     who: Poster<'_>,
+    origin: &Origin,
 ) -> Result<ChatRow> {
     check_title(title)?;
     // Not `FOR UPDATE`: a question posted meanwhile (whose foreign key shares the chat's key)
@@ -79,14 +83,15 @@ pub async fn rename(
         .ok_or_else(|| Error::not_found(format!("chat {chat_id} does not exist")))?;
     who.check(chat.created_by.as_deref(), "rename", chat_id)?;
     ensure_not_deleted(&fetch_session(conn, chat.session_id).await?)?;
-    Ok(
+    let renamed =
         sqlx::query_as("UPDATE chats SET title = $3 WHERE id = $1 AND session_id = $2 RETURNING *")
             .bind(chat_id)
             .bind(chat.session_id)
             .bind(title)
-            .fetch_one(traced(conn))
-            .await?,
-    )
+            .fetch_one(traced(&mut *conn))
+            .await?;
+    audit::record(conn, origin, &audit::changed(Some(&chat), &renamed)).await?;
+    Ok(renamed)
 }
 
 /// A question, and who answers it.
@@ -172,6 +177,7 @@ pub async fn post(
     conn: &mut PgConnection,
     new: &NewChatMessage,
     poster: Poster<'_>,
+    origin: &Origin,
 ) -> Result<ChatUserMessageRow> {
     check_question(
         &new.content,
@@ -297,6 +303,7 @@ pub async fn post(
         &question,
     )
     .await?;
+    audit::record(conn, origin, &audit::created(&message)).await?;
     Ok(message)
 }
 

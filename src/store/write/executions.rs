@@ -13,6 +13,7 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::model::{AgentType, ExecutionStatus};
+use crate::store::audit::{self, Origin};
 use crate::store::traced::traced;
 use crate::store::{ExecutionRow, SessionRow, StageRow};
 
@@ -109,6 +110,7 @@ pub async fn create(
     conn: &mut PgConnection,
     owners: &mut Owners,
     new: &NewExecution,
+    origin: &Origin,
 ) -> Result<ExecutionRow> {
     new.check()?;
     let session_id = owners.session_of(conn, Target::Stage(new.stage_id)).await?;
@@ -172,6 +174,7 @@ pub async fn create(
     .await
     .map_err(|e| id_taken(e, id))?;
     refresh(conn, session_id, stage.id).await?;
+    audit::record(conn, origin, &audit::created(&execution)).await?;
     Ok(execution)
 }
 
@@ -241,12 +244,21 @@ pub(crate) async fn check_place(
 }
 
 /// pending → active.
-pub async fn start(conn: &mut PgConnection, owners: &mut Owners, id: Uuid) -> Result<ExecutionRow> {
+pub async fn start(
+    conn: &mut PgConnection,
+    owners: &mut Owners,
+    id: Uuid,
+    origin: &Origin,
+) -> Result<ExecutionRow> {
     let session_id = owners.session_of(conn, Target::Execution(id)).await?;
     let session = lock_session(conn, session_id).await?;
     let execution = lock_execution(conn, session_id, id).await?;
     match execution.status {
-        ExecutionStatus::Pending => start_locked(conn, &session, execution).await,
+        ExecutionStatus::Pending => {
+            let started = start_locked(conn, &session, execution.clone()).await?;
+            audit::record(conn, origin, &audit::changed(Some(&execution), &started)).await?;
+            Ok(started)
+        }
         ExecutionStatus::Active => Ok(execution),
         status => Err(Error::Conflict(format!(
             "cannot start agent execution {id}: it is already {}",
@@ -317,13 +329,15 @@ pub async fn finish(
     conn: &mut PgConnection,
     owners: &mut Owners,
     finish: &Finish,
+    origin: &Origin,
 ) -> Result<ExecutionRow> {
     finish.check()?;
     let (id, status) = (finish.id, finish.status);
     let error_message = finish.error_message.as_deref();
     let session_id = owners.session_of(conn, Target::Execution(id)).await?;
     let session = lock_session(conn, session_id).await?;
-    let mut execution = lock_execution(conn, session_id, id).await?;
+    let before = lock_execution(conn, session_id, id).await?;
+    let mut execution = before.clone();
     if execution.status == ExecutionStatus::Pending && status == ExecutionStatus::Completed {
         // Completing work means it ran: start it first, so its stage and session do too.
         execution = start_locked(conn, &session, execution).await?;
@@ -351,5 +365,6 @@ pub async fn finish(
         .await?;
     }
     note_execution_finished(conn, session_id).await?;
+    audit::record(conn, origin, &audit::changed(Some(&before), &finished)).await?;
     Ok(finished)
 }

@@ -6,7 +6,7 @@
 //! the rows it takes (`SKIP LOCKED`, so workers never wait on one another); a report locks the
 //! one row it names. None of them waits on a session's lock while holding a notification.
 
-use serde_json::Value as Json;
+use serde_json::{Value as Json, json};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
@@ -14,6 +14,7 @@ use super::{check_json, check_required, check_text, limits, snake};
 use crate::error::{Error, Result};
 use crate::model::{NotificationStatus, NotificationType};
 use crate::store::NotificationRow;
+use crate::store::audit::{self, Change, Origin};
 use crate::store::traced::traced;
 
 /// Attempts a notification gets when its writer names none.
@@ -103,6 +104,7 @@ pub struct ClaimRequest {
 pub async fn claim(
     conn: &mut PgConnection,
     request: &ClaimRequest,
+    origin: &Origin,
 ) -> Result<Vec<NotificationRow>> {
     if !(1..=MAX_CLAIM).contains(&request.limit) {
         return Err(Error::bad_input(format!(
@@ -125,7 +127,7 @@ pub async fn claim(
         return Ok(before);
     }
     let types: Vec<String> = request.types.iter().map(|t| snake(*t)).collect();
-    Ok(sqlx::query_as(
+    let claimed: Vec<NotificationRow> = sqlx::query_as(
         "WITH due AS ( \
             SELECT session_id, id FROM notifications \
             WHERE status IN ('pending', 'sending') AND next_attempt_at <= now() \
@@ -140,8 +142,47 @@ pub async fn claim(
     .bind(&types)
     .bind(request.limit)
     .bind(request.lease_seconds)
-    .fetch_all(traced(conn))
-    .await?)
+    .fetch_all(traced(&mut *conn))
+    .await?;
+    if !claimed.is_empty() {
+        audit::record(conn, origin, &claimed_change(request, &types, &claimed)).await?;
+    }
+    Ok(claimed)
+}
+
+/// A claim, as its one audit record shows it (across sessions, so kept with none): what it
+/// took, by key, and for how long. A claim of nothing is not recorded: workers poll.
+fn claimed_change(
+    request: &ClaimRequest,
+    types: &[String],
+    claimed: &[NotificationRow],
+) -> Change<'static> {
+    let keys: Vec<Json> = claimed
+        .iter()
+        .map(|n| json!({ "sessionId": n.session_id, "id": n.id }))
+        .collect();
+    Change {
+        target_type: "NotificationClaim",
+        target_id: request.claim_id.to_string(),
+        session_id: None,
+        before: None,
+        after: vec![
+            ("notifications", Json::Array(keys)),
+            ("types", json!(types)),
+            ("leaseSeconds", json!(request.lease_seconds)),
+        ],
+    }
+}
+
+/// Records a report's change of a notification by `origin`, and gives it.
+async fn reported(
+    conn: &mut PgConnection,
+    origin: &Origin,
+    before: &NotificationRow,
+    after: NotificationRow,
+) -> Result<NotificationRow> {
+    audit::record(conn, origin, &audit::changed(Some(before), &after)).await?;
+    Ok(after)
 }
 
 /// Locks a notification.
@@ -181,6 +222,7 @@ pub async fn mark_sent(
     (session_id, id): (Uuid, Uuid),
     claim_id: Uuid,
     integration_data: Option<&Json>,
+    origin: &Origin,
 ) -> Result<NotificationRow> {
     if let Some(data) = integration_data {
         if !data.is_object() {
@@ -198,7 +240,7 @@ pub async fn mark_sent(
         }
         _ => return Err(refuse(&row, "sent")),
     }
-    Ok(sqlx::query_as(
+    let after = sqlx::query_as(
         "UPDATE notifications SET status = 'sent', sent_at = now(), next_attempt_at = NULL, \
             integration_data = integration_data || coalesce($3, '{}'::jsonb) \
          WHERE session_id = $1 AND id = $2 RETURNING *",
@@ -206,8 +248,9 @@ pub async fn mark_sent(
     .bind(session_id)
     .bind(id)
     .bind(integration_data)
-    .fetch_one(traced(conn))
-    .await?)
+    .fetch_one(traced(&mut *conn))
+    .await?;
+    reported(conn, origin, &row, after).await
 }
 
 /// Reports that the destination confirmed a sent notification (a confirmation may come from
@@ -215,6 +258,7 @@ pub async fn mark_sent(
 pub async fn mark_delivered(
     conn: &mut PgConnection,
     (session_id, id): (Uuid, Uuid),
+    origin: &Origin,
 ) -> Result<NotificationRow> {
     let row = lock(conn, session_id, id).await?;
     match row.status {
@@ -222,14 +266,15 @@ pub async fn mark_delivered(
         NotificationStatus::Delivered => return Ok(row),
         _ => return Err(refuse(&row, "delivered")),
     }
-    Ok(sqlx::query_as(
+    let after = sqlx::query_as(
         "UPDATE notifications SET status = 'delivered', delivered_at = now() \
          WHERE session_id = $1 AND id = $2 RETURNING *",
     )
     .bind(session_id)
     .bind(id)
-    .fetch_one(traced(conn))
-    .await?)
+    .fetch_one(traced(&mut *conn))
+    .await?;
+    reported(conn, origin, &row, after).await
 }
 
 /// Reports that the attempt of `claim_id` failed with `error`: the notification is due again
@@ -240,6 +285,7 @@ pub async fn mark_failed(
     (session_id, id): (Uuid, Uuid),
     claim_id: Uuid,
     error: &str,
+    origin: &Origin,
 ) -> Result<NotificationRow> {
     check_text("error", error, ERROR)?;
     let row = lock(conn, session_id, id).await?;
@@ -252,7 +298,7 @@ pub async fn mark_failed(
         }
         _ => return Err(refuse(&row, "failed")),
     }
-    Ok(sqlx::query_as(
+    let after = sqlx::query_as(
         "UPDATE notifications SET last_error = $3, \
             status = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'pending' END, \
             failed_at = CASE WHEN attempts >= max_attempts THEN now() END, \
@@ -265,6 +311,7 @@ pub async fn mark_failed(
     .bind(error)
     .bind(BACKOFF_BASE_SECONDS)
     .bind(BACKOFF_CAP_SECONDS)
-    .fetch_one(traced(conn))
-    .await?)
+    .fetch_one(traced(&mut *conn))
+    .await?;
+    reported(conn, origin, &row, after).await
 }

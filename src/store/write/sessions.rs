@@ -24,6 +24,7 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::model::{ExecutionStatus, SessionStatus};
+use crate::store::audit::{self, Origin};
 use crate::store::records::session_columns;
 use crate::store::traced::traced;
 use crate::store::{ChainKey, SessionRow};
@@ -80,13 +81,17 @@ impl NewSession {
     }
 }
 
-pub async fn create(conn: &mut PgConnection, new: &NewSession) -> Result<SessionRow> {
+pub async fn create(
+    conn: &mut PgConnection,
+    new: &NewSession,
+    origin: &Origin,
+) -> Result<SessionRow> {
     new.check()?;
     let id = new.id.unwrap_or_else(Uuid::now_v7);
     if is_retry(conn, new.id, id, ("createSession", "sessions"), new).await? {
         return fetch_session(conn, id).await;
     }
-    sqlx::query_as(concat!(
+    let row = sqlx::query_as(concat!(
         "INSERT INTO sessions (id, alert_type, alert_data, chain_id, author, runbook_url, \
             created_by, chain_version, chain_overrides) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING ",
@@ -101,9 +106,22 @@ pub async fn create(conn: &mut PgConnection, new: &NewSession) -> Result<Session
     .bind(&new.created_by)
     .bind(&new.chain_version)
     .bind(&new.chain_overrides)
-    .fetch_one(traced(conn))
+    .fetch_one(traced(&mut *conn))
     .await
-    .map_err(|e| refused_insert(e, id, new.chain()))
+    .map_err(|e| refused_insert(e, id, new.chain()))?;
+    audit::record(conn, origin, &audit::created(&row)).await?;
+    Ok(row)
+}
+
+/// Records the change from `before` to `after` by `origin`, and gives `after`.
+async fn audited(
+    conn: &mut PgConnection,
+    origin: &Origin,
+    before: &SessionRow,
+    after: SessionRow,
+) -> Result<SessionRow> {
+    audit::record(conn, origin, &audit::changed(Some(before), &after)).await?;
+    Ok(after)
 }
 
 /// What refused a session's insert: a chain version that is not registered (the foreign key
@@ -125,12 +143,13 @@ fn refuse(session: &SessionRow, action: &str) -> Error {
 }
 
 /// pending → in_progress.
-pub async fn start(conn: &mut PgConnection, id: Uuid) -> Result<SessionRow> {
+pub async fn start(conn: &mut PgConnection, id: Uuid, origin: &Origin) -> Result<SessionRow> {
     let session = lock_session(conn, id).await?;
     ensure_not_deleted(&session)?;
     match session.status {
         SessionStatus::Pending => {
-            set_session_status(conn, id, SessionStatus::InProgress, None).await
+            let started = set_session_status(conn, id, SessionStatus::InProgress, None).await?;
+            audited(conn, origin, &session, started).await
         }
         SessionStatus::InProgress => Ok(session),
         _ => Err(refuse(&session, "start")),
@@ -165,6 +184,7 @@ pub async fn complete(
     id: Uuid,
     completion: &Completion,
     notify: &[NewNotification],
+    origin: &Origin,
 ) -> Result<SessionRow> {
     completion.check()?;
     notifications::check(notify)?;
@@ -191,7 +211,7 @@ pub async fn complete(
             names.join(", ")
         )));
     }
-    let completed = sqlx::query_as(concat!(
+    let completed: SessionRow = sqlx::query_as(concat!(
         "UPDATE sessions SET status = 'completed', completed_at = now(), updated_at = now(), \
             final_analysis = $2, executive_summary = $3 WHERE id = $1 RETURNING ",
         session_columns!()
@@ -202,7 +222,7 @@ pub async fn complete(
     .fetch_one(traced(&mut *conn))
     .await?;
     notifications::create(conn, id, notify).await?;
-    Ok(completed)
+    audited(conn, origin, &session, completed).await
 }
 
 /// A failed or timed-out session says why.
@@ -217,6 +237,7 @@ pub async fn fail(
     timed_out: bool,
     error_message: &str,
     notify: &[NewNotification],
+    origin: &Origin,
 ) -> Result<SessionRow> {
     check_failure(error_message)?;
     notifications::check(notify)?;
@@ -249,12 +270,16 @@ pub async fn fail(
     }
     let failed = set_session_status(conn, id, status, Some(error_message)).await?;
     notifications::create(conn, id, notify).await?;
-    Ok(failed)
+    audited(conn, origin, &session, failed).await
 }
 
 /// Requests cancellation: pending executions are cancelled at once; the session is cancelled
 /// when no execution is active any more, cancelling until then.
-pub async fn request_cancellation(conn: &mut PgConnection, id: Uuid) -> Result<SessionRow> {
+pub async fn request_cancellation(
+    conn: &mut PgConnection,
+    id: Uuid,
+    origin: &Origin,
+) -> Result<SessionRow> {
     let session = lock_session(conn, id).await?;
     ensure_not_deleted(&session)?;
     match session.status {
@@ -282,11 +307,12 @@ pub async fn request_cancellation(conn: &mut PgConnection, id: Uuid) -> Result<S
     } else {
         SessionStatus::Cancelled
     };
-    set_session_status(conn, id, status, None).await
+    let moved = set_session_status(conn, id, status, None).await?;
+    audited(conn, origin, &session, moved).await
 }
 
 /// Soft delete: hidden from lists, kept for restore. Only a finished session can be deleted.
-pub async fn delete(conn: &mut PgConnection, id: Uuid) -> Result<SessionRow> {
+pub async fn delete(conn: &mut PgConnection, id: Uuid, origin: &Origin) -> Result<SessionRow> {
     let session = lock_session(conn, id).await?;
     if session.deleted_at.is_some() {
         return Ok(session);
@@ -294,27 +320,29 @@ pub async fn delete(conn: &mut PgConnection, id: Uuid) -> Result<SessionRow> {
     if !is_finished_session(session.status) {
         return Err(refuse(&session, "delete (cancel it first)"));
     }
-    Ok(sqlx::query_as(concat!(
+    let deleted = sqlx::query_as(concat!(
         "UPDATE sessions SET deleted_at = $2, updated_at = now() WHERE id = $1 RETURNING ",
         session_columns!()
     ))
     .bind(id)
     .bind(Utc::now())
-    .fetch_one(traced(conn))
-    .await?)
+    .fetch_one(traced(&mut *conn))
+    .await?;
+    audited(conn, origin, &session, deleted).await
 }
 
 /// Undoes a soft delete.
-pub async fn restore(conn: &mut PgConnection, id: Uuid) -> Result<SessionRow> {
+pub async fn restore(conn: &mut PgConnection, id: Uuid, origin: &Origin) -> Result<SessionRow> {
     let session = lock_session(conn, id).await?;
     if session.deleted_at.is_none() {
         return Ok(session);
     }
-    Ok(sqlx::query_as(concat!(
+    let restored = sqlx::query_as(concat!(
         "UPDATE sessions SET deleted_at = NULL, updated_at = now() WHERE id = $1 RETURNING ",
         session_columns!()
     ))
     .bind(id)
-    .fetch_one(traced(conn))
-    .await?)
+    .fetch_one(traced(&mut *conn))
+    .await?;
+    audited(conn, origin, &session, restored).await
 }

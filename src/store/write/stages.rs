@@ -10,6 +10,7 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::model::{ExecutionStatus, ParallelType, SessionStatus, StageStatus, SuccessPolicy};
+use crate::store::audit::{self, Origin};
 use crate::store::traced::traced;
 use crate::store::{ExecutionRow, SessionRow, StageRow};
 
@@ -91,7 +92,7 @@ impl NewStage {
     }
 }
 
-pub async fn create(conn: &mut PgConnection, new: &NewStage) -> Result<StageRow> {
+pub async fn create(conn: &mut PgConnection, new: &NewStage, origin: &Origin) -> Result<StageRow> {
     new.check()?;
     let session = lock_session(conn, new.session_id).await?;
     let id = new.id.unwrap_or_else(Uuid::now_v7);
@@ -99,7 +100,9 @@ pub async fn create(conn: &mut PgConnection, new: &NewStage) -> Result<StageRow>
         return fetch::<StageRow>(conn, session.id, id).await;
     }
     ensure_accepts_work(&session, new.chat_id.is_some(), "create a stage")?;
-    insert(conn, id, new).await
+    let stage = insert(conn, id, new).await?;
+    audit::record(conn, origin, &audit::created(&stage)).await?;
+    Ok(stage)
 }
 
 /// Inserts a stage after the caller checked the session (see [`check_place`]).

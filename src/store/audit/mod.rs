@@ -1,6 +1,12 @@
 //! The audit trail: one record per control-plane change, written by the store in the change's
 //! own transaction (a rolled-back change leaves none; a retry that changes nothing writes
-//! none). [`diff`] is the one place a record's "what changed" is built.
+//! none). [`diff`] is the one place a record's "what changed" is built, and [`fields`] the one
+//! place that says which fields of each record it shows (and which it leaves out). A change
+//! within a session is kept with the session (`session_audit_records`); others in
+//! `audit_records`; [`log`] reads both.
+
+mod fields;
+pub mod log;
 
 use serde_json::{Value as Json, json};
 use sqlx::PgConnection;
@@ -22,19 +28,12 @@ pub const EXEMPT: &[&str] = &[
 ];
 
 /// Mutations whose change leaves one audit record (the test of the whole Mutation type reads
-/// these lists: a mutation in none of them fails it).
+/// this list and [`EXEMPT`]: a mutation in neither fails it). `ingest` leaves one for each
+/// control-plane operation it holds, named as that operation's mutation.
 pub const AUDITED: &[&str] = &[
+    "createSession",
     "registerChain",
     "deprecateChain",
-    "createApiToken",
-    "revokeApiToken",
-    "setModelPrice",
-];
-
-/// Control-plane mutations the audit trail does not cover yet (issue 31): each is to move to
-/// [`AUDITED`] with one [`record`] call in its write.
-pub const NOT_YET_AUDITED: &[&str] = &[
-    "createSession",
     "startSession",
     "completeSession",
     "failSession",
@@ -51,10 +50,13 @@ pub const NOT_YET_AUDITED: &[&str] = &[
     "postChatMessage",
     "renameChat",
     "ingest",
+    "setModelPrice",
     "claimNotifications",
     "markNotificationSent",
     "markNotificationDelivered",
     "markNotificationFailed",
+    "createApiToken",
+    "revokeApiToken",
 ];
 
 /// Who asked for a change, and from where.
@@ -69,12 +71,52 @@ pub struct Origin {
     pub user_agent: Option<String>,
 }
 
+impl Origin {
+    /// The same caller doing `action` (an operation of an `ingest` batch, named as its own
+    /// mutation).
+    pub fn doing(&self, action: &str) -> Origin {
+        Origin {
+            action: action.to_owned(),
+            ..self.clone()
+        }
+    }
+}
+
+/// A record the audit trail describes: what it is, which one, the session it belongs to (if
+/// any), and the fields a change to it shows.
+pub trait Audited {
+    const TARGET_TYPE: &'static str;
+    fn target_id(&self) -> String;
+    /// The session it belongs to: its records are kept with the session's.
+    fn session_id(&self) -> Option<Uuid>;
+    /// Its fields as the API names them, large payloads summarised and secrets left out.
+    fn audit_fields(&self) -> Vec<(&'static str, Json)>;
+}
+
+/// `row`, created (every field from nothing).
+pub fn created<R: Audited>(row: &R) -> Change<'static> {
+    changed(None, row)
+}
+
+/// `after`, changed from `before` (none: created).
+pub fn changed<R: Audited>(before: Option<&R>, after: &R) -> Change<'static> {
+    Change {
+        target_type: R::TARGET_TYPE,
+        target_id: after.target_id(),
+        session_id: after.session_id(),
+        before: before.map(Audited::audit_fields),
+        after: after.audit_fields(),
+    }
+}
+
 /// What a change did to one record: its fields as name and JSON value, before (none when it was
 /// created) and after. Fields that hold secrets or large payloads are not given.
 pub struct Change<'a> {
     pub target_type: &'static str,
     /// A uuid, or a number (a price's id).
     pub target_id: String,
+    /// The session it belongs to, if any.
+    pub session_id: Option<Uuid>,
     pub before: Option<Vec<(&'a str, Json)>>,
     pub after: Vec<(&'a str, Json)>,
 }
@@ -100,22 +142,34 @@ pub async fn record(conn: &mut PgConnection, origin: &Origin, change: &Change<'_
     if changes.is_empty() {
         return Ok(false);
     }
-    sqlx::query(
-        "INSERT INTO audit_records (id, actor, action, target_type, target_id, request_id, \
-             client_address, user_agent, changes) \
-         VALUES ($1, $2, $3, $4, $5, left($6, 128), left($7, 100), left($8, 500), $9)",
-    )
-    .bind(Uuid::now_v7())
-    .bind(&origin.actor)
-    .bind(&origin.action)
-    .bind(change.target_type)
-    .bind(&change.target_id)
-    .bind(&origin.request_id)
-    .bind(&origin.client_address)
-    .bind(&origin.user_agent)
-    .bind(Json::Array(changes))
-    .execute(traced(conn))
-    .await?;
+    // The same columns in both tables; the session's own carries its key.
+    let insert = match change.session_id {
+        Some(_) => {
+            "INSERT INTO session_audit_records (session_id, id, actor, action, target_type, \
+                 target_id, request_id, client_address, user_agent, changes) \
+             VALUES ($10, $1, $2, $3, $4, $5, left($6, 128), left($7, 100), left($8, 500), $9)"
+        }
+        None => {
+            "INSERT INTO audit_records (id, actor, action, target_type, target_id, request_id, \
+                 client_address, user_agent, changes) \
+             VALUES ($1, $2, $3, $4, $5, left($6, 128), left($7, 100), left($8, 500), $9)"
+        }
+    };
+    let query = sqlx::query(insert)
+        .bind(Uuid::now_v7())
+        .bind(&origin.actor)
+        .bind(&origin.action)
+        .bind(change.target_type)
+        .bind(&change.target_id)
+        .bind(&origin.request_id)
+        .bind(&origin.client_address)
+        .bind(&origin.user_agent)
+        .bind(Json::Array(changes));
+    let query = match change.session_id {
+        Some(session) => query.bind(session),
+        None => query,
+    };
+    query.execute(traced(conn)).await?;
     Ok(true)
 }
 
