@@ -89,8 +89,9 @@ pub enum SessionChangeAction {
 }
 
 /// Who or what started a purge.
-#[derive(Enum, sqlx::Type, Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Enum, sqlx::Type, serde::Serialize, Debug, Clone, Copy, PartialEq, Eq)]
 #[sqlx(type_name = "text", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum PurgeTrigger {
     /// `casefile purge --execute`.
     Command,
@@ -99,8 +100,9 @@ pub enum PurgeTrigger {
 }
 
 /// How a purge ended, or that it is still running (or was cut off: its process died).
-#[derive(Enum, sqlx::Type, Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Enum, sqlx::Type, serde::Serialize, Debug, Clone, Copy, PartialEq, Eq)]
 #[sqlx(type_name = "text", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum PurgeStatus {
     /// Still deleting. (One whose process died is marked `FAILED` by the next purge, an hour
     /// after its last progress.)

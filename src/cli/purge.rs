@@ -31,6 +31,11 @@ pub struct PurgeArgs {
     #[arg(long, value_parser = parse_cutoff)]
     pub receipts_before: Option<Cutoff>,
 
+    /// Audit records made before this: an age or an instant (the purge itself is recorded in
+    /// the audit trail).
+    #[arg(long, value_parser = parse_cutoff)]
+    pub audit_before: Option<Cutoff>,
+
     /// Delete (without it, only count what would be deleted).
     #[arg(long)]
     pub execute: bool,
@@ -55,15 +60,18 @@ pub async fn run(args: &PurgeArgs) -> anyhow::Result<()> {
 
 /// Counts what `args` selects, or deletes it with `--execute`, printing what it does.
 async fn run_on_database(store: &Store, args: &PurgeArgs) -> anyhow::Result<()> {
+    let now = Utc::now();
     let policy = Policy::new(
         args.deleted_before,
         args.finished_before,
         args.receipts_before,
-        Utc::now(),
-    );
+        now,
+    )
+    .with_audit_before(args.audit_before, now);
     if policy.is_empty() {
         anyhow::bail!(
-            "nothing to purge: give --deleted-before, --finished-before or --receipts-before"
+            "nothing to purge: give --deleted-before, --finished-before, --receipts-before or \
+             --audit-before"
         );
     }
     let time = |t: chrono::DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Secs, true);
@@ -100,6 +108,10 @@ async fn run_on_database(store: &Store, args: &PurgeArgs) -> anyhow::Result<()> 
             let n = store.count_old_receipts(before).await?;
             println!("Idempotency receipts from before {}: {n}", time(before));
         }
+        if let Some(before) = policy.audit_before {
+            let n = store.count_old_audit_records(before).await?;
+            println!("Audit records from before {}: {n}", time(before));
+        }
         return Ok(());
     }
 
@@ -117,6 +129,9 @@ async fn run_on_database(store: &Store, args: &PurgeArgs) -> anyhow::Result<()> 
     }
     if let Some(before) = policy.receipts_before {
         deleting.push(format!("idempotency receipts from before {}", time(before)));
+    }
+    if let Some(before) = policy.audit_before {
+        deleting.push(format!("audit records from before {}", time(before)));
     }
     println!("Deleting {}.", deleting.join("; and "));
     // Ctrl-C ends the purge after its current batch, recorded as failed ("stopped").
@@ -139,11 +154,12 @@ async fn run_on_database(store: &Store, args: &PurgeArgs) -> anyhow::Result<()> 
     interrupt.abort();
     let purged = result?;
     println!(
-        "Purge {}: deleted {} sessions (each with everything under it) and {} idempotency \
-         receipts in {} batches ({:.1} s).",
+        "Purge {}: deleted {} sessions (each with everything under it), {} idempotency \
+         receipts and {} audit records in {} batches ({:.1} s).",
         purged.id,
         purged.sessions,
         purged.receipts,
+        purged.audit_records,
         purged.batches,
         started.elapsed().as_secs_f64()
     );

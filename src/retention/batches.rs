@@ -16,6 +16,9 @@ use crate::store::Store;
 
 /// Receipts forgotten per transaction (small rows, one index).
 const RECEIPT_BATCH: i64 = 1_000;
+/// Audit records forgotten per transaction, from each of the two tables (small rows, a few
+/// indexes).
+const AUDIT_BATCH: i64 = 1_000;
 /// Times a batch that met a lock (or a deadlock) is tried again before the purge gives up.
 const RETRIES: u32 = 3;
 
@@ -26,6 +29,7 @@ pub struct Purged {
     pub id: Uuid,
     pub sessions: i64,
     pub receipts: i64,
+    pub audit_records: i64,
     /// Transactions it took.
     pub batches: u32,
 }
@@ -33,8 +37,8 @@ pub struct Purged {
 /// A purge that failed (or was stopped) part of the way: what it had deleted, and why it ended.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "purge {} ended after deleting {} sessions and {} receipts: {error}",
-    purged.id, purged.sessions, purged.receipts
+    "purge {} ended after deleting {} sessions, {} receipts and {} audit records: {error}",
+    purged.id, purged.sessions, purged.receipts, purged.audit_records
 )]
 pub struct PurgeFailed {
     pub purged: Purged,
@@ -57,6 +61,7 @@ pub async fn purge(
         id: Uuid::nil(),
         sessions: 0,
         receipts: 0,
+        audit_records: 0,
         batches: 0,
     };
     let id = store
@@ -67,6 +72,7 @@ pub async fn purge(
         id,
         sessions: 0,
         receipts: 0,
+        audit_records: 0,
         batches: 0,
     };
     let result = run_batches(store, policy, batches, stop, &mut purged).await;
@@ -114,6 +120,17 @@ async fn run_batches(
                 let deleted = store.purge_receipts(id, before, size).await?;
                 Ok((deleted, deleted))
             },
+        )
+        .await?;
+    }
+    if let Some(before) = policy.audit_before {
+        let counts = (&mut purged.audit_records, &mut purged.batches);
+        pace.run(
+            "audit_records",
+            AUDIT_BATCH,
+            false,
+            counts,
+            |size| async move { store.purge_audit_records(id, before, size).await },
         )
         .await?;
     }

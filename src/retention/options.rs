@@ -37,6 +37,15 @@ pub struct RetentionOptions {
     )]
     pub receipts_before: chrono::Duration,
 
+    /// Forget audit records older than this (e.g. `400d`), in both the session's and the
+    /// others' trail; each purge that forgets any is itself recorded in the trail. Unset: kept.
+    #[arg(
+        long = "retention-audit-before",
+        env = "CASEFILE_RETENTION_AUDIT_BEFORE",
+        value_parser = parse_period
+    )]
+    pub audit_before: Option<chrono::Duration>,
+
     /// Drop live changes older than this from the shared change log even when a process has not
     /// read them (one that lags so far resumes its subscribers from the data).
     #[arg(

@@ -46,6 +46,8 @@ pub fn parse_cutoff(text: &str) -> Result<Cutoff, String> {
 pub struct Policy {
     pub sessions: SessionCriteria,
     pub receipts_before: Option<DateTime<Utc>>,
+    /// Audit records made before this go (both tables).
+    pub audit_before: Option<DateTime<Utc>>,
     described: Map<String, Value>,
 }
 
@@ -61,12 +63,7 @@ impl Policy {
         let mut resolve = |name: &str, cutoff: Option<Cutoff>| {
             let instant = cutoff.map(|c| c.instant(now));
             if let (Some(cutoff), Some(instant)) = (cutoff, instant) {
-                let mut entry =
-                    json!({ "instant": instant.to_rfc3339_opts(SecondsFormat::Secs, true) });
-                if let Cutoff::Age(age) = cutoff {
-                    entry["age"] = json!(describe_age(age));
-                }
-                described.insert(name.to_owned(), entry);
+                described.insert(name.to_owned(), describe(cutoff, instant));
             }
             instant
         };
@@ -78,18 +75,40 @@ impl Policy {
         Policy {
             sessions,
             receipts_before,
+            audit_before: None,
             described,
         }
     }
 
+    /// The policy that also forgets audit records from before `cutoff` (for a purge starting
+    /// at `now`). Kept apart from sessions and receipts: audit records usually outlive both.
+    pub fn with_audit_before(mut self, cutoff: Option<Cutoff>, now: DateTime<Utc>) -> Policy {
+        if let Some(cutoff) = cutoff {
+            let instant = cutoff.instant(now);
+            self.described
+                .insert("auditBefore".to_owned(), describe(cutoff, instant));
+            self.audit_before = Some(instant);
+        }
+        self
+    }
+
     pub fn is_empty(&self) -> bool {
-        self.sessions.is_empty() && self.receipts_before.is_none()
+        self.sessions.is_empty() && self.receipts_before.is_none() && self.audit_before.is_none()
     }
 
     /// The policy as recorded: each cutoff's instant, and its age when given as one.
     pub fn describe(&self) -> Value {
         Value::Object(self.described.clone())
     }
+}
+
+/// A cutoff as recorded: its instant, and its age when given as one.
+fn describe(cutoff: Cutoff, instant: DateTime<Utc>) -> Value {
+    let mut entry = json!({ "instant": instant.to_rfc3339_opts(SecondsFormat::Secs, true) });
+    if let Cutoff::Age(age) = cutoff {
+        entry["age"] = json!(describe_age(age));
+    }
+    entry
 }
 
 /// `30d`, `12h`, `90m` or `45s`: the largest unit that divides the age.
@@ -165,5 +184,16 @@ mod tests {
             })
         );
         assert!(Policy::new(None, None, None, now).is_empty());
+        let audit = Policy::new(None, None, None, now)
+            .with_audit_before(Some(Cutoff::Age(chrono::Duration::days(400))), now);
+        assert!(!audit.is_empty());
+        assert_eq!(
+            audit.audit_before,
+            Some("2025-02-24T00:00:00Z".parse().unwrap())
+        );
+        assert_eq!(
+            audit.describe(),
+            json!({ "auditBefore": { "age": "400d", "instant": "2025-02-24T00:00:00Z" } })
+        );
     }
 }

@@ -85,4 +85,5 @@ fn policy(options: &RetentionOptions, now: DateTime<Utc>) -> Policy {
         Some(Cutoff::Age(options.receipts_before)),
         now,
     )
+    .with_audit_before(options.audit_before.map(Cutoff::Age), now)
 }

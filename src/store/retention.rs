@@ -8,6 +8,7 @@ use sqlx::{FromRow, Postgres, QueryBuilder};
 use uuid::Uuid;
 
 use super::Store;
+use super::audit::{self, Origin};
 use super::traced::traced;
 use crate::error::Result;
 use crate::model::{PurgeStatus, PurgeTrigger};
@@ -61,6 +62,7 @@ pub struct PurgeRow {
     pub status: PurgeStatus,
     pub sessions_deleted: i64,
     pub receipts_deleted: i64,
+    pub audit_records_deleted: i64,
     pub error_message: Option<String>,
     pub started_at: DateTime<Utc>,
     pub heartbeat_at: DateTime<Utc>,
@@ -98,6 +100,16 @@ impl Store {
     pub async fn count_old_receipts(&self, before: DateTime<Utc>) -> Result<i64> {
         Ok(
             sqlx::query_scalar("SELECT count(*) FROM create_receipts WHERE created_at < $1")
+                .bind(before)
+                .fetch_one(self.reader().await?.traced())
+                .await?,
+        )
+    }
+
+    /// How many audit records (of both tables) were made before `before`.
+    pub async fn count_old_audit_records(&self, before: DateTime<Utc>) -> Result<i64> {
+        Ok(
+            sqlx::query_scalar("SELECT count(*) FROM audit_log WHERE at < $1")
                 .bind(before)
                 .fetch_one(self.reader().await?.traced())
                 .await?,
@@ -163,13 +175,31 @@ impl Store {
             tx.commit().await?;
             return Ok(PurgedBatch::default());
         }
+        // Each session's trail (which outlives it) ends with its purge, by the purge's actor.
+        let records: Vec<Uuid> = locked.iter().map(|_| Uuid::now_v7()).collect();
         let mut delete = QueryBuilder::new("WITH gone AS (DELETE FROM sessions");
         push_criteria(&mut delete, criteria);
         delete
             .push(" AND id = ANY(")
             .push_bind(&locked)
             .push(
-                ") RETURNING id) \
+                ") RETURNING id), \
+                 trail AS (INSERT INTO session_audit_records (session_id, id, actor, action, \
+                     target_type, target_id, changes) \
+                   SELECT k.session, k.record, p.actor, 'purge', 'Session', k.session::text, \
+                       jsonb_build_array(jsonb_build_object('field', 'purgeId', 'before', NULL, \
+                           'after', p.id)) \
+                   FROM unnest(",
+            )
+            .push_bind(&locked)
+            .push("::uuid[], ")
+            .push_bind(records)
+            .push(
+                "::uuid[]) AS k (session, record) JOIN purges p ON p.id = ",
+            )
+            .push_bind(purge)
+            .push(
+                " WHERE k.session IN (SELECT id FROM gone)) \
                  UPDATE purges SET sessions_deleted = sessions_deleted + (SELECT count(*) FROM gone), \
                      heartbeat_at = now() \
                  WHERE id = ",
@@ -211,21 +241,63 @@ impl Store {
         .await?)
     }
 
-    /// Records how a purge ended.
+    /// Forgets up to `limit` audit records of each table made before `before` (oldest
+    /// first), adding them to purge `purge`'s count: the most it took from one table, and how
+    /// many it forgot.
+    pub async fn purge_audit_records(
+        &self,
+        purge: Uuid,
+        before: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<(i64, i64)> {
+        Ok(sqlx::query_as(
+            "WITH others AS (DELETE FROM audit_records WHERE id IN ( \
+                 SELECT id FROM audit_records WHERE at < $1 \
+                 ORDER BY at LIMIT $2 FOR UPDATE SKIP LOCKED) RETURNING 1), \
+             sessions AS (DELETE FROM session_audit_records WHERE (session_id, id) IN ( \
+                 SELECT session_id, id FROM session_audit_records WHERE at < $1 \
+                 ORDER BY at LIMIT $2 FOR UPDATE SKIP LOCKED) RETURNING 1), \
+             counted AS (SELECT (SELECT count(*) FROM others) AS others, \
+                                (SELECT count(*) FROM sessions) AS sessions) \
+             UPDATE purges SET heartbeat_at = now(), \
+                 audit_records_deleted = audit_records_deleted + counted.others + counted.sessions \
+             FROM counted WHERE id = $3 \
+             RETURNING greatest(counted.others, counted.sessions), counted.others + counted.sessions",
+        )
+        .bind(before)
+        .bind(limit)
+        .bind(purge)
+        .fetch_one(self.pool())
+        .await?)
+    }
+
+    /// Records how a purge ended; one that deleted anything is recorded in the audit trail
+    /// too, in the same transaction, as done by its actor.
     pub async fn finish_purge(
         &self,
         purge: Uuid,
         status: PurgeStatus,
         error: Option<&str>,
     ) -> Result<()> {
-        sqlx::query(
-            "UPDATE purges SET status = $2, error_message = $3, finished_at = now() WHERE id = $1",
+        let mut tx = self.begin().await?;
+        let row: PurgeRow = sqlx::query_as(
+            "UPDATE purges SET status = $2, error_message = $3, finished_at = now() WHERE id = $1 \
+             RETURNING *",
         )
         .bind(purge)
         .bind(status)
         .bind(error)
-        .execute(self.pool())
+        .fetch_one(traced(&mut tx))
         .await?;
+        if row.sessions_deleted + row.receipts_deleted + row.audit_records_deleted > 0 {
+            let origin = Origin {
+                actor: Some(row.actor.clone()),
+                action: "purge".to_owned(),
+                ..Origin::default()
+            };
+            audit::record(&mut tx, &origin, &audit::created(&row)).await?;
+        }
+        tx.commit().await?;
         Ok(())
     }
 
@@ -233,7 +305,8 @@ impl Store {
     /// leave no trace).
     pub async fn forget_empty_purge(&self, purge: Uuid) -> Result<()> {
         sqlx::query(
-            "DELETE FROM purges WHERE id = $1 AND sessions_deleted = 0 AND receipts_deleted = 0",
+            "DELETE FROM purges WHERE id = $1 AND sessions_deleted = 0 AND receipts_deleted = 0 \
+                 AND audit_records_deleted = 0",
         )
         .bind(purge)
         .execute(self.pool())

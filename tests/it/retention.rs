@@ -384,6 +384,7 @@ async fn the_server_purges_on_its_schedule_and_quiet_runs_leave_no_record() {
     let options = HttpOptions {
         retention: RetentionOptions {
             deleted_before: Some(chrono::Duration::days(30)),
+            audit_before: Some(chrono::Duration::days(400)),
             interval: chrono::Duration::milliseconds(200),
             ..RetentionOptions::default()
         },
@@ -459,6 +460,7 @@ async fn the_server_purges_on_its_schedule_and_quiet_runs_leave_no_record() {
         records[0].actor
     );
     assert_eq!(records[0].sessions_deleted, 1);
+    assert_eq!(records[0].criteria["auditBefore"]["age"], "400d");
     assert_eq!(orphans(&pool).await, vec![]);
     app.stop().await;
 }
@@ -843,4 +845,138 @@ async fn purging_alongside_readers_and_writers_on_real_postgres() {
         .sum();
     assert_eq!(recorded, first.sessions + second.sessions);
     std::sync::Arc::into_inner(app).unwrap().stop().await;
+}
+
+/// A session's audit trail outlives its purge (which ends it, and is recorded itself), until
+/// the audit retention forgets old records of both trails in batches, which is recorded too.
+#[tokio::test]
+async fn the_audit_trail_outlives_a_purged_session_until_its_own_retention() {
+    let app = TestApp::start().await;
+    let pool = app.store.pool().clone();
+    let d = app
+        .data(
+            "mutation { createSession(input: { alertType: \"Disk\", chainId: \"c\" }) { uuid } }",
+            json!({}),
+        )
+        .await;
+    let id = d["createSession"]["uuid"].as_str().unwrap().to_owned();
+    app.data(
+        "mutation ($id: ID!) { startSession(id: $id) { status } completeSession(input: { id: $id }) { status } deleteSession(id: $id) { deletedAt } }",
+        json!({ "id": id }),
+    )
+    .await;
+    backdate(
+        &pool,
+        &[format!(
+            "UPDATE sessions SET deleted_at = now() - interval '40 days' WHERE id = '{id}'"
+        )],
+    )
+    .await;
+    let sessions = Policy::new(
+        Some(Cutoff::Age(chrono::Duration::days(30))),
+        None,
+        None,
+        Utc::now(),
+    );
+    let purged = purge_by_ops(&app.store, &sessions, PurgeBatches::default())
+        .await
+        .unwrap();
+    assert_eq!(purged.sessions, 1);
+    let trail: Vec<(String, Option<String>)> = sqlx::query_as(
+        "SELECT action, actor FROM session_audit_records WHERE session_id = $1::text::uuid \
+         ORDER BY at, id",
+    )
+    .bind(&id)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let actions: Vec<&str> = trail.iter().map(|(a, _)| a.as_str()).collect();
+    assert_eq!(
+        actions,
+        [
+            "createSession",
+            "startSession",
+            "completeSession",
+            "deleteSession",
+            "purge"
+        ]
+    );
+    assert_eq!(trail[4].1.as_deref(), Some("cli:ops"));
+    let log = "query ($a: String!) { auditLog(filter: { action: $a }) { edges { node {
+        actor targetType targetId changes { field after } } } } }";
+    let d = app.data(log, json!({ "a": "purge" })).await;
+    let edges = d["auditLog"]["edges"].as_array().unwrap();
+    // The session's record and the purge's own.
+    let purge = edges
+        .iter()
+        .find(|e| e["node"]["targetType"] == "Purge")
+        .unwrap();
+    assert_eq!(purge["node"]["targetId"], purged.id.to_string());
+    assert_eq!(purge["node"]["actor"], "cli:ops");
+    let sessions_deleted = purge["node"]["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["field"] == "sessionsDeleted")
+        .unwrap();
+    assert_eq!(sessions_deleted["after"], 1);
+
+    // Old records of both trails, more than a batch of each, and one made now.
+    backdate(
+        &pool,
+        &[
+            "UPDATE audit_records SET at = now() - interval '500 days'".to_owned(),
+            "UPDATE session_audit_records SET at = now() - interval '500 days'".to_owned(),
+            "INSERT INTO audit_records (id, at, action, target_type, target_id, changes) \
+             SELECT gen_random_uuid(), now() - interval '450 days', 'old', 'Old', n::text, '[]' \
+             FROM generate_series(1, 1500) n"
+                .to_owned(),
+            "INSERT INTO session_audit_records (session_id, id, at, action, target_type, \
+                 target_id, changes) \
+             SELECT gen_random_uuid(), gen_random_uuid(), now() - interval '450 days', 'old', \
+                 'Old', n::text, '[]' FROM generate_series(1, 2500) n"
+                .to_owned(),
+        ],
+    )
+    .await;
+    app.data(
+        "mutation { registerChain(input: { name: \"kept\", version: \"1\", definition: { stages: [{ name: \"S\" }] } }) { uuid } }",
+        json!({}),
+    )
+    .await;
+    let old: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM audit_log WHERE action <> 'registerChain'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    let now = Utc::now();
+    let policy = Policy::new(None, None, None, now)
+        .with_audit_before(Some(Cutoff::Age(chrono::Duration::days(400))), now);
+    assert_eq!(
+        app.store
+            .count_old_audit_records(policy.audit_before.unwrap())
+            .await
+            .unwrap(),
+        old
+    );
+    let forgot = purge_by_ops(&app.store, &policy, PurgeBatches::default())
+        .await
+        .unwrap();
+    assert_eq!(forgot.audit_records, old);
+    assert!(forgot.batches >= 3, "in batches: {}", forgot.batches);
+    let left: Vec<(String, String)> =
+        sqlx::query_as("SELECT action, target_type FROM audit_log ORDER BY at, id")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        left,
+        [
+            ("registerChain".to_owned(), "Chain".to_owned()),
+            ("purge".to_owned(), "Purge".to_owned())
+        ]
+    );
+    let record = app.store.purges(1).await.unwrap().remove(0);
+    assert_eq!(record.audit_records_deleted, old);
+    app.stop().await;
 }

@@ -26,7 +26,8 @@ impl Purge {
     async fn trigger(&self) -> PurgeTrigger {
         self.0.trigger
     }
-    /// Its policy: for each of `deletedBefore`, `finishedBefore` and `receiptsBefore` given,
+    /// Its policy: for each of `deletedBefore`, `finishedBefore`, `receiptsBefore` and
+    /// `auditBefore` given,
     /// the cutoff `instant` (RFC 3339) and, when given as one, its `age` (`30d`).
     async fn criteria(&self) -> Json<&serde_json::Value> {
         Json(&self.0.criteria)
@@ -42,6 +43,10 @@ impl Purge {
     /// Idempotency receipts it forgot.
     async fn receipts_deleted(&self) -> i64 {
         self.0.receipts_deleted
+    }
+    /// Audit records it forgot (older than the audit retention).
+    async fn audit_records_deleted(&self) -> i64 {
+        self.0.audit_records_deleted
     }
     /// Why it failed or stopped (null otherwise).
     async fn error_message(&self) -> Option<&str> {

@@ -12,6 +12,7 @@ use uuid::Uuid;
 use super::Audited;
 use crate::model::db_name;
 use crate::store::prices::ModelPriceRow;
+use crate::store::retention::PurgeRow;
 use crate::store::tickets::TicketRow;
 use crate::store::tokens::ApiTokenRow;
 use crate::store::{
@@ -265,6 +266,28 @@ impl Audited for ModelPriceRow {
                 amount(self.cached_input_per_million),
             ),
             ("thinkingPerMillionUsd", amount(self.thinking_per_million)),
+        ]
+    }
+}
+
+/// A purge that deleted anything, as it ended (recorded once, so from nothing).
+impl Audited for PurgeRow {
+    const TARGET_TYPE: &'static str = "Purge";
+    fn target_id(&self) -> String {
+        self.id.to_string()
+    }
+    fn session_id(&self) -> Option<Uuid> {
+        None
+    }
+    fn audit_fields(&self) -> Vec<(&'static str, Json)> {
+        vec![
+            ("trigger", json!(self.trigger)),
+            ("criteria", self.criteria.clone()),
+            ("status", json!(self.status)),
+            ("sessionsDeleted", json!(self.sessions_deleted)),
+            ("receiptsDeleted", json!(self.receipts_deleted)),
+            ("auditRecordsDeleted", json!(self.audit_records_deleted)),
+            ("errorMessage", summary(self.error_message.as_deref())),
         ]
     }
 }
