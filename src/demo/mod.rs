@@ -56,7 +56,13 @@ pub async fn load(store: &Store) -> Result<String> {
     }
     tx.commit().await?;
     let records = records();
-    let restored = restore(store, &records).await?;
+    // Each session and chain version it adds is audited as created by the demo.
+    let restorer = Origin {
+        actor: Some("demo".to_owned()),
+        action: "restore".to_owned(),
+        ..Origin::default()
+    };
+    let restored = restore(store, &records, &restorer).await?;
     Ok(format!(
         "{}; {prices} of {} prices new",
         summary(&records, restored),

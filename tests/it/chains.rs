@@ -14,7 +14,7 @@ use casefile::store::{ChainKey, raw_json};
 use chrono::Utc;
 use serde_json::{Value, json};
 
-use crate::common::{TestApp, nodes, statements};
+use crate::common::{TestApp, nodes, restorer, statements};
 
 const REGISTER: &str = "mutation ($n: String!, $v: String!, $d: JSON!) {
     registerChain(input: { name: $n, version: $v, definition: $d }) {
@@ -702,7 +702,7 @@ async fn a_restore_registers_the_versions_its_sessions_ran() {
         .position(|s| s.chain_version.is_some())
         .unwrap();
     records.sessions[session].chain_overrides = Some(raw_json(&json!({ "timeout_s": 30 })));
-    let restored = restore(&app.store, &records).await.unwrap();
+    let restored = restore(&app.store, &records, &restorer()).await.unwrap();
     assert!(restored.new > records.chains.len());
     assert_eq!(count(&app, "chains").await, records.chains.len() as i64);
     let stored: Option<Value> =
@@ -713,12 +713,21 @@ async fn a_restore_registers_the_versions_its_sessions_ran() {
             .unwrap();
     assert_eq!(stored, Some(json!({ "timeout_s": 30 })));
     // Again: nothing new, the versions included.
-    assert_eq!(restore(&app.store, &records).await.unwrap().new, 0);
+    assert_eq!(
+        restore(&app.store, &records, &restorer())
+            .await
+            .unwrap()
+            .new,
+        0
+    );
 
     // A version registered here with another definition is refused, naming it.
     let mut changed = records.clone();
     changed.chains[0].definition = raw_json(&json!({ "stages": [{ "name": "Other" }] }));
-    let err = restore(&app.store, &changed).await.unwrap_err().to_string();
+    let err = restore(&app.store, &changed, &restorer())
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("already registered with another definition"),
         "{err}"
@@ -734,7 +743,10 @@ async fn a_restore_registers_the_versions_its_sessions_ran() {
     row.id = uuid::Uuid::now_v7();
     row.chain_version = Some("0.0.1".into());
     orphan.sessions.push(row);
-    let err = restore(&app.store, &orphan).await.unwrap_err().to_string();
+    let err = restore(&app.store, &orphan, &restorer())
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("version 0.0.1 is not registered"), "{err}");
     assert!(
         err.contains(&format!("session {}", orphan.sessions[0].id)),

@@ -448,3 +448,41 @@ async fn demo_sessions_ran_registered_chain_versions() {
     assert!(mismatched.is_empty(), "{mismatched:?}");
     app.stop().await;
 }
+
+/// A fresh demo has an audit trail: its price list, chain versions and sessions, each created
+/// by `demo`, and each session's trail starts with it; loading again adds nothing.
+#[tokio::test]
+async fn the_demo_has_an_audit_trail() {
+    let app = TestApp::start().await;
+    casefile::demo::load(&app.store).await.unwrap();
+    let trail = "{ auditLog(first: 100) { edges { node { actor action targetType } } } }";
+    let d = app.data(trail, json!({})).await;
+    let records = d["auditLog"]["edges"].as_array().unwrap().clone();
+    let of = |target: &str| {
+        records
+            .iter()
+            .filter(|e| e["node"]["targetType"] == target)
+            .count()
+    };
+    assert!(of("ModelPrice") >= 3, "{records:#?}");
+    assert_eq!(of("Chain"), 6);
+    assert!(of("Session") >= 8);
+    assert!(records.iter().all(|e| e["node"]["actor"] == "demo"));
+    casefile::demo::load(&app.store).await.unwrap();
+    let again = app.data(trail, json!({})).await;
+    assert_eq!(
+        again["auditLog"]["edges"].as_array().unwrap().len(),
+        records.len()
+    );
+    let d = app
+        .data(
+            "{ sessions(first: 1) { edges { node { auditLog { totalCount
+                 edges { node { action changes { field } } } } } } } }",
+            json!({}),
+        )
+        .await;
+    let session_trail = &d["sessions"]["edges"][0]["node"]["auditLog"];
+    assert_eq!(session_trail["totalCount"], 1, "{session_trail:#}");
+    assert_eq!(session_trail["edges"][0]["node"]["action"], "restore");
+    app.stop().await;
+}

@@ -9,7 +9,7 @@ use casefile::store::write::restore::{Records, restore};
 use casefile::store::{ExecutionRow, SessionRow};
 use uuid::Uuid;
 
-use crate::common::TestDb;
+use crate::common::{TestDb, restorer};
 
 /// Rows in every table the restore writes (a change-log entry stands for each row of the
 /// tables that have one).
@@ -28,15 +28,15 @@ async fn restores_the_demo_once_and_keeps_a_session_that_is_there() {
     let db = TestDb::start().await;
     let store = db.store();
     let records = casefile::demo::records();
-    let first = restore(&store, &records).await.unwrap();
+    let first = restore(&store, &records, &restorer()).await.unwrap();
     // The sessions' records and the 6 chain versions they ran.
     assert_eq!((first.new, first.tool_calls), (557, 31));
-    assert_eq!(restore(&store, &records).await.unwrap().new, 0);
+    assert_eq!(restore(&store, &records, &restorer()).await.unwrap().new, 0);
 
     // A session that is there keeps what it has, and so do its records.
     let mut changed = records.clone();
     changed.sessions[0].alert_type = "Changed".into();
-    assert_eq!(restore(&store, &changed).await.unwrap().new, 0);
+    assert_eq!(restore(&store, &changed, &restorer()).await.unwrap().new, 0);
     let alert_type: String = sqlx::query_scalar("SELECT alert_type FROM sessions WHERE id = $1")
         .bind(records.sessions[0].id)
         .fetch_one(db.db.pool())
@@ -473,7 +473,7 @@ async fn refuses_each_rule_naming_the_record_and_writes_nothing() {
     for (what, change, words) in CASES {
         let mut records = demo.clone();
         change(&mut records);
-        match restore(&store, &records).await {
+        match restore(&store, &records, &restorer()).await {
             Err(Error::BadUserInput(message)) => {
                 assert!(message.contains(words), "{what}: refused with {message:?}");
             }

@@ -43,8 +43,8 @@ impl AuditRecord {
         self.0.actor.as_deref().map(Text)
     }
     /// The mutation, as the schema names it (`completeSession`); an `ingest` operation is
-    /// named as its own mutation. Changes casefile makes itself are named by what made them
-    /// (`retention`).
+    /// named as its own mutation. Changes not made through a mutation are named by what made
+    /// them: `purge` (retention), `restore` (finished records written whole: the demo's).
     async fn action(&self) -> Text<'_> {
         Text(&self.0.action)
     }

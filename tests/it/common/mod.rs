@@ -264,3 +264,11 @@ pub fn nodes(connection: &Value) -> Value {
     let edges = edges.unwrap_or_else(|| panic!("not a connection: {connection}"));
     Value::Array(edges.iter().map(|e| e["node"].clone()).collect())
 }
+
+/// Who restores records in the tests, for their audit records.
+pub fn restorer() -> casefile::store::audit::Origin {
+    casefile::store::audit::Origin {
+        action: "restore".to_owned(),
+        ..Default::default()
+    }
+}

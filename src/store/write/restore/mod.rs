@@ -14,6 +14,7 @@ mod rows;
 mod rules;
 
 use crate::error::{Error, Result};
+use crate::store::audit::Origin;
 use crate::store::{
     ChainRow, ChatRow, ChatUserMessageRow, ExecutionRow, LlmInteractionRow, LlmPayloadRow,
     LlmRequestRow, McpInteractionRow, McpPayloadRow, MessageRow, Record, SessionRow, StageRow,
@@ -51,10 +52,10 @@ pub struct Restored {
 
 /// Restores the records' sessions that are not there yet, in one transaction. A record that
 /// breaks a rule is refused (`BAD_USER_INPUT`, naming it and the rule), and nothing is written.
-pub async fn restore(store: &Store, records: &Records) -> Result<Restored> {
+pub async fn restore(store: &Store, records: &Records, origin: &Origin) -> Result<Restored> {
     let tool_calls = rules::check(records)?;
     let mut tx = store.begin().await?;
-    let new = rows::write(&mut tx, records).await?;
+    let new = rows::write(&mut tx, records, origin).await?;
     tx.commit().await?;
     Ok(Restored { tool_calls, new })
 }

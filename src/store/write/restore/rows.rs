@@ -11,6 +11,7 @@ use uuid::Uuid;
 use super::commands::{json, new_chain, new_execution, new_stage};
 use super::{Records, refused};
 use crate::error::Result;
+use crate::store::audit::{self, Origin};
 use crate::store::traced::traced;
 use crate::store::write::chains::register_as;
 use crate::store::write::executions::check_place as check_execution_place;
@@ -260,12 +261,21 @@ async fn insert(conn: &mut PgConnection, row: &impl Row) -> Result<usize> {
 /// Inserts the records table by table, parents first (the foreign keys are checked row by
 /// row), in the order given within each; only the records of the sessions it inserts. Returns
 /// how many rows it wrote.
-pub(super) async fn write(conn: &mut PgConnection, records: &Records) -> Result<usize> {
+/// Writes `records` as `origin` restores them: each chain version and session it adds is
+/// audited as created by it (the rows under a session are its history, not changes).
+pub(super) async fn write(
+    conn: &mut PgConnection,
+    records: &Records,
+    origin: &Origin,
+) -> Result<usize> {
     let mut new = 0;
     for chain in &records.chains {
         let registered = async { register_as(conn, &new_chain(chain)?, chain).await }
             .await
             .map_err(refused(chain))?;
+        if registered {
+            audit::record(conn, origin, &audit::created(chain)).await?;
+        }
         new += usize::from(registered);
     }
     let mut fresh = HashSet::new();
@@ -278,6 +288,7 @@ pub(super) async fn write(conn: &mut PgConnection, records: &Records) -> Result<
             .map_err(|e| refused_insert(e, session.id, session.chain()))
             .map_err(refused(session))?;
         if inserted.rows_affected() == 1 {
+            audit::record(conn, origin, &audit::created(session)).await?;
             fresh.insert(session.id);
         }
     }
