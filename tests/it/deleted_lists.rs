@@ -65,6 +65,10 @@ fn coverage(field: &str) -> Option<Coverage> {
         ),
         "viewer" => Coverage::Unrelated("the caller's own identity"),
         "purges" => Coverage::Unrelated("retention's runs: counts, not session records"),
+        "auditLog" => Coverage::Unrelated(
+            "the audit trail: a deleted session's records, its deletion among them, are what an \
+             auditor looks for, so they are never hidden",
+        ),
         "apiTokens" => Coverage::Unrelated("API tokens"),
         "modelPrices" => Coverage::Unrelated("the price list: reference data, no session's"),
         "chains" | "chain" => Coverage::Unrelated(
