@@ -143,7 +143,14 @@ pub fn describe(constraint: &str) -> Option<&'static str> {
         | "audit_records_request_id_check"
         | "audit_records_client_address_check"
         | "audit_records_user_agent_check"
-        | "audit_records_changes_check" => "an audit record's fields are out of bounds",
+        | "audit_records_changes_check"
+        | "session_audit_records_action_check"
+        | "session_audit_records_target_type_check"
+        | "session_audit_records_target_id_check"
+        | "session_audit_records_request_id_check"
+        | "session_audit_records_client_address_check"
+        | "session_audit_records_user_agent_check"
+        | "session_audit_records_changes_check" => "an audit record's fields are out of bounds",
         "stages_session_id_stage_index_key" => {
             "this stage index is already used in the session (`stageIndex` is unique in a session)"
         }
