@@ -274,6 +274,7 @@ pub enum Status {
     Execution(Transition<ExecutionStatus>),
     /// A timeline event's status as it was created or finished (it keeps no previous one).
     Event(TimelineEventStatus),
+    Notification(Transition<NotificationStatus>),
 }
 
 /// Who speaks in an LLM conversation message.

@@ -42,6 +42,12 @@ enum Cursor {
         at: chrono::DateTime<chrono::Utc>,
         id: Uuid,
     },
+    /// A notification in the list of notifications across sessions (`at`: when it was
+    /// written).
+    Notifications {
+        at: chrono::DateTime<chrono::Utc>,
+        id: Uuid,
+    },
     Events(EventsPosition),
     Feed(FeedPosition),
     /// Timeline subscription cursors handed out before both kinds shared one format: decoded,
@@ -71,6 +77,7 @@ fn kind_of(cursor: &Cursor) -> &'static str {
         Cursor::Records { .. } => "a list of interactions or of a session's chats",
         Cursor::ChatActivity { .. } => "the list of chats by activity",
         Cursor::Chains { .. } => "the list of chains",
+        Cursor::Notifications { .. } => "the list of notifications",
         Cursor::Events(_) => "a session's event stream",
         Cursor::Feed(_) => "the sessions feed",
     }
@@ -170,6 +177,22 @@ pub fn decode_chain_cursor(cursor: &str) -> Result<RecordKey> {
         Cursor::Chains { at, id } => Ok((at, id)),
         other => Err(Error::bad_input(format!(
             "cursor belongs to {}, not to the list of chains",
+            kind_of(&other)
+        ))),
+    }
+}
+
+/// The cursor of a notification in the list of notifications.
+pub fn notification_cursor((at, id): RecordKey) -> String {
+    encode(&Cursor::Notifications { at, id })
+}
+
+/// The place a cursor of the list of notifications points at.
+pub fn decode_notification_cursor(cursor: &str) -> Result<RecordKey> {
+    match decode(cursor)? {
+        Cursor::Notifications { at, id } => Ok((at, id)),
+        other => Err(Error::bad_input(format!(
+            "cursor belongs to {}, not to the list of notifications",
             kind_of(&other)
         ))),
     }

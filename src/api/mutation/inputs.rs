@@ -280,6 +280,10 @@ pub struct FinishAgentExecutionInput {
     /// What it returns to its parent (seed 003's result summary; at most 1,000,000
     /// characters).
     pub result_summary: Option<String>,
+    /// For the execution answering a chat question: notifications about the answer (each
+    /// names the question), written with it, in its transaction (none when this is a retry).
+    /// Refused on any other execution.
+    pub notify: Option<Vec<NotifyInput>>,
 }
 
 impl FinishAgentExecutionInput {
@@ -289,6 +293,7 @@ impl FinishAgentExecutionInput {
             status: self.status.into(),
             error_message: self.error_message,
             result_summary: self.result_summary,
+            notify: NotifyInput::into_new(self.notify),
         })
     }
 }

@@ -6,6 +6,7 @@
 //! the rows it takes (`SKIP LOCKED`, so workers never wait on one another); a report locks the
 //! one row it names. None of them waits on a session's lock while holding a notification.
 
+use serde::Serialize;
 use serde_json::Value as Json;
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -35,6 +36,7 @@ pub const BACKOFF_BASE_SECONDS: i32 = 30;
 pub const BACKOFF_CAP_SECONDS: i32 = 3_600;
 
 /// A notification a write asks for.
+#[derive(Debug, Clone, Serialize)]
 pub struct NewNotification {
     pub notification_type: NotificationType,
     pub destination: String,
@@ -63,17 +65,19 @@ pub fn check(notify: &[NewNotification]) -> Result<()> {
     Ok(())
 }
 
-/// Adds `notify` to a session whose lock the caller holds, due at once.
+/// Adds `notify` to a session whose lock the caller holds, due at once; each names
+/// `chat_question` when it is about that question's answer.
 pub(crate) async fn create(
     conn: &mut PgConnection,
     session_id: Uuid,
+    chat_question: Option<Uuid>,
     notify: &[NewNotification],
 ) -> Result<()> {
     for n in notify {
         sqlx::query(
             "INSERT INTO notifications (session_id, id, type, destination, integration_data, \
-                max_attempts, next_attempt_at) \
-             VALUES ($1, $2, $3, $4, coalesce($5, '{}'::jsonb), $6, now())",
+                max_attempts, next_attempt_at, chat_question_id) \
+             VALUES ($1, $2, $3, $4, coalesce($5, '{}'::jsonb), $6, now(), $7)",
         )
         .bind(session_id)
         .bind(Uuid::now_v7())
@@ -81,6 +85,7 @@ pub(crate) async fn create(
         .bind(&n.destination)
         .bind(&n.integration_data)
         .bind(n.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS))
+        .bind(chat_question)
         .execute(traced(&mut *conn))
         .await?;
     }

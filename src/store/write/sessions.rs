@@ -201,7 +201,7 @@ pub async fn complete(
     .bind(&completion.executive_summary)
     .fetch_one(traced(&mut *conn))
     .await?;
-    notifications::create(conn, id, notify).await?;
+    notifications::create(conn, id, None, notify).await?;
     Ok(completed)
 }
 
@@ -248,7 +248,7 @@ pub async fn fail(
         finish_locked(conn, id, execution.id, execution_status, Some(&reason)).await?;
     }
     let failed = set_session_status(conn, id, status, Some(error_message)).await?;
-    notifications::create(conn, id, notify).await?;
+    notifications::create(conn, id, None, notify).await?;
     Ok(failed)
 }
 

@@ -160,5 +160,6 @@ pub(super) fn finish(e: &ExecutionRow) -> Finish {
         status: e.status,
         error_message: e.error_message.clone(),
         result_summary: e.result_summary.clone(),
+        notify: Vec::new(),
     }
 }
