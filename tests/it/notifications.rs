@@ -494,3 +494,53 @@ async fn an_ingested_chat_answer_writes_its_notifications_in_the_batch() {
     );
     app.stop().await;
 }
+
+/// The backoff and the default attempts are the server's options: a server started with a
+/// 2-second base, a 5-second cap and 4 attempts waits 2, 4, then 5 seconds (as `nextAttemptAt`
+/// says), and fails a notification for good after its fourth attempt.
+#[tokio::test]
+async fn the_backoff_and_default_attempts_are_server_options() {
+    let app = TestApp::start_with(casefile::http::HttpOptions {
+        notifications: casefile::api::NotificationOptions {
+            notification_backoff_base_secs: 2,
+            notification_backoff_max_secs: 5,
+            notification_max_attempts: 4,
+        },
+        ..casefile::http::HttpOptions::default()
+    })
+    .await;
+    let session = started(&app).await;
+    let body = complete(
+        &app,
+        &session,
+        json!([{ "type": "WEBHOOK", "destination": "https://hooks/1" }]),
+    )
+    .await;
+    let created = &body["data"]["completeSession"]["notifications"][0];
+    assert_eq!(created["maxAttempts"], 4, "{body:#}");
+    let mut waits = Vec::new();
+    for attempt in 1..=4 {
+        let c = new_claim();
+        let claimed = claim(&app, &c, 10, 60).await;
+        assert_eq!(claimed.len(), 1, "attempt {attempt}");
+        let failed = mark_failed(&app, &claimed[0], &c, "503").await;
+        if attempt == 4 {
+            assert_eq!(failed["status"], "FAILED");
+            break;
+        }
+        let due: chrono::DateTime<chrono::Utc> =
+            failed["nextAttemptAt"].as_str().unwrap().parse().unwrap();
+        waits.push((due - chrono::Utc::now()).as_seconds_f64());
+        sqlx::query("UPDATE notifications SET next_attempt_at = now()")
+            .execute(app.store.pool())
+            .await
+            .unwrap();
+    }
+    for (wait, expected) in waits.iter().zip([2.0, 4.0, 5.0]) {
+        assert!(
+            (expected - 1.5..=expected).contains(wait),
+            "waits {waits:?}, expected about 2, 4, 5"
+        );
+    }
+    app.stop().await;
+}

@@ -14,6 +14,7 @@ use sqlx::PgConnection;
 
 use super::guards::{RoleGuard, caller};
 use super::ids::{self, NodeType, decode_as};
+use super::options::NotificationOptions;
 use super::types::{
     AgentExecution, ApiToken, Chain, ChainVersionRef, Chat, ChatUserMessage, LlmInteraction,
     McpInteraction, Message, ModelPrice, Notification, Session, Stage, TimelineEvent,
@@ -234,7 +235,7 @@ impl Mutation {
             final_analysis: input.final_analysis,
             executive_summary: input.executive_summary,
         };
-        let notify = NotifyInput::into_new(input.notify);
+        let notify = NotifyInput::into_new(input.notify, max_attempts(ctx));
         let audit = Audit::CallerBecause(input.reason.as_deref());
         let args = (id, completion, notify);
         let row = transaction(ctx, audit, args, |c, (id, completion, notify)| {
@@ -381,7 +382,7 @@ impl Mutation {
         ctx: &Context<'_>,
         #[graphql(desc = "What to record.")] input: FinishAgentExecutionInput,
     ) -> Result<AgentExecution> {
-        let finish = input.into_command()?;
+        let finish = input.into_command(max_attempts(ctx))?;
         let row = transaction(ctx, Audit::Caller, finish, |c, finish| {
             Box::pin(async move { executions::finish(c, &mut Owners::default(), finish).await })
         })
@@ -703,8 +704,9 @@ impl Mutation {
     }
 
     /// Reports a claimed notification's attempt failed: it is due again after a backoff
-    /// (30 seconds after the first attempt, doubling with each, at most an hour), or `FAILED`
-    /// for good once it has had `maxAttempts`. Again with the same claim and error: a harmless
+    /// (by default 30 seconds after the first attempt, doubling with each, at most an hour:
+    /// `--notification-backoff-base-secs`, `--notification-backoff-max-secs`), or `FAILED` for
+    /// good once it has had `maxAttempts`. Again with the same claim and error: a harmless
     /// retry. Writer.
     #[graphql(guard = "RoleGuard(Role::Writer)")]
     async fn mark_notification_failed(
@@ -714,9 +716,12 @@ impl Mutation {
         #[graphql(desc = "The claim that took it.")] claim_id: Uuid,
         #[graphql(desc = "What went wrong (at most 10,000 characters).")] error: String,
     ) -> Result<Notification> {
+        let backoff = ctx.data_unchecked::<NotificationOptions>().backoff();
         let args = (notification.key()?, error);
         let row = transaction(ctx, Audit::Nothing, args, |c, (key, error)| {
-            Box::pin(notifications::mark_failed(c, *key, claim_id, error))
+            Box::pin(notifications::mark_failed(
+                c, *key, claim_id, error, backoff,
+            ))
         })
         .await?;
         Ok(Notification(row.into()))
@@ -770,10 +775,17 @@ fn created_by(ctx: &Context<'_>, input: Option<String>) -> Result<Option<String>
     Ok(identity.actor.clone())
 }
 
+/// The attempts a notification gets when its writer names none.
+fn max_attempts(ctx: &Context<'_>) -> i32 {
+    ctx.data_unchecked::<NotificationOptions>()
+        .notification_max_attempts
+}
+
 async fn fail(ctx: &Context<'_>, input: FailSessionInput, timed_out: bool) -> Result<Session> {
     let id = decode_as(NodeType::Session, &input.id)?;
     let audit = Audit::CallerBecause(input.reason.as_deref());
-    let failure = (id, input.error_message, NotifyInput::into_new(input.notify));
+    let notify = NotifyInput::into_new(input.notify, max_attempts(ctx));
+    let failure = (id, input.error_message, notify);
     let row = transaction(ctx, audit, failure, |c, (id, error, notify)| {
         Box::pin(sessions::fail(c, *id, timed_out, error, notify))
     })

@@ -17,7 +17,8 @@ use crate::model::{NotificationStatus, NotificationType};
 use crate::store::NotificationRow;
 use crate::store::traced::traced;
 
-/// Attempts a notification gets when its writer names none.
+/// Attempts a notification gets when its writer names none, by default
+/// (`--notification-max-attempts`).
 pub const DEFAULT_MAX_ATTEMPTS: i32 = 5;
 /// Most attempts a writer may ask for.
 pub const MAX_ATTEMPTS: i32 = 100;
@@ -29,11 +30,19 @@ pub const MAX_LEASE_SECONDS: i32 = 3_600;
 pub const DESTINATION: usize = 2_000;
 /// A reported error: characters (`notifications.last_error`).
 pub const ERROR: usize = 10_000;
-/// The wait after a notification's first failed attempt, in seconds; it doubles with each
-/// further one, up to [`BACKOFF_CAP_SECONDS`].
+/// The wait after a notification's first failed attempt, in seconds, by default; it doubles
+/// with each further one, up to [`BACKOFF_CAP_SECONDS`].
 pub const BACKOFF_BASE_SECONDS: i32 = 30;
-/// Longest wait between attempts, in seconds.
+/// Longest wait between attempts, in seconds, by default.
 pub const BACKOFF_CAP_SECONDS: i32 = 3_600;
+
+/// The wait after a failed attempt: `base_seconds` after the first, doubling with each
+/// further one, at most `max_seconds`.
+#[derive(Debug, Clone, Copy)]
+pub struct Backoff {
+    pub base_seconds: i32,
+    pub max_seconds: i32,
+}
 
 /// A notification a write asks for.
 #[derive(Debug, Clone, Serialize)]
@@ -41,7 +50,8 @@ pub struct NewNotification {
     pub notification_type: NotificationType,
     pub destination: String,
     pub integration_data: Option<Json>,
-    pub max_attempts: Option<i32>,
+    /// What the writer asked for, or the server's default.
+    pub max_attempts: i32,
 }
 
 /// Refuses bad notifications before anything is written.
@@ -54,11 +64,10 @@ pub fn check(notify: &[NewNotification]) -> Result<()> {
             }
             check_json("integrationData", data, limits::SMALL_JSON)?;
         }
-        if let Some(max) = n.max_attempts
-            && !(1..=MAX_ATTEMPTS).contains(&max)
-        {
+        if !(1..=MAX_ATTEMPTS).contains(&n.max_attempts) {
             return Err(Error::bad_input(format!(
-                "`maxAttempts` must be 1–{MAX_ATTEMPTS}; got {max}"
+                "`maxAttempts` must be 1–{MAX_ATTEMPTS}; got {}",
+                n.max_attempts
             )));
         }
     }
@@ -84,7 +93,7 @@ pub(crate) async fn create(
         .bind(n.notification_type)
         .bind(&n.destination)
         .bind(&n.integration_data)
-        .bind(n.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS))
+        .bind(n.max_attempts)
         .bind(chat_question)
         .execute(traced(&mut *conn))
         .await?;
@@ -238,13 +247,14 @@ pub async fn mark_delivered(
 }
 
 /// Reports that the attempt of `claim_id` failed with `error`: the notification is due again
-/// after a backoff that doubles with each attempt, or failed for good once it has had its
+/// after `backoff`, which doubles with each attempt, or failed for good once it has had its
 /// attempts. Again with the same claim and error: a harmless retry.
 pub async fn mark_failed(
     conn: &mut PgConnection,
     (session_id, id): (Uuid, Uuid),
     claim_id: Uuid,
     error: &str,
+    backoff: Backoff,
 ) -> Result<NotificationRow> {
     check_text("error", error, ERROR)?;
     let row = lock(conn, session_id, id).await?;
@@ -268,8 +278,8 @@ pub async fn mark_failed(
     .bind(session_id)
     .bind(id)
     .bind(error)
-    .bind(BACKOFF_BASE_SECONDS)
-    .bind(BACKOFF_CAP_SECONDS)
+    .bind(backoff.base_seconds)
+    .bind(backoff.max_seconds)
     .fetch_one(traced(conn))
     .await?)
 }
