@@ -495,3 +495,4 @@ pub struct NotificationRow {
     /// The chat question whose answer it is about.
     pub chat_question_id: Option<Uuid>,
 }
+record!(NotificationRow, "notifications", "notification");
