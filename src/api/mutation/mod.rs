@@ -641,9 +641,9 @@ impl Mutation {
     /// worker, for `leaseSeconds`: each is `SENDING` until the worker reports it, or due again
     /// when the lease runs out (a crashed worker's claims come back). Concurrent workers get
     /// disjoint sets. The same `claimId` again returns what it claimed, so a claim retried
-    /// after a lost answer loses nothing; use a new one for each claim. Writer (the delivery
-    /// worker's token).
-    #[graphql(guard = "RoleGuard(Role::Writer)")]
+    /// after a lost answer loses nothing; use a new one for each claim. Notifier (the delivery
+    /// worker's role; writers and above may too).
+    #[graphql(guard = "RoleGuard(Role::Notifier)")]
     async fn claim_notifications(
         &self,
         ctx: &Context<'_>,
@@ -669,8 +669,8 @@ impl Mutation {
     }
 
     /// Reports a claimed notification sent, with what the destination answered (merged into
-    /// `integrationData`). Again with the same claim: a harmless retry. Writer.
-    #[graphql(guard = "RoleGuard(Role::Writer)")]
+    /// `integrationData`). Again with the same claim: a harmless retry. Notifier.
+    #[graphql(guard = "RoleGuard(Role::Notifier)")]
     async fn mark_notification_sent(
         &self,
         ctx: &Context<'_>,
@@ -689,8 +689,8 @@ impl Mutation {
         Ok(Notification(row.into()))
     }
 
-    /// Reports a sent notification's delivery confirmed. Again: a harmless retry. Writer.
-    #[graphql(guard = "RoleGuard(Role::Writer)")]
+    /// Reports a sent notification's delivery confirmed. Again: a harmless retry. Notifier.
+    #[graphql(guard = "RoleGuard(Role::Notifier)")]
     async fn mark_notification_delivered(
         &self,
         ctx: &Context<'_>,
@@ -707,8 +707,8 @@ impl Mutation {
     /// (by default 30 seconds after the first attempt, doubling with each, at most an hour:
     /// `--notification-backoff-base-secs`, `--notification-backoff-max-secs`), or `FAILED` for
     /// good once it has had `maxAttempts`. Again with the same claim and error: a harmless
-    /// retry. Writer.
-    #[graphql(guard = "RoleGuard(Role::Writer)")]
+    /// retry. Notifier.
+    #[graphql(guard = "RoleGuard(Role::Notifier)")]
     async fn mark_notification_failed(
         &self,
         ctx: &Context<'_>,
