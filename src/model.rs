@@ -62,6 +62,10 @@ pub enum SessionStatus {
 pub enum Role {
     /// Queries and subscriptions.
     Reader,
+    /// Also what a notification delivery worker does: claim due notifications and report how
+    /// each went (`claimNotifications`, `markNotificationSent`, `markNotificationDelivered`,
+    /// `markNotificationFailed`), and nothing that records or changes an investigation.
+    Notifier,
     /// Also what a person does from a dashboard: open chats and post to their own, request a
     /// session's cancellation.
     Operator,
@@ -276,6 +280,7 @@ pub enum Status {
     Execution(Transition<ExecutionStatus>),
     /// A timeline event's status as it was created or finished (it keeps no previous one).
     Event(TimelineEventStatus),
+    Notification(Transition<NotificationStatus>),
 }
 
 /// Who speaks in an LLM conversation message.

@@ -20,7 +20,7 @@ use async_graphql::{SDLExportOptions, Schema, SchemaBuilder};
 use crate::store::Store;
 pub use loaders::Loaders;
 pub use mutation::Mutation;
-pub use options::Limits;
+pub use options::{Limits, NotificationOptions};
 pub use query::Query;
 pub use runner::Runner;
 pub use subscription::Subscription;
@@ -62,6 +62,7 @@ pub fn build_runner(
     auth: Arc<Authenticator>,
     slots: Arc<SubscriptionSlots>,
     limits: Limits,
+    notifications: NotificationOptions,
 ) -> Runner {
     let build = || {
         builder()
@@ -70,6 +71,7 @@ pub fn build_runner(
             .data(auth.clone())
             .data(slots.clone())
             .data(limits)
+            .data(notifications)
     };
     Runner::new(build, store.clone(), limits)
 }

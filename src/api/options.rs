@@ -3,6 +3,8 @@
 
 use clap::Args;
 
+use crate::store::write::notifications;
+
 /// Room for an LLM interaction's request and response JSON (4 MiB each at most).
 const DEFAULT_MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 /// The query text alone, the tokens in it and its nesting: graphql-java's parser limits (1 MiB,
@@ -80,5 +82,55 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         crate::options::defaults()
+    }
+}
+
+/// How the notification outbox retries: the backoff after a failed attempt and the attempts a
+/// notification gets when its writer names none.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct NotificationOptions {
+    /// The wait after a notification's first failed attempt, in seconds; it doubles with each
+    /// further one, up to `--notification-backoff-max-secs`.
+    #[arg(
+        long,
+        env = "CASEFILE_NOTIFICATION_BACKOFF_BASE_SECS",
+        default_value_t = notifications::BACKOFF_BASE_SECONDS,
+        value_parser = clap::value_parser!(i32).range(1..=86_400)
+    )]
+    pub notification_backoff_base_secs: i32,
+
+    /// The longest wait between a notification's attempts, in seconds (below the base, every
+    /// wait is this long).
+    #[arg(
+        long,
+        env = "CASEFILE_NOTIFICATION_BACKOFF_MAX_SECS",
+        default_value_t = notifications::BACKOFF_CAP_SECONDS,
+        value_parser = clap::value_parser!(i32).range(1..=604_800)
+    )]
+    pub notification_backoff_max_secs: i32,
+
+    /// Attempts a notification gets when its writer gives no `maxAttempts` (1–100).
+    #[arg(
+        long,
+        env = "CASEFILE_NOTIFICATION_MAX_ATTEMPTS",
+        default_value_t = notifications::DEFAULT_MAX_ATTEMPTS,
+        value_parser = clap::value_parser!(i32).range(1..=notifications::MAX_ATTEMPTS as i64)
+    )]
+    pub notification_max_attempts: i32,
+}
+
+impl Default for NotificationOptions {
+    fn default() -> Self {
+        crate::options::defaults()
+    }
+}
+
+impl NotificationOptions {
+    /// The backoff, as the store applies it.
+    pub fn backoff(&self) -> notifications::Backoff {
+        notifications::Backoff {
+            base_seconds: self.notification_backoff_base_secs,
+            max_seconds: self.notification_backoff_max_secs,
+        }
     }
 }

@@ -9,19 +9,21 @@ use super::ids::{self, NodeType};
 use super::pagination::{PageArgs, edges_of};
 use super::types::{
     ApiToken, AuditLogFilter, AuditRecordConnection, Chain, ChainConnection, ChainVersionRef,
-    ChatListConnection, EdgeSearch, McpInteractionSearchConnection, ModelPrice, Node, Purge,
-    Session, SessionConnection, SessionCount, SessionEdge, SessionStats, Viewer, audit_log,
-    list_chains, list_chats, loaders, search_mcp_interactions,
+    ChatListConnection, EdgeSearch, McpInteractionSearchConnection, ModelPrice, Node,
+    NotificationConnection, Purge, Session, SessionConnection, SessionCount, SessionEdge,
+    SessionStats, Viewer, audit_log, list_chains, list_chats, list_notifications, loaders,
+    search_mcp_interactions,
 };
 use crate::api::Limits;
 use crate::cursor::{decode_session_cursor, session_cursor};
 use crate::error::Error;
-use crate::model::{Role, SessionStatus};
+use crate::model::{NotificationStatus, NotificationType, Role, SessionStatus};
 use crate::store::ChainKey;
 use crate::store::Store;
 use crate::store::chains::ChainListFilter;
 use crate::store::chats::ChatListFilter;
 use crate::store::mcp_search::McpSearchFilter;
+use crate::store::notifications::NotificationFilter;
 use crate::store::search_words::SearchWords;
 use crate::store::sessions::{SessionFilter, SessionSort};
 use crate::store::write::chains::check_key;
@@ -173,6 +175,45 @@ impl McpInteractionFilterInput {
             created_after: self.created_after,
             created_before: self.created_before,
             include_deleted,
+        })
+    }
+}
+
+/// Narrows the notifications listed across sessions; all given conditions must hold. One
+/// status and one type (not lists): each is read along its own index in the list's order.
+#[derive(InputObject, Default)]
+#[graphql(name = "NotificationFilter")]
+pub struct NotificationFilterInput {
+    /// Only this status (`FAILED`: what failed to deliver for good).
+    status: Option<NotificationStatus>,
+    /// Only this type.
+    #[graphql(name = "type")]
+    notification_type: Option<NotificationType>,
+    /// Only this session's (its global ID or UUID).
+    session_id: Option<ID>,
+    /// Written strictly after this instant.
+    created_after: Option<DateTime<Utc>>,
+    /// Written strictly before this instant.
+    created_before: Option<DateTime<Utc>>,
+    /// Include the notifications of soft-deleted sessions.
+    #[graphql(default = false)]
+    include_deleted: bool,
+}
+
+impl NotificationFilterInput {
+    fn validate(self) -> crate::error::Result<NotificationFilter> {
+        check_window(self.created_after, self.created_before)?;
+        let session_id = self
+            .session_id
+            .map(|id| ids::decode_as(NodeType::Session, &id))
+            .transpose()?;
+        Ok(NotificationFilter {
+            status: self.status,
+            notification_type: self.notification_type,
+            session_id,
+            created_after: self.created_after,
+            created_before: self.created_before,
+            include_deleted: self.include_deleted,
         })
     }
 }
@@ -437,6 +478,44 @@ impl Query {
             before,
         };
         search_mcp_interactions(ctx, filter, args).await
+    }
+
+    /// Notifications across sessions, newest first, a page at a time (forward with
+    /// `first`/`after`, backward with `last`/`before`): with `filter: { status: FAILED }`, what
+    /// failed to deliver for good. Every filter is read along an index. The notifications of
+    /// soft-deleted sessions are left out unless `includeDeleted`.
+    #[graphql(
+        complexity = "cost::page(first, last, child_complexity)",
+        guard = "RoleGuard(Role::Reader)"
+    )]
+    async fn notifications(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "Which notifications (default: all those of sessions not deleted).")]
+        filter: Option<NotificationFilterInput>,
+        #[graphql(
+            desc = "The first this many notifications after `after` (and before `before`); at most the server's maximum page size. Without `first` and `last`, the first 20. Give `first` or `last`, not both."
+        )]
+        first: Option<i32>,
+        #[graphql(desc = "Only notifications after this cursor (older ones).")] after: Option<
+            String,
+        >,
+        #[graphql(
+            desc = "The last this many notifications before `before` (and after `after`); at most the server's maximum page size. Give `first` or `last`, not both."
+        )]
+        last: Option<i32>,
+        #[graphql(desc = "Only notifications before this cursor (newer ones).")] before: Option<
+            String,
+        >,
+    ) -> Result<NotificationConnection> {
+        let filter = filter.unwrap_or_default().validate()?;
+        let args = PageArgs {
+            first,
+            after,
+            last,
+            before,
+        };
+        list_notifications(ctx, filter, args).await
     }
 
     /// Chats across sessions, most recently active first (a question asked or an answer ended

@@ -328,7 +328,11 @@ impl SessionChangeKind {
             ChangeKind::McpInteraction => Self::McpInteraction,
             ChangeKind::Chat => Self::Chat,
             ChangeKind::ChatUserMessage => Self::ChatUserMessage,
-            ChangeKind::EventCreated | ChangeKind::EventAppended | ChangeKind::EventFinished => {
+            // Timeline events and notifications are in `events` only.
+            ChangeKind::EventCreated
+            | ChangeKind::EventAppended
+            | ChangeKind::EventFinished
+            | ChangeKind::Notification => {
                 return None;
             }
         })

@@ -101,7 +101,7 @@ pub struct ProxyOptions {
     )]
     pub proxy_group_roles: Vec<String>,
 
-    /// Role of a person in none of the mapped groups: reader, operator, writer, admin, or none
+    /// Role of a person in none of the mapped groups: reader, notifier, operator, writer, admin, or none
     /// (refused).
     #[arg(long, env = "CASEFILE_PROXY_DEFAULT_ROLE", default_value = "reader")]
     pub proxy_default_role: String,

@@ -63,7 +63,7 @@ impl ProxyAuth {
             "none" => None,
             role => Some(parse_role(role).with_context(|| {
                 format!(
-                    "--proxy-default-role: {role:?} is not reader, operator, writer, admin or none"
+                    "--proxy-default-role: {role:?} is not reader, notifier, operator, writer, admin or none"
                 )
             })?),
         };

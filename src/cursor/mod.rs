@@ -47,6 +47,12 @@ enum Cursor {
         at: chrono::DateTime<chrono::Utc>,
         id: Uuid,
     },
+    /// A notification in the list of notifications across sessions (`at`: when it was
+    /// written).
+    Notifications {
+        at: chrono::DateTime<chrono::Utc>,
+        id: Uuid,
+    },
     Events(EventsPosition),
     Feed(FeedPosition),
     /// Timeline subscription cursors handed out before both kinds shared one format: decoded,
@@ -77,6 +83,7 @@ fn kind_of(cursor: &Cursor) -> &'static str {
         Cursor::ChatActivity { .. } => "the list of chats by activity",
         Cursor::Chains { .. } => "the list of chains",
         Cursor::Audit { .. } => "an audit log",
+        Cursor::Notifications { .. } => "the list of notifications",
         Cursor::Events(_) => "a session's event stream",
         Cursor::Feed(_) => "the sessions feed",
     }
@@ -192,6 +199,22 @@ pub fn decode_audit_cursor(cursor: &str) -> Result<RecordKey> {
         Cursor::Audit { at, id } => Ok((at, id)),
         other => Err(Error::bad_input(format!(
             "cursor belongs to {}, not to an audit log",
+            kind_of(&other)
+        ))),
+    }
+}
+
+/// The cursor of a notification in the list of notifications.
+pub fn notification_cursor((at, id): RecordKey) -> String {
+    encode(&Cursor::Notifications { at, id })
+}
+
+/// The place a cursor of the list of notifications points at.
+pub fn decode_notification_cursor(cursor: &str) -> Result<RecordKey> {
+    match decode(cursor)? {
+        Cursor::Notifications { at, id } => Ok((at, id)),
+        other => Err(Error::bad_input(format!(
+            "cursor belongs to {}, not to the list of notifications",
             kind_of(&other)
         ))),
     }

@@ -83,6 +83,7 @@ fn summary(records: &Records, restored: Restored) -> String {
         (restored.tool_calls, "tool calls"),
         (records.llm_interactions.len(), "LLM interactions"),
         (records.mcp_interactions.len(), "MCP interactions"),
+        (records.notifications.len(), "notifications"),
     ];
     let total: usize = counts.iter().map(|(n, _)| n).sum();
     let parts: Vec<String> = counts

@@ -269,6 +269,7 @@ pub fn describe(constraint: &str) -> Option<&'static str> {
         "notifications_last_error_check" => {
             "a notification's `error` must be at most 10,000 characters"
         }
+        "notifications_chat_question_fkey" => "the chat question is not a question of this session",
         "notifications_due_check" => {
             "a notification has a next attempt exactly while it is pending or being sent"
         }

@@ -94,6 +94,7 @@ pub fn router(
             auth.clone(),
             slots.clone(),
             limits,
+            options.notifications,
         ),
         slots,
         store,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::api::Limits;
+use crate::api::{Limits, NotificationOptions};
 use crate::auth::AuthOptions;
 use crate::live::LiveOptions;
 use crate::options::parse_seconds;
@@ -33,6 +33,9 @@ pub struct HttpOptions {
 
     #[command(flatten)]
     pub retention: RetentionOptions,
+
+    #[command(flatten)]
+    pub notifications: NotificationOptions,
 
     /// The origin browsers see this server at, when it is behind a TLS-terminating proxy
     /// (`https://casefile.example.com`): what "same origin" means for WebSocket and SSE

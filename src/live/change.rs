@@ -132,6 +132,8 @@ impl Change {
                     ChangeKind::ChatUserMessage => {
                         one(store, id).await?.map(Named::ChatUserMessage)
                     }
+                    // Named by no `sessionChanges` kind (see `SessionChangeKind::of`).
+                    ChangeKind::Notification => None,
                 })
             })
             .await

@@ -25,7 +25,7 @@ mod feed;
 mod health;
 mod lease;
 pub mod mcp_search;
-mod notifications;
+pub mod notifications;
 pub mod page;
 pub mod prices;
 mod records;

@@ -492,4 +492,7 @@ pub struct NotificationRow {
     pub sent_at: Option<DateTime<Utc>>,
     pub delivered_at: Option<DateTime<Utc>>,
     pub failed_at: Option<DateTime<Utc>>,
+    /// The chat question whose answer it is about.
+    pub chat_question_id: Option<Uuid>,
 }
+record!(NotificationRow, "notifications", "notification");

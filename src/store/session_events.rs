@@ -46,6 +46,8 @@ pub enum ChangeKind {
     McpInteraction,
     Chat,
     ChatUserMessage,
+    /// A notification was written, or a worker reported an outcome (not a claim).
+    Notification,
 }
 
 impl ChangeKind {
@@ -142,6 +144,7 @@ impl<'r> FromRow<'r, PgRow> for SessionEventRow {
             }
             ChangeKind::Stage => transition(row)?.map(Status::Stage),
             ChangeKind::Execution => transition(row)?.map(Status::Execution),
+            ChangeKind::Notification => transition(row)?.map(Status::Notification),
             ChangeKind::EventCreated | ChangeKind::EventFinished => row
                 .try_get::<Option<TimelineEventStatus>, _>("status")?
                 .map(Status::Event),

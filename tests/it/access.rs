@@ -1091,3 +1091,81 @@ async fn without_authentication_created_by_is_taken_from_the_input() {
     assert_eq!(data["viewer"], json!({ "actor": null, "role": "ADMIN" }));
     app.stop().await;
 }
+
+/// A delivery worker's `notifier` token reads sessions and works the outbox (claims, reports),
+/// and records or changes nothing else; a reader may not work the outbox, a writer may.
+#[tokio::test]
+async fn a_notifier_works_the_outbox_and_nothing_else() {
+    let app = TestApp::start_with(tokens_mode()).await;
+    let reader = token(&app, "reader", Role::Reader).await;
+    let notifier = token(&app, "slack-worker", Role::Notifier).await;
+    let writer = token(&app, "writer", Role::Writer).await;
+    let (_, body) = as_token(&app, &writer, CREATE_SESSION, json!({})).await;
+    let session = body["data"]["createSession"]["uuid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (_, body) = as_token(
+        &app,
+        &writer,
+        "mutation ($s: ID!) { failSession(input: { id: $s, errorMessage: \"boom\",
+           notify: [{ type: SLACK, destination: \"#alerts\" }] }) { status } }",
+        json!({ "s": session }),
+    )
+    .await;
+    assert_eq!(body["data"]["failSession"]["status"], "FAILED", "{body}");
+    let claim = "mutation ($c: UUID!) { claimNotifications(claimId: $c, limit: 10,
+        leaseSeconds: 60) { id sessionId } }";
+    let (_, body) = as_token(&app, &reader, claim, json!({ "c": uuid::Uuid::now_v7() })).await;
+    assert_eq!(code(&body), "FORBIDDEN", "{body}");
+
+    let (_, body) = as_token(
+        &app,
+        &notifier,
+        "query ($s: ID!) { viewer { role } session(id: $s) { status } }",
+        json!({ "s": session }),
+    )
+    .await;
+    assert_eq!(body["data"]["viewer"]["role"], "NOTIFIER", "{body}");
+    assert_eq!(
+        body["data"]["session"]["status"], "FAILED",
+        "a notifier reads: {body}"
+    );
+    let claim_id = uuid::Uuid::now_v7();
+    let (_, body) = as_token(&app, &notifier, claim, json!({ "c": claim_id })).await;
+    let claimed = &body["data"]["claimNotifications"][0];
+    assert!(claimed["id"].is_string(), "a notifier claims: {body}");
+    let (_, body) = as_token(
+        &app,
+        &notifier,
+        "mutation ($n: NotificationRef!, $c: UUID!) { markNotificationSent(notification: $n,
+           claimId: $c) { status } }",
+        json!({ "n": { "sessionId": claimed["sessionId"], "id": claimed["id"] }, "c": claim_id }),
+    )
+    .await;
+    assert_eq!(
+        body["data"]["markNotificationSent"]["status"], "SENT",
+        "{body}"
+    );
+    let (_, body) = as_token(&app, &notifier, CREATE_SESSION, json!({})).await;
+    assert_eq!(
+        code(&body),
+        "FORBIDDEN",
+        "a notifier records nothing: {body}"
+    );
+    let (_, body) = as_token(
+        &app,
+        &notifier,
+        "mutation ($s: ID!) { requestSessionCancellation(id: $s, reason: \"noise\") { status } }",
+        json!({ "s": session }),
+    )
+    .await;
+    assert_eq!(
+        code(&body),
+        "FORBIDDEN",
+        "a notifier cancels nothing: {body}"
+    );
+    let (_, body) = as_token(&app, &writer, claim, json!({ "c": uuid::Uuid::now_v7() })).await;
+    assert!(body.get("errors").is_none(), "a writer may claim: {body}");
+    app.stop().await;
+}

@@ -54,6 +54,13 @@ fn coverage(field: &str) -> Option<Coverage> {
                filter: { serverName: \"kubernetes\", success: true }) {
                totalCount edges { node { session { author } } } } }",
         ]),
+        "notifications" => Coverage::Lists(&[
+            "query ($d: Boolean!) { notifications(first: 100, filter: { includeDeleted: $d }) {
+               totalCount edges { node { session { author } } } } }",
+            "query ($d: Boolean!) { notifications(last: 100,
+               filter: { status: FAILED, type: SLACK, includeDeleted: $d }) {
+               totalCount edges { node { session { author } } } } }",
+        ]),
         "session" => Coverage::ById(
             "query ($id: ID!) { session(id: $id) { author deletedAt } }",
         ),
@@ -142,6 +149,7 @@ async fn every_root_list_hides_deleted_sessions_records_unless_asked() {
     let mut ids = BTreeMap::new();
     for author in ["live", "deleted"] {
         let id = fixtures::investigation(pool, Utc::now()).await;
+        fixtures::notification(pool, id, "slack", "failed").await;
         sqlx::query("UPDATE sessions SET author = $2 WHERE id = $1")
             .bind(id)
             .bind(author)
@@ -250,7 +258,7 @@ async fn every_root_list_hides_deleted_sessions_records_unless_asked() {
          `includeDeleted` and a query here; anything else, the reason it lists none): \
          {uncovered:?}"
     );
-    assert_eq!(probed, 10, "every list query and look-up ran");
+    assert_eq!(probed, 12, "every list query and look-up ran");
     app.stop().await;
 }
 
@@ -267,6 +275,7 @@ async fn a_reader_may_include_deleted_sessions_records() {
     })
     .await;
     let session = fixtures::investigation(app.store.pool(), Utc::now()).await;
+    fixtures::notification(app.store.pool(), session, "email", "pending").await;
     let mut app = app;
     app.token = Some(app.token("admin", Role::Admin, None).await);
     app.data(
@@ -278,7 +287,8 @@ async fn a_reader_may_include_deleted_sessions_records() {
     let lists = "query ($d: Boolean!) {
         sessions(filter: { includeDeleted: $d }) { totalCount }
         sessionStats(filter: { includeDeleted: $d }) { groups(by: [AUTHOR]) { totalCount } }
-        mcpInteractions(includeDeleted: $d) { totalCount } }";
+        mcpInteractions(includeDeleted: $d) { totalCount }
+        notifications(filter: { includeDeleted: $d }) { totalCount } }";
     let hidden = app.data(lists, json!({ "d": false })).await;
     let shown = app.data(lists, json!({ "d": true })).await;
     let counts = |data: &Value| {
@@ -286,10 +296,11 @@ async fn a_reader_may_include_deleted_sessions_records() {
             &data["sessions"]["totalCount"],
             &data["sessionStats"]["groups"]["totalCount"],
             &data["mcpInteractions"]["totalCount"],
+            &data["notifications"]["totalCount"],
         ]
         .map(|n| n.as_i64().unwrap())
     };
-    assert_eq!(counts(&hidden), [0, 0, 0]);
-    assert_eq!(counts(&shown), [1, 1, 7]);
+    assert_eq!(counts(&hidden), [0, 0, 0, 0]);
+    assert_eq!(counts(&shown), [1, 1, 7, 1]);
     app.stop().await;
 }

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::common::{TestApp, TestDb, nodes};
 
-const TABLES: [&str; 12] = [
+const TABLES: [&str; 13] = [
     "model_prices",
     "chains",
     "sessions",
@@ -21,6 +21,7 @@ const TABLES: [&str; 12] = [
     "mcp_interactions",
     "chats",
     "chat_user_messages",
+    "notifications",
 ];
 
 async fn fingerprint(pool: &sqlx::PgPool) -> Vec<(String, i64, String)> {
@@ -93,6 +94,32 @@ async fn demo_is_complete_and_idempotent() {
     assert_eq!(
         distinct(pool, "SELECT DISTINCT status FROM timeline_events").await,
         sorted(&["streaming", "completed", "failed", "cancelled", "timed_out"])
+    );
+    // The outbox in several states: delivered, sent, one failed for good, one retrying after
+    // a failed attempt and one not claimed yet (both due), and an answer's in its question's
+    // Slack thread.
+    assert_eq!(
+        distinct(pool, "SELECT DISTINCT status FROM notifications").await,
+        sorted(&["pending", "sent", "delivered", "failed"])
+    );
+    assert_eq!(
+        distinct(pool, "SELECT DISTINCT type FROM notifications").await,
+        sorted(&["slack", "email", "pagerduty", "webhook", "msteams"])
+    );
+    let (failed_for_good, retrying, unclaimed, answers): (i64, i64, i64, i64) = sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE status = 'failed' AND attempts = max_attempts \
+                AND last_error IS NOT NULL), \
+            count(*) FILTER (WHERE status = 'pending' AND attempts > 0 AND next_attempt_at <= now()), \
+            count(*) FILTER (WHERE status = 'pending' AND attempts = 0 AND next_attempt_at <= now()), \
+            count(*) FILTER (WHERE chat_question_id IS NOT NULL) \
+         FROM notifications",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        (failed_for_good, retrying, unclaimed, answers),
+        (1, 1, 1, 1)
     );
     assert_eq!(
         distinct(pool, "SELECT DISTINCT role FROM messages").await,
@@ -484,5 +511,44 @@ async fn the_demo_has_an_audit_trail() {
     let session_trail = &d["sessions"]["edges"][0]["node"]["auditLog"];
     assert_eq!(session_trail["totalCount"], 1, "{session_trail:#}");
     assert_eq!(session_trail["edges"][0]["node"]["action"], "restore");
+    app.stop().await;
+}
+
+/// On a fresh demo, an operator's "what failed to deliver" view shows the webhook that failed
+/// for good, and a worker finds the due ones to claim.
+#[tokio::test]
+async fn the_demo_outbox_shows_what_failed_and_what_is_due() {
+    let app = TestApp::start().await;
+    casefile::demo::load(&app.store).await.unwrap();
+    let data = app
+        .data(
+            "{ failed: notifications(filter: { status: FAILED }) { totalCount edges { node {
+                 type attempts maxAttempts lastError session { alertType status } } } }
+               all: notifications { totalCount } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(data["all"]["totalCount"], 7, "{data:#}");
+    assert_eq!(
+        data["failed"]["edges"][0]["node"],
+        json!({ "type": "WEBHOOK", "attempts": 3, "maxAttempts": 3,
+                "lastError": "connect ECONNREFUSED 10.42.7.19:443",
+                "session": { "alertType": "KubeContainerOOMKilled", "status": "FAILED" } })
+    );
+    let claimed = app
+        .data(
+            "mutation { claimNotifications(claimId: \"0190f5a0-0000-7000-8000-0000000000aa\",
+                 limit: 10, leaseSeconds: 60) { type attempts } }",
+            json!({}),
+        )
+        .await;
+    let mut types: Vec<&str> = claimed["claimNotifications"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["type"].as_str().unwrap())
+        .collect();
+    types.sort();
+    assert_eq!(types, ["MSTEAMS", "SLACK"]);
     app.stop().await;
 }

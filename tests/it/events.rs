@@ -604,3 +604,134 @@ async fn session_and_dashboard_subscriptions_resume_with_exactly_what_they_misse
     let _ = stage;
     app.stop().await;
 }
+
+/// A notification's life in its session's stream: written with the completion, then each
+/// outcome a worker reports (a claim is not an event), on the subscription and the plain
+/// stream alike.
+#[tokio::test]
+async fn notifications_take_their_place_in_the_event_stream() {
+    const NOTIFICATION_EVENTS: &str = "subscription ($s: ID!, $f: EventFilterInput) {
+      events(sessionId: $s, filter: $f) {
+        type source { agentName }
+        data { ... on NotificationChange { status previousStatus
+                                           notification { destination status } } } } }";
+    let app = TestApp::start().await;
+    let a = Agent { app: &app };
+    let session = a.session().await;
+    a.ok(
+        "mutation ($id: ID!) { startSession(id: $id) { status } }",
+        json!({ "id": session }),
+    )
+    .await;
+    let mut sub = Subscription::start(
+        app.addr,
+        false,
+        json!({}),
+        NOTIFICATION_EVENTS,
+        json!({ "s": session, "f": { "categories": ["NOTIFICATION"] } }),
+    )
+    .await;
+    a.ok(
+        "mutation ($id: ID!) { completeSession(input: { id: $id, finalAnalysis: \"done\",
+           notify: [{ type: SLACK, destination: \"#ok\" },
+                    { type: EMAIL, destination: \"gone@example.com\", maxAttempts: 1 },
+                    { type: WEBHOOK, destination: \"https://hooks/1\", maxAttempts: 2 }] })
+           { status } }",
+        json!({ "id": session }),
+    )
+    .await;
+    let claim = uuid::Uuid::now_v7().to_string();
+    let claimed = a
+        .ok(
+            "mutation ($c: UUID!) { claimNotifications(claimId: $c, limit: 10, leaseSeconds: 60)
+               { id sessionId destination } }",
+            json!({ "c": claim }),
+        )
+        .await;
+    let of = |destination: &str| {
+        let n = claimed["claimNotifications"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["destination"] == destination)
+            .unwrap();
+        json!({ "sessionId": n["sessionId"], "id": n["id"] })
+    };
+    a.ok(
+        "mutation ($n: NotificationRef!, $c: UUID!) {
+           markNotificationSent(notification: $n, claimId: $c) { status } }",
+        json!({ "n": of("#ok"), "c": claim }),
+    )
+    .await;
+    a.ok(
+        "mutation ($n: NotificationRef!) { markNotificationDelivered(notification: $n) { status } }",
+        json!({ "n": of("#ok") }),
+    )
+    .await;
+    for destination in ["gone@example.com", "https://hooks/1"] {
+        a.ok(
+            "mutation ($n: NotificationRef!, $c: UUID!) {
+               markNotificationFailed(notification: $n, claimId: $c, error: \"503\") { status } }",
+            json!({ "n": of(destination), "c": claim }),
+        )
+        .await;
+    }
+    let mut events = Vec::new();
+    while events.len() < 7 {
+        let event = tokio::time::timeout(std::time::Duration::from_secs(20), sub.next())
+            .await
+            .unwrap_or_else(|_| panic!("7 notification events within 20 s; got {events:#?}"))
+            .expect("an event")["events"]
+            .clone();
+        events.push(event);
+    }
+    let seen: Vec<(String, String, Value)> = events
+        .iter()
+        .map(|e| {
+            assert!(e["source"].is_null(), "{e}");
+            (
+                e["type"].as_str().unwrap().to_owned(),
+                e["data"]["status"].as_str().unwrap().to_owned(),
+                e["data"]["previousStatus"].clone(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("notification.created", "PENDING", Value::Null),
+        ("notification.created", "PENDING", Value::Null),
+        ("notification.created", "PENDING", Value::Null),
+        ("notification.sent", "SENT", json!("SENDING")),
+        ("notification.delivered", "DELIVERED", json!("SENT")),
+        ("notification.failed", "FAILED", json!("SENDING")),
+        ("notification.failed", "PENDING", json!("SENDING")),
+    ]
+    .map(|(t, s, p)| (t.to_owned(), s.to_owned(), p));
+    assert_eq!(seen, expected);
+    assert_eq!(
+        events[4]["data"]["notification"],
+        json!({ "destination": "#ok", "status": "DELIVERED" })
+    );
+    sub.disconnect().await;
+
+    // The plain stream says the same, from the database.
+    let url = app.url(&format!(
+        "/sessions/{session}/events?categories=notification"
+    ));
+    let mut stream = PlainStream::open(url, &[]).await.unwrap();
+    let mut plain = Vec::new();
+    while plain.len() < 7 {
+        plain.push(stream.next().await.1);
+    }
+    assert_eq!(
+        plain[0]["event"],
+        json!({ "category": "notification", "action": "created" })
+    );
+    assert_eq!(
+        plain[5]["event"],
+        json!({ "category": "notification", "action": "failed" })
+    );
+    assert_eq!(plain[5]["data"]["status"], "failed");
+    assert_eq!(plain[5]["data"]["previous_status"], "sending");
+    assert!(plain[5]["data"]["notification_id"].is_string());
+    app.stop().await;
+}

@@ -27,6 +27,7 @@ mod list_plans;
 mod live;
 mod live_hub;
 mod message_pages;
+mod notification_list;
 mod notifications;
 mod operations;
 mod pagination;

@@ -366,3 +366,181 @@ async fn claims_refuse_bad_limits() {
     }
     app.stop().await;
 }
+
+/// A finished session with a chat question being answered: (session, question, the answering
+/// execution).
+async fn question_being_answered(app: &TestApp) -> (String, String, String) {
+    let session = started(app).await;
+    complete(app, &session, json!([])).await;
+    let chat = app
+        .data(
+            "mutation ($s: ID!) { openChat(input: { sessionId: $s }) { uuid } }",
+            json!({ "s": session }),
+        )
+        .await;
+    let asked = app
+        .data(
+            "mutation ($c: ID!) { postChatMessage(input: { chatId: $c, content: \"Why?\" }) \
+             { uuid stage { executions { uuid } } } }",
+            json!({ "c": chat["openChat"]["uuid"] }),
+        )
+        .await;
+    let asked = &asked["postChatMessage"];
+    (
+        session,
+        asked["uuid"].as_str().unwrap().to_owned(),
+        asked["stage"]["executions"][0]["uuid"]
+            .as_str()
+            .unwrap()
+            .to_owned(),
+    )
+}
+
+const FINISH_ANSWER: &str = "mutation ($e: ID!, $n: [NotifyInput!]) { finishAgentExecution(\
+    input: { id: $e, status: COMPLETED, notify: $n }) { status } }";
+
+const NOTIFICATIONS_OF: &str = "query ($s: ID!) { session(id: $s) { notifications { \
+    destination integrationData chatQuestion { uuid content } } } }";
+
+#[tokio::test]
+async fn a_chat_answer_writes_its_notifications_naming_the_question_or_none_if_it_fails() {
+    let app = TestApp::start().await;
+    let (session, question, answering) = question_being_answered(&app).await;
+    // The answer's notifications are written with it; a rolled-back answer leaves none.
+    sqlx::raw_sql(
+        "CREATE FUNCTION refuse_boom() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+           IF NEW.destination = '#boom' THEN RAISE EXCEPTION 'refused'; END IF; RETURN NEW; END $$; \
+         CREATE TRIGGER refuse_boom BEFORE INSERT ON notifications \
+           FOR EACH ROW EXECUTE FUNCTION refuse_boom();",
+    )
+    .execute(app.store.pool())
+    .await
+    .unwrap();
+    let body = app
+        .graphql(
+            FINISH_ANSWER,
+            json!({ "e": answering, "n": [{ "type": "SLACK", "destination": "#ok" },
+                                          { "type": "SLACK", "destination": "#boom" }] }),
+        )
+        .await;
+    assert!(body.get("errors").is_some(), "{body:#}");
+    let d = app.data(NOTIFICATIONS_OF, json!({ "s": session })).await;
+    assert_eq!(d["session"]["notifications"], json!([]));
+    let status: String =
+        sqlx::query_scalar("SELECT status FROM agent_executions WHERE id = $1::uuid")
+            .bind(&answering)
+            .fetch_one(app.store.pool())
+            .await
+            .unwrap();
+    assert_ne!(status, "completed", "the answer rolled back with them");
+
+    let notify = json!([{ "type": "SLACK", "destination": "#ok",
+                          "integrationData": { "thread_ts": "1234.5678" } }]);
+    let d = app
+        .data(FINISH_ANSWER, json!({ "e": answering, "n": notify }))
+        .await;
+    assert_eq!(d["finishAgentExecution"]["status"], "COMPLETED");
+    // A retry writes nothing again.
+    app.data(FINISH_ANSWER, json!({ "e": answering, "n": notify }))
+        .await;
+    let d = app.data(NOTIFICATIONS_OF, json!({ "s": session })).await;
+    assert_eq!(
+        d["session"]["notifications"],
+        json!([{ "destination": "#ok", "integrationData": { "thread_ts": "1234.5678" },
+                 "chatQuestion": { "uuid": question, "content": "Why?" } }])
+    );
+
+    // An execution that answers no question takes no `notify`.
+    let agent = Agent { app: &app };
+    let other = agent.session().await;
+    let stage = agent.stage(&other, 0, 1, None).await;
+    let execution = agent.execution(&stage, 1, "Lead").await;
+    let (code, message) = app
+        .error(
+            FINISH_ANSWER,
+            json!({ "e": execution, "n": [{ "type": "EMAIL", "destination": "a@example.com" }] }),
+        )
+        .await;
+    assert_eq!(code, "BAD_USER_INPUT");
+    assert!(message.contains("answers no chat question"), "{message}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn an_ingested_chat_answer_writes_its_notifications_in_the_batch() {
+    const INGEST: &str = "mutation ($ops: [IngestOperation!]!) { ingest(operations: $ops) \
+                          { __typename } }";
+    let app = TestApp::start().await;
+    let (session, question, answering) = question_being_answered(&app).await;
+    let finish = json!({ "finishAgentExecution": { "id": answering, "status": "COMPLETED",
+        "notify": [{ "type": "MSTEAMS", "destination": "ops" }] } });
+    // A batch that fails after the answer stores neither.
+    let missing = uuid::Uuid::now_v7().to_string();
+    let body = app
+        .graphql(
+            INGEST,
+            json!({ "ops": [finish, { "startAgentExecution": { "id": missing } }] }),
+        )
+        .await;
+    assert!(body.get("errors").is_some(), "{body:#}");
+    let d = app.data(NOTIFICATIONS_OF, json!({ "s": session })).await;
+    assert_eq!(d["session"]["notifications"], json!([]));
+    app.data(INGEST, json!({ "ops": [finish] })).await;
+    let d = app.data(NOTIFICATIONS_OF, json!({ "s": session })).await;
+    assert_eq!(
+        d["session"]["notifications"],
+        json!([{ "destination": "ops", "integrationData": {},
+                 "chatQuestion": { "uuid": question, "content": "Why?" } }])
+    );
+    app.stop().await;
+}
+
+/// The backoff and the default attempts are the server's options: a server started with a
+/// 2-second base, a 5-second cap and 4 attempts waits 2, 4, then 5 seconds (as `nextAttemptAt`
+/// says), and fails a notification for good after its fourth attempt.
+#[tokio::test]
+async fn the_backoff_and_default_attempts_are_server_options() {
+    let app = TestApp::start_with(casefile::http::HttpOptions {
+        notifications: casefile::api::NotificationOptions {
+            notification_backoff_base_secs: 2,
+            notification_backoff_max_secs: 5,
+            notification_max_attempts: 4,
+        },
+        ..casefile::http::HttpOptions::default()
+    })
+    .await;
+    let session = started(&app).await;
+    let body = complete(
+        &app,
+        &session,
+        json!([{ "type": "WEBHOOK", "destination": "https://hooks/1" }]),
+    )
+    .await;
+    let created = &body["data"]["completeSession"]["notifications"][0];
+    assert_eq!(created["maxAttempts"], 4, "{body:#}");
+    let mut waits = Vec::new();
+    for attempt in 1..=4 {
+        let c = new_claim();
+        let claimed = claim(&app, &c, 10, 60).await;
+        assert_eq!(claimed.len(), 1, "attempt {attempt}");
+        let failed = mark_failed(&app, &claimed[0], &c, "503").await;
+        if attempt == 4 {
+            assert_eq!(failed["status"], "FAILED");
+            break;
+        }
+        let due: chrono::DateTime<chrono::Utc> =
+            failed["nextAttemptAt"].as_str().unwrap().parse().unwrap();
+        waits.push((due - chrono::Utc::now()).as_seconds_f64());
+        sqlx::query("UPDATE notifications SET next_attempt_at = now()")
+            .execute(app.store.pool())
+            .await
+            .unwrap();
+    }
+    for (wait, expected) in waits.iter().zip([2.0, 4.0, 5.0]) {
+        assert!(
+            (expected - 1.5..=expected).contains(wait),
+            "waits {waits:?}, expected about 2, 4, 5"
+        );
+    }
+    app.stop().await;
+}

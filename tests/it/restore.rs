@@ -3,7 +3,8 @@
 
 use casefile::error::Error;
 use casefile::model::{
-    AgentType, ExecutionStatus, MessageRole, SessionStatus, StageStatus, TimelineEventStatus,
+    AgentType, ExecutionStatus, MessageRole, NotificationStatus, SessionStatus, StageStatus,
+    TimelineEventStatus,
 };
 use casefile::store::write::restore::{Records, restore};
 use casefile::store::{ExecutionRow, SessionRow};
@@ -30,7 +31,7 @@ async fn restores_the_demo_once_and_keeps_a_session_that_is_there() {
     let records = casefile::demo::records();
     let first = restore(&store, &records, &restorer()).await.unwrap();
     // The sessions' records and the 6 chain versions they ran.
-    assert_eq!((first.new, first.tool_calls), (557, 31));
+    assert_eq!((first.new, first.tool_calls), (564, 31));
     assert_eq!(restore(&store, &records, &restorer()).await.unwrap().new, 0);
 
     // A session that is there keeps what it has, and so do its records.
@@ -462,6 +463,53 @@ const CASES: &[Case] = &[
             r.timeline_events[event].llm_interaction_id = Some(other.unwrap().0.id);
         },
         "belongs to another session",
+    ),
+    (
+        "a notification of a session still running",
+        |r| {
+            let running = session_id(r, SessionStatus::InProgress);
+            r.notifications[0].session_id = running;
+        },
+        "notifications are written when it has ended",
+    ),
+    (
+        "a notification naming another session's question",
+        |r| {
+            let question = r.chat_messages[0].clone();
+            let other = r
+                .notifications
+                .iter_mut()
+                .find(|n| n.session_id != question.session_id);
+            other.unwrap().chat_question_id = Some(question.id);
+        },
+        "belongs to another session",
+    ),
+    (
+        "a notification's own checks",
+        |r| r.notifications[0].destination = String::new(),
+        "`destination` must not be empty",
+    ),
+    (
+        "a delivered notification never delivered",
+        |r| {
+            let delivered = r
+                .notifications
+                .iter_mut()
+                .find(|n| n.status == NotificationStatus::Delivered);
+            delivered.unwrap().delivered_at = None;
+        },
+        "a delivered notification needs `deliveredAt`",
+    ),
+    (
+        "a notification failed for good with attempts left",
+        |r| {
+            let failed = r
+                .notifications
+                .iter_mut()
+                .find(|n| n.status == NotificationStatus::Failed);
+            failed.unwrap().max_attempts += 1;
+        },
+        "a failed notification cannot have had 3 of its 4 attempts",
     ),
 ];
 

@@ -56,7 +56,22 @@ async fn tokens_are_managed_from_the_command_line_and_through_a_running_server()
         &dir.0,
     );
     assert!(!refused.status.success(), "names are unique");
+    // A delivery worker's token.
+    let worker = casefile(
+        &[
+            "token",
+            "create",
+            "--name",
+            "slack-worker",
+            "--role",
+            "notifier",
+        ],
+        &dir.0,
+    );
+    assert!(worker.status.success(), "{worker:?}");
     let listed = stdout(&casefile(&["token", "list"], &dir.0));
+    let row = listed.lines().find(|l| l.starts_with("slack-worker"));
+    assert!(row.expect(&listed).contains("notifier"), "{listed}");
     let row = listed
         .lines()
         .find(|l| l.starts_with("orchestrator"))

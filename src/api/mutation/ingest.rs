@@ -71,14 +71,16 @@ enum Command {
 }
 
 impl Command {
-    fn from_input(op: IngestOperation) -> crate::error::Result<Command> {
+    fn from_input(op: IngestOperation, max_attempts: i32) -> crate::error::Result<Command> {
         Ok(match op {
             IngestOperation::CreateStage(i) => Command::CreateStage(i.into_command()?),
             IngestOperation::CreateAgentExecution(i) => Command::CreateExecution(i.into_command()?),
             IngestOperation::StartAgentExecution(i) => {
                 Command::StartExecution(decode_as(NodeType::AgentExecution, &i.id)?)
             }
-            IngestOperation::FinishAgentExecution(i) => Command::FinishExecution(i.into_command()?),
+            IngestOperation::FinishAgentExecution(i) => {
+                Command::FinishExecution(i.into_command(max_attempts)?)
+            }
             IngestOperation::CreateTimelineEvent(i) => Command::CreateEvent(i.into_command()?),
             IngestOperation::AppendTimelineContent(i) => Command::Append(i.into_command()?),
             IngestOperation::FinishTimelineEvent(i) => Command::FinishEvent(i.into_command()?),
@@ -234,7 +236,10 @@ pub(super) async fn run(
     let commands = operations
         .into_iter()
         .enumerate()
-        .map(|(i, op)| Command::from_input(op).map_err(|e| in_operation(i, "input", e)))
+        .map(|(i, op)| {
+            Command::from_input(op, super::max_attempts(ctx))
+                .map_err(|e| in_operation(i, "input", e))
+        })
         .collect::<crate::error::Result<Vec<_>>>()?;
     let mut plan = LockPlan::default();
     commands.iter().for_each(|c| c.plan(&mut plan));

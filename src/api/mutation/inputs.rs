@@ -280,15 +280,21 @@ pub struct FinishAgentExecutionInput {
     /// What it returns to its parent (seed 003's result summary; at most 1,000,000
     /// characters).
     pub result_summary: Option<String>,
+    /// For the execution answering a chat question: notifications about the answer (each
+    /// names the question), written with it, in its transaction (none when this is a retry).
+    /// Refused on any other execution.
+    pub notify: Option<Vec<NotifyInput>>,
 }
 
 impl FinishAgentExecutionInput {
-    pub fn into_command(self) -> Result<executions::Finish> {
+    /// The command; `notify` without `maxAttempts` gets `default_max_attempts`.
+    pub fn into_command(self, default_max_attempts: i32) -> Result<executions::Finish> {
         Ok(executions::Finish {
             id: decode_as(NodeType::AgentExecution, &self.id)?,
             status: self.status.into(),
             error_message: self.error_message,
             result_summary: self.result_summary,
+            notify: NotifyInput::into_new(self.notify, default_max_attempts),
         })
     }
 }
@@ -780,19 +786,25 @@ pub struct NotifyInput {
     /// What the worker needs beyond the destination, as a JSON object (Slack: `channel`,
     /// `thread_ts` to answer in a thread, `message_fingerprint`; at most 262,144 bytes).
     pub integration_data: Option<Json<Value>>,
-    /// Attempts before it is failed for good (1–100; default 5).
+    /// Attempts before it is failed for good (1–100; default: the server's
+    /// `--notification-max-attempts`, 5 unless set).
     pub max_attempts: Option<i32>,
 }
 
 impl NotifyInput {
-    pub fn into_new(list: Option<Vec<NotifyInput>>) -> Vec<NewNotification> {
+    /// The notifications asked for; those naming no `maxAttempts` get `default_max_attempts`
+    /// (`--notification-max-attempts`).
+    pub fn into_new(
+        list: Option<Vec<NotifyInput>>,
+        default_max_attempts: i32,
+    ) -> Vec<NewNotification> {
         list.unwrap_or_default()
             .into_iter()
             .map(|n| NewNotification {
                 notification_type: n.notification_type,
                 destination: n.destination,
                 integration_data: n.integration_data.map(|j| j.0),
-                max_attempts: n.max_attempts,
+                max_attempts: n.max_attempts.unwrap_or(default_max_attempts),
             })
             .collect()
     }

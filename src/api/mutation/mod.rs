@@ -14,6 +14,7 @@ use sqlx::PgConnection;
 
 use super::guards::{RoleGuard, caller};
 use super::ids::{self, NodeType, decode_as};
+use super::options::NotificationOptions;
 use super::types::{
     AgentExecution, ApiToken, Chain, ChainVersionRef, Chat, ChatUserMessage, LlmInteraction,
     McpInteraction, Message, ModelPrice, Notification, Session, Stage, TimelineEvent,
@@ -237,7 +238,7 @@ impl Mutation {
             final_analysis: input.final_analysis,
             executive_summary: input.executive_summary,
         };
-        let notify = NotifyInput::into_new(input.notify);
+        let notify = NotifyInput::into_new(input.notify, max_attempts(ctx));
         let audit = Audit::CallerBecause(input.reason.as_deref());
         let args = (id, completion, notify, origin(ctx)?);
         let row = transaction(ctx, audit, args, |c, (id, completion, notify, origin)| {
@@ -388,7 +389,7 @@ impl Mutation {
         ctx: &Context<'_>,
         #[graphql(desc = "What to record.")] input: FinishAgentExecutionInput,
     ) -> Result<AgentExecution> {
-        let finish = input.into_command()?;
+        let finish = input.into_command(max_attempts(ctx))?;
         let args = (finish, origin(ctx)?);
         let row = transaction(ctx, Audit::Caller, args, |c, (finish, origin)| {
             Box::pin(
@@ -662,9 +663,9 @@ impl Mutation {
     /// worker, for `leaseSeconds`: each is `SENDING` until the worker reports it, or due again
     /// when the lease runs out (a crashed worker's claims come back). Concurrent workers get
     /// disjoint sets. The same `claimId` again returns what it claimed, so a claim retried
-    /// after a lost answer loses nothing; use a new one for each claim. Writer (the delivery
-    /// worker's token).
-    #[graphql(guard = "RoleGuard(Role::Writer)")]
+    /// after a lost answer loses nothing; use a new one for each claim. Notifier (the delivery
+    /// worker's role; writers and above may too).
+    #[graphql(guard = "RoleGuard(Role::Notifier)")]
     async fn claim_notifications(
         &self,
         ctx: &Context<'_>,
@@ -691,8 +692,8 @@ impl Mutation {
     }
 
     /// Reports a claimed notification sent, with what the destination answered (merged into
-    /// `integrationData`). Again with the same claim: a harmless retry. Writer.
-    #[graphql(guard = "RoleGuard(Role::Writer)")]
+    /// `integrationData`). Again with the same claim: a harmless retry. Notifier.
+    #[graphql(guard = "RoleGuard(Role::Notifier)")]
     async fn mark_notification_sent(
         &self,
         ctx: &Context<'_>,
@@ -721,8 +722,8 @@ impl Mutation {
         Ok(Notification(row.into()))
     }
 
-    /// Reports a sent notification's delivery confirmed. Again: a harmless retry. Writer.
-    #[graphql(guard = "RoleGuard(Role::Writer)")]
+    /// Reports a sent notification's delivery confirmed. Again: a harmless retry. Notifier.
+    #[graphql(guard = "RoleGuard(Role::Notifier)")]
     async fn mark_notification_delivered(
         &self,
         ctx: &Context<'_>,
@@ -737,10 +738,11 @@ impl Mutation {
     }
 
     /// Reports a claimed notification's attempt failed: it is due again after a backoff
-    /// (30 seconds after the first attempt, doubling with each, at most an hour), or `FAILED`
-    /// for good once it has had `maxAttempts`. Again with the same claim and error: a harmless
-    /// retry. Writer.
-    #[graphql(guard = "RoleGuard(Role::Writer)")]
+    /// (by default 30 seconds after the first attempt, doubling with each, at most an hour:
+    /// `--notification-backoff-base-secs`, `--notification-backoff-max-secs`), or `FAILED` for
+    /// good once it has had `maxAttempts`. Again with the same claim and error: a harmless
+    /// retry. Notifier.
+    #[graphql(guard = "RoleGuard(Role::Notifier)")]
     async fn mark_notification_failed(
         &self,
         ctx: &Context<'_>,
@@ -748,9 +750,12 @@ impl Mutation {
         #[graphql(desc = "The claim that took it.")] claim_id: Uuid,
         #[graphql(desc = "What went wrong (at most 10,000 characters).")] error: String,
     ) -> Result<Notification> {
+        let backoff = ctx.data_unchecked::<NotificationOptions>().backoff();
         let args = (notification.key()?, error, origin(ctx)?);
         let row = transaction(ctx, Audit::Nothing, args, |c, (key, error, origin)| {
-            Box::pin(notifications::mark_failed(c, *key, claim_id, error, origin))
+            Box::pin(notifications::mark_failed(
+                c, *key, claim_id, error, backoff, origin,
+            ))
         })
         .await?;
         Ok(Notification(row.into()))
@@ -804,15 +809,17 @@ fn created_by(ctx: &Context<'_>, input: Option<String>) -> Result<Option<String>
     Ok(identity.actor.clone())
 }
 
+/// The attempts a notification gets when its writer names none.
+fn max_attempts(ctx: &Context<'_>) -> i32 {
+    ctx.data_unchecked::<NotificationOptions>()
+        .notification_max_attempts
+}
+
 async fn fail(ctx: &Context<'_>, input: FailSessionInput, timed_out: bool) -> Result<Session> {
     let id = decode_as(NodeType::Session, &input.id)?;
     let audit = Audit::CallerBecause(input.reason.as_deref());
-    let failure = (
-        id,
-        input.error_message,
-        NotifyInput::into_new(input.notify),
-        origin(ctx)?,
-    );
+    let notify = NotifyInput::into_new(input.notify, max_attempts(ctx));
+    let failure = (id, input.error_message, notify, origin(ctx)?);
     let row = transaction(ctx, audit, failure, |c, (id, error, notify, origin)| {
         Box::pin(sessions::fail(c, *id, timed_out, error, notify, origin))
     })

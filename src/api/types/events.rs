@@ -8,16 +8,16 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use super::{
-    AgentExecution, Chat, ChatUserMessage, LlmInteraction, McpInteraction, Message, Session, Stage,
-    TimelineEvent, loaders,
+    AgentExecution, Chat, ChatUserMessage, LlmInteraction, McpInteraction, Message, Notification,
+    Session, Stage, TimelineEvent, loaders,
 };
 use crate::api::ids::{self, NodeType};
 use crate::api::scalars::Text;
 use crate::cursor::EventsPosition;
 use crate::live::envelope::{Envelope, EventAction, EventCategory, Payload};
 use crate::model::{
-    AgentType, ExecutionStatus, SessionStatus, StageStatus, TimelineEventStatus, TimelineEventType,
-    Transition,
+    AgentType, ExecutionStatus, NotificationStatus, SessionStatus, StageStatus,
+    TimelineEventStatus, TimelineEventType, Transition,
 };
 use crate::store::{ExecutionRow, Key, TimelineEventRow};
 use async_graphql::Result;
@@ -32,7 +32,8 @@ pub struct SessionEvent(pub Envelope);
 /// `DISPATCH` TEAM / WORKER (the source dispatched a team supervisor or a worker); `LLM` STREAM /
 /// REASONING (text appended), TOOL_CALL / TOOL_RESULT; `TIMELINE` CREATED / FINISHED (other
 /// timeline events); `MESSAGE` ADDED; `INTERACTION` LLM / MCP; `CHAT` OPENED / QUESTION;
-/// `SYSTEM` WARNING / ERROR / TOPOLOGY.
+/// `NOTIFICATION` CREATED / SENT / DELIVERED / FAILED (an attempt, back to `PENDING`, or for
+/// good; claims are not events); `SYSTEM` WARNING / ERROR / TOPOLOGY.
 #[Object]
 impl SessionEvent {
     /// Its position in the session's order (1, 2, 3, … without gaps, the same on every server):
@@ -134,6 +135,7 @@ pub enum EventData {
     McpInteractionRecorded(McpInteractionRecorded),
     ChatOpened(ChatOpened),
     ChatQuestion(ChatQuestion),
+    NotificationChange(NotificationChange),
     SystemNotice(SystemNotice),
     Topology(Topology),
 }
@@ -181,6 +183,13 @@ impl EventData {
             }
             &Payload::ChatOpened(id) => EventData::ChatOpened(ChatOpened(key(id))),
             &Payload::ChatQuestion(id) => EventData::ChatQuestion(ChatQuestion(key(id))),
+            &Payload::Notification {
+                notification,
+                status,
+            } => EventData::NotificationChange(NotificationChange {
+                notification: key(notification),
+                status,
+            }),
             Payload::Topology(agents) => EventData::Topology(Topology {
                 agents: agents.clone(),
             }),
@@ -512,6 +521,39 @@ impl ChatQuestion {
             .load_one(self.0)
             .await?
             .map(ChatUserMessage))
+    }
+}
+
+/// A notification was written, or its delivery moved on.
+pub struct NotificationChange {
+    notification: Key,
+    status: Option<Transition<NotificationStatus>>,
+}
+
+/// A notification was written, or its delivery moved on (sent, delivered, an attempt failed,
+/// failed for good).
+#[Object]
+impl NotificationChange {
+    /// Its status after this event.
+    async fn status(&self) -> Option<NotificationStatus> {
+        self.status.map(|s| s.to)
+    }
+    /// Its status before (null when it was written).
+    async fn previous_status(&self) -> Option<NotificationStatus> {
+        self.status.and_then(|s| s.from)
+    }
+    /// The notification, as it is now (null once its session is purged).
+    async fn notification(&self, ctx: &Context<'_>) -> Result<Option<Notification>> {
+        let Key { session, id } = self.notification;
+        let rows = loaders(ctx)
+            .notifications_by_session
+            .load_one(session)
+            .await?;
+        Ok(rows
+            .unwrap_or_default()
+            .into_iter()
+            .find(|n| n.id == id)
+            .map(Notification))
     }
 }
 

@@ -1,15 +1,24 @@
-//! A notification of a session: what the outbox holds for a delivery worker.
+//! A notification of a session: what the outbox holds for a delivery worker; and the list of
+//! notifications across sessions.
 
 use std::sync::Arc;
 
-use async_graphql::{ID, Object};
+use async_graphql::connection::PageInfo;
+use async_graphql::{ComplexObject, Context, ID, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+use super::{ChatUserMessage, Session, loaders, required};
+use crate::api::Limits;
+use crate::api::cost;
 use crate::api::ids::{self, NodeType};
+use crate::api::pagination::{PageArgs, edges_of};
 use crate::api::scalars::{JsonRef, Text};
+use crate::cursor::{decode_notification_cursor, notification_cursor};
 use crate::model::{NotificationStatus, NotificationType};
-use crate::store::NotificationRow;
+use crate::store::notifications::NotificationFilter;
+use crate::store::{Key, NotificationRow, Store};
+use async_graphql::Result;
 
 /// A notification of a session (its row).
 pub struct Notification(pub Arc<NotificationRow>);
@@ -26,6 +35,20 @@ impl Notification {
     /// Its session.
     async fn session_id(&self) -> ID {
         ids::encode(NodeType::Session, self.0.session_id)
+    }
+    /// Its session (deleted or not).
+    async fn session(&self, ctx: &Context<'_>) -> Result<Session> {
+        let row = loaders(ctx).sessions.load_one(self.0.session_id).await?;
+        Ok(Session(required(row, "session")?))
+    }
+    /// The chat question whose answer it is about (null for a session's own).
+    async fn chat_question(&self, ctx: &Context<'_>) -> Result<Option<ChatUserMessage>> {
+        let Some(question) = self.0.chat_question_id else {
+            return Ok(None);
+        };
+        let key = Key::new(self.0.session_id, question);
+        let row = loaders(ctx).chat_user_messages.load_one(key).await?;
+        Ok(Some(ChatUserMessage(required(row, "chat question")?)))
     }
     /// Where it goes.
     #[graphql(name = "type")]
@@ -82,4 +105,66 @@ impl Notification {
     async fn failed_at(&self) -> Option<DateTime<Utc>> {
         self.0.failed_at
     }
+}
+
+/// A page of notifications across sessions, newest first.
+#[derive(SimpleObject)]
+#[graphql(complex)]
+pub struct NotificationConnection {
+    /// The notifications of this page, each with its cursor.
+    edges: Vec<NotificationEdge>,
+    /// Where this page is: whether notifications lie before and after it, and the cursors to
+    /// page on from either end.
+    page_info: PageInfo,
+    #[graphql(skip)]
+    filter: NotificationFilter,
+}
+
+/// A notification in the list of notifications, and its cursor.
+#[derive(SimpleObject)]
+pub struct NotificationEdge {
+    /// Pass as `after` or `before` to page on after or before this notification (in this list
+    /// only).
+    cursor: String,
+    /// The notification.
+    node: Notification,
+}
+
+#[ComplexObject]
+impl NotificationConnection {
+    /// How many notifications match the filter, across all pages (counted only when asked
+    /// for).
+    #[graphql(complexity = "cost::aggregate(cost::COUNT, child_complexity)")]
+    async fn total_count(&self, ctx: &Context<'_>) -> Result<i64> {
+        Ok(ctx
+            .data_unchecked::<Store>()
+            .count_notifications(&self.filter)
+            .await?)
+    }
+}
+
+/// A page of the notifications matching `filter`, newest first.
+pub(crate) async fn list_notifications(
+    ctx: &Context<'_>,
+    filter: NotificationFilter,
+    args: PageArgs,
+) -> Result<NotificationConnection> {
+    let slice = args.slice(ctx.data_unchecked::<Limits>(), decode_notification_cursor)?;
+    let page = ctx
+        .data_unchecked::<Store>()
+        .list_notifications(&filter, &slice)
+        .await?;
+    let (edges, page_info) = edges_of(
+        page,
+        |row| NotificationEdge {
+            cursor: notification_cursor((row.created_at, row.id)),
+            node: Notification(Arc::new(row)),
+        },
+        |e| &e.cursor,
+    );
+    Ok(NotificationConnection {
+        edges,
+        page_info,
+        filter,
+    })
 }

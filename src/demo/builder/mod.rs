@@ -1,9 +1,11 @@
 //! The [`Demo`] builder, which creates the rows in memory while it plays a clock forward:
 //! [`lifecycle`] opens and ends sessions, chats, stages and agent executions, [`records`] adds
-//! what an execution leaves behind (messages, timeline events, LLM and MCP interactions), and
-//! [`steps`] composes those into what an agent does.
+//! what an execution leaves behind (messages, timeline events, LLM and MCP interactions),
+//! [`steps`] composes those into what an agent does, and [`notifications`] adds what the
+//! outbox holds about a session's end or a chat answer.
 
 mod lifecycle;
+mod notifications;
 mod records;
 mod steps;
 
@@ -18,6 +20,7 @@ use crate::store::write::restore::Records;
 
 // What the scenarios build with, whichever file it lives in.
 pub(super) use lifecycle::{Agents, Alert, Joins, Outcome};
+pub(super) use notifications::{Delivery, Notify};
 pub(super) use records::Msg;
 pub(super) use steps::Step;
 

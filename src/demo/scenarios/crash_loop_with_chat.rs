@@ -3,12 +3,12 @@
 
 use serde_json::json;
 
-use crate::demo::builder::{Agents, Alert, Demo, Outcome, Step};
+use crate::demo::builder::{Agents, Alert, Delivery, Demo, Notify, Outcome, Step};
 use crate::demo::catalog::{ARGOCD_AGENT, KUBERNETES_AGENT, PROMETHEUS_AGENT, REMEDIATION_AGENT};
 use crate::demo::chains::{Chain, DEEP_DIVE_1_0};
 use crate::model::{
-    ExecutionStatus, LlmInteractionType as Llm, ParallelType, SessionStatus, SuccessPolicy,
-    TimelineEventStatus,
+    ExecutionStatus, LlmInteractionType as Llm, NotificationType, ParallelType, SessionStatus,
+    SuccessPolicy, TimelineEventStatus,
 };
 
 pub(super) fn play(d: &mut Demo) {
@@ -214,6 +214,32 @@ pub(super) fn play(d: &mut Demo) {
         error: None,
     };
     d.settle(s, SessionStatus::Completed, outcome);
+    // The outbox: Slack posted the summary and confirmed it; the email went out.
+    d.notify(
+        s,
+        Notify {
+            kind: NotificationType::Slack,
+            destination: "#alerts-shop",
+            data: json!({
+                "channel": "#alerts-shop",
+                "message_fingerprint": "KubePodCrashLooping/shop/checkout",
+                "thread_ts": "1763631742.118204",
+                "permalink": "https://example.slack.com/archives/C05SHOP/p1763631742118204",
+            }),
+            max_attempts: 5,
+            delivery: Delivery::Delivered,
+        },
+    );
+    d.notify(
+        s,
+        Notify {
+            kind: NotificationType::Email,
+            destination: "shop-oncall@example.com",
+            data: json!({ "subject": "Resolved: checkout crash loop (payments URL missing)" }),
+            max_attempts: 5,
+            delivery: Delivery::Sent,
+        },
+    );
 
     // Later, someone asks a follow-up question about the finished investigation.
     d.wait(25 * 60_000);
@@ -253,6 +279,21 @@ pub(super) fn play(d: &mut Demo) {
     );
     d.end_agent(bot, ExecutionStatus::Completed, None);
     d.end_stage(st);
+    // The answer goes to the alert's Slack thread, naming the question.
+    d.notify_answer(
+        st,
+        Notify {
+            kind: NotificationType::Slack,
+            destination: "#alerts-shop",
+            data: json!({
+                "channel": "#alerts-shop",
+                "thread_ts": "1763631742.118204",
+                "permalink": "https://example.slack.com/archives/C05SHOP/p1763633301004511",
+            }),
+            max_attempts: 5,
+            delivery: Delivery::Delivered,
+        },
+    );
 }
 
 const CHECKOUT_POD: &str = "\

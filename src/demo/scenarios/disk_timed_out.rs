@@ -3,11 +3,12 @@
 
 use serde_json::json;
 
-use crate::demo::builder::{Agents, Alert, Demo, Outcome, Step};
+use crate::demo::builder::{Agents, Alert, Delivery, Demo, Notify, Outcome, Step};
 use crate::demo::catalog::KUBERNETES_AGENT;
 use crate::demo::chains::{Chain, QUICK_LOOK};
 use crate::model::{
-    ExecutionStatus, SessionStatus, TimelineEventStatus, TimelineEventType as Kind,
+    ExecutionStatus, NotificationType, SessionStatus, TimelineEventStatus,
+    TimelineEventType as Kind,
 };
 
 pub(super) fn play(d: &mut Demo) {
@@ -88,6 +89,27 @@ pub(super) fn play(d: &mut Demo) {
         ..Outcome::default()
     };
     d.settle(s, SessionStatus::TimedOut, outcome);
+    // Slack rate-limited the first attempt; Teams has not been claimed yet.
+    d.notify(
+        s,
+        Notify {
+            kind: NotificationType::Slack,
+            destination: "#alerts-kafka",
+            data: json!({ "channel": "#alerts-kafka" }),
+            max_attempts: 5,
+            delivery: Delivery::Retrying("ratelimited"),
+        },
+    );
+    d.notify(
+        s,
+        Notify {
+            kind: NotificationType::Msteams,
+            destination: "Platform / Incidents",
+            data: json!({}),
+            max_attempts: 5,
+            delivery: Delivery::Pending,
+        },
+    );
 }
 
 const KAFKA_LOG: &str = "\

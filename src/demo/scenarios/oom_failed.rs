@@ -4,12 +4,12 @@
 
 use serde_json::json;
 
-use crate::demo::builder::{Agents, Alert, Demo, Outcome, Step};
+use crate::demo::builder::{Agents, Alert, Delivery, Demo, Notify, Outcome, Step};
 use crate::demo::catalog::{ARGOCD_AGENT, KUBERNETES_AGENT, PROMETHEUS_AGENT};
 use crate::demo::chains::{Chain, DEEP_DIVE_1_1};
 use crate::model::{
-    ExecutionStatus, LlmInteractionType as Llm, ParallelType, SessionStatus, SuccessPolicy,
-    TimelineEventStatus, TimelineEventType as Kind,
+    ExecutionStatus, LlmInteractionType as Llm, NotificationType, ParallelType, SessionStatus,
+    SuccessPolicy, TimelineEventStatus, TimelineEventType as Kind,
 };
 
 pub(super) fn play(d: &mut Demo) {
@@ -153,6 +153,27 @@ pub(super) fn play(d: &mut Demo) {
         ..Outcome::default()
     };
     d.settle(s, SessionStatus::Failed, outcome);
+    // PagerDuty took the page; the team's webhook never answered: failed for good.
+    d.notify(
+        s,
+        Notify {
+            kind: NotificationType::Pagerduty,
+            destination: "R0UT1NGK3Y-DATA-PLATFORM",
+            data: json!({ "dedup_key": "KubeContainerOOMKilled/data/analytics-worker" }),
+            max_attempts: 5,
+            delivery: Delivery::Delivered,
+        },
+    );
+    d.notify(
+        s,
+        Notify {
+            kind: NotificationType::Webhook,
+            destination: "https://hooks.data-platform.example.com/casefile",
+            data: json!({}),
+            max_attempts: 3,
+            delivery: Delivery::Failed("connect ECONNREFUSED 10.42.7.19:443"),
+        },
+    );
 }
 
 const ANALYTICS_POD: &str = "\

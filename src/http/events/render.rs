@@ -143,6 +143,14 @@ fn data_json(envelope: &Envelope) -> Value {
         }
         Payload::ChatOpened(id) => json!({ "chat_id": id }),
         Payload::ChatQuestion(id) => json!({ "question_id": id }),
+        Payload::Notification {
+            notification,
+            status,
+        } => json!({
+            "notification_id": notification,
+            "status": status.map(|s| db_name(s.to)),
+            "previous_status": previous(*status),
+        }),
     }
 }
 

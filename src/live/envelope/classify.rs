@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use super::{EventAction, EventCategory, Known, Payload};
 use crate::model::{
-    AgentType, ExecutionStatus, SessionStatus, StageStatus, Status, TimelineEventType, Transition,
+    AgentType, ExecutionStatus, NotificationStatus, SessionStatus, StageStatus, Status,
+    TimelineEventType, Transition,
 };
 use crate::store::TimelineEventRow;
 use crate::store::session_events::{ChangeKind, SessionEventRow};
@@ -161,6 +162,28 @@ pub(super) fn classify(
         ChangeKind::McpInteraction => (C::Interaction, A::Mcp, Payload::McpInteraction(id)),
         ChangeKind::Chat => (C::Chat, A::Opened, Payload::ChatOpened(id)),
         ChangeKind::ChatUserMessage => (C::Chat, A::Question, Payload::ChatQuestion(id)),
+        ChangeKind::Notification => {
+            let status = match row.status {
+                Some(Status::Notification(status)) => Some(status),
+                _ => None,
+            };
+            let action = match status {
+                None | Some(Transition { from: None, .. }) => A::Created,
+                Some(Transition { to, .. }) => match to {
+                    NotificationStatus::Sent => A::Sent,
+                    NotificationStatus::Delivered => A::Delivered,
+                    // Back to pending: an attempt failed and it waits out its backoff.
+                    NotificationStatus::Pending
+                    | NotificationStatus::Sending
+                    | NotificationStatus::Failed => A::Failed,
+                },
+            };
+            let payload = Payload::Notification {
+                notification: id,
+                status,
+            };
+            (C::Notification, action, payload)
+        }
     })
 }
 

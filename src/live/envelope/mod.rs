@@ -15,6 +15,7 @@
 //! | `message`     | `added`                                                               |
 //! | `interaction` | `llm`, `mcp`                                                          |
 //! | `chat`        | `opened`, `question`                                                  |
+//! | `notification`| `created`, `sent`, `delivered`, `failed` (an attempt, or for good)     |
 //! | `system`      | `warning`, `error`, `topology`                                        |
 //!
 //! What an envelope says is one typed [`Payload`], read from the change once ([`classify`]);
@@ -28,7 +29,9 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use uuid::Uuid;
 
-use crate::model::{ExecutionStatus, SessionStatus, StageStatus, TimelineEventType, Transition};
+use crate::model::{
+    ExecutionStatus, NotificationStatus, SessionStatus, StageStatus, TimelineEventType, Transition,
+};
 use crate::store::session_events::SessionEventRow;
 use crate::store::{ExecutionRow, TimelineEventRow};
 
@@ -54,6 +57,9 @@ pub enum EventCategory {
     Interaction,
     /// Follow-up chat activity.
     Chat,
+    /// A notification written, and the outcomes its delivery worker reported (claims are not
+    /// events).
+    Notification,
     /// Warnings and errors the orchestrator recorded, and the agent tree.
     System,
 }
@@ -72,7 +78,7 @@ pub enum EventAction {
     Cancelling,
     /// Ended successfully.
     Completed,
-    /// Ended in failure.
+    /// Ended in failure (a notification: an attempt failed, or it failed for good).
     Failed,
     /// Ended by cancellation.
     Cancelled,
@@ -108,6 +114,10 @@ pub enum EventAction {
     Opened,
     /// A question was asked in a chat.
     Question,
+    /// A notification was handed to its destination.
+    Sent,
+    /// A notification's destination confirmed it.
+    Delivered,
     /// A warning was recorded.
     Warning,
     /// An error was recorded.
@@ -157,6 +167,11 @@ pub enum Payload {
     McpInteraction(Uuid),
     ChatOpened(Uuid),
     ChatQuestion(Uuid),
+    /// A notification was written or its delivery moved on.
+    Notification {
+        notification: Uuid,
+        status: Option<Transition<NotificationStatus>>,
+    },
     /// The agent tree, as a flat list in tree order.
     Topology(Vec<Arc<ExecutionRow>>),
 }
@@ -200,7 +215,7 @@ impl Envelope {
         let source = match (category, row.kind) {
             (EventCategory::Dispatch, _) => parent,
             (_, kind) if kind.is_session() => None,
-            (EventCategory::Stage | EventCategory::Chat, _) => None,
+            (EventCategory::Stage | EventCategory::Chat | EventCategory::Notification, _) => None,
             _ => execution,
         };
         Some(Envelope {

@@ -6,6 +6,7 @@ use uuid::Uuid;
 
 use super::lifecycle::{finish_locked, note_execution_finished, note_execution_started};
 use super::locks::{Owners, Target};
+use super::notifications::{self, NewNotification};
 use super::stages::{ensure_accepts_work, refresh};
 use super::{
     check_name, check_optional, check_required, fetch, id_taken, is_finished_execution,
@@ -299,6 +300,8 @@ pub struct Finish {
     pub error_message: Option<String>,
     /// What it returns to its parent (seed 003's result summary).
     pub result_summary: Option<String>,
+    /// Notifications about the answer, when it answers a chat question.
+    pub notify: Vec<NewNotification>,
 }
 
 impl Finish {
@@ -324,7 +327,11 @@ impl Finish {
 }
 
 /// pending / active → a final status. Finishing again with the same status and error is a
-/// harmless retry; any other change to a finished execution is a conflict.
+/// harmless retry; any other change to a finished execution is a conflict. `notify` is written
+/// with it when the execution answers a chat question (its stage is the question's answer; the
+/// notifications name the question), so the answer and its notifications commit together; a
+/// retry writes none again, and `notify` on an execution that answers no question is refused
+/// (a session's own go with `completeSession`/`failSession`).
 pub async fn finish(
     conn: &mut PgConnection,
     owners: &mut Owners,
@@ -332,6 +339,8 @@ pub async fn finish(
     origin: &Origin,
 ) -> Result<ExecutionRow> {
     finish.check()?;
+    let notify = &finish.notify;
+    notifications::check(notify)?;
     let (id, status) = (finish.id, finish.status);
     let error_message = finish.error_message.as_deref();
     let session_id = owners.session_of(conn, Target::Execution(id)).await?;
@@ -352,7 +361,20 @@ pub async fn finish(
             snake(execution.status)
         )));
     }
+    let question = match notify.as_slice() {
+        [] => None,
+        _ => {
+            let stage: StageRow = fetch(conn, session_id, execution.stage_id).await?;
+            Some(stage.chat_user_message_id.ok_or_else(|| {
+                Error::bad_input(format!(
+                    "agent execution {id} answers no chat question, so it takes no `notify` \
+                     (a session's notifications go with `completeSession` or `failSession`)"
+                ))
+            })?)
+        }
+    };
     let mut finished = finish_locked(conn, session_id, id, status, error_message).await?;
+    notifications::create(conn, session_id, question, notify).await?;
     if let Some(summary) = &finish.result_summary {
         finished = sqlx::query_as(
             "UPDATE agent_executions SET result_summary = $3 \

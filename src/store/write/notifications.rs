@@ -6,6 +6,7 @@
 //! the rows it takes (`SKIP LOCKED`, so workers never wait on one another); a report locks the
 //! one row it names. None of them waits on a session's lock while holding a notification.
 
+use serde::Serialize;
 use serde_json::{Value as Json, json};
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -17,7 +18,8 @@ use crate::store::NotificationRow;
 use crate::store::audit::{self, Change, Origin};
 use crate::store::traced::traced;
 
-/// Attempts a notification gets when its writer names none.
+/// Attempts a notification gets when its writer names none, by default
+/// (`--notification-max-attempts`).
 pub const DEFAULT_MAX_ATTEMPTS: i32 = 5;
 /// Most attempts a writer may ask for.
 pub const MAX_ATTEMPTS: i32 = 100;
@@ -29,18 +31,28 @@ pub const MAX_LEASE_SECONDS: i32 = 3_600;
 pub const DESTINATION: usize = 2_000;
 /// A reported error: characters (`notifications.last_error`).
 pub const ERROR: usize = 10_000;
-/// The wait after a notification's first failed attempt, in seconds; it doubles with each
-/// further one, up to [`BACKOFF_CAP_SECONDS`].
+/// The wait after a notification's first failed attempt, in seconds, by default; it doubles
+/// with each further one, up to [`BACKOFF_CAP_SECONDS`].
 pub const BACKOFF_BASE_SECONDS: i32 = 30;
-/// Longest wait between attempts, in seconds.
+/// Longest wait between attempts, in seconds, by default.
 pub const BACKOFF_CAP_SECONDS: i32 = 3_600;
 
+/// The wait after a failed attempt: `base_seconds` after the first, doubling with each
+/// further one, at most `max_seconds`.
+#[derive(Debug, Clone, Copy)]
+pub struct Backoff {
+    pub base_seconds: i32,
+    pub max_seconds: i32,
+}
+
 /// A notification a write asks for.
+#[derive(Debug, Clone, Serialize)]
 pub struct NewNotification {
     pub notification_type: NotificationType,
     pub destination: String,
     pub integration_data: Option<Json>,
-    pub max_attempts: Option<i32>,
+    /// What the writer asked for, or the server's default.
+    pub max_attempts: i32,
 }
 
 /// Refuses bad notifications before anything is written.
@@ -53,35 +65,37 @@ pub fn check(notify: &[NewNotification]) -> Result<()> {
             }
             check_json("integrationData", data, limits::SMALL_JSON)?;
         }
-        if let Some(max) = n.max_attempts
-            && !(1..=MAX_ATTEMPTS).contains(&max)
-        {
+        if !(1..=MAX_ATTEMPTS).contains(&n.max_attempts) {
             return Err(Error::bad_input(format!(
-                "`maxAttempts` must be 1–{MAX_ATTEMPTS}; got {max}"
+                "`maxAttempts` must be 1–{MAX_ATTEMPTS}; got {}",
+                n.max_attempts
             )));
         }
     }
     Ok(())
 }
 
-/// Adds `notify` to a session whose lock the caller holds, due at once.
+/// Adds `notify` to a session whose lock the caller holds, due at once; each names
+/// `chat_question` when it is about that question's answer.
 pub(crate) async fn create(
     conn: &mut PgConnection,
     session_id: Uuid,
+    chat_question: Option<Uuid>,
     notify: &[NewNotification],
 ) -> Result<()> {
     for n in notify {
         sqlx::query(
             "INSERT INTO notifications (session_id, id, type, destination, integration_data, \
-                max_attempts, next_attempt_at) \
-             VALUES ($1, $2, $3, $4, coalesce($5, '{}'::jsonb), $6, now())",
+                max_attempts, next_attempt_at, chat_question_id) \
+             VALUES ($1, $2, $3, $4, coalesce($5, '{}'::jsonb), $6, now(), $7)",
         )
         .bind(session_id)
         .bind(Uuid::now_v7())
         .bind(n.notification_type)
         .bind(&n.destination)
         .bind(&n.integration_data)
-        .bind(n.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS))
+        .bind(n.max_attempts)
+        .bind(chat_question)
         .execute(traced(&mut *conn))
         .await?;
     }
@@ -278,13 +292,14 @@ pub async fn mark_delivered(
 }
 
 /// Reports that the attempt of `claim_id` failed with `error`: the notification is due again
-/// after a backoff that doubles with each attempt, or failed for good once it has had its
+/// after `backoff`, which doubles with each attempt, or failed for good once it has had its
 /// attempts. Again with the same claim and error: a harmless retry.
 pub async fn mark_failed(
     conn: &mut PgConnection,
     (session_id, id): (Uuid, Uuid),
     claim_id: Uuid,
     error: &str,
+    backoff: Backoff,
     origin: &Origin,
 ) -> Result<NotificationRow> {
     check_text("error", error, ERROR)?;
@@ -309,8 +324,8 @@ pub async fn mark_failed(
     .bind(session_id)
     .bind(id)
     .bind(error)
-    .bind(BACKOFF_BASE_SECONDS)
-    .bind(BACKOFF_CAP_SECONDS)
+    .bind(backoff.base_seconds)
+    .bind(backoff.max_seconds)
     .fetch_one(traced(&mut *conn))
     .await?;
     reported(conn, origin, &row, after).await

@@ -221,7 +221,7 @@ pub async fn complete(
     .bind(&completion.executive_summary)
     .fetch_one(traced(&mut *conn))
     .await?;
-    notifications::create(conn, id, notify).await?;
+    notifications::create(conn, id, None, notify).await?;
     audited(conn, origin, &session, completed).await
 }
 
@@ -269,7 +269,7 @@ pub async fn fail(
         finish_locked(conn, id, execution.id, execution_status, Some(&reason)).await?;
     }
     let failed = set_session_status(conn, id, status, Some(error_message)).await?;
-    notifications::create(conn, id, notify).await?;
+    notifications::create(conn, id, None, notify).await?;
     audited(conn, origin, &session, failed).await
 }
 

@@ -300,6 +300,27 @@ pub async fn chat(
     (chat, question_id, stage_id)
 }
 
+/// A notification of `session` (of type `kind`) with `status` (`pending` due now, else done
+/// with), as a worker would have left it. Returns its id.
+pub async fn notification(pool: &PgPool, session: Uuid, kind: &str, status: &str) -> Uuid {
+    let id = Uuid::now_v7();
+    sqlx::query(
+        "INSERT INTO notifications (session_id, id, type, destination, status, max_attempts, \
+             attempts, next_attempt_at, failed_at) \
+         VALUES ($1, $2, $3, '#alerts', $4, 1, CASE WHEN $4 = 'pending' THEN 0 ELSE 1 END, \
+             CASE WHEN $4 IN ('pending', 'sending') THEN now() END, \
+             CASE WHEN $4 = 'failed' THEN now() END)",
+    )
+    .bind(session)
+    .bind(id)
+    .bind(kind)
+    .bind(status)
+    .execute(pool)
+    .await
+    .unwrap();
+    id
+}
+
 /// A full investigation: `stages` stages; stage 1 runs three agents in parallel and stage 0 an
 /// orchestrator with two sub-agents; every execution has a conversation of 4 messages, 2 LLM
 /// interactions (the second sent all 4 messages), 1 MCP interaction and 2 timeline events;

@@ -9,12 +9,14 @@ use crate::store::write::chats::NewChat;
 use crate::store::write::executions::{Finish, NewExecution};
 use crate::store::write::interactions::{NewLlmInteraction, NewMcpInteraction};
 use crate::store::write::messages::NewMessage;
+use crate::store::write::notifications::NewNotification;
 use crate::store::write::sessions::{Completion, NewSession};
 use crate::store::write::stages::NewStage;
 use crate::store::write::timeline::NewEvent;
 use crate::store::{
     ChainRow, ChatRow, ExecutionRow, LlmInteractionRow, LlmPayloadRow, LlmRequestRow,
-    McpInteractionRow, McpPayloadRow, MessageRow, RawJson, SessionRow, StageRow, TimelineEventRow,
+    McpInteractionRow, McpPayloadRow, MessageRow, NotificationRow, RawJson, SessionRow, StageRow,
+    TimelineEventRow,
 };
 
 /// JSON as a command carries it.
@@ -160,5 +162,15 @@ pub(super) fn finish(e: &ExecutionRow) -> Finish {
         status: e.status,
         error_message: e.error_message.clone(),
         result_summary: e.result_summary.clone(),
+        notify: Vec::new(),
     }
+}
+
+pub(super) fn new_notification(n: &NotificationRow) -> Result<NewNotification> {
+    Ok(NewNotification {
+        notification_type: n.notification_type,
+        destination: n.destination.clone(),
+        integration_data: Some(json(&n.integration_data)?),
+        max_attempts: n.max_attempts,
+    })
 }

@@ -17,8 +17,8 @@ use crate::error::{Error, Result};
 use crate::store::audit::Origin;
 use crate::store::{
     ChainRow, ChatRow, ChatUserMessageRow, ExecutionRow, LlmInteractionRow, LlmPayloadRow,
-    LlmRequestRow, McpInteractionRow, McpPayloadRow, MessageRow, Record, SessionRow, StageRow,
-    Store, TimelineEventRow,
+    LlmRequestRow, McpInteractionRow, McpPayloadRow, MessageRow, NotificationRow, Record,
+    SessionRow, StageRow, Store, TimelineEventRow,
 };
 
 /// The records of some sessions, each table's in an order it can be inserted in (parent
@@ -39,6 +39,9 @@ pub struct Records {
     pub llm_interactions: Vec<(LlmInteractionRow, LlmRequestRow, LlmPayloadRow)>,
     pub mcp_interactions: Vec<(McpInteractionRow, McpPayloadRow)>,
     pub timeline_events: Vec<TimelineEventRow>,
+    /// Notifications where their delivery stands (the demo's: some delivered, one failed for
+    /// good, one pending).
+    pub notifications: Vec<NotificationRow>,
 }
 
 /// What a restore did.

@@ -23,8 +23,8 @@ use crate::store::write::stages::check_place as check_stage_place;
 use crate::store::write::timeline::check_links;
 use crate::store::{
     ChatRow, ChatUserMessageRow, ExecutionRow, Key, LlmInteractionRow, LlmPayloadRow,
-    LlmRequestRow, McpInteractionRow, McpPayloadRow, MessageRow, SessionRow, StageRow,
-    TimelineEventRow, requested_calls,
+    LlmRequestRow, McpInteractionRow, McpPayloadRow, MessageRow, NotificationRow, SessionRow,
+    StageRow, TimelineEventRow, requested_calls,
 };
 
 /// A record the restore inserts whole, as one row.
@@ -246,6 +246,39 @@ row!(
     ]
 );
 
+// By hand: its `type` column is no Rust field name.
+impl Row for NotificationRow {
+    fn id(&self) -> Uuid {
+        self.id
+    }
+    fn insert(&self) -> QueryBuilder<'_, Postgres> {
+        let mut query = QueryBuilder::new(
+            "INSERT INTO notifications (session_id, id, type, destination, status, \
+             integration_data, attempts, max_attempts, next_attempt_at, claim_id, last_error, \
+             created_at, sent_at, delivered_at, failed_at, chat_question_id) VALUES (",
+        );
+        let mut values = query.separated(", ");
+        values.push_bind(self.session_id);
+        values.push_bind(self.id);
+        values.push_bind(self.notification_type);
+        values.push_bind(&self.destination);
+        values.push_bind(self.status);
+        values.push_bind(&self.integration_data);
+        values.push_bind(self.attempts);
+        values.push_bind(self.max_attempts);
+        values.push_bind(self.next_attempt_at);
+        values.push_bind(self.claim_id);
+        values.push_bind(&self.last_error);
+        values.push_bind(self.created_at);
+        values.push_bind(self.sent_at);
+        values.push_bind(self.delivered_at);
+        values.push_bind(self.failed_at);
+        values.push_bind(self.chat_question_id);
+        values.push_unseparated(")");
+        query
+    }
+}
+
 /// Inserts a row; says how many it wrote (0 for a session already there). An id another
 /// record holds is refused.
 async fn insert(conn: &mut PgConnection, row: &impl Row) -> Result<usize> {
@@ -378,6 +411,15 @@ pub(super) async fn write(
         }
         .await
         .map_err(refused(event))?;
+    }
+    for notification in records
+        .notifications
+        .iter()
+        .filter(|n| fresh(&n.session_id))
+    {
+        new += insert(conn, notification)
+            .await
+            .map_err(refused(notification))?;
     }
     Ok(new)
 }

@@ -11,21 +11,25 @@ use uuid::Uuid;
 
 use super::commands::{
     completion, finish, new_chain, new_chat, new_event, new_execution, new_llm, new_mcp,
-    new_message, new_session, new_stage,
+    new_message, new_notification, new_session, new_stage,
 };
 use super::{Records, refused};
 use crate::error::{Error, Result};
-use crate::model::{ExecutionStatus, SessionStatus, StageStatus, TimelineEventStatus};
+use crate::model::{
+    ExecutionStatus, NotificationStatus, SessionStatus, StageStatus, TimelineEventStatus,
+};
 use crate::store::write::chats::check_question;
 use crate::store::write::executions::place;
 use crate::store::write::interactions::check_count;
+use crate::store::write::notifications;
 use crate::store::write::sessions::check_failure;
 use crate::store::write::stages::aggregate;
 use crate::store::write::{
     check_optional, is_finished_execution, is_finished_session, is_finished_stage, limits, snake,
 };
 use crate::store::{
-    ChatRow, ChatUserMessageRow, ExecutionRow, Record, SessionRow, StageRow, TimelineEventRow,
+    ChatRow, ChatUserMessageRow, ExecutionRow, NotificationRow, Record, SessionRow, StageRow,
+    TimelineEventRow,
 };
 
 /// Refuses the records, naming the first one that breaks a rule and the rule it breaks;
@@ -76,6 +80,10 @@ pub(super) fn check(records: &Records) -> Result<usize> {
             .and_then(|_| new_mcp(mcp).check())
             .map_err(refused(row))?;
     }
+    let questions = index(&records.chat_messages)?;
+    each(&records.notifications, |notification| {
+        check_notification(notification, &sessions, &questions)
+    })?;
     let mut numbers = Numbering::default();
     each(&records.timeline_events, |event| {
         let execution = in_execution(
@@ -191,6 +199,66 @@ fn check_question_of(question: &ChatUserMessageRow, chats: &HashMap<Uuid, &ChatR
         question.author.as_deref(),
         question.created_by.as_deref(),
     )
+}
+
+/// A notification: the live writer's checks, of a finished session (notifications are written
+/// with a session's end or a chat answer's), naming a question of its own session, and its
+/// delivery's times and attempts as a worker's reports leave them.
+fn check_notification(
+    n: &NotificationRow,
+    sessions: &HashMap<Uuid, &SessionRow>,
+    questions: &HashMap<Uuid, &ChatUserMessageRow>,
+) -> Result<()> {
+    let session = parent(sessions, n.session_id, n.session_id, |s| s.id)?;
+    if !is_finished_session(session.status) {
+        return Err(Error::bad_input(format!(
+            "its session is {}; notifications are written when it has ended",
+            snake(session.status)
+        )));
+    }
+    if let Some(question) = n.chat_question_id {
+        parent(questions, question, n.session_id, |q| q.session_id)?;
+    }
+    notifications::check(&[new_notification(n)?])?;
+    check_optional("lastError", n.last_error.as_deref(), notifications::ERROR)?;
+    use NotificationStatus as S;
+    let times = [
+        (
+            "sentAt",
+            n.sent_at,
+            matches!(n.status, S::Sent | S::Delivered),
+        ),
+        ("deliveredAt", n.delivered_at, n.status == S::Delivered),
+        ("failedAt", n.failed_at, n.status == S::Failed),
+        (
+            "nextAttemptAt",
+            n.next_attempt_at,
+            matches!(n.status, S::Pending | S::Sending),
+        ),
+    ];
+    for (field, at, expected) in times {
+        if at.is_some() != expected {
+            return Err(Error::bad_input(format!(
+                "a {} notification {} `{field}`",
+                snake(n.status),
+                if expected { "needs" } else { "has no" }
+            )));
+        }
+    }
+    let most = if n.status == S::Failed {
+        n.attempts == n.max_attempts
+    } else {
+        n.attempts <= n.max_attempts
+    };
+    if !most || (n.status != S::Pending && n.attempts == 0) {
+        return Err(Error::bad_input(format!(
+            "a {} notification cannot have had {} of its {} attempts",
+            snake(n.status),
+            n.attempts,
+            n.max_attempts
+        )));
+    }
+    Ok(())
 }
 
 /// Whether a record with a lifecycle has started, by its status.
