@@ -23,7 +23,7 @@ use crate::common::cli::{DataDir, casefile, stdout};
 
 /// Every table whose rows belong to a session (through `session_id`), except the live change
 /// log, which is pruned by its own rules.
-const SESSION_TABLES: [&str; 16] = [
+const SESSION_TABLES: [&str; 17] = [
     "stages",
     "agent_executions",
     "timeline_events",
@@ -40,6 +40,7 @@ const SESSION_TABLES: [&str; 16] = [
     "session_feed",
     "create_receipts",
     "event_stream_tickets",
+    "notifications",
 ];
 
 fn at(text: &str) -> DateTime<Utc> {
