@@ -19,6 +19,29 @@ use crate::store::{
     ChainRow, ChatRow, ChatUserMessageRow, ExecutionRow, NotificationRow, SessionRow, StageRow,
 };
 
+/// What a record is, which one (`id`: the field holding its id) and the session it belongs to
+/// (`session`: the field holding it; none when absent).
+macro_rules! target {
+    ($name:literal, $id:ident) => {
+        const TARGET_TYPE: &'static str = $name;
+        fn target_id(&self) -> String {
+            self.$id.to_string()
+        }
+        fn session_id(&self) -> Option<Uuid> {
+            None
+        }
+    };
+    ($name:literal, $id:ident, $session:ident) => {
+        const TARGET_TYPE: &'static str = $name;
+        fn target_id(&self) -> String {
+            self.$id.to_string()
+        }
+        fn session_id(&self) -> Option<Uuid> {
+            Some(self.$session)
+        }
+    };
+}
+
 /// A large text as its length in characters and its SHA-256 (null stays null).
 fn summary(text: Option<&str>) -> Json {
     text.map_or(Json::Null, |text| {
@@ -35,13 +58,7 @@ fn json_summary(value: Option<&serde_json::value::RawValue>) -> Json {
 }
 
 impl Audited for SessionRow {
-    const TARGET_TYPE: &'static str = "Session";
-    fn target_id(&self) -> String {
-        self.id.to_string()
-    }
-    fn session_id(&self) -> Option<Uuid> {
-        Some(self.id)
-    }
+    target!("Session", id, id);
     fn audit_fields(&self) -> Vec<(&'static str, Json)> {
         vec![
             ("status", json!(self.status)),
@@ -70,13 +87,7 @@ impl Audited for SessionRow {
 }
 
 impl Audited for StageRow {
-    const TARGET_TYPE: &'static str = "Stage";
-    fn target_id(&self) -> String {
-        self.id.to_string()
-    }
-    fn session_id(&self) -> Option<Uuid> {
-        Some(self.session_id)
-    }
+    target!("Stage", id, session_id);
     fn audit_fields(&self) -> Vec<(&'static str, Json)> {
         vec![
             ("stageName", json!(self.stage_name)),
@@ -92,13 +103,7 @@ impl Audited for StageRow {
 }
 
 impl Audited for ExecutionRow {
-    const TARGET_TYPE: &'static str = "AgentExecution";
-    fn target_id(&self) -> String {
-        self.id.to_string()
-    }
-    fn session_id(&self) -> Option<Uuid> {
-        Some(self.session_id)
-    }
+    target!("AgentExecution", id, session_id);
     fn audit_fields(&self) -> Vec<(&'static str, Json)> {
         vec![
             ("stageId", json!(self.stage_id)),
@@ -121,13 +126,7 @@ impl Audited for ExecutionRow {
 }
 
 impl Audited for ChatRow {
-    const TARGET_TYPE: &'static str = "Chat";
-    fn target_id(&self) -> String {
-        self.id.to_string()
-    }
-    fn session_id(&self) -> Option<Uuid> {
-        Some(self.session_id)
-    }
+    target!("Chat", id, session_id);
     fn audit_fields(&self) -> Vec<(&'static str, Json)> {
         vec![
             ("createdBy", json!(self.created_by)),
@@ -137,13 +136,7 @@ impl Audited for ChatRow {
 }
 
 impl Audited for ChatUserMessageRow {
-    const TARGET_TYPE: &'static str = "ChatUserMessage";
-    fn target_id(&self) -> String {
-        self.id.to_string()
-    }
-    fn session_id(&self) -> Option<Uuid> {
-        Some(self.session_id)
-    }
+    target!("ChatUserMessage", id, session_id);
     fn audit_fields(&self) -> Vec<(&'static str, Json)> {
         vec![
             ("chatId", json!(self.chat_id)),
@@ -155,13 +148,7 @@ impl Audited for ChatUserMessageRow {
 }
 
 impl Audited for NotificationRow {
-    const TARGET_TYPE: &'static str = "Notification";
-    fn target_id(&self) -> String {
-        self.id.to_string()
-    }
-    fn session_id(&self) -> Option<Uuid> {
-        Some(self.session_id)
-    }
+    target!("Notification", id, session_id);
     fn audit_fields(&self) -> Vec<(&'static str, Json)> {
         vec![
             ("type", json!(self.notification_type)),
@@ -185,13 +172,7 @@ impl Audited for NotificationRow {
 
 /// A ticket is recorded with its session (its secret and hash are left out).
 impl Audited for TicketRow {
-    const TARGET_TYPE: &'static str = "EventStreamTicket";
-    fn target_id(&self) -> String {
-        self.session_id.to_string()
-    }
-    fn session_id(&self) -> Option<Uuid> {
-        Some(self.session_id)
-    }
+    target!("EventStreamTicket", session_id, session_id);
     fn audit_fields(&self) -> Vec<(&'static str, Json)> {
         vec![
             ("actor", json!(self.actor)),
@@ -203,13 +184,7 @@ impl Audited for TicketRow {
 }
 
 impl Audited for ChainRow {
-    const TARGET_TYPE: &'static str = "Chain";
-    fn target_id(&self) -> String {
-        self.id.to_string()
-    }
-    fn session_id(&self) -> Option<Uuid> {
-        None
-    }
+    target!("Chain", id);
     fn audit_fields(&self) -> Vec<(&'static str, Json)> {
         vec![
             ("name", json!(self.name)),
@@ -224,13 +199,7 @@ impl Audited for ChainRow {
 
 /// A token's secret hash is left out; `lastUsedAt` is not a change anyone makes.
 impl Audited for ApiTokenRow {
-    const TARGET_TYPE: &'static str = "ApiToken";
-    fn target_id(&self) -> String {
-        self.id.to_string()
-    }
-    fn session_id(&self) -> Option<Uuid> {
-        None
-    }
+    target!("ApiToken", id);
     fn audit_fields(&self) -> Vec<(&'static str, Json)> {
         vec![
             ("name", json!(self.name)),
@@ -245,13 +214,7 @@ impl Audited for ApiTokenRow {
 /// Prices are never changed: a new one shows every field, amounts as decimal text, as the API
 /// gives them.
 impl Audited for ModelPriceRow {
-    const TARGET_TYPE: &'static str = "ModelPrice";
-    fn target_id(&self) -> String {
-        self.id.to_string()
-    }
-    fn session_id(&self) -> Option<Uuid> {
-        None
-    }
+    target!("ModelPrice", id);
     fn audit_fields(&self) -> Vec<(&'static str, Json)> {
         let amount =
             |value: Option<rust_decimal::Decimal>| json!(value.map(|v| v.normalize().to_string()));
@@ -272,13 +235,7 @@ impl Audited for ModelPriceRow {
 
 /// A purge that deleted anything, as it ended (recorded once, so from nothing).
 impl Audited for PurgeRow {
-    const TARGET_TYPE: &'static str = "Purge";
-    fn target_id(&self) -> String {
-        self.id.to_string()
-    }
-    fn session_id(&self) -> Option<Uuid> {
-        None
-    }
+    target!("Purge", id);
     fn audit_fields(&self) -> Vec<(&'static str, Json)> {
         vec![
             ("trigger", json!(self.trigger)),
