@@ -34,6 +34,7 @@ pub mod rows {
     pub const QUESTIONS_PER_CHAT: usize = 10;
     pub const STATUS_CHANGES: usize = 10;
     pub const NOTIFICATIONS_PER_SESSION: usize = 5;
+    pub const SHARE_LINKS: usize = 5;
 }
 
 /// A list of (about) `rows` rows of a selection costing `child` each.

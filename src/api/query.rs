@@ -4,7 +4,7 @@ use async_graphql::{Context, Enum, ID, InputObject, Json, Object};
 use chrono::{DateTime, Utc};
 
 use super::cost;
-use super::guards::{RoleGuard, caller};
+use super::guards::{RoleGuard, SessionReaderGuard, caller, may_read};
 use super::ids::{self, NodeType};
 use super::pagination::{PageArgs, edges_of};
 use super::types::{
@@ -310,19 +310,19 @@ pub struct Query;
 #[Object]
 impl Query {
     /// Any object by its global ID (null when it does not exist).
-    #[graphql(guard = "RoleGuard(Role::Reader)")]
+    #[graphql(guard = "SessionReaderGuard")]
     async fn node(
         &self,
         ctx: &Context<'_>,
         #[graphql(desc = "A global ID, as returned in any object's `id`.")] id: ID,
     ) -> Result<Option<Node>> {
-        Node::load(ctx, &id).await
+        Node::load_readable(ctx, &id).await
     }
 
     /// Several objects by their global IDs, in the same order (null where one does not exist).
     #[graphql(
         complexity = "cost::list(ids.len(), child_complexity)",
-        guard = "RoleGuard(Role::Reader)"
+        guard = "SessionReaderGuard"
     )]
     async fn nodes(
         &self,
@@ -337,18 +337,19 @@ impl Query {
             ))
             .into());
         }
-        futures::future::try_join_all(ids.iter().map(|id| Node::load(ctx, id))).await
+        futures::future::try_join_all(ids.iter().map(|id| Node::load_readable(ctx, id))).await
     }
 
     /// A session by its global ID or UUID (null when it does not exist; soft-deleted sessions
     /// are returned, with `deletedAt` set).
-    #[graphql(guard = "RoleGuard(Role::Reader)")]
+    #[graphql(guard = "SessionReaderGuard")]
     async fn session(
         &self,
         ctx: &Context<'_>,
         #[graphql(desc = "The session's global ID or its UUID.")] id: ID,
     ) -> Result<Option<Session>> {
         let uuid = ids::decode_as(NodeType::Session, &id)?;
+        may_read(ctx, uuid)?;
         Ok(loaders(ctx).sessions.load_one(uuid).await?.map(Session))
     }
 
@@ -724,7 +725,7 @@ impl Query {
     }
 
     /// Who is asking: the identity and role this request was authenticated as.
-    #[graphql(guard = "RoleGuard(Role::Reader)")]
+    #[graphql(guard = "SessionReaderGuard")]
     async fn viewer(&self, ctx: &Context<'_>) -> Result<Viewer> {
         Ok(Viewer(caller(ctx)?.clone()))
     }

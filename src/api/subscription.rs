@@ -5,7 +5,7 @@ use std::sync::Arc;
 use async_graphql::{Context, ID, Object, Subscription};
 use futures::{Stream, StreamExt as _};
 
-use super::guards::RoleGuard;
+use super::guards::{RoleGuard, SessionReaderGuard, may_read};
 use super::ids::{self, NodeType, decode_as};
 use super::types::{
     AgentExecution, Chat, ChatUserMessage, LlmInteraction, McpInteraction, Message, Session,
@@ -84,7 +84,7 @@ impl Subscription {
     /// resumes the view it came from or a narrower one. `eventTypes` narrows it to events of
     /// those types (a context builder following one agent's tool calls); events of other types
     /// are passed over. Deltas arriving within 50 ms are merged per event.
-    #[graphql(guard = "RoleGuard(Role::Reader)")]
+    #[graphql(guard = "SessionReaderGuard")]
     async fn timeline(
         &self,
         ctx: &Context<'_>,
@@ -98,6 +98,7 @@ impl Subscription {
     ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<TimelineUpdate>> + use<>>
     {
         let session = decode_as(NodeType::Session, &session_id)?;
+        may_read(ctx, session)?;
         let stage = stage_id
             .map(|id| decode_as(NodeType::Stage, &id))
             .transpose()?;
@@ -127,7 +128,7 @@ impl Subscription {
     /// live, with no gap and no duplicate; text appended to one event within 50 ms may arrive
     /// merged (`firstSequence`…`sequence`). With `topology`, it starts with a snapshot of the
     /// agent tree as of where it starts.
-    #[graphql(guard = "RoleGuard(Role::Reader)")]
+    #[graphql(guard = "SessionReaderGuard")]
     async fn events(
         &self,
         ctx: &Context<'_>,
@@ -144,6 +145,7 @@ impl Subscription {
     ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<SessionEvent>> + use<>>
     {
         let session = decode_as(NodeType::Session, &session_id)?;
+        may_read(ctx, session)?;
         let after = match after {
             None => 0,
             Some(cursor) => EventsPosition::decode(&cursor, session)?.position,
@@ -174,7 +176,7 @@ impl Subscription {
     /// as it is now; with `after` (a change's cursor) it replays what came after that change from
     /// the database, then goes on live, with no gap and no duplicate. Each change names its
     /// record (select the matching field to read it as it is when delivered).
-    #[graphql(guard = "RoleGuard(Role::Reader)")]
+    #[graphql(guard = "SessionReaderGuard")]
     async fn session(
         &self,
         ctx: &Context<'_>,
@@ -183,6 +185,7 @@ impl Subscription {
     ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<SessionChange>> + use<>>
     {
         let session = decode_as(NodeType::Session, &id)?;
+        may_read(ctx, session)?;
         let store = ctx.data_unchecked::<Store>().clone();
         let (after, first) = match after {
             Some(cursor) => (EventsPosition::decode(&cursor, session)?.position, None),

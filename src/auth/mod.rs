@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use axum::http::HeaderMap;
 use serde_json::Value;
+use uuid::Uuid;
 
 use crate::fair::Rate;
 use crate::model::Role;
@@ -38,6 +39,8 @@ pub struct Identity {
     /// Whether the SSO proxy vouched for it: open streams end after the proxy's stream lifetime
     /// and reconnect through the proxy, which signs the person in again.
     from_proxy: bool,
+    /// The one session a share link opens: a reader of it alone (none: no such bound).
+    pub scope: Option<Uuid>,
 }
 
 impl Identity {
@@ -48,12 +51,19 @@ impl Identity {
             role: Role::Admin,
             token: None,
             from_proxy: false,
+            scope: None,
         }
     }
 
     /// Whether this is the no-identity caller of `--auth none`.
     pub fn is_anonymous(&self) -> bool {
         self.actor.is_none()
+    }
+
+    /// Whether it may read `session`: any session, unless it is a share link's, which opens its
+    /// own alone.
+    pub fn may_read(&self, session: Uuid) -> bool {
+        self.scope.is_none_or(|scope| scope == session)
     }
 }
 
@@ -212,7 +222,7 @@ impl Authenticator {
         headers: &HeaderMap,
         client: Option<IpAddr>,
     ) -> Result<Identity, Rejection> {
-        if let Some(secret) = bearer.filter(|s| tokens::looks_like_token(s)) {
+        if let Some(secret) = bearer.filter(|s| tokens::looks_like_bearer(s)) {
             return self.token_identity(secret, client).await;
         }
         match &self.proxy {
@@ -232,10 +242,11 @@ impl Authenticator {
         }
         match self.tokens.verify_hash(&hash).await {
             Ok(Some(token)) => Ok(Identity {
-                actor: Some(format!("token:{}", token.name)),
+                actor: Some(token.actor.clone()),
                 role: token.role,
                 token: Some(hash),
                 from_proxy: false,
+                scope: token.scope,
             }),
             Ok(None) => Err(Rejection::Unauthenticated),
             Err(err) => {

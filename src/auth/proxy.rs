@@ -139,6 +139,7 @@ impl ProxyAuth {
             role,
             token: None,
             from_proxy: true,
+            scope: None,
         })
     }
 }

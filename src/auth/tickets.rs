@@ -75,13 +75,14 @@ impl Authenticator {
                 return Err(Rejection::Unavailable);
             }
         };
-        let token: Option<tokens::SecretHash> = match row.token_hash {
+        let (token, scope) = match row.token_hash {
             Some(hash) => {
                 let hash: tokens::SecretHash =
                     hash.try_into().map_err(|_| Rejection::Unauthenticated)?;
-                // Revoked or expired since: the ticket goes with it.
+                // Revoked or expired since: the ticket goes with it. A share link's ticket
+                // keeps its one-session bound.
                 match self.tokens.verify_hash(&hash).await {
-                    Ok(Some(_)) => Some(hash),
+                    Ok(Some(token)) => (Some(hash), token.scope),
                     Ok(None) => return Err(Rejection::Unauthenticated),
                     Err(err) => {
                         tracing::error!("cannot check a stream ticket's token: {err}");
@@ -89,13 +90,14 @@ impl Authenticator {
                     }
                 }
             }
-            None => None,
+            None => (None, None),
         };
         Ok(Identity {
             actor: row.actor,
             role: row.role,
             token,
             from_proxy: row.from_proxy,
+            scope,
         })
     }
 }

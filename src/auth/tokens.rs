@@ -19,10 +19,14 @@ use uuid::Uuid;
 use crate::error::{Error, Result};
 use crate::model::Role;
 use crate::store::Store;
+use crate::store::share_links;
 use crate::store::tokens::{self as token_store, CHANGES_CHANNEL};
 
-/// Every secret starts with this.
+/// Every API token's secret starts with this.
 pub const SECRET_PREFIX: &str = "cf_";
+/// Every share link's secret starts with this (a different prefix, so a secret scanner tells
+/// a leaked link, which opens one session, from a token).
+pub const SHARE_PREFIX: &str = "cfs_";
 /// How long a verification is trusted without asking the database again: the longest a
 /// revocation can take to reach a process that missed its notification.
 pub const CACHE_TTL: Duration = Duration::from_secs(5);
@@ -38,9 +42,19 @@ pub type SecretHash = [u8; 32];
 
 /// A new random secret.
 pub fn generate_secret() -> String {
+    secret_with(SECRET_PREFIX)
+}
+
+/// A new random share link secret.
+pub fn generate_share_secret() -> String {
+    secret_with(SHARE_PREFIX)
+}
+
+/// `prefix` and 256 random bits in hex.
+fn secret_with(prefix: &str) -> String {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes).expect("the operating system's random source works");
-    format!("{SECRET_PREFIX}{}", hex::encode(bytes))
+    format!("{prefix}{}", hex::encode(bytes))
 }
 
 pub fn hash(secret: &str) -> SecretHash {
@@ -51,18 +65,31 @@ pub fn hash(secret: &str) -> SecretHash {
 /// characters after it. Anything else (an SSO proxy's OIDC token, junk) is never looked up, and
 /// an operator's `CASEFILE_BOOTSTRAP_ADMIN_TOKEN` must have it.
 pub fn looks_like_token(secret: &str) -> bool {
+    has_shape(secret, SECRET_PREFIX)
+}
+
+/// Whether a bearer secret has the shape of an API token or a share link: only those are looked
+/// up.
+pub fn looks_like_bearer(secret: &str) -> bool {
+    looks_like_token(secret) || has_shape(secret, SHARE_PREFIX)
+}
+
+fn has_shape(secret: &str, prefix: &str) -> bool {
     secret
-        .strip_prefix(SECRET_PREFIX)
+        .strip_prefix(prefix)
         .is_some_and(|rest| rest.len() >= 32 && rest.chars().all(|c| c.is_ascii_graphic()))
 }
 
-/// A token that verified: who it is and what it may do.
+/// A token (or share link) that verified: who it is and what it may do.
 #[derive(Debug, Clone)]
 pub struct VerifiedToken {
     pub id: Uuid,
-    pub name: String,
+    /// `token:NAME`, or `share:ID`.
+    pub actor: String,
     pub role: Role,
     pub expires_at: Option<chrono::DateTime<Utc>>,
+    /// The one session a share link opens (none: an API token).
+    pub scope: Option<Uuid>,
 }
 
 /// Checks secrets against the database, through short-lived caches.
@@ -119,7 +146,7 @@ impl TokenVerifier {
                 // Expiry is checked on every use, cached or not.
                 let token = token.filter(|t| t.expires_at.is_none_or(|at| at > Utc::now()));
                 if let Some(token) = &token {
-                    self.note_use(token.id);
+                    self.note_use(token.id, token.scope.is_some());
                 }
                 return Ok(token);
             }
@@ -141,9 +168,10 @@ impl TokenVerifier {
             match token_store::find(self.store.pool(), hash).await {
                 Ok(Some(grant)) if grant.revoked_at.is_none() => Ok(Arc::new(VerifiedToken {
                     id: grant.id,
-                    name: grant.name,
+                    actor: grant.actor,
                     role: grant.role,
                     expires_at: grant.expires_at,
+                    scope: grant.session_id,
                 })),
                 Ok(_) => Err(Miss::NotUsable),
                 Err(err) => Err(Miss::Failed(err)),
@@ -161,8 +189,8 @@ impl TokenVerifier {
         }
     }
 
-    /// Writes `last used` in the background, at most once a minute per token.
-    fn note_use(&self, id: Uuid) {
+    /// Writes `last used` in the background, at most once a minute per token or link.
+    fn note_use(&self, id: Uuid, link: bool) {
         let now = Instant::now();
         {
             let mut touched = self.touched.lock().expect("not poisoned");
@@ -173,7 +201,12 @@ impl TokenVerifier {
         }
         let store = self.store.clone();
         tokio::spawn(async move {
-            if let Err(err) = token_store::touch(store.pool(), id).await {
+            let touched = if link {
+                share_links::touch(store.pool(), id).await
+            } else {
+                token_store::touch(store.pool(), id).await
+            };
+            if let Err(err) = touched {
                 tracing::warn!("cannot record a token's last use: {err}");
             }
         });
@@ -274,6 +307,10 @@ mod tests {
         assert!(looks_like_token(&a));
         assert!(!looks_like_token("cf_short"));
         assert!(!looks_like_token(&a[3..]));
+        let link = generate_share_secret();
+        assert!(link.starts_with("cfs_") && link.len() == 4 + 64, "{link}");
+        assert!(!looks_like_token(&link) && looks_like_bearer(&link));
+        assert!(looks_like_bearer(&a) && !looks_like_bearer("cfs_short"));
         assert_eq!(hash(&a), hash(&a));
         assert_ne!(hash(&a), hash(&b));
     }

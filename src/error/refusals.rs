@@ -254,6 +254,9 @@ pub fn describe(constraint: &str) -> Option<&'static str> {
         }
         "api_tokens_secret_hash_key" => "this token secret is already in use",
         "api_tokens_secret_hash_check" => "a token secret hash is 32 bytes",
+        "share_links_secret_hash_key" => "this share link secret is already in use",
+        "share_links_secret_hash_check" => "a share link secret hash is 32 bytes",
+        "share_links_note_check" => "a share link's `note` must be 1–500 characters",
         "api_tokens_role_check" => "`role` is not one of its values",
         "session_status_changes_action_check" => "the status change is not one of its kinds",
         "create_receipts_session_id_fkey" => "the session does not exist",

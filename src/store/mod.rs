@@ -35,6 +35,7 @@ mod search;
 pub mod search_words;
 pub mod session_events;
 pub mod sessions;
+pub mod share_links;
 pub mod stats;
 pub mod tickets;
 mod timeline;

@@ -44,14 +44,17 @@ pub struct NewToken<'a> {
     pub created_by: Option<&'a str>,
 }
 
-/// What a presented secret is, when it is a token at all.
+/// What a presented secret is, when it is an API token or a share link at all.
 #[derive(Debug, Clone, FromRow)]
 pub struct TokenGrant {
     pub id: Uuid,
-    pub name: String,
+    /// Who it is: `token:NAME`, or `share:ID` for a share link.
+    pub actor: String,
     pub role: Role,
     pub expires_at: Option<DateTime<Utc>>,
     pub revoked_at: Option<DateTime<Utc>>,
+    /// The one session a share link opens (none: an API token).
+    pub session_id: Option<Uuid>,
 }
 
 /// Token names: letters, digits, `.`, `_` and `-`, starting with a letter or digit, at most 100.
@@ -142,10 +145,15 @@ pub async fn revoke(conn: &mut PgConnection, name: &str, origin: &Origin) -> Res
         .ok_or_else(|| Error::not_found(format!("no token is named {name:?}")))
 }
 
-/// The token whose secret hashes to `hash`, revoked or expired ones included.
+/// The token or share link whose secret hashes to `hash`, revoked or expired ones included.
 pub async fn find(pool: &PgPool, hash: &[u8; 32]) -> Result<Option<TokenGrant>> {
     Ok(sqlx::query_as(
-        "SELECT id, name, role, expires_at, revoked_at FROM api_tokens WHERE secret_hash = $1",
+        "SELECT id, 'token:' || name AS actor, role, expires_at, revoked_at, \
+             NULL::uuid AS session_id \
+         FROM api_tokens WHERE secret_hash = $1 \
+         UNION ALL \
+         SELECT id, 'share:' || id, 'reader', expires_at, revoked_at, session_id \
+         FROM share_links WHERE secret_hash = $1",
     )
     .bind(&hash[..])
     .fetch_optional(pool)

@@ -341,6 +341,22 @@ async fn every_audited_mutation_leaves_exactly_one_record_with_a_field_diff() {
         json!({ "s": s }),
     )
     .await;
+    let link = audited(
+        app,
+        walked,
+        same("createShareLink"),
+        "mutation ($s: ID!) { createShareLink(sessionId: $s) { link { id } } }",
+        json!({ "s": s }),
+    )
+    .await;
+    audited(
+        app,
+        walked,
+        same("revokeShareLink"),
+        "mutation ($id: UUID!) { revokeShareLink(id: $id) { revokedAt } }",
+        json!({ "id": link["createShareLink"]["link"]["id"] }),
+    )
+    .await;
     let chat = audited(
         app,
         walked,

@@ -40,6 +40,7 @@ mod retention;
 mod schema_file;
 mod search;
 mod session_keys;
+mod share_links;
 mod stats;
 mod telemetry;
 mod timeline_filters;

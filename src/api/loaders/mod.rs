@@ -18,6 +18,7 @@ pub use batch::{Dispatcher, Load, Loader, UntilIdle};
 
 use crate::error::Error;
 use crate::store::audit::log::AuditRecordRow;
+use crate::store::share_links::ShareLinkRow;
 use crate::store::*;
 
 /// Loader errors must be `Clone`; the error mapping at the edge unwraps the `Arc`.
@@ -187,6 +188,11 @@ loader!(
     |store, scope, keys| store.mcp_interaction_pages(scope, keys)
 );
 loader!(
+    /// The share links of a session, oldest first.
+    ShareLinksBySession: Uuid => Vec<Arc<ShareLinkRow>>,
+    |store, keys| store.share_links_by_session(keys)
+);
+loader!(
     /// Pages of the audit trail of a session.
     SessionAuditPages: RecordPageKey => CountedPage<Arc<AuditRecordRow>>,
     |store, keys| store.session_audit_pages(keys)
@@ -282,6 +288,7 @@ pub struct Loaders {
     pub mcp_interaction_pages: PerScope<McpInteractionPages>,
     pub chat_pages: Loader<ChatPages>,
     pub session_audit_pages: Loader<SessionAuditPages>,
+    pub share_links_by_session: Loader<ShareLinksBySession>,
     pub conversation_pages: Loader<ConversationPages>,
     pub token_usage_by: PerScope<TokenUsageBy>,
     pub requests_by_call: Loader<RequestsByCall>,
@@ -385,6 +392,9 @@ impl Loaders {
                 store: store.clone()
             }),
             session_audit_pages: batched!(SessionAuditPages {
+                store: store.clone()
+            }),
+            share_links_by_session: batched!(ShareLinksBySession {
                 store: store.clone()
             }),
             conversation_pages: batched!(ConversationPages {

@@ -4,6 +4,7 @@
 mod ingest;
 mod inputs;
 mod retry;
+mod share_links;
 mod tokens;
 
 use std::sync::Arc;
@@ -17,7 +18,7 @@ use super::ids::{self, NodeType, decode_as};
 use super::options::NotificationOptions;
 use super::types::{
     AgentExecution, ApiToken, Chain, ChainVersionRef, Chat, ChatUserMessage, LlmInteraction,
-    McpInteraction, Message, ModelPrice, Notification, Session, Stage, TimelineEvent,
+    McpInteraction, Message, ModelPrice, Notification, Session, ShareLink, Stage, TimelineEvent,
 };
 use crate::auth::Authenticator;
 use crate::error::Error;
@@ -759,6 +760,36 @@ impl Mutation {
         })
         .await?;
         Ok(Notification(row.into()))
+    }
+
+    /// Creates a read-only link to one session for someone without an account: its secret
+    /// (in the result, once, and never stored) reads that session, its records and its live
+    /// streams over GraphQL and the event stream, and nothing else (any other session, any
+    /// list, any mutation: FORBIDDEN), until it expires or is revoked. Operator.
+    #[graphql(guard = "RoleGuard(Role::Operator)")]
+    async fn create_share_link(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The session to share.")] session_id: ID,
+        #[graphql(
+            desc = "How long it works: a period such as `7d`, `12h` or `90m`, at most 90 days.",
+            default_with = "String::from(\"7d\")"
+        )]
+        expires_in: String,
+        #[graphql(desc = "What it is for (at most 500 characters).")] note: Option<String>,
+    ) -> Result<share_links::CreatedShareLink> {
+        share_links::create(ctx, session_id, expires_in, note).await
+    }
+
+    /// Revokes a share link: every server refuses it within seconds, and streams it opened are
+    /// closed. Revoking a revoked link changes nothing. Operator.
+    #[graphql(guard = "RoleGuard(Role::Operator)")]
+    async fn revoke_share_link(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The link.")] id: Uuid,
+    ) -> Result<ShareLink> {
+        share_links::revoke(ctx, id).await
     }
 
     /// Creates an API token. Its secret is in the result, once, and never stored. Admin.

@@ -11,6 +11,7 @@ use uuid::Uuid;
 use super::{Session, SessionConnection, SessionCount, SessionEdge, SessionStats, loaders};
 use crate::api::Limits;
 use crate::api::cost;
+use crate::api::guards::across_sessions;
 use crate::api::ids::{self, NodeType};
 use crate::api::pagination::{PageArgs, edges_of};
 use crate::api::scalars::{JsonRef, Text};
@@ -113,6 +114,7 @@ impl Chain {
         #[graphql(desc = "Only sessions before this cursor (newer ones).")] before: Option<String>,
         #[graphql(desc = "Include soft-deleted sessions.", default = false)] include_deleted: bool,
     ) -> Result<SessionConnection> {
+        across_sessions(ctx)?;
         let args = PageArgs {
             first,
             after,
@@ -165,6 +167,7 @@ impl Chain {
     /// cost, grouped as `sessionStats` groups them (its filter being this version).
     async fn stats(
         &self,
+        ctx: &Context<'_>,
         #[graphql(
             desc = "The time zone whose calendar days and weeks `DAY` and `WEEK` group by, such as \"Europe/Berlin\".",
             default_with = "String::from(\"UTC\")"
@@ -172,6 +175,7 @@ impl Chain {
         time_zone: String,
         #[graphql(desc = "Include soft-deleted sessions.", default = false)] include_deleted: bool,
     ) -> Result<SessionStats> {
+        across_sessions(ctx)?;
         let filter = SessionFilter {
             chain: Some(self.0.key()),
             include_deleted,

@@ -1,8 +1,10 @@
 use async_graphql::{Context, ID, Interface};
 
 use super::*;
+use crate::api::guards::{across_sessions, caller, may_read};
 use crate::api::ids::{self, NodeType};
 use async_graphql::Result;
+use uuid::Uuid;
 
 /// An object with a global ID that `node(id:)` can fetch (Relay's object identification).
 #[derive(Interface)]
@@ -73,5 +75,36 @@ impl Node {
                 .await?
                 .map(|r| Node::Chain(Chain(r))),
         })
+    }
+
+    /// The session it belongs to (none: a chain version, which belongs to none).
+    pub fn session_id(&self) -> Option<Uuid> {
+        Some(match self {
+            Node::Session(n) => n.0.id,
+            Node::Stage(n) => n.0.session_id,
+            Node::AgentExecution(n) => n.0.session_id,
+            Node::TimelineEvent(n) => n.0.session_id,
+            Node::Message(n) => n.0.session_id,
+            Node::LlmInteraction(n) => n.0.session_id,
+            Node::McpInteraction(n) => n.0.session_id,
+            Node::Chat(n) => n.0.session_id,
+            Node::ChatUserMessage(n) => n.0.session_id,
+            Node::Chain(_) => return None,
+        })
+    }
+
+    /// The record behind a global ID, when the caller may read it: a share link reads its own
+    /// session's records only (FORBIDDEN otherwise, a chain version included).
+    pub async fn load_readable(ctx: &Context<'_>, id: &ID) -> Result<Option<Node>> {
+        let node = Node::load(ctx, id).await?;
+        if caller(ctx)?.scope.is_some()
+            && let Some(node) = &node
+        {
+            match node.session_id() {
+                Some(session) => may_read(ctx, session)?,
+                None => across_sessions(ctx)?,
+            }
+        }
+        Ok(node)
     }
 }

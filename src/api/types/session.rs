@@ -9,12 +9,15 @@ use super::SessionHistoryEntry;
 use super::connection::{self, ChatConnection};
 use super::scoped::{ScopedCalls, ScopedTimeline, Under};
 use super::search::{EdgeSearch, SearchMatch};
-use super::{AgentExecution, Chain, Notification, SessionCounts, Stage, loaders, required};
+use super::{
+    AgentExecution, Chain, Notification, SessionCounts, ShareLink, Stage, loaders, required,
+};
 use crate::api::cost;
+use crate::api::guards::RoleGuard;
 use crate::api::ids::{self, NodeType};
 use crate::api::pagination::PageArgs;
 use crate::api::scalars::{JsonRef, Text};
-use crate::model::SessionStatus;
+use crate::model::{Role, SessionStatus};
 use crate::store::chains::ChainSessions;
 use crate::store::sessions::SessionFilter;
 use crate::store::{SearchMatchKey, SessionRow, Store};
@@ -271,6 +274,23 @@ impl Session {
     async fn counts(&self, ctx: &Context<'_>) -> Result<SessionCounts> {
         let row = loaders(ctx).counts_by_session.load_one(self.0.id).await?;
         Ok(row.unwrap_or_default().into())
+    }
+    /// Its share links, oldest first (revoked and expired ones too): who created each, when,
+    /// until when, and when it was last used. Operator (a share link does not list links).
+    #[graphql(
+        guard = "RoleGuard(Role::Operator)",
+        complexity = "cost::list(cost::rows::SHARE_LINKS, child_complexity)"
+    )]
+    async fn share_links(&self, ctx: &Context<'_>) -> Result<Vec<ShareLink>> {
+        let rows = loaders(ctx)
+            .share_links_by_session
+            .load_one(self.0.id)
+            .await?;
+        Ok(rows
+            .unwrap_or_default()
+            .into_iter()
+            .map(ShareLink)
+            .collect())
     }
     /// Its audit trail, oldest first, a page at a time: every control-plane change to it and
     /// under it (its lifecycle, stages, executions, chats, notifications, stream tickets), who

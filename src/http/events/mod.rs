@@ -87,6 +87,13 @@ pub async fn stream(
             "reading needs the READER role",
         );
     }
+    if !identity.may_read(session) {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "FORBIDDEN",
+            "a share link opens its one session only",
+        );
+    }
     let Params {
         after,
         filter,

@@ -13,6 +13,7 @@ use super::Audited;
 use crate::model::db_name;
 use crate::store::prices::ModelPriceRow;
 use crate::store::retention::PurgeRow;
+use crate::store::share_links::ShareLinkRow;
 use crate::store::tickets::TicketRow;
 use crate::store::tokens::ApiTokenRow;
 use crate::store::{
@@ -179,6 +180,19 @@ impl Audited for TicketRow {
             ("role", json!(db_name(self.role))),
             ("fromProxy", json!(self.from_proxy)),
             ("expiresAt", json!(self.expires_at)),
+        ]
+    }
+}
+
+/// A share link's secret and hash are left out.
+impl Audited for ShareLinkRow {
+    target!("ShareLink", id, session_id);
+    fn audit_fields(&self) -> Vec<(&'static str, Json)> {
+        vec![
+            ("note", summary(self.note.as_deref())),
+            ("expiresAt", json!(self.expires_at)),
+            ("revokedAt", json!(self.revoked_at)),
+            ("revokedBy", json!(self.revoked_by)),
         ]
     }
 }

@@ -57,6 +57,8 @@ pub const AUDITED: &[&str] = &[
     "markNotificationFailed",
     "createApiToken",
     "revokeApiToken",
+    "createShareLink",
+    "revokeShareLink",
 ];
 
 /// Who asked for a change, and from where.
