@@ -68,14 +68,19 @@ impl Identity {
 }
 
 /// Whom a caller's fair share is counted under (requests in flight and their rate, streams,
-/// WebSocket connections, subscriptions): its actor (a token, a person behind the proxy), else,
-/// without authentication, its client address.
+/// WebSocket connections, subscriptions): its actor (a token, a person behind the proxy; a share
+/// link per client address), else, without authentication, its client address.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Caller(Arc<str>);
 
 impl Caller {
     pub fn of(identity: &Identity, peer: Option<SocketAddr>) -> Caller {
         match (&identity.actor, peer) {
+            // A share link goes to many people (a channel during an incident): each address
+            // gets a share of its own rather than all of them one.
+            (Some(actor), Some(peer)) if identity.scope.is_some() => {
+                Caller(Arc::from(format!("{actor}@{}", peer.ip())))
+            }
             (Some(actor), _) => Caller(Arc::from(actor.as_str())),
             (None, Some(peer)) => Caller::address(peer.ip()),
             (None, None) => Caller(Arc::from("anonymous")),
@@ -328,6 +333,28 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_share_link_counts_each_address_apart_and_a_token_once() {
+        let (a, b): (SocketAddr, SocketAddr) = (
+            "192.0.2.1:1000".parse().unwrap(),
+            "192.0.2.2:1000".parse().unwrap(),
+        );
+        let link = Identity {
+            actor: Some("share:x".to_owned()),
+            role: Role::Reader,
+            token: None,
+            from_proxy: false,
+            scope: Some(Uuid::nil()),
+        };
+        assert_ne!(Caller::of(&link, Some(a)), Caller::of(&link, Some(b)));
+        let token = Identity {
+            scope: None,
+            actor: Some("token:ops".to_owned()),
+            ..link
+        };
+        assert_eq!(Caller::of(&token, Some(a)), Caller::of(&token, Some(b)));
+    }
 
     #[test]
     fn bearer_values() {
