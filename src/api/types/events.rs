@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use async_graphql::{Context, ID, Json, Object, Union};
+use async_graphql::connection::PageInfo;
+use async_graphql::{Context, ID, Json, Object, SimpleObject, Union};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
@@ -11,14 +12,17 @@ use super::{
     AgentExecution, Chat, ChatUserMessage, LlmInteraction, McpInteraction, Message, Notification,
     Session, Stage, TimelineEvent, loaders,
 };
-use crate::api::ids::{self, NodeType};
+use crate::api::ids::{self, NodeType, decode_as};
+use crate::api::pagination::edges_of;
 use crate::api::scalars::Text;
 use crate::cursor::EventsPosition;
 use crate::live::envelope::{Envelope, EventAction, EventCategory, Payload};
+use crate::live::events::EventFilter;
 use crate::model::{
     AgentType, ExecutionStatus, NotificationStatus, SessionStatus, StageStatus,
     TimelineEventStatus, TimelineEventType, Transition,
 };
+use crate::store::page::Page;
 use crate::store::{ExecutionRow, Key, TimelineEventRow};
 use async_graphql::Result;
 
@@ -83,11 +87,82 @@ impl SessionEvent {
     }
     /// Pass as `after` to resume right after this event (on any server process).
     async fn cursor(&self) -> String {
+        self.position().encode()
+    }
+}
+
+/// Which of a session's events to receive or read; every one when a list is absent or empty.
+#[derive(async_graphql::InputObject, Default)]
+pub struct EventFilterInput {
+    /// Only events of these categories.
+    pub categories: Option<Vec<EventCategory>>,
+    /// Only events whose source is one of these agent executions.
+    pub agent_ids: Option<Vec<ID>>,
+    /// Only events of these stages.
+    pub stage_ids: Option<Vec<ID>>,
+}
+
+impl EventFilterInput {
+    pub(crate) fn into_filter(self) -> crate::error::Result<EventFilter> {
+        let decode = |ids: Option<Vec<ID>>, node| -> crate::error::Result<_> {
+            ids.unwrap_or_default()
+                .iter()
+                .map(|id| decode_as(node, id))
+                .collect()
+        };
+        Ok(EventFilter {
+            categories: self.categories.unwrap_or_default().into_iter().collect(),
+            executions: decode(self.agent_ids, NodeType::AgentExecution)?,
+            stages: decode(self.stage_ids, NodeType::Stage)?,
+        })
+    }
+}
+
+/// A page of a session's event log: the `events` subscription's events, one per position
+/// (appended text is not merged), in the session's order.
+#[derive(SimpleObject)]
+pub struct SessionEventConnection {
+    /// The events of this page, each with its cursor.
+    edges: Vec<SessionEventEdge>,
+    /// Where this page is: whether events lie before and after it, and the cursors to page on
+    /// from either end.
+    page_info: PageInfo,
+}
+
+/// One event of a session's log, and its cursor.
+#[derive(SimpleObject)]
+pub struct SessionEventEdge {
+    /// Pass as `after` or `before` to page on after or before this event, or as the `events`
+    /// subscription's `after` to follow the session live from right after it.
+    cursor: String,
+    /// The event.
+    node: SessionEvent,
+}
+
+impl From<Page<Envelope>> for SessionEventConnection {
+    fn from(page: Page<Envelope>) -> Self {
+        let (edges, page_info) = edges_of(
+            page,
+            |envelope| {
+                let event = SessionEvent(envelope);
+                SessionEventEdge {
+                    cursor: event.position().encode(),
+                    node: event,
+                }
+            },
+            |e| &e.cursor,
+        );
+        SessionEventConnection { edges, page_info }
+    }
+}
+
+impl SessionEvent {
+    /// Where it stands in the session's order: the cursor's place.
+    fn position(&self) -> EventsPosition {
         EventsPosition {
             session: self.0.row.session_id,
             position: self.0.position,
         }
-        .encode()
     }
 }
 
