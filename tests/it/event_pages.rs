@@ -229,6 +229,16 @@ async fn the_log_pages_both_ways_to_what_the_subscription_replays() {
     assert_eq!(end["pageInfo"]["hasNextPage"], false);
     assert_eq!(end["pageInfo"]["hasPreviousPage"], true);
     assert_eq!(nodes(&end), all[all.len() - 2..]);
+    let counted = app
+        .data(
+            "query ($s: ID!) { session(id: $s) {
+               all: eventsConnection(first: 1) { totalCount }
+               some: eventsConnection(first: 1, filter: { categories: [STAGE] }) { totalCount } } }",
+            json!({ "s": session }),
+        )
+        .await;
+    assert_eq!(counted["session"]["all"]["totalCount"].as_i64(), Some(last));
+    assert!(counted["session"]["some"]["totalCount"].is_null());
     let empty = page(&app, &session, json!({ "first": 0 })).await;
     assert_eq!(nodes(&empty), Vec::<Value>::new());
     assert_eq!(empty["pageInfo"]["hasNextPage"], true);

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use async_graphql::connection::PageInfo;
-use async_graphql::{Context, ID, Json, Object, SimpleObject, Union};
+use async_graphql::{ComplexObject, Context, ID, Json, Object, SimpleObject, Union};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
@@ -12,6 +12,7 @@ use super::{
     AgentExecution, Chat, ChatUserMessage, LlmInteraction, McpInteraction, Message, Notification,
     Session, Stage, TimelineEvent, loaders,
 };
+use crate::api::cost;
 use crate::api::ids::{self, NodeType, decode_as};
 use crate::api::pagination::edges_of;
 use crate::api::scalars::Text;
@@ -23,7 +24,7 @@ use crate::model::{
     TimelineEventStatus, TimelineEventType, Transition,
 };
 use crate::store::page::Page;
-use crate::store::{ExecutionRow, Key, TimelineEventRow};
+use crate::store::{ExecutionRow, Key, Store, TimelineEventRow};
 use async_graphql::Result;
 
 /// One event of a session's run, in the session's one order (seed 004's envelope).
@@ -121,12 +122,33 @@ impl EventFilterInput {
 /// A page of a session's event log: the `events` subscription's events, one per position
 /// (appended text is not merged), in the session's order.
 #[derive(SimpleObject)]
+#[graphql(complex)]
 pub struct SessionEventConnection {
     /// The events of this page, each with its cursor.
     edges: Vec<SessionEventEdge>,
     /// Where this page is: whether events lie before and after it, and the cursors to page on
     /// from either end.
     page_info: PageInfo,
+    /// The session, when the log is not filtered (its count is then its latest position).
+    #[graphql(skip)]
+    counted: Option<uuid::Uuid>,
+}
+
+#[ComplexObject]
+impl SessionEventConnection {
+    /// How many events the whole log holds: the latest `sequence`, the order having no gaps.
+    /// Null with a filter (counting those would read every event).
+    #[graphql(complexity = "cost::aggregate(cost::COUNT, child_complexity)")]
+    async fn total_count(&self, ctx: &Context<'_>) -> Result<Option<i64>> {
+        let Some(session) = self.counted else {
+            return Ok(None);
+        };
+        Ok(Some(
+            ctx.data_unchecked::<Store>()
+                .last_session_event(session)
+                .await?,
+        ))
+    }
 }
 
 /// One event of a session's log, and its cursor.
@@ -139,8 +161,9 @@ pub struct SessionEventEdge {
     node: SessionEvent,
 }
 
-impl From<Page<Envelope>> for SessionEventConnection {
-    fn from(page: Page<Envelope>) -> Self {
+impl SessionEventConnection {
+    /// The connection of `page` of the log of `session`, `filtered` or not.
+    pub fn new(page: Page<Envelope>, session: uuid::Uuid, filtered: bool) -> Self {
         let (edges, page_info) = edges_of(
             page,
             |envelope| {
@@ -152,7 +175,11 @@ impl From<Page<Envelope>> for SessionEventConnection {
             },
             |e| &e.cursor,
         );
-        SessionEventConnection { edges, page_info }
+        SessionEventConnection {
+            edges,
+            page_info,
+            counted: (!filtered).then_some(session),
+        }
     }
 }
 

@@ -360,14 +360,16 @@ impl Session {
         let slice = args.slice(ctx.data_unchecked::<Limits>(), |cursor| {
             Ok(EventsPosition::decode(cursor, session)?.position)
         })?;
-        let filter = filter.map(EventFilterInput::into_filter).transpose()?;
-        let page = event_pages::page(
-            ctx.data_unchecked::<Store>(),
+        let filter = filter
+            .map(EventFilterInput::into_filter)
+            .transpose()?
+            .unwrap_or_default();
+        let store = ctx.data_unchecked::<Store>();
+        let page = event_pages::page(store, session, &filter, &slice).await?;
+        Ok(SessionEventConnection::new(
+            page,
             session,
-            &filter.unwrap_or_default(),
-            &slice,
-        )
-        .await?;
-        Ok(page.into())
+            !filter.is_empty(),
+        ))
     }
 }
