@@ -8,14 +8,13 @@ use futures::{Stream, StreamExt as _};
 use super::guards::{RoleGuard, SessionReaderGuard, may_read};
 use super::ids::{self, NodeType, decode_as};
 use super::types::{
-    AgentExecution, Chat, ChatUserMessage, LlmInteraction, McpInteraction, Message, Session,
-    SessionEvent, Stage, TimelineEvent,
+    AgentExecution, Chat, ChatUserMessage, EventFilterInput, LlmInteraction, McpInteraction,
+    Message, Session, SessionEvent, Stage, TimelineEvent,
 };
 use crate::auth::Caller;
 use crate::cursor::{EventTypes, EventsPosition, FeedPosition, TimelinePosition, View};
 use crate::error::Error;
-use crate::live::envelope::EventCategory;
-use crate::live::events::{self, EventFilter};
+use crate::live::events;
 use crate::live::timeline::{self, TimelineUpdateKind, Update};
 use crate::live::{Change, Hub, Named, Slot, SubscriptionSlots, feed, session_changes};
 use crate::model::{Role, SessionChangeAction, SessionStatus, TimelineEventType};
@@ -256,33 +255,6 @@ impl Subscription {
             let _open = &slot;
             item
         }))
-    }
-}
-
-/// Which of a session's events to receive; every one when a list is absent or empty.
-#[derive(async_graphql::InputObject, Default)]
-pub struct EventFilterInput {
-    /// Only events of these categories.
-    pub categories: Option<Vec<EventCategory>>,
-    /// Only events whose source is one of these agent executions.
-    pub agent_ids: Option<Vec<ID>>,
-    /// Only events of these stages.
-    pub stage_ids: Option<Vec<ID>>,
-}
-
-impl EventFilterInput {
-    fn into_filter(self) -> crate::error::Result<EventFilter> {
-        let decode = |ids: Option<Vec<ID>>, node| -> crate::error::Result<_> {
-            ids.unwrap_or_default()
-                .iter()
-                .map(|id| decode_as(node, id))
-                .collect()
-        };
-        Ok(EventFilter {
-            categories: self.categories.unwrap_or_default().into_iter().collect(),
-            executions: decode(self.agent_ids, NodeType::AgentExecution)?,
-            stages: decode(self.stage_ids, NodeType::Stage)?,
-        })
     }
 }
 

@@ -25,7 +25,12 @@ pub struct EventFilter {
 }
 
 impl EventFilter {
-    fn admits(&self, envelope: &Envelope) -> bool {
+    /// Whether it narrows nothing.
+    pub fn is_empty(&self) -> bool {
+        self.categories.is_empty() && self.executions.is_empty() && self.stages.is_empty()
+    }
+
+    pub(super) fn admits(&self, envelope: &Envelope) -> bool {
         (self.categories.is_empty() || self.categories.contains(&envelope.category))
             && (self.executions.is_empty()
                 || envelope

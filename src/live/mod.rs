@@ -7,6 +7,7 @@
 
 mod change;
 pub mod envelope;
+pub mod event_pages;
 pub mod events;
 pub mod feed;
 mod follower;

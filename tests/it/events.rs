@@ -28,7 +28,7 @@ const EVENTS: &str = "subscription ($s: ID!, $after: String, $f: EventFilterInpu
 }";
 
 /// A running supervisor in a new session: (session, stage, supervisor).
-async fn supervisor(a: &Agent<'_>) -> (String, String, String) {
+pub(crate) async fn supervisor(a: &Agent<'_>) -> (String, String, String) {
     let session = a.session().await;
     let stage = a.stage(&session, 0, 1, None).await;
     let lead = a.execution(&stage, 1, "Lead").await;
@@ -37,7 +37,7 @@ async fn supervisor(a: &Agent<'_>) -> (String, String, String) {
 }
 
 /// Dispatches a sub-agent of `parent`.
-async fn dispatch(
+pub(crate) async fn dispatch(
     a: &Agent<'_>,
     stage: &str,
     index: i32,

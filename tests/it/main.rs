@@ -13,6 +13,7 @@ mod deleted_lists;
 mod demo;
 mod distribution;
 mod embedded_db;
+mod event_pages;
 mod events;
 mod fairness;
 mod faults;

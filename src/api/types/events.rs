@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use async_graphql::{Context, ID, Json, Object, Union};
+use async_graphql::connection::PageInfo;
+use async_graphql::{ComplexObject, Context, ID, Json, Object, SimpleObject, Union};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
@@ -11,15 +12,19 @@ use super::{
     AgentExecution, Chat, ChatUserMessage, LlmInteraction, McpInteraction, Message, Notification,
     Session, Stage, TimelineEvent, loaders,
 };
-use crate::api::ids::{self, NodeType};
+use crate::api::cost;
+use crate::api::ids::{self, NodeType, decode_as};
+use crate::api::pagination::edges_of;
 use crate::api::scalars::Text;
 use crate::cursor::EventsPosition;
 use crate::live::envelope::{Envelope, EventAction, EventCategory, Payload};
+use crate::live::events::EventFilter;
 use crate::model::{
     AgentType, ExecutionStatus, NotificationStatus, SessionStatus, StageStatus,
     TimelineEventStatus, TimelineEventType, Transition,
 };
-use crate::store::{ExecutionRow, Key, TimelineEventRow};
+use crate::store::page::Page;
+use crate::store::{ExecutionRow, Key, Store, TimelineEventRow};
 use async_graphql::Result;
 
 /// One event of a session's run, in the session's one order (seed 004's envelope).
@@ -83,11 +88,108 @@ impl SessionEvent {
     }
     /// Pass as `after` to resume right after this event (on any server process).
     async fn cursor(&self) -> String {
+        self.position().encode()
+    }
+}
+
+/// Which of a session's events to receive or read; every one when a list is absent or empty.
+#[derive(async_graphql::InputObject, Default)]
+pub struct EventFilterInput {
+    /// Only events of these categories.
+    pub categories: Option<Vec<EventCategory>>,
+    /// Only events whose source is one of these agent executions.
+    pub agent_ids: Option<Vec<ID>>,
+    /// Only events of these stages.
+    pub stage_ids: Option<Vec<ID>>,
+}
+
+impl EventFilterInput {
+    pub(crate) fn into_filter(self) -> crate::error::Result<EventFilter> {
+        let decode = |ids: Option<Vec<ID>>, node| -> crate::error::Result<_> {
+            ids.unwrap_or_default()
+                .iter()
+                .map(|id| decode_as(node, id))
+                .collect()
+        };
+        Ok(EventFilter {
+            categories: self.categories.unwrap_or_default().into_iter().collect(),
+            executions: decode(self.agent_ids, NodeType::AgentExecution)?,
+            stages: decode(self.stage_ids, NodeType::Stage)?,
+        })
+    }
+}
+
+/// A page of a session's event log: the `events` subscription's events, one per position
+/// (appended text is not merged), in the session's order.
+#[derive(SimpleObject)]
+#[graphql(complex)]
+pub struct SessionEventConnection {
+    /// The events of this page, each with its cursor.
+    edges: Vec<SessionEventEdge>,
+    /// Where this page is: whether events lie before and after it, and the cursors to page on
+    /// from either end.
+    page_info: PageInfo,
+    /// The session, when the log is not filtered (its count is then its latest position).
+    #[graphql(skip)]
+    counted: Option<uuid::Uuid>,
+}
+
+#[ComplexObject]
+impl SessionEventConnection {
+    /// How many events the whole log holds: the latest `sequence`, the order having no gaps.
+    /// Null with a filter (counting those would read every event).
+    #[graphql(complexity = "cost::aggregate(cost::COUNT, child_complexity)")]
+    async fn total_count(&self, ctx: &Context<'_>) -> Result<Option<i64>> {
+        let Some(session) = self.counted else {
+            return Ok(None);
+        };
+        Ok(Some(
+            ctx.data_unchecked::<Store>()
+                .last_session_event(session)
+                .await?,
+        ))
+    }
+}
+
+/// One event of a session's log, and its cursor.
+#[derive(SimpleObject)]
+pub struct SessionEventEdge {
+    /// Pass as `after` or `before` to page on after or before this event, or as the `events`
+    /// subscription's `after` to follow the session live from right after it.
+    cursor: String,
+    /// The event.
+    node: SessionEvent,
+}
+
+impl SessionEventConnection {
+    /// The connection of `page` of the log of `session`, `filtered` or not.
+    pub fn new(page: Page<Envelope>, session: uuid::Uuid, filtered: bool) -> Self {
+        let (edges, page_info) = edges_of(
+            page,
+            |envelope| {
+                let event = SessionEvent(envelope);
+                SessionEventEdge {
+                    cursor: event.position().encode(),
+                    node: event,
+                }
+            },
+            |e| &e.cursor,
+        );
+        SessionEventConnection {
+            edges,
+            page_info,
+            counted: (!filtered).then_some(session),
+        }
+    }
+}
+
+impl SessionEvent {
+    /// Where it stands in the session's order: the cursor's place.
+    fn position(&self) -> EventsPosition {
         EventsPosition {
             session: self.0.row.session_id,
             position: self.0.position,
         }
-        .encode()
     }
 }
 

@@ -37,7 +37,7 @@ pub use chain::{Chain, ChainConnection, ChainVersionRef};
 pub use chat::{Chat, ChatUserMessage};
 pub use connection::{ChatListConnection, McpInteractionSearchConnection};
 pub(crate) use connection::{list_chats, search_mcp_interactions};
-pub use events::SessionEvent;
+pub use events::{EventFilterInput, SessionEvent, SessionEventConnection};
 pub use execution::AgentExecution;
 pub use interactions::{LlmInteraction, McpInteraction};
 pub use message::Message;

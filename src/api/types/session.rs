@@ -10,13 +10,17 @@ use super::connection::{self, ChatConnection};
 use super::scoped::{ScopedCalls, ScopedTimeline, Under};
 use super::search::{EdgeSearch, SearchMatch};
 use super::{
-    AgentExecution, Chain, Notification, SessionCounts, ShareLink, Stage, loaders, required,
+    AgentExecution, Chain, EventFilterInput, Notification, SessionCounts, SessionEventConnection,
+    ShareLink, Stage, loaders, required,
 };
+use crate::api::Limits;
 use crate::api::cost;
 use crate::api::guards::RoleGuard;
 use crate::api::ids::{self, NodeType};
 use crate::api::pagination::PageArgs;
 use crate::api::scalars::{JsonRef, Text};
+use crate::cursor::EventsPosition;
+use crate::live::event_pages;
 use crate::model::{Role, SessionStatus};
 use crate::store::chains::ChainSessions;
 use crate::store::sessions::SessionFilter;
@@ -342,5 +346,48 @@ impl Session {
             before,
         };
         connection::chats(ctx, self.0.id, args).await
+    }
+    /// Its event log, a page at a time either way: the `events` subscription's events (without
+    /// opening a stream), one per position, in the session's order. Cursors are the
+    /// subscription's: an edge's cursor as the subscription's `after` follows on live from right
+    /// after it, and a streamed event's cursor pages on from it here.
+    #[graphql(complexity = "cost::page(first, last, child_complexity)")]
+    async fn events_connection(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(
+            desc = "The first this many events after `after` (and before `before`); at most the server's maximum page size. Without `first` and `last`, the first 20. Give `first` or `last`, not both."
+        )]
+        first: Option<i32>,
+        #[graphql(desc = "Only events after this cursor.")] after: Option<String>,
+        #[graphql(
+            desc = "The last this many events before `before` (and after `after`); at most the server's maximum page size. Give `first` or `last`, not both."
+        )]
+        last: Option<i32>,
+        #[graphql(desc = "Only events before this cursor.")] before: Option<String>,
+        #[graphql(desc = "Only these events (all of them when absent), as the subscription's.")]
+        filter: Option<EventFilterInput>,
+    ) -> Result<SessionEventConnection> {
+        let session = self.0.id;
+        let args = PageArgs {
+            first,
+            after,
+            last,
+            before,
+        };
+        let slice = args.slice(ctx.data_unchecked::<Limits>(), |cursor| {
+            Ok(EventsPosition::decode(cursor, session)?.position)
+        })?;
+        let filter = filter
+            .map(EventFilterInput::into_filter)
+            .transpose()?
+            .unwrap_or_default();
+        let store = ctx.data_unchecked::<Store>();
+        let page = event_pages::page(store, session, &filter, &slice).await?;
+        Ok(SessionEventConnection::new(
+            page,
+            session,
+            !filter.is_empty(),
+        ))
     }
 }
