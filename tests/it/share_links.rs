@@ -394,3 +394,83 @@ async fn share_links_are_for_operators_and_bounded() {
     assert_eq!(code(&body), "BAD_USER_INPUT", "{body}");
     app.stop().await;
 }
+
+/// A revoked link stops on every replica of the database within moments, and an expired one
+/// when it expires.
+#[tokio::test]
+async fn a_revoked_or_expired_link_stops_on_every_replica() {
+    let Some((a, _url)) = TestApp::start_external("a link's revocation across two servers").await
+    else {
+        return;
+    };
+    let tokens = HttpOptions {
+        auth: AuthOptions {
+            mode: AuthMode::Tokens,
+            ..AuthOptions::default()
+        },
+        ..HttpOptions::default()
+    };
+    let b =
+        casefile::server::Server::start(a.store.clone(), &tokens, "127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+    let (session, _) = session_with_stage(&a).await;
+    let link = |expires: &'static str| {
+        let a = &a;
+        let session = session.clone();
+        async move {
+            a.data(
+                "mutation ($s: ID!, $e: String!) { createShareLink(sessionId: $s, expiresIn: $e) {
+                   secret link { id } } }",
+                json!({ "s": session, "e": expires }),
+            )
+            .await["createShareLink"]
+                .clone()
+        }
+    };
+    let on_b = |secret: String| {
+        let client = a.client.clone();
+        let url = format!("http://{}/graphql", b.addr());
+        let session = session.clone();
+        async move {
+            client
+                .post(url)
+                .bearer_auth(secret)
+                .json(
+                    &json!({ "query": "query ($s: ID!) { session(id: $s) { uuid } }",
+                               "variables": { "s": session } }),
+                )
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    let revoked = link("1h").await;
+    let expiring = link("2s").await;
+    let secret = |link: &Value| link["secret"].as_str().unwrap().to_owned();
+    assert_eq!(
+        on_b(secret(&revoked)).await,
+        200,
+        "b verified and cached it"
+    );
+    assert_eq!(on_b(secret(&expiring)).await, 200);
+    a.data(
+        "mutation ($id: UUID!) { revokeShareLink(id: $id) { revokedAt } }",
+        json!({ "id": revoked["link"]["id"] }),
+    )
+    .await;
+    let started = std::time::Instant::now();
+    while on_b(secret(&revoked)).await != 401 {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(2),
+            "b still accepts a revoked link"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+    assert_eq!(on_b(secret(&expiring)).await, 401, "expired");
+    b.stop().await;
+    a.stop().await;
+}
