@@ -22,11 +22,7 @@ CREATE TABLE share_links (
 -- A session's links, oldest first; a session's delete cascades along it.
 CREATE INDEX share_links_session_idx ON share_links (session_id, created_at, id);
 
-CREATE FUNCTION share_links_changed() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_notify('casefile_tokens', TG_OP);
-    RETURN NULL;
-END $$;
+-- The tokens' trigger function (0005): the same notification on the same channel.
 CREATE TRIGGER share_links_changed
     AFTER INSERT OR DELETE OR UPDATE OF secret_hash, expires_at, revoked_at, session_id
-    ON share_links FOR EACH STATEMENT EXECUTE FUNCTION share_links_changed();
+    ON share_links FOR EACH STATEMENT EXECUTE FUNCTION api_tokens_changed();

@@ -19,7 +19,6 @@ use uuid::Uuid;
 use crate::error::{Error, Result};
 use crate::model::Role;
 use crate::store::Store;
-use crate::store::share_links;
 use crate::store::tokens::{self as token_store, CHANGES_CHANNEL};
 
 /// Every API token's secret starts with this.
@@ -146,7 +145,7 @@ impl TokenVerifier {
                 // Expiry is checked on every use, cached or not.
                 let token = token.filter(|t| t.expires_at.is_none_or(|at| at > Utc::now()));
                 if let Some(token) = &token {
-                    self.note_use(token.id, token.scope.is_some());
+                    self.note_use(token.id);
                 }
                 return Ok(token);
             }
@@ -190,7 +189,7 @@ impl TokenVerifier {
     }
 
     /// Writes `last used` in the background, at most once a minute per token or link.
-    fn note_use(&self, id: Uuid, link: bool) {
+    fn note_use(&self, id: Uuid) {
         let now = Instant::now();
         {
             let mut touched = self.touched.lock().expect("not poisoned");
@@ -201,12 +200,7 @@ impl TokenVerifier {
         }
         let store = self.store.clone();
         tokio::spawn(async move {
-            let touched = if link {
-                share_links::touch(store.pool(), id).await
-            } else {
-                token_store::touch(store.pool(), id).await
-            };
-            if let Err(err) = touched {
+            if let Err(err) = token_store::touch(store.pool(), id).await {
                 tracing::warn!("cannot record a token's last use: {err}");
             }
         });

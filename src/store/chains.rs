@@ -65,12 +65,9 @@ impl Store {
 
     /// How many chain versions `filter` selects.
     pub async fn count_chains(&self, filter: &ChainListFilter) -> Result<i64> {
-        let mut qb = QueryBuilder::new("SELECT count(*) FROM chains");
-        push_filter(&mut qb, filter);
-        Ok(qb
-            .build_query_scalar()
-            .fetch_one(self.reader().await?.traced())
-            .await?)
+        NEWEST_FIRST
+            .count(self, &|qb| push_filter(qb, filter))
+            .await
     }
 
     /// Chain versions by name and version; those not registered are absent.

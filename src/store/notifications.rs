@@ -58,12 +58,9 @@ impl Store {
 
     /// How many notifications match `filter`.
     pub async fn count_notifications(&self, filter: &NotificationFilter) -> Result<i64> {
-        let mut qb = QueryBuilder::new("SELECT count(*) FROM notifications");
-        push_filter(&mut qb, filter);
-        Ok(qb
-            .build_query_scalar()
-            .fetch_one(self.reader().await?.traced())
-            .await?)
+        NEWEST_FIRST
+            .count(self, &|qb| push_filter(qb, filter))
+            .await
     }
 
     /// How PostgreSQL reads a page: `EXPLAIN` of the very statement, for checking that an

@@ -101,6 +101,16 @@ impl NewestFirst {
         Ok(Page::new(rows, slice, earlier, later))
     }
 
+    /// How many rows `filter` selects, across all pages.
+    pub async fn count<'q>(&self, store: &Store, filter: Filter<'_, 'q>) -> Result<i64> {
+        let mut qb = QueryBuilder::new(format!("SELECT count(*) FROM {}", self.table));
+        filter(&mut qb);
+        Ok(qb
+            .build_query_scalar()
+            .fetch_one(store.reader().await?.traced())
+            .await?)
+    }
+
     /// How PostgreSQL reads that page: `EXPLAIN` of the very statement, for the tests that check
     /// an index serves it.
     pub async fn explain<'q>(

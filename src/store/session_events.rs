@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use sqlx::postgres::PgRow;
-use sqlx::{Decode, FromRow, Postgres, Row as _, Type};
+use sqlx::postgres::{PgArguments, PgRow};
+use sqlx::{Arguments as _, Decode, FromRow, Postgres, Row as _, Type};
 use uuid::Uuid;
 
 use super::{Key, Store};
@@ -198,6 +198,24 @@ pub struct EventRange {
     pub executions: Vec<Uuid>,
 }
 
+impl EventRange {
+    /// The parameters of [`range_statement`]: the range, and at most `limit` rows.
+    fn arguments(&self, limit: i64) -> Result<PgArguments> {
+        let mut arguments = PgArguments::default();
+        let bound = (|| {
+            arguments.add(self.session)?;
+            arguments.add(self.after)?;
+            arguments.add(self.before.unwrap_or(i64::MAX))?;
+            arguments.add(&self.kinds)?;
+            arguments.add(&self.stages)?;
+            arguments.add(&self.executions)?;
+            arguments.add(limit)
+        })();
+        bound.map_err(sqlx::Error::Encode)?;
+        Ok(arguments)
+    }
+}
+
 /// The statement of a page of the event log, read along the primary key from either end.
 fn range_statement(prefix: &str, backward: bool) -> String {
     let order = if backward { "DESC" } else { "ASC" };
@@ -220,16 +238,11 @@ impl Store {
         backward: bool,
         limit: i64,
     ) -> Result<Vec<SessionEventRow>> {
-        Ok(sqlx::query_as(&range_statement("", backward))
-            .bind(range.session)
-            .bind(range.after)
-            .bind(range.before.unwrap_or(i64::MAX))
-            .bind(&range.kinds)
-            .bind(&range.stages)
-            .bind(&range.executions)
-            .bind(limit)
-            .fetch_all(self.reader().await?.traced())
-            .await?)
+        Ok(
+            sqlx::query_as_with(&range_statement("", backward), range.arguments(limit)?)
+                .fetch_all(self.reader().await?.traced())
+                .await?,
+        )
     }
 
     /// How PostgreSQL reads that page (for the test that checks the primary key serves it).
@@ -239,14 +252,8 @@ impl Store {
         backward: bool,
         limit: i64,
     ) -> Result<String> {
-        let lines: Vec<String> = sqlx::query_scalar(&range_statement("EXPLAIN ", backward))
-            .bind(range.session)
-            .bind(range.after)
-            .bind(range.before.unwrap_or(i64::MAX))
-            .bind(&range.kinds)
-            .bind(&range.stages)
-            .bind(&range.executions)
-            .bind(limit)
+        let statement = range_statement("EXPLAIN ", backward);
+        let lines: Vec<String> = sqlx::query_scalar_with(&statement, range.arguments(limit)?)
             .fetch_all(self.reader().await?.traced())
             .await?;
         Ok(lines.join("\n"))

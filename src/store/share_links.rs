@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use sqlx::{FromRow, PgConnection, PgPool};
+use sqlx::{FromRow, PgConnection};
 use uuid::Uuid;
 
 use super::Store;
@@ -95,18 +95,6 @@ pub async fn revoke(conn: &mut PgConnection, id: Uuid, origin: &Origin) -> Resul
     .await?;
     audit::record(conn, origin, &audit::changed(Some(&before), &after)).await?;
     Ok(after)
-}
-
-/// Notes that a link was used (at most once a minute, across processes).
-pub async fn touch(pool: &PgPool, id: Uuid) -> Result<()> {
-    sqlx::query(
-        "UPDATE share_links SET last_used_at = now() WHERE id = $1 \
-           AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')",
-    )
-    .bind(id)
-    .execute(pool)
-    .await?;
-    Ok(())
 }
 
 impl Store {

@@ -160,11 +160,14 @@ pub async fn find(pool: &PgPool, hash: &[u8; 32]) -> Result<Option<TokenGrant>> 
     .await?)
 }
 
-/// Notes that a token was used (callers do this at most once a minute per token; so does the
-/// statement, across processes).
+/// Notes that a token or share link was used (callers do this at most once a minute per
+/// secret; so does the statement, across processes). Ids are UUIDs: the one it names is in one
+/// of the two tables.
 pub async fn touch(pool: &PgPool, id: Uuid) -> Result<()> {
     sqlx::query(
-        "UPDATE api_tokens SET last_used_at = now() WHERE id = $1 \
+        "WITH link AS (UPDATE share_links SET last_used_at = now() WHERE id = $1 \
+               AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')) \
+         UPDATE api_tokens SET last_used_at = now() WHERE id = $1 \
            AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')",
     )
     .bind(id)

@@ -15,19 +15,9 @@ use casefile::server::Server;
 
 use crate::common::sse::SseSubscription;
 use crate::common::ws::Subscription;
-use crate::common::{TestApp, TestDb};
+use crate::common::{TestApp, TestDb, tokens_mode};
 
 const PROXY_SECRET: &str = "proxy-shared-secret-0123456789";
-
-fn tokens_mode() -> HttpOptions {
-    HttpOptions {
-        auth: AuthOptions {
-            mode: AuthMode::Tokens,
-            ..AuthOptions::default()
-        },
-        ..HttpOptions::default()
-    }
-}
 
 fn proxy_mode(default_role: &str) -> HttpOptions {
     HttpOptions {

@@ -1,12 +1,10 @@
 //! The audit trail (issue 31, part 2): a control-plane change leaves one record in its own
 //! transaction, with who made it, from which request and client, and a field diff.
 
-use casefile::auth::{AuthMode, AuthOptions};
-use casefile::http::HttpOptions;
 use casefile::model::Role;
 use serde_json::{Value, json};
 
-use crate::common::TestApp;
+use crate::common::{TestApp, tokens_mode};
 
 const REGISTER: &str = "mutation ($n: String!, $v: String!, $d: JSON!) {
     registerChain(input: { name: $n, version: $v, definition: $d }) { id uuid } }";
@@ -56,14 +54,7 @@ fn changed(record: &Value, field: &str) -> Value {
 
 #[tokio::test]
 async fn chain_registration_and_deprecation_are_audited_once_with_a_field_diff() {
-    let mut app = TestApp::start_with(HttpOptions {
-        auth: AuthOptions {
-            mode: AuthMode::Tokens,
-            ..AuthOptions::default()
-        },
-        ..HttpOptions::default()
-    })
-    .await;
+    let mut app = TestApp::start_with(tokens_mode()).await;
     app.token = Some(app.token("ops", Role::Admin, None).await);
     let definition = json!({ "stages": [{ "name": "Only" }] });
     let variables = json!({ "n": "triage", "v": "1", "d": definition });
@@ -205,14 +196,7 @@ async fn every_mutation_is_audited_or_exempt_by_name() {
 #[tokio::test]
 async fn every_audited_mutation_leaves_exactly_one_record_with_a_field_diff() {
     use casefile::store::audit::AUDITED;
-    let mut server = TestApp::start_with(HttpOptions {
-        auth: AuthOptions {
-            mode: AuthMode::Tokens,
-            ..AuthOptions::default()
-        },
-        ..HttpOptions::default()
-    })
-    .await;
+    let mut server = TestApp::start_with(tokens_mode()).await;
     server.token = Some(server.token("walker", Role::Admin, None).await);
     let app = &server;
     let walked = &mut Vec::new();
@@ -492,14 +476,7 @@ async fn a_record_written_before_a_failure_is_rolled_back_with_the_change() {
 
 #[tokio::test]
 async fn token_creation_and_revocation_are_audited_without_the_secret() {
-    let mut app = TestApp::start_with(HttpOptions {
-        auth: AuthOptions {
-            mode: AuthMode::Tokens,
-            ..AuthOptions::default()
-        },
-        ..HttpOptions::default()
-    })
-    .await;
+    let mut app = TestApp::start_with(tokens_mode()).await;
     app.token = Some(app.token("root", Role::Admin, None).await);
     let create = "mutation { createApiToken(input: { name: \"bot\", role: WRITER }) {
         token { name } secret } }";
@@ -567,14 +544,7 @@ async fn a_price_set_is_audited_once_and_the_same_again_not_at_all() {
 /// ways; admins only; a session's trail for its readers without the client's address.
 #[tokio::test]
 async fn the_audit_log_lists_newest_first_by_each_filter_and_a_sessions_trail_hides_addresses() {
-    let mut server = TestApp::start_with(HttpOptions {
-        auth: AuthOptions {
-            mode: AuthMode::Tokens,
-            ..AuthOptions::default()
-        },
-        ..HttpOptions::default()
-    })
-    .await;
+    let mut server = TestApp::start_with(tokens_mode()).await;
     let admin = server.token("boss", Role::Admin, None).await;
     let reader = server.token("viewer", Role::Reader, None).await;
     server.token = Some(admin.clone());

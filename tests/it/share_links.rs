@@ -1,27 +1,18 @@
 //! Share links (issue 32, part 1): a secret that reads one session, read-only, and nothing
 //! else, on every root field and transport, until it is revoked or expires.
 
-use casefile::auth::{AuthMode, AuthOptions};
-use casefile::http::HttpOptions;
 use casefile::model::Role;
 use serde_json::{Value, json};
 
-use crate::common::TestApp;
 use crate::common::ws::Subscription;
+use crate::common::{TestApp, tokens_mode};
 use crate::write_api::Agent;
 
 /// Root fields a share link may use (each checks the session it names).
 const OPEN_TO_LINKS: [&str; 4] = ["session", "node", "nodes", "viewer"];
 
 async fn tokens_app() -> TestApp {
-    let mut app = TestApp::start_with(HttpOptions {
-        auth: AuthOptions {
-            mode: AuthMode::Tokens,
-            ..AuthOptions::default()
-        },
-        ..HttpOptions::default()
-    })
-    .await;
+    let mut app = TestApp::start_with(tokens_mode()).await;
     app.token = Some(app.token("root", Role::Admin, None).await);
     app
 }
@@ -333,8 +324,21 @@ async fn a_share_link_reads_its_one_session_and_nothing_else() {
     }
 
     // Operators list the links; a revoked one stops at once and closes its streams.
-    let list = "query ($s: ID!) { session(id: $s) { shareLinks { id note revokedAt } } }";
-    let body = as_bearer(&app, &operator, list, json!({ "s": shared })).await;
+    let list =
+        "query ($s: ID!) { session(id: $s) { shareLinks { id note revokedAt lastUsedAt } } }";
+    let mut body = as_bearer(&app, &operator, list, json!({ "s": shared })).await;
+    // Its use is noted in the background.
+    for _ in 0..100 {
+        if body["data"]["session"]["shareLinks"][0]["lastUsedAt"].is_string() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        body = as_bearer(&app, &operator, list, json!({ "s": shared })).await;
+    }
+    assert!(
+        body["data"]["session"]["shareLinks"][0]["lastUsedAt"].is_string(),
+        "{body}"
+    );
     let link = body["data"]["session"]["shareLinks"][0]["id"].clone();
     assert_eq!(link, created["link"]["id"], "{body}");
     let body = as_bearer(&app, &secret, list, json!({ "s": shared })).await;
@@ -403,13 +407,7 @@ async fn a_revoked_or_expired_link_stops_on_every_replica() {
     else {
         return;
     };
-    let tokens = HttpOptions {
-        auth: AuthOptions {
-            mode: AuthMode::Tokens,
-            ..AuthOptions::default()
-        },
-        ..HttpOptions::default()
-    };
+    let tokens = tokens_mode();
     let b =
         casefile::server::Server::start(a.store.clone(), &tokens, "127.0.0.1:0".parse().unwrap())
             .await

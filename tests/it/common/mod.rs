@@ -272,3 +272,14 @@ pub fn restorer() -> casefile::store::audit::Origin {
         ..Default::default()
     }
 }
+
+/// Options of a server that requires API tokens.
+pub fn tokens_mode() -> casefile::http::HttpOptions {
+    casefile::http::HttpOptions {
+        auth: casefile::auth::AuthOptions {
+            mode: casefile::auth::AuthMode::Tokens,
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
