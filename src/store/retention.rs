@@ -3,12 +3,12 @@
 //! leaves (`migrations/0017_retention.sql`).
 
 use chrono::{DateTime, Utc};
-use serde_json::Value as Json;
+use serde_json::{Value as Json, json};
 use sqlx::{FromRow, Postgres, QueryBuilder};
 use uuid::Uuid;
 
 use super::Store;
-use super::audit::{self, Origin};
+use super::audit::{self, Change, Origin};
 use super::traced::traced;
 use crate::error::Result;
 use crate::model::{PurgeStatus, PurgeTrigger};
@@ -175,41 +175,34 @@ impl Store {
             tx.commit().await?;
             return Ok(PurgedBatch::default());
         }
-        // Each session's trail (which outlives it) ends with its purge, by the purge's actor.
-        let records: Vec<Uuid> = locked.iter().map(|_| Uuid::now_v7()).collect();
         let mut delete = QueryBuilder::new("WITH gone AS (DELETE FROM sessions");
         push_criteria(&mut delete, criteria);
         delete
             .push(" AND id = ANY(")
             .push_bind(&locked)
             .push(
-                ") RETURNING id), \
-                 trail AS (INSERT INTO session_audit_records (session_id, id, actor, action, \
-                     target_type, target_id, changes) \
-                   SELECT k.session, k.record, p.actor, 'purge', 'Session', k.session::text, \
-                       jsonb_build_array(jsonb_build_object('field', 'purgeId', 'before', NULL, \
-                           'after', p.id)) \
-                   FROM unnest(",
-            )
-            .push_bind(&locked)
-            .push("::uuid[], ")
-            .push_bind(records)
-            .push(
-                "::uuid[]) AS k (session, record) JOIN purges p ON p.id = ",
-            )
-            .push_bind(purge)
-            .push(
-                " WHERE k.session IN (SELECT id FROM gone)) \
+                ") RETURNING id) \
                  UPDATE purges SET sessions_deleted = sessions_deleted + (SELECT count(*) FROM gone), \
                      heartbeat_at = now() \
                  WHERE id = ",
             )
             .push_bind(purge)
-            .push(" RETURNING (SELECT count(*) FROM gone)");
-        let deleted: i64 = delete
-            .build_query_scalar()
-            .fetch_one(traced(&mut tx))
-            .await?;
+            .push(" RETURNING actor, ARRAY(SELECT id FROM gone) AS gone");
+        let (actor, gone): (String, Vec<Uuid>) =
+            delete.build_query_as().fetch_one(traced(&mut tx)).await?;
+        // Each session's trail (which outlives it) ends with its purge, by the purge's actor.
+        let origin = purger(actor);
+        for session in &gone {
+            let purged = Change {
+                target_type: "Session",
+                target_id: session.to_string(),
+                session_id: Some(*session),
+                before: None,
+                after: vec![("purgeId", json!(purge))],
+            };
+            audit::record(&mut tx, &origin, &purged).await?;
+        }
+        let deleted = gone.len() as i64;
         tx.commit().await?;
         Ok(PurgedBatch {
             locked: locked.len() as i64,
@@ -290,12 +283,7 @@ impl Store {
         .fetch_one(traced(&mut tx))
         .await?;
         if row.sessions_deleted + row.receipts_deleted + row.audit_records_deleted > 0 {
-            let origin = Origin {
-                actor: Some(row.actor.clone()),
-                action: "purge".to_owned(),
-                ..Origin::default()
-            };
-            audit::record(&mut tx, &origin, &audit::created(&row)).await?;
+            audit::record(&mut tx, &purger(row.actor.clone()), &audit::created(&row)).await?;
         }
         tx.commit().await?;
         Ok(())
@@ -322,6 +310,15 @@ impl Store {
                 .fetch_all(self.reader().await?.traced())
                 .await?,
         )
+    }
+}
+
+/// A purge run by `actor`, as its audit records name it.
+fn purger(actor: String) -> Origin {
+    Origin {
+        actor: Some(actor),
+        action: "purge".to_owned(),
+        ..Origin::default()
     }
 }
 
