@@ -54,6 +54,11 @@ pub(crate) fn builder() -> SchemaBuilder<Query, Mutation, Subscription> {
         .override_input_type_description::<uuid::Uuid>(UUID)
 }
 
+/// The origin browsers reach this server at, when configured (`--public-origin`): where the
+/// URLs casefile hands out point. Unset: `http://` and the host each request was sent to.
+#[derive(Clone, Default)]
+pub struct PublicOrigin(pub Option<Arc<str>>);
+
 /// What the schema is served with, with its limits. Each request must also get the caller's
 /// [`crate::auth::Identity`]; its loaders come from the [`Runner`].
 pub fn build_runner(
@@ -63,6 +68,7 @@ pub fn build_runner(
     slots: Arc<SubscriptionSlots>,
     limits: Limits,
     notifications: NotificationOptions,
+    public_origin: PublicOrigin,
 ) -> Runner {
     let build = || {
         builder()
@@ -72,6 +78,7 @@ pub fn build_runner(
             .data(slots.clone())
             .data(limits)
             .data(notifications)
+            .data(public_origin.clone())
     };
     Runner::new(build, store.clone(), limits)
 }

@@ -2,7 +2,7 @@
 //! applying pending migrations (and, when asked, loading the demo sessions and creating the
 //! first admin token).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use clap::Args;
 
@@ -57,7 +57,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         db.shutdown().await;
         return Err(err);
     }
-    let server = match Server::start(store, &args.http, args.listen).await {
+    let server = match Server::start(store.clone(), &args.http, args.listen).await {
         Ok(server) => server,
         Err(err) => {
             db.shutdown().await;
@@ -65,11 +65,43 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
     };
     tracing::info!("casefile listening on http://{}/graphql", server.addr());
+    if args.demo {
+        share_demo(&store, &args, server.addr()).await;
+    }
     shutdown_signal().await;
     tracing::info!("shutting down");
     server.stop().await;
     db.shutdown().await;
     Ok(())
+}
+
+/// Prints a share link to the demo's orchestrated session: its page shows what casefile
+/// holds without any setup (on standard output, as the first admin token is; never logged).
+async fn share_demo(store: &Store, args: &ServeArgs, addr: SocketAddr) {
+    match crate::demo::share_orchestrated(store).await {
+        Ok((session, secret)) => {
+            let origin = match &args.http.public_origin {
+                Some(origin) => origin.trim_end_matches('/').to_owned(),
+                None => format!("http://{}", browsable(addr)),
+            };
+            let days = crate::demo::SHARED_FOR.num_days();
+            println!(
+                "casefile: the demo's orchestrated session, shared read-only for {days} days: \
+                 {origin}/share/{session}#{secret}"
+            );
+        }
+        Err(err) => tracing::warn!("could not share the demo's orchestrated session: {err}"),
+    }
+}
+
+/// `addr` as a browser can reach it: an unspecified address (`0.0.0.0`, `::`) as loopback.
+fn browsable(addr: SocketAddr) -> SocketAddr {
+    let ip = match addr.ip() {
+        ip if !ip.is_unspecified() => ip,
+        IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::LOCALHOST),
+    };
+    SocketAddr::new(ip, addr.port())
 }
 
 /// With `--auth tokens` and no usable admin token, creates one: from

@@ -20,10 +20,15 @@ mod chains;
 mod ids;
 mod scenarios;
 
+use chrono::Utc;
+use uuid::Uuid;
+
+use crate::auth::tokens::{generate_share_secret, hash};
 use crate::error::Result;
 use crate::store::Store;
 use crate::store::audit::Origin;
 use crate::store::prices::{PriceSet, set_price};
+use crate::store::share_links::{self, NewShareLink};
 use crate::store::write::restore::{Records, Restored, restore};
 use builder::Demo;
 
@@ -68,6 +73,38 @@ pub async fn load(store: &Store) -> Result<String> {
         summary(&records, restored),
         catalog::PRICES.len()
     ))
+}
+
+/// How long the link the demo prints at start-up works.
+pub const SHARED_FOR: chrono::TimeDelta = chrono::TimeDelta::days(7);
+
+/// Shares the demo's orchestrated session (a supervisor, two teams and their workers) with a
+/// new link, created by `demo`: its session and secret.
+pub async fn share_orchestrated(store: &Store) -> Result<(Uuid, String)> {
+    let session = records()
+        .sessions
+        .iter()
+        .find(|s| s.chain_id == chains::LATENCY_ORCHESTRATED.name)
+        .expect("the demo has an orchestrated session")
+        .id;
+    let secret = generate_share_secret();
+    let digest = hash(&secret);
+    let origin = Origin {
+        actor: Some("demo".to_owned()),
+        action: "createShareLink".to_owned(),
+        ..Origin::default()
+    };
+    let new = NewShareLink {
+        session_id: session,
+        secret_hash: &digest,
+        expires_at: Utc::now() + SHARED_FOR,
+        note: Some("printed by the demo at start-up"),
+        created_by: origin.actor.as_deref(),
+    };
+    let mut tx = store.begin().await?;
+    share_links::create(&mut tx, &new, &origin).await?;
+    tx.commit().await?;
+    Ok((session, secret))
 }
 
 fn summary(records: &Records, restored: Restored) -> String {

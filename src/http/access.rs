@@ -164,6 +164,11 @@ impl OriginPolicy {
         })
     }
 
+    /// `--public-origin`, normalized.
+    pub fn public_origin(&self) -> Option<&str> {
+        self.public_origin.as_deref()
+    }
+
     /// The origins CORS allows (normalized as the stream check compares them).
     pub fn cors_origins(&self) -> &[String] {
         &self.allowed

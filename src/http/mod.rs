@@ -4,11 +4,11 @@
 mod access;
 mod bounded;
 mod events;
-mod graphiql;
 mod graphql;
 mod metrics;
 mod observed;
 mod options;
+mod pages;
 mod probes;
 mod refusal;
 mod serve;
@@ -33,15 +33,15 @@ use tower_http::compression::predicate::{
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::limit::RequestBodyLimitLayer;
 
-use crate::api::{Limits, Runner, build_runner};
+use crate::api::{Limits, PublicOrigin, Runner, build_runner};
 use crate::auth::{AuthMode, Authenticator};
 use crate::fair::Shares;
 use crate::live::{Hub, LiveOptions, SubscriptionSlots};
 use crate::store::Store;
 use access::{HostPolicy, OriginPolicy};
-pub use graphiql::EXAMPLE_QUERY;
 pub use metrics::serve_apart as serve_metrics_apart;
 pub use options::{HttpOptions, MetricsOptions, ThrottleOptions};
+pub use pages::EXAMPLE_QUERY;
 pub use serve::serve;
 use throttle::Throttle;
 
@@ -58,7 +58,9 @@ pub struct AppState {
     /// Interval of the server's WebSocket keepalive pings.
     pub ws_keepalive: Duration,
     /// The GraphiQL page.
-    pub graphiql: graphiql::Page,
+    pub graphiql: pages::Page,
+    /// The page a share link opens.
+    pub share: pages::Page,
     pub limits: Limits,
     /// Turns true when the server stops: open streams close themselves.
     pub closing: watch::Receiver<bool>,
@@ -95,6 +97,7 @@ pub fn router(
             slots.clone(),
             limits,
             options.notifications,
+            PublicOrigin(origins.public_origin().map(Arc::from)),
         ),
         slots,
         store,
@@ -102,7 +105,8 @@ pub fn router(
         auth: auth.clone(),
         origins,
         ws_keepalive: options.ws_keepalive,
-        graphiql: graphiql::Page::new(auth.mode()),
+        graphiql: pages::Page::graphiql(auth.mode()),
+        share: pages::Page::share(),
         limits,
         closing,
         throttle: Throttle::new(&options.throttle),
@@ -136,7 +140,7 @@ pub fn router(
             .layer(middleware::from_fn(access::require_json))
     };
     let mut router = Router::new()
-        .merge(graphiql::routes())
+        .merge(pages::routes())
         .route("/graphql", graphql_routes())
         .route("/graphql/ws", get(websocket::upgrade))
         .route("/graphql/stream", graphql_routes())

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request};
-use axum::http::header::USER_AGENT;
+use axum::http::header::{HOST, USER_AGENT};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method};
 use axum::middleware::Next;
 use axum::response::Response;
@@ -61,11 +61,13 @@ pub async fn observed(mut request: Request, next: Next) -> Response {
         .map(|context| Arc::from(context.trace_id().to_string()));
     let client = peer_of(&request);
     let user_agent = user_agent(request.headers());
+    let host = host(&request);
     request.extensions_mut().insert(RequestInfo {
         id: Arc::from(id.as_str()),
         client,
         user_agent,
         trace_id,
+        host,
         transport: "http",
     });
 
@@ -95,6 +97,26 @@ fn method_label(method: &Method) -> &'static str {
         Method::PATCH => "PATCH",
         _ => "other",
     }
+}
+
+/// The host the request names, if it is a plain one.
+fn host(request: &Request) -> Option<Arc<str>> {
+    let host = match request.headers().get(HOST) {
+        Some(value) => value.to_str().ok()?,
+        None => request.uri().authority()?.as_str(),
+    };
+    plain_host(host).map(Arc::from)
+}
+
+/// `host` if it is a plain name or address with an optional port: safe to write into a URL or
+/// a header as it is.
+pub(super) fn plain_host(host: &str) -> Option<&str> {
+    let plain = !host.is_empty()
+        && host.len() <= 255
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b));
+    plain.then_some(host)
 }
 
 /// The client's request id if it is a reasonable one, else a new one.

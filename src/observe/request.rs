@@ -16,6 +16,10 @@ pub struct RequestInfo {
     /// The W3C trace the request belongs to (the caller's, from `traceparent`, or the one
     /// this server started when it exports traces).
     pub trace_id: Option<Arc<str>>,
+    /// The host the client sent it to (its `Host`, or an HTTP/2 request's authority), when
+    /// that is a plain name or address with an optional port: where a URL handed to this
+    /// client should point, unless `--public-origin` says otherwise.
+    pub host: Option<Arc<str>>,
     /// How it arrived: `http`, `sse`, `multipart` or `websocket`.
     pub transport: &'static str,
 }

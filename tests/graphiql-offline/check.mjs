@@ -9,83 +9,30 @@
 // system's temporary directory). run.sh sets them all.
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import puppeteer from "puppeteer-core";
+import { findings, launch, poll, sleep, violations, watchedPage } from "./browser.mjs";
 
 const server = new URL(process.env.CASEFILE_URL ?? "http://127.0.0.1:8080");
 const token = process.env.CASEFILE_TOKEN ?? "";
-const chromium = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const screenshot = process.env.SCREENSHOT ?? join(tmpdir(), "graphiql-offline.png");
-const TIMEOUT = 20_000;
 
-const problems = [];
-const offOrigin = [];
-const consoleErrors = [];
-const framesSent = [];
-const framesReceived = [];
+const { problems, check, finish } = findings();
 let tokenTyped = false;
 let refusedBeforeToken = 0;
 
-const browser = await puppeteer.launch({
-  executablePath: chromium,
-  headless: true,
-  args: [
-    // Every host name but the server's address fails to resolve; no proxy, no background
-    // traffic (updates, safe browsing, sign-in).
-    `--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE ${server.hostname}`,
-    "--no-proxy-server",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-domain-reliability",
-    "--disable-sync",
-    // Chromium's sandbox needs user namespaces, which root in a container seldom has.
-    ...(process.getuid?.() === 0 ? ["--no-sandbox"] : []),
-  ],
-});
-
+const browser = await launch(server);
 let page;
+let watch;
 try {
-  page = await browser.newPage();
-  await page.setViewport({ width: 1440, height: 900 });
-  page.setDefaultTimeout(TIMEOUT);
-
-  // The network: this server's origin and inline data only; anything else is refused and
-  // counted, so an attempt fails the check even though it could not have succeeded.
-  await page.setRequestInterception(true);
-  page.on("request", (request) => {
-    const url = request.url();
-    if (url.startsWith("data:") || url.startsWith("blob:") || new URL(url).origin === server.origin) {
-      request.continue();
-    } else {
-      offOrigin.push(url);
-      request.abort("blockedbyclient");
-    }
-  });
-  // WebSockets bypass request interception: watch them through the DevTools protocol.
-  const cdp = await page.createCDPSession();
-  await cdp.send("Network.enable");
-  cdp.on("Network.webSocketCreated", ({ url }) => {
-    if (new URL(url).host !== server.host) offOrigin.push(url);
-  });
-  cdp.on("Network.webSocketFrameSent", ({ response }) => framesSent.push(response.payloadData));
-  cdp.on("Network.webSocketFrameReceived", ({ response }) => framesReceived.push(response.payloadData));
-
-  page.on("console", (message) => {
-    if (message.type() !== "error") return;
+  ({ page, watch } = await watchedPage(browser, server, {
     // Until the token is typed in, the headers editor's placeholder is refused (the schema
     // request at start-up): expected, and only that.
-    if (token && !tokenTyped && message.text().includes("status of 401")) {
-      refusedBeforeToken += 1;
-      return;
-    }
-    consoleErrors.push(message.text());
-  });
-  page.on("pageerror", (error) => consoleErrors.push(`page error: ${error.message}`));
-  // Violations also reach the console, but only this event names the directive for sure.
-  await page.evaluateOnNewDocument(() => {
-    window.__cspViolations = [];
-    document.addEventListener("securitypolicyviolation", (e) =>
-      window.__cspViolations.push(`${e.effectiveDirective} blocked ${e.blockedURI || "inline"}`));
-  });
+    expected: (text) => {
+      const before = token && !tokenTyped && text.includes("status of 401");
+      if (before) refusedBeforeToken += 1;
+      return before;
+    },
+  }));
+  const { framesSent, framesReceived } = watch;
 
   const response = await page.goto(server.href, { waitUntil: "load" });
   check(response.ok(), `GET / answered ${response.status()}`);
@@ -145,8 +92,8 @@ try {
   console.log(`subscription: first event ${event.data?.session?.kind} for ${event.data?.session?.session?.alertType}`);
   await page.click(".graphiql-execute-button"); // stops it
 
-  const violations = await page.evaluate(() => window.__cspViolations);
-  check(violations.length === 0, `Content-Security-Policy violations: ${violations.join("; ")}`);
+  const blocked = await violations(page);
+  check(blocked.length === 0, `Content-Security-Policy violations: ${blocked.join("; ")}`);
 } catch (error) {
   problems.push(error.message);
   // What the page showed when it failed, instead of the result pane.
@@ -156,18 +103,10 @@ try {
 }
 
 if (token) console.log(`refused before the token was typed in (expected): ${refusedBeforeToken} request(s)`);
-check(offOrigin.length === 0, `requests to other origins were attempted: ${offOrigin.join(", ")}`);
-check(consoleErrors.length === 0, `console errors: ${consoleErrors.join(" | ")}`);
+check(watch && watch.offOrigin.length === 0, `requests to other origins were attempted: ${watch?.offOrigin.join(", ")}`);
+check(watch && watch.consoleErrors.length === 0, `console errors: ${watch?.consoleErrors.join(" | ")}`);
 console.log(`screenshot: ${screenshot}`);
-if (problems.length > 0) {
-  console.error(`GraphiQL offline check FAILED:\n- ${problems.join("\n- ")}`);
-  process.exit(1);
-}
-console.log("GraphiQL offline check passed: no request left the server's origin");
-
-function check(ok, message) {
-  if (!ok) problems.push(message);
-}
+finish("GraphiQL offline check", "no request left the server's origin");
 
 function parse(text) {
   try {
@@ -193,20 +132,4 @@ async function setEditor(page, selector, text) {
 function waitForResult(page, markers) {
   return poll(page, () => document.querySelector(".result-window .CodeMirror")?.CodeMirror.getValue() ?? "",
     (text) => markers.some((m) => text.includes(m)), `a response with ${markers.join(" or ")}`);
-}
-
-// `read` in the page until `done` holds for what it returns (unlike page.waitForFunction, a
-// timeout says what the page showed last).
-async function poll(page, read, done, what) {
-  const deadline = Date.now() + TIMEOUT;
-  for (;;) {
-    const value = await page.evaluate(read);
-    if (done(value)) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last saw ${JSON.stringify(value).slice(0, 300)}`);
-    await sleep(100);
-  }
-}
-
-function sleep(ms) {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

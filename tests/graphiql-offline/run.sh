@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# GraphiQL without internet: starts `casefile serve --demo --auth tokens` on a temporary
-# embedded database, then check.mjs opens its page in Debian's headless Chromium, which may
-# reach nothing but the server, and runs the example query, the docs explorer and a
-# subscription. Where it may (root, or user namespaces), it runs both in a network namespace of
-# their own that has nothing but loopback.
+# casefile's pages without internet: starts `casefile serve --demo --auth tokens` on a temporary
+# embedded database, then opens its pages in Debian's headless Chromium, which may reach nothing
+# but the server: check.mjs runs GraphiQL's example query, its docs explorer and a subscription;
+# share.mjs opens the share link the demo printed, and one it creates for the running demo
+# session, where an append must arrive live. Where it may (root, or user namespaces), it runs
+# them in a network namespace of their own that has nothing but loopback.
 #
 # Usage: tests/graphiql-offline/run.sh [path/to/casefile]   (default: cargo build's debug binary)
-# Environment: CHROMIUM (default /usr/bin/chromium), SCREENSHOT (where the screenshot goes).
+# Environment: CHROMIUM (default /usr/bin/chromium), SCREENSHOT (where GraphiQL's screenshot
+# goes), SCREENSHOT_DIR (where the share page's go; default: the temporary directory).
 set -euo pipefail
 unset DATABASE_URL # the embedded database, in a temporary directory
 here=$(cd "$(dirname "$0")" && pwd)
@@ -41,8 +43,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The token must exist before the server holds the embedded database's directory.
+# The tokens must exist before the server holds the embedded database's directory.
 token=$("$bin" token create --name graphiql-check --role reader --data-dir "$data/db" | tail -n 1)
+admin=$("$bin" token create --name share-check --role admin --data-dir "$data/db" | tail -n 1)
 "$bin" serve --listen 127.0.0.1:0 --demo --auth tokens --data-dir "$data/db" >"$log" 2>&1 &
 server=$!
 url=
@@ -64,3 +67,17 @@ fi
 echo "== casefile at $url"
 
 CASEFILE_URL="$url" CASEFILE_TOKEN="$token" node "$here/check.mjs"
+
+# The demo prints its share link on standard output once it serves.
+share=
+for _ in $(seq 1 100); do
+  share=$(grep -o 'http://[^ ]*/share/[0-9a-f-]*#cfs_[0-9a-f]*' "$log" | head -n 1) || true
+  [ -n "$share" ] && break
+  sleep 0.1
+done
+if [ -z "$share" ]; then
+  cat "$log" >&2
+  echo "the demo printed no share link" >&2
+  exit 1
+fi
+CASEFILE_URL="$url" CASEFILE_SHARE_URL="$share" CASEFILE_ADMIN_TOKEN="$admin" node "$here/share.mjs"

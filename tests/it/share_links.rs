@@ -48,7 +48,7 @@ async fn session_with_stage(app: &TestApp) -> (String, String) {
 
 const CREATE: &str = "mutation ($s: ID!, $n: String) {
     createShareLink(sessionId: $s, expiresIn: \"1h\", note: $n) {
-      secret link { id sessionId note createdBy expiresAt revokedAt } } }";
+      secret url link { id sessionId note createdBy expiresAt revokedAt } } }";
 
 /// A value of the introspected `type` that passes validation (what it means does not matter:
 /// the field is refused before its arguments are read).
@@ -181,6 +181,11 @@ async fn a_share_link_reads_its_one_session_and_nothing_else() {
     assert!(secret.starts_with("cfs_") && secret.len() == 68, "{secret}");
     assert_eq!(created["link"]["createdBy"], "token:ops");
     assert_eq!(created["link"]["note"], "#incident");
+    // The page that shows it: the secret in the fragment, which browsers never send.
+    assert_eq!(
+        created["url"],
+        format!("http://{}/share/{shared}#{secret}", app.addr).as_str()
+    );
 
     // Its session, its tree and its records.
     let read =
@@ -396,6 +401,25 @@ async fn share_links_are_for_operators_and_bounded() {
     assert_eq!(code(&body), "NOT_FOUND", "{body}");
     let body = app.graphql(CREATE, json!({ "s": session, "n": " " })).await;
     assert_eq!(code(&body), "BAD_USER_INPUT", "{body}");
+    app.stop().await;
+}
+
+/// Behind a proxy, the page's URL is at the origin browsers see (`--public-origin`), whatever
+/// host the request named.
+#[tokio::test]
+async fn a_links_url_is_at_the_public_origin() {
+    let mut options = tokens_mode();
+    options.public_origin = Some("https://casefile.example.com/".to_owned());
+    let mut app = TestApp::start_with(options).await;
+    app.token = Some(app.token("root", Role::Admin, None).await);
+    let (session, _) = session_with_stage(&app).await;
+    let body = app.graphql(CREATE, json!({ "s": session })).await;
+    let created = &body["data"]["createShareLink"];
+    let secret = created["secret"].as_str().expect("a secret");
+    assert_eq!(
+        created["url"],
+        format!("https://casefile.example.com/share/{session}#{secret}").as_str()
+    );
     app.stop().await;
 }
 

@@ -7,10 +7,12 @@ use chrono::Utc;
 use uuid::Uuid;
 
 use super::{Audit, origin, transaction};
+use crate::api::PublicOrigin;
 use crate::api::ids::{NodeType, decode_as};
 use crate::api::types::ShareLink;
 use crate::auth::tokens::{generate_share_secret, hash};
 use crate::error::Error;
+use crate::observe::request::RequestInfo;
 use crate::options::parse_period;
 use crate::store::share_links::{self as link_store, NewShareLink};
 
@@ -27,6 +29,20 @@ pub struct CreatedShareLink {
     /// read the session over GraphQL or its event stream. Shown only here: casefile keeps only
     /// its hash.
     pub secret: String,
+    /// The page that shows the session in a browser, read-only and live while it runs:
+    /// `{origin}/share/{session uuid}#{secret}`, the secret in the fragment, which browsers
+    /// never send to a server. The origin is `--public-origin`, or `http://` and the host
+    /// this request was sent to (null when it named none).
+    pub url: Option<String>,
+}
+
+/// Where the page of `session`'s link with `secret` is.
+fn page_url(ctx: &Context<'_>, session: Uuid, secret: &str) -> Option<String> {
+    let origin = match &ctx.data_unchecked::<PublicOrigin>().0 {
+        Some(origin) => origin.to_string(),
+        None => format!("http://{}", ctx.data_opt::<RequestInfo>()?.host.as_deref()?),
+    };
+    Some(format!("{origin}/share/{session}#{secret}"))
 }
 
 pub(super) async fn create(
@@ -75,6 +91,7 @@ pub(super) async fn create(
         .tokens()
         .forget_refusals();
     Ok(CreatedShareLink {
+        url: page_url(ctx, row.session_id, &secret),
         link: ShareLink(Arc::new(row)),
         secret,
     })

@@ -1,11 +1,12 @@
-//! GraphiQL needs no internet: the page and every file it loads come from the server, cached by
-//! content hash, under a Content-Security-Policy that allows no other origin. (What a browser
-//! makes of it: tests/graphiql-offline, in headless Chromium.)
+//! casefile's pages need no internet: GraphiQL and the page a share link opens, and every file
+//! they load, come from the server, cached by content hash, under a Content-Security-Policy that
+//! allows no other origin. (What a browser makes of them: tests/graphiql-offline, in headless
+//! Chromium.)
 
 use reqwest::StatusCode;
 use reqwest::header::{
     ACCEPT, CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, ETAG, HOST, HeaderMap,
-    HeaderName, IF_NONE_MATCH, X_CONTENT_TYPE_OPTIONS,
+    HeaderName, IF_NONE_MATCH, REFERRER_POLICY, X_CONTENT_TYPE_OPTIONS,
 };
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
@@ -64,26 +65,37 @@ fn config(html: &str) -> Value {
     serde_json::from_str(config_text(html)).unwrap()
 }
 
+/// The pages (any session's page is the same; the path names one) and how many files each
+/// loads.
+const PAGES: [(&str, usize); 2] = [("/", 6), ("/share/0193a8c2-5b7e-7d31-9f0a-2c4e6b8d1f3a", 2)];
+
 #[tokio::test]
-async fn the_page_and_its_files_come_from_the_server_cached_by_content_hash() {
+async fn the_pages_and_their_files_come_from_the_server_cached_by_content_hash() {
     let app = TestApp::start().await;
-    let (headers, html) = page(&app, "/").await;
+    for (path, files) in PAGES {
+        page_and_files(&app, path, files).await;
+    }
+    app.stop().await;
+}
+
+async fn page_and_files(app: &TestApp, path: &str, files: usize) {
+    let (headers, html) = page(app, path).await;
     assert_eq!(header(&headers, CONTENT_TYPE), "text/html; charset=utf-8");
     // It names this server's settings and the files' current URLs: revalidated every time.
     assert_eq!(header(&headers, CACHE_CONTROL), "no-cache");
     let etag = header(&headers, ETAG);
-    let (status, _, body) = get(&app, "/", &[(IF_NONE_MATCH, etag.as_str())]).await;
+    let (status, _, body) = get(app, path, &[(IF_NONE_MATCH, etag.as_str())]).await;
     assert_eq!(status, StatusCode::NOT_MODIFIED);
     assert!(body.is_empty());
 
     // Only the page's own tags load anything (the policy forbids inline scripts and handlers,
     // see below): each names a file on this server.
     let urls = [attributes(&html, "src"), attributes(&html, "href")].concat();
-    assert_eq!(urls.len(), 6, "{urls:?}");
+    assert_eq!(urls.len(), files, "{path}: {urls:?}");
     for url in urls {
-        assert!(url.starts_with("/graphiql/"), "{url} is not on this server");
-        let (hash, name) = url["/graphiql/".len()..].split_once('/').unwrap();
-        let (status, headers, body) = get(&app, url, &[]).await;
+        assert!(url.starts_with("/assets/"), "{url} is not on this server");
+        let (hash, name) = url["/assets/".len()..].split_once('/').unwrap();
+        let (status, headers, body) = get(app, url, &[]).await;
         assert_eq!(status, StatusCode::OK, "{url}");
         let media_type = match name.rsplit_once('.').unwrap().1 {
             "js" => "text/javascript; charset=utf-8",
@@ -115,30 +127,36 @@ async fn the_page_and_its_files_come_from_the_server_cached_by_content_hash() {
             format!("W/{etag}"),
             format!("\"other\", {etag}"),
         ] {
-            let (status, headers, body) = get(&app, url, &[(IF_NONE_MATCH, tag.as_str())]).await;
+            let (status, headers, body) = get(app, url, &[(IF_NONE_MATCH, tag.as_str())]).await;
             assert_eq!(status, StatusCode::NOT_MODIFIED, "{url} {tag}");
             assert_eq!(header(&headers, ETAG), etag);
             assert!(body.is_empty());
         }
-        let (status, _, _) = get(&app, url, &[(IF_NONE_MATCH, "\"other\"")]).await;
+        let (status, _, _) = get(app, url, &[(IF_NONE_MATCH, "\"other\"")]).await;
         assert_eq!(status, StatusCode::OK, "{url}");
 
         // A URL from another build, or of a file not served, finds nothing.
         for missing in [
-            format!("/graphiql/{}/{name}", "0".repeat(32)),
-            format!("/graphiql/{hash}/{name}.map"),
+            format!("/assets/{}/{name}", "0".repeat(32)),
+            format!("/assets/{hash}/{name}.map"),
         ] {
-            let (status, _, _) = get(&app, &missing, &[]).await;
+            let (status, _, _) = get(app, &missing, &[]).await;
             assert_eq!(status, StatusCode::NOT_FOUND, "{missing}");
         }
+    }
+}
+
+#[tokio::test]
+async fn the_pages_allow_nothing_from_other_origins() {
+    let app = TestApp::start().await;
+    for (path, _) in PAGES {
+        policy_of(&app, path).await;
     }
     app.stop().await;
 }
 
-#[tokio::test]
-async fn the_page_allows_nothing_from_other_origins() {
-    let app = TestApp::start().await;
-    let (headers, _) = page(&app, "/").await;
+async fn policy_of(app: &TestApp, path: &str) {
+    let (headers, _) = page(app, path).await;
     let policy = header(&headers, CONTENT_SECURITY_POLICY);
     let directives: Vec<(&str, Vec<&str>)> = policy
         .split(';')
@@ -175,8 +193,26 @@ async fn the_page_allows_nothing_from_other_origins() {
             let allowed = ["'self'", "'none'", "data:"].contains(source)
                 || this_server.iter().any(|s| s == source)
                 || (*name == "style-src" && source.starts_with("'sha256-"));
-            assert!(allowed, "{name} allows {source}");
+            assert!(allowed, "{path}: {name} allows {source}");
         }
+    }
+    // Nothing is sent along to another page's server: a share link's page holds its secret.
+    assert_eq!(header(&headers, REFERRER_POLICY), "no-referrer");
+}
+
+/// The share page is one page for every session (its script reads which from the path, and
+/// the secret from the fragment, which the server never sees); anything but a session's UUID
+/// finds nothing.
+#[tokio::test]
+async fn the_share_page_is_one_page_for_every_session() {
+    let app = TestApp::start().await;
+    let (_, first) = page(&app, PAGES[1].0).await;
+    let (_, second) = page(&app, &format!("/share/{}", uuid::Uuid::now_v7())).await;
+    assert_eq!(first, second);
+    assert!(first.contains("<script src=\"/assets/"), "{first}");
+    for path in ["/share/not-a-session", "/share/", "/share/%3Cscript%3E"] {
+        let (status, _, _) = get(&app, path, &[]).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}");
     }
     app.stop().await;
 }

@@ -1,5 +1,6 @@
 //! The page's files, compiled in: GraphiQL's standalone build and React (from the npm packages
-//! in `assets/graphiql/`, see its README) and casefile's own start-up script and style. Each is
+//! in `assets/graphiql/`, see its README), GraphiQL's start-up script and style, and the share
+//! page's script and style. Each is
 //! served at a URL that names its content hash, so browsers keep it for a year without asking
 //! again, and a changed file gets a new URL.
 
@@ -24,7 +25,7 @@ macro_rules! vendored {
 }
 
 /// (name, media type, content)
-const FILES: [(&str, &str, &[u8]); 6] = [
+const FILES: [(&str, &str, &[u8]); 8] = [
     (
         "react.production.min.js",
         JS,
@@ -37,8 +38,10 @@ const FILES: [(&str, &str, &[u8]); 6] = [
     ),
     ("graphiql.min.js", JS, vendored!("graphiql.min.js")),
     ("graphiql.min.css", CSS, vendored!("graphiql.min.css")),
-    ("start.js", JS, include_bytes!("start.js")),
-    ("page.css", CSS, include_bytes!("page.css")),
+    ("graphiql.js", JS, include_bytes!("graphiql.js")),
+    ("graphiql.css", CSS, include_bytes!("graphiql.css")),
+    ("share.js", JS, include_bytes!("share.js")),
+    ("share.css", CSS, include_bytes!("share.css")),
 ];
 
 pub struct Asset {
@@ -52,7 +55,7 @@ pub struct Asset {
 impl Asset {
     /// Where the page loads it from.
     pub fn url(&self) -> String {
-        format!("/graphiql/{}/{}", self.hash, self.name)
+        format!("/assets/{}/{}", self.hash, self.name)
     }
 }
 
