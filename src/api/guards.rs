@@ -51,7 +51,7 @@ impl Guard for SessionReaderGuard {
 }
 
 /// Refuses what a share link does not open: anything but its session.
-fn beyond_the_link() -> Error {
+pub(crate) fn beyond_the_link() -> Error {
     Error::Forbidden(
         "a share link opens its one session only: ask for it with `session(id: …)`".to_owned(),
     )

@@ -31,6 +31,9 @@ pub trait Record:
     /// when a query asks for them.
     const COLUMNS: &'static str;
     fn id(&self) -> Uuid;
+    /// The session it belongs to; none for a chain version, which belongs to every session
+    /// that ran it.
+    fn session(&self) -> Option<Uuid>;
 }
 
 /// A record's key on a distributed database: its id within its session (ids are unique per
@@ -67,6 +70,9 @@ macro_rules! record {
             const COLUMNS: &'static str = $columns;
             fn id(&self) -> Uuid {
                 self.id
+            }
+            fn session(&self) -> Option<Uuid> {
+                Some(self.session_id)
             }
         }
         impl InSession for $row {
@@ -140,6 +146,9 @@ impl Record for SessionRow {
     fn id(&self) -> Uuid {
         self.id
     }
+    fn session(&self) -> Option<Uuid> {
+        Some(self.id)
+    }
 }
 
 /// A registered chain version, by its name and version (its natural key: the same in every
@@ -182,6 +191,9 @@ impl Record for ChainRow {
         created_by, deprecated_at, deprecated_by";
     fn id(&self) -> Uuid {
         self.id
+    }
+    fn session(&self) -> Option<Uuid> {
+        None
     }
 }
 

@@ -1,8 +1,14 @@
 //! Share links (issue 32, part 1): a secret that reads one session, read-only, and nothing
 //! else, on every root field and transport, until it is revoked or expires.
 
+use std::sync::Arc;
+
+use casefile::api::loaders::{Dispatcher, Loaders};
+use casefile::error::Error;
 use casefile::model::Role;
+use casefile::store::Key;
 use serde_json::{Value, json};
+use uuid::Uuid;
 
 use crate::common::ws::Subscription;
 use crate::common::{TestApp, tokens_mode};
@@ -402,6 +408,81 @@ async fn share_links_are_for_operators_and_bounded() {
     let body = app.graphql(CREATE, json!({ "s": session, "n": " " })).await;
     assert_eq!(code(&body), "BAD_USER_INPUT", "{body}");
     app.stop().await;
+}
+
+/// The second wall: a link's loaders read its session alone, whichever field asks, so a field
+/// that forgot its guard still could not show another session's rows.
+#[tokio::test]
+async fn a_links_loaders_read_its_session_alone() {
+    let app = tokens_app().await;
+    let (shared, shared_stage) = session_with_stage(&app).await;
+    let (other, other_stage) = session_with_stage(&app).await;
+    let uuid = |text: &str| Uuid::parse_str(text).unwrap();
+    let (shared, shared_stage) = (uuid(&shared), uuid(&shared_stage));
+    let (other, other_stage) = (uuid(&other), uuid(&other_stage));
+    let dispatcher = Arc::new(Dispatcher::default());
+    let loaders = Loaders::new(&app.store, &dispatcher, true, Some(shared));
+
+    // A session, by id; its children, by the session's id; a record, by key and by global id.
+    assert!(loaders.sessions.load_one(shared).await.unwrap().is_some());
+    assert!(forbidden(loaders.sessions.load_one(other).await));
+    let stages = loaders.stages_by_session.load_one(shared).await.unwrap();
+    assert_eq!(stages.map(|s| s.len()), Some(1));
+    assert!(forbidden(loaders.stages_by_session.load_one(other).await));
+    let key = |session, id| Key::new(session, id);
+    assert!(
+        loaders
+            .stages
+            .load_one(key(shared, shared_stage))
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(forbidden(
+        loaders.stages.load_one(key(other, other_stage)).await
+    ));
+    assert!(
+        loaders
+            .nodes
+            .stages
+            .load_one(shared_stage)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(forbidden(loaders.nodes.stages.load_one(other_stage).await));
+    assert!(forbidden(
+        loaders
+            .executions_by_stage
+            .load_one(key(other, other_stage))
+            .await
+    ));
+
+    // Without a link, the same loaders read both.
+    let unbound = Loaders::new(&app.store, &dispatcher, true, None);
+    assert!(
+        unbound
+            .nodes
+            .stages
+            .load_one(other_stage)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        unbound
+            .stages_by_session
+            .load_one(other)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    app.stop().await;
+}
+
+/// Whether a load was refused as beyond the link.
+fn forbidden<T>(result: Result<T, Arc<Error>>) -> bool {
+    result.is_err_and(|err| matches!(*err, Error::Forbidden(_)))
 }
 
 /// Behind a proxy, the page's URL is at the origin browsers see (`--public-origin`), whatever

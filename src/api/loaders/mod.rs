@@ -5,6 +5,10 @@
 //! caches never outlive a request. A relationship from a row at hand is keyed by the row's
 //! [`Key`] (id within session), so that its statement names the sessions it reads; only the
 //! records of global ids ([`Nodes`]) and sessions themselves are loaded by id.
+//!
+//! A share link's loaders are bound to its session: each key says which sessions it reads
+//! ([`Reach`]), each record by id which session it belongs to, and anything beyond the link's
+//! session is refused (`FORBIDDEN`), whichever field asked.
 
 mod batch;
 
@@ -18,6 +22,7 @@ pub use batch::{Dispatcher, Load, Loader, UntilIdle};
 
 use crate::error::Error;
 use crate::store::audit::log::AuditRecordRow;
+use crate::store::child_pages::ChildPageKey;
 use crate::store::share_links::ShareLinkRow;
 use crate::store::*;
 
@@ -48,6 +53,11 @@ impl<R: Record> Load for ById<R> {
         let rows: Vec<R> = self.store.by_ids(keys).await?;
         Ok(rows.into_iter().map(|r| (r.id(), Arc::new(r))).collect())
     }
+
+    /// An id names no session: the record says which it belongs to.
+    fn within(_: &Uuid, row: &Arc<R>, session: Uuid) -> bool {
+        row.session().is_none_or(|own| own == session)
+    }
 }
 
 /// A record's rows by key (id within session): a relationship from a row at hand, which
@@ -74,6 +84,53 @@ impl<R: InSession> Load for ByKey<R> {
         let rows: Vec<R> = self.store.by_keys(keys).await?;
         Ok(rows.into_iter().map(|r| (r.key(), Arc::new(r))).collect())
     }
+
+    fn within(key: &Key, _: &Arc<R>, session: Uuid) -> bool {
+        key.within(session)
+    }
+}
+
+/// Which sessions a loader's key reads the rows of.
+pub trait Reach {
+    /// Whether it reads nothing of another session than `session`.
+    fn within(&self, session: Uuid) -> bool;
+}
+
+/// A session's id: the key of the loaders of a session's children (`…BySession`).
+impl Reach for Uuid {
+    fn within(&self, session: Uuid) -> bool {
+        *self == session
+    }
+}
+
+impl Reach for Key {
+    fn within(&self, session: Uuid) -> bool {
+        self.session == session
+    }
+}
+
+impl Reach for TimelinePageKey {
+    fn within(&self, session: Uuid) -> bool {
+        self.session == session
+    }
+}
+
+impl<A, B> Reach for ChildPageKey<A, B> {
+    fn within(&self, session: Uuid) -> bool {
+        self.session == session
+    }
+}
+
+impl Reach for CallKey {
+    fn within(&self, session: Uuid) -> bool {
+        self.session_id == session
+    }
+}
+
+impl Reach for SearchMatchKey {
+    fn within(&self, session: Uuid) -> bool {
+        self.session == session
+    }
 }
 
 /// Declares a loader that hands its keys to one store query (its `store` visible to this
@@ -91,6 +148,9 @@ macro_rules! loader {
                 let $store = &self.store;
                 Ok($query.await?)
             }
+            fn within(key: &$key, _: &$value, session: uuid::Uuid) -> bool {
+                $crate::api::loaders::Reach::within(key, session)
+            }
         }
     };
     ($(#[$doc:meta])* $name:ident(scope): $key:ty => $value:ty, |$store:ident, $scope:ident, $keys:ident| $query:expr) => {
@@ -105,6 +165,9 @@ macro_rules! loader {
             async fn load(&self, $keys: &[$key]) -> Result<HashMap<$key, $value>, LoadError> {
                 let ($store, $scope) = (&self.store, self.scope);
                 Ok($query.await?)
+            }
+            fn within(key: &$key, _: &$value, session: uuid::Uuid) -> bool {
+                $crate::api::loaders::Reach::within(key, session)
             }
         }
     };
@@ -306,10 +369,16 @@ impl Loaders {
     /// The loaders of one operation, batched by `dispatcher`. `cached`: each key is loaded at
     /// most once; a subscription's loaders keep nothing, so every update is resolved against
     /// the database as it is then.
-    pub fn new(store: &Store, dispatcher: &Arc<Dispatcher>, cached: bool) -> Self {
+    /// `bound`: the one session a share link reads.
+    pub fn new(
+        store: &Store,
+        dispatcher: &Arc<Dispatcher>,
+        cached: bool,
+        bound: Option<Uuid>,
+    ) -> Self {
         macro_rules! batched {
             ($load:expr) => {
-                Loader::new($load, dispatcher, cached)
+                Loader::new($load, dispatcher, cached, bound)
             };
         }
         macro_rules! per_scope {

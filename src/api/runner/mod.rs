@@ -31,11 +31,13 @@ use async_graphql::{
 use futures::StreamExt as _;
 use futures::stream::{self, BoxStream};
 use tracing::{Instrument as _, Span};
+use uuid::Uuid;
 
 use super::{CasefileSchema, Loaders, loaders::Dispatcher, loaders::UntilIdle};
 use crate::api::Limits;
+use crate::auth::Identity;
 use crate::observe::in_span::InSpan;
-use crate::observe::request::{OPERATION_WORK, OperationWork, RequestInfo};
+use crate::observe::request::{OPERATION_WORK, OperationWork};
 use crate::store::Store;
 use apart::Apart;
 use check::{Check, Figures};
@@ -124,13 +126,14 @@ impl Runner {
     }
 
     /// Checks a parsed `request`, and gives it its loaders (`cached` unless it runs on a
-    /// stream, where each update must see the database as it is then); else the errors
-    /// that refuse it.
+    /// stream, where each update must see the database as it is then; `bound` to a share
+    /// link's session); else the errors that refuse it.
     async fn admit(
         &self,
         mut request: Request,
         parsed: Parsed,
         cached: bool,
+        bound: Option<Uuid>,
     ) -> Result<Admitted, Vec<ServerError>> {
         let inner = &self.0;
         let Parsed {
@@ -186,7 +189,7 @@ impl Runner {
         };
         request.set_parsed_query(document);
         let request = request
-            .data(Loaders::new(&store, &dispatcher, cached))
+            .data(Loaders::new(&store, &dispatcher, cached, bound))
             .data(store)
             .data(size.clone());
         Ok(Admitted {
@@ -259,15 +262,23 @@ fn is_query(document: &ExecutableDocument, operation_name: Option<&str>) -> bool
         .is_some_and(|(_, operation)| operation.ty == OperationType::Query)
 }
 
-/// The request an operation came with, as the edge described it (in the request's data, or
-/// for a WebSocket, the connection's).
-fn request_info(request: &Request, session_data: Option<&Data>) -> Option<RequestInfo> {
+/// What the edge said of an operation's request (in the request's data, or for a WebSocket,
+/// the connection's): its [`RequestInfo`], its caller's [`Identity`].
+fn from_edge<T: Clone + Send + Sync + 'static>(
+    request: &Request,
+    session_data: Option<&Data>,
+) -> Option<T> {
     [Some(&request.data), session_data]
         .into_iter()
         .flatten()
-        .find_map(|data| data.get(&TypeId::of::<RequestInfo>()))
-        .and_then(|info| info.downcast_ref::<RequestInfo>())
+        .find_map(|data| data.get(&TypeId::of::<T>()))
+        .and_then(|value| value.downcast_ref::<T>())
         .cloned()
+}
+
+/// The one session the caller may read, for a share link: where its loaders are bound.
+fn bound(request: &Request, session_data: Option<&Data>) -> Option<Uuid> {
+    from_edge::<Identity>(request, session_data).and_then(|identity| identity.scope)
 }
 
 impl Runner {
@@ -278,7 +289,7 @@ impl Runner {
         request: &mut Request,
         session_data: Option<&Data>,
     ) -> (Report, Span, Result<Parsed, ServerError>) {
-        let mut report = Report::new(request_info(request, session_data));
+        let mut report = Report::new(from_edge(request, session_data));
         let parsed = self.parse(request);
         if let Ok(parsed) = &parsed {
             report.identify(&parsed.document, request.operation_name.as_deref());
@@ -293,10 +304,11 @@ impl Runner {
         request: Request,
         parsed: Result<Parsed, ServerError>,
         cached: bool,
+        bound: Option<Uuid>,
         report: &mut Report,
     ) -> Result<Admitted, Response> {
         let admitted = match parsed {
-            Ok(parsed) => self.admit(request, parsed, cached).await,
+            Ok(parsed) => self.admit(request, parsed, cached, bound).await,
             Err(err) => Err(vec![err]),
         };
         admitted.inspect(|_| report.admitted()).map_err(|errors| {
@@ -310,13 +322,17 @@ impl Runner {
 impl Executor for Runner {
     async fn execute(&self, mut request: Request) -> Response {
         let (mut report, span, document) = self.start(&mut request, None);
+        let bound = bound(&request, None);
         async {
             let Admitted {
                 request,
                 dispatcher,
                 size,
                 apart,
-            } = match self.prepare(request, document, true, &mut report).await {
+            } = match self
+                .prepare(request, document, true, bound, &mut report)
+                .await
+            {
                 Ok(admitted) => admitted,
                 Err(refused) => return refused,
             };
@@ -339,13 +355,17 @@ impl Executor for Runner {
     ) -> BoxStream<'static, Response> {
         let runner = self.clone();
         let (mut report, span, document) = self.start(&mut request, session_data.as_deref());
+        let bound = bound(&request, session_data.as_deref());
         let responses = stream::once(async move {
             let Admitted {
                 request,
                 dispatcher,
                 size,
                 apart,
-            } = match runner.prepare(request, document, false, &mut report).await {
+            } = match runner
+                .prepare(request, document, false, bound, &mut report)
+                .await
+            {
                 Ok(admitted) => admitted,
                 Err(refused) => return stream::iter([refused]).boxed(),
             };

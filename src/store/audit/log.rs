@@ -35,6 +35,9 @@ impl Record for AuditRecordRow {
     fn id(&self) -> Uuid {
         self.id
     }
+    fn session(&self) -> Option<Uuid> {
+        self.session_id
+    }
 }
 
 const COLUMNS: &str = "id, at, actor, action, target_type, target_id, session_id, request_id, \
