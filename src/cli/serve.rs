@@ -64,10 +64,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             return Err(err);
         }
     };
-    tracing::info!("casefile listening on http://{}/graphql", server.addr());
+    // Before the line that says it serves: whoever waits for that line (a test, a script)
+    // may stop the server at once, before its handler of SIGTERM is in place.
     if args.demo {
         share_demo(&store, &args, server.addr()).await;
     }
+    tracing::info!("casefile listening on http://{}/graphql", server.addr());
     shutdown_signal().await;
     tracing::info!("shutting down");
     server.stop().await;
