@@ -4,6 +4,7 @@
 mod access;
 mod bounded;
 mod events;
+mod export;
 mod graphql;
 mod metrics;
 mod observed;
@@ -12,6 +13,7 @@ mod pages;
 mod probes;
 mod refusal;
 mod serve;
+mod session_reader;
 mod streaming;
 mod throttle;
 mod websocket;
@@ -145,6 +147,7 @@ pub fn router(
         .route("/graphql/ws", get(websocket::upgrade))
         .route("/graphql/stream", graphql_routes())
         .route("/sessions/{id}/events", get(events::stream))
+        .route("/sessions/{id}/export", get(export::export))
         .route("/livez", get(probes::livez))
         .route("/healthz", get(probes::livez))
         .route("/readyz", get(probes::readyz));

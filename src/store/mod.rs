@@ -21,6 +21,7 @@ pub mod change_log;
 pub mod chats;
 pub mod child_pages;
 mod children;
+pub mod export;
 mod feed;
 mod health;
 mod lease;

@@ -104,7 +104,7 @@ macro_rules! timeline_event_columns {
 }
 pub(crate) use timeline_event_columns;
 
-#[derive(Debug, Clone, FromRow)]
+#[derive(Debug, Clone, FromRow, serde::Serialize, serde::Deserialize)]
 pub struct SessionRow {
     pub id: Uuid,
     pub alert_type: String,
@@ -161,7 +161,7 @@ pub struct ChainKey {
 
 /// A chain version: its definition, stored once however many sessions ran it, and never
 /// changed.
-#[derive(Debug, Clone, FromRow)]
+#[derive(Debug, Clone, FromRow, serde::Serialize, serde::Deserialize)]
 pub struct ChainRow {
     pub id: Uuid,
     pub name: String,
@@ -198,7 +198,7 @@ impl Record for ChainRow {
 }
 
 /// One entry of a session's status history.
-#[derive(Debug, Clone, FromRow)]
+#[derive(Debug, Clone, FromRow, serde::Serialize, serde::Deserialize)]
 pub struct SessionStatusChangeRow {
     pub id: i64,
     pub session_id: Uuid,
@@ -208,11 +208,13 @@ pub struct SessionStatusChangeRow {
     pub actor: Option<String>,
     pub reason: Option<String>,
     pub changed_at: DateTime<Utc>,
-    /// Its place in the feed of every session's changes (1, 2, 3, … in commit order).
+    /// Its place in the feed of every session's changes (1, 2, 3, … in commit order): the
+    /// database's to assign, so an export leaves it out.
+    #[serde(skip)]
     pub feed_position: i64,
 }
 
-#[derive(Debug, Clone, FromRow)]
+#[derive(Debug, Clone, FromRow, serde::Serialize, serde::Deserialize)]
 pub struct StageRow {
     pub id: Uuid,
     pub session_id: Uuid,
@@ -233,7 +235,7 @@ pub struct StageRow {
 }
 record!(StageRow, "stages", "stage");
 
-#[derive(Debug, Clone, FromRow)]
+#[derive(Debug, Clone, FromRow, serde::Serialize, serde::Deserialize)]
 pub struct ExecutionRow {
     pub id: Uuid,
     pub stage_id: Uuid,
@@ -262,7 +264,7 @@ pub struct ExecutionRow {
 }
 record!(ExecutionRow, "agent_executions", "agent execution");
 
-#[derive(Debug, Clone, FromRow)]
+#[derive(Debug, Clone, FromRow, serde::Serialize, serde::Deserialize)]
 pub struct TimelineEventRow {
     pub id: Uuid,
     pub session_id: Uuid,
@@ -281,7 +283,7 @@ pub struct TimelineEventRow {
 // Read through the view, so a streaming event shows everything appended so far.
 record!(TimelineEventRow, "timeline_events_live", "timeline event");
 
-#[derive(Debug, Clone, FromRow)]
+#[derive(Debug, Clone, FromRow, serde::Serialize, serde::Deserialize)]
 pub struct MessageRow {
     pub id: Uuid,
     pub session_id: Uuid,
@@ -310,7 +312,7 @@ pub struct ToolCallRow {
 
 /// An LLM interaction without its payloads (tens of KB each): [`LlmRequestRow`] holds the
 /// request (the prompt, the largest), [`LlmPayloadRow`] the rest.
-#[derive(Debug, Clone, FromRow)]
+#[derive(Debug, Clone, FromRow, serde::Serialize, serde::Deserialize)]
 pub struct LlmInteractionRow {
     pub id: Uuid,
     pub session_id: Uuid,
@@ -394,7 +396,7 @@ record!(
 );
 
 /// An MCP interaction without its payloads, which [`McpPayloadRow`] holds.
-#[derive(Debug, Clone, FromRow)]
+#[derive(Debug, Clone, FromRow, serde::Serialize, serde::Deserialize)]
 pub struct McpInteractionRow {
     pub id: Uuid,
     pub session_id: Uuid,
@@ -417,7 +419,7 @@ record!(
 );
 
 /// The arguments, result and tool list of an MCP interaction: read only when asked for.
-#[derive(Debug, Clone, FromRow)]
+#[derive(Debug, Clone, FromRow, serde::Serialize, serde::Deserialize)]
 pub struct McpPayloadRow {
     pub id: Uuid,
     pub session_id: Uuid,
@@ -432,7 +434,7 @@ record!(
     "id, session_id, tool_arguments, tool_result, available_tools"
 );
 
-#[derive(Debug, Clone, FromRow)]
+#[derive(Debug, Clone, FromRow, serde::Serialize, serde::Deserialize)]
 pub struct ChatRow {
     pub id: Uuid,
     pub session_id: Uuid,
@@ -444,7 +446,7 @@ pub struct ChatRow {
 }
 record!(ChatRow, "chats", "chat");
 
-#[derive(Debug, Clone, FromRow)]
+#[derive(Debug, Clone, FromRow, serde::Serialize, serde::Deserialize)]
 pub struct ChatUserMessageRow {
     pub id: Uuid,
     pub chat_id: Uuid,
@@ -486,7 +488,7 @@ pub struct SessionCountsRow {
 }
 
 /// A notification of a session, and where its delivery stands.
-#[derive(Debug, Clone, FromRow)]
+#[derive(Debug, Clone, FromRow, serde::Serialize, serde::Deserialize)]
 pub struct NotificationRow {
     pub session_id: Uuid,
     pub id: Uuid,

@@ -15,6 +15,7 @@ mod distribution;
 mod embedded_db;
 mod event_pages;
 mod events;
+mod export;
 mod fairness;
 mod faults;
 mod hardening;

@@ -6,14 +6,13 @@
 //!
 //! Query parameters: `after`, `ticket`, `categories` (comma-separated, e.g. `llm,lifecycle`),
 //! `agents` and `stages` (comma-separated IDs), `topology=true` (start with the agent tree).
-//! The credentials are in [`credentials`], the parameters in [`params`], the JSON (the shared
-//! typed event's SSE rendering) in [`render`].
+//! Who may read it is checked as for the session's export ([`SessionReader`]); the parameters
+//! are in [`params`], the JSON (the shared typed event's SSE rendering) in [`render`].
 //!
 //! Like the GraphQL streams: refused from another site's page (403), counted against its
 //! caller's rate, streams and subscriptions (429), and its credentials are looked up only
 //! within its address's rate of look-ups.
 
-mod credentials;
 mod params;
 mod render;
 
@@ -24,76 +23,39 @@ use std::net::SocketAddr;
 use axum::Extension;
 use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use futures::StreamExt as _;
-use serde_json::json;
 
 use super::AppState;
-use super::access::OriginPolicy;
 use super::serve::stopping;
+use super::session_reader::{SessionReader, bad_request, logged, refuse};
 use super::streaming::sse_response;
 use super::throttle::Refusal;
-use crate::api::ids::{NodeType, decode_as};
-use crate::auth::Caller;
 use crate::error::Error;
 use crate::live::NoSlot;
 use crate::live::events;
-use crate::model::Role;
 use crate::observe::metrics::OpenStream;
 use params::Params;
 use render::{failure, to_event};
 
-/// A refusal before the stream starts: a status and a GraphQL-shaped error body.
-fn refuse(status: StatusCode, code: &str, message: &str) -> Response {
-    let body = json!({ "errors": [{ "message": message, "extensions": { "code": code } }] });
-    (status, axum::Json(body)).into_response()
-}
-
-fn bad_request(message: &str) -> Response {
-    refuse(StatusCode::BAD_REQUEST, "BAD_USER_INPUT", message)
-}
-
 /// `GET /sessions/{id}/events`.
 pub async fn stream(
     State(state): State<AppState>,
-    Path(session): Path<String>,
+    Path(id): Path<String>,
     Query(params): Query<HashMap<String, String>>,
     peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
     uri: Uri,
 ) -> Response {
-    // A page on another site must not read live data with the browser's credentials.
-    if !state.origins.allows(&headers, &uri) {
-        return OriginPolicy::refused();
-    }
-    let Ok(session) = decode_as(NodeType::Session, &session) else {
-        return bad_request("not a session ID");
-    };
     let peer = peer.map(|Extension(ConnectInfo(peer))| peer);
-    let client = peer.map(|peer| peer.ip());
-    let identity =
-        match credentials::identify(&state.auth, &params, &headers, session, client).await {
-            Ok(identity) => identity,
-            Err(refused) => return refused,
-        };
-    let caller = Caller::of(&identity, peer);
-    if let Err(refusal) = state.throttle.check_rate(&caller) {
-        return refusal.response();
-    }
-    if identity.role < Role::Reader {
-        return refuse(
-            StatusCode::FORBIDDEN,
-            "FORBIDDEN",
-            "reading needs the READER role",
-        );
-    }
-    if !identity.may_read(session) {
-        return refuse(
-            StatusCode::FORBIDDEN,
-            "FORBIDDEN",
-            "a share link opens its one session only",
-        );
-    }
+    let SessionReader {
+        session,
+        identity,
+        caller,
+    } = match SessionReader::of(&state, &id, &params, peer, &headers, &uri).await {
+        Ok(reader) => reader,
+        Err(refused) => return refused,
+    };
     let Params {
         after,
         filter,
@@ -130,7 +92,7 @@ pub async fn stream(
             );
         }
         Err(err) => {
-            let public = logged(&err);
+            let public = logged("the event stream", &err);
             return refuse(
                 StatusCode::SERVICE_UNAVAILABLE,
                 public.code,
@@ -167,7 +129,7 @@ pub async fn stream(
                 next = envelopes.next() => match next {
                     Some(Ok(envelope)) => yield Ok(to_event(&envelope)),
                     Some(Err(err)) => {
-                        let public = logged(&err);
+                        let public = logged("the event stream", &err);
                         yield Ok(failure(public.code, &public.message));
                         break;
                     }
@@ -177,13 +139,4 @@ pub async fn stream(
         }
     };
     sse_response(body)
-}
-
-/// What the client is told of an error (logged when it is ours).
-fn logged(err: &crate::error::Error) -> crate::error::Public {
-    let public = err.public();
-    if public.log == crate::error::Log::Error {
-        tracing::error!("event stream failed: {err}");
-    }
-    public
 }

@@ -10,7 +10,7 @@ use crate::store::page::{NewestFirst, Page, Slice};
 use crate::store::{RawJson, Record, RecordKey, Store};
 
 /// One audit record.
-#[derive(Debug, Clone, FromRow)]
+#[derive(Debug, Clone, FromRow, serde::Serialize, serde::Deserialize)]
 pub struct AuditRecordRow {
     pub id: Uuid,
     pub at: DateTime<Utc>,

@@ -1,0 +1,280 @@
+//! A session as one JSON document (`GET /sessions/{id}/export`, `casefile export`): every
+//! record of every layer, its chats, notifications, status history and audit trail, read in
+//! one snapshot and written as it is read, a row at a time, so a session with megabytes of
+//! prompts never sits whole in memory (what is held is one row and one chunk of output).
+//!
+//! The document, version 1 (the README's "Export" section is its reference):
+//!
+//! ```text
+//! {"format":"casefile.session","version":1,"exported_at":"…",
+//!  "session":{…},"chain":{…}|null,
+//!  "stages":[…],"executions":[…],"timeline_events":[…],"messages":[…],
+//!  "llm_interactions":[…],"mcp_interactions":[…],
+//!  "chats":[…],"chat_messages":[…],"notifications":[…],
+//!  "status_history":[…],"audit":[…]}
+//! ```
+//!
+//! Each record has its table's columns, named as they are. Left out: what the database
+//! derives and assigns again (search documents, roll-ups, event-log and feed positions).
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use futures::TryStreamExt as _;
+use serde::Serialize;
+use serde_json::Value as Json;
+use sqlx::{FromRow, PgConnection};
+use tokio::sync::mpsc;
+use uuid::Uuid;
+
+use super::audit::log::AuditRecordRow;
+use super::traced::traced;
+use crate::error::{Error, Result};
+use crate::store::{
+    ChainRow, ChatRow, ChatUserMessageRow, ExecutionRow, LlmInteractionRow, McpInteractionRow,
+    MessageRow, NotificationRow, Record, SessionRow, SessionStatusChangeRow, StageRow, Store,
+    TimelineEventRow,
+};
+
+/// What the document says it is.
+pub const FORMAT: &str = "casefile.session";
+pub const VERSION: u32 = 1;
+
+/// Output is written in chunks of about this size: few writes, little held.
+const CHUNK: usize = 64 * 1024;
+
+/// An LLM interaction with its request and response, as one record.
+#[derive(Debug, FromRow, Serialize, serde::Deserialize)]
+pub struct LlmInteractionExport {
+    #[sqlx(flatten)]
+    #[serde(flatten)]
+    pub interaction: LlmInteractionRow,
+    pub llm_request: Json,
+    pub llm_response: Json,
+    pub thinking_content: Option<String>,
+    pub response_metadata: Json,
+}
+
+/// An MCP interaction with its arguments, result and tool list, as one record.
+#[derive(Debug, FromRow, Serialize, serde::Deserialize)]
+pub struct McpInteractionExport {
+    #[sqlx(flatten)]
+    #[serde(flatten)]
+    pub interaction: McpInteractionRow,
+    pub tool_arguments: Json,
+    pub tool_result: Json,
+    pub available_tools: Json,
+}
+
+/// One array of the document: its name, and the statement reading its rows of session `$1`,
+/// in an order that does not depend on the plan (so two exports of the same rows are equal).
+struct Part {
+    name: &'static str,
+    statement: String,
+}
+
+fn part<R: Record>(name: &'static str, extra: &str, order: &str) -> Part {
+    Part {
+        name,
+        statement: format!(
+            "SELECT {}{extra} FROM {} WHERE session_id = $1 ORDER BY {order}",
+            R::COLUMNS,
+            R::TABLE
+        ),
+    }
+}
+
+/// How many chunks may wait for their reader: with [`CHUNK`], what a slow reader can make an
+/// export hold.
+pub const CHUNKS_WAITING: usize = 4;
+
+/// Writes documents as chunks of bytes to a channel, whose reader (an HTTP response, a file)
+/// takes them at its own pace: a full channel makes the export wait.
+pub struct DocumentWriter {
+    out: mpsc::Sender<Vec<u8>>,
+    buffer: Vec<u8>,
+}
+
+impl DocumentWriter {
+    /// A writer, and the chunks it writes.
+    pub fn new() -> (Self, mpsc::Receiver<Vec<u8>>) {
+        let (out, chunks) = mpsc::channel(CHUNKS_WAITING);
+        let writer = DocumentWriter {
+            out,
+            buffer: Vec::with_capacity(CHUNK),
+        };
+        (writer, chunks)
+    }
+
+    fn text(&mut self, text: &str) {
+        self.buffer.extend_from_slice(text.as_bytes());
+    }
+
+    async fn value(&mut self, value: &impl Serialize) -> Result<()> {
+        serde_json::to_writer(&mut self.buffer, value)
+            .map_err(|err| Error::Internal(format!("a record did not serialize: {err}")))?;
+        if self.buffer.len() >= CHUNK {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    /// Sends what is buffered.
+    pub async fn flush(&mut self) -> Result<()> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        let chunk = std::mem::replace(&mut self.buffer, Vec::with_capacity(CHUNK));
+        self.out.send(chunk).await.map_err(|_| {
+            Error::Internal("the export's reader went away (the client hung up)".to_owned())
+        })
+    }
+
+    /// Session `session`'s document, read in one snapshot, followed by `end` (`"\n"` between
+    /// the lines of a bulk export); NOT_FOUND when there is no such session (deleted ones are
+    /// exported: a soft delete is part of their history). Nothing is written before the
+    /// session is found.
+    pub async fn session(&mut self, store: &Store, session: Uuid, end: &str) -> Result<()> {
+        let mut tx = store.begin().await?;
+        // One snapshot for the whole document, however long the output takes to drain.
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .execute(traced(&mut tx))
+            .await?;
+        let row: Option<SessionRow> = sqlx::query_as(&format!(
+            "SELECT {} FROM sessions WHERE id = $1",
+            SessionRow::COLUMNS
+        ))
+        .bind(session)
+        .fetch_optional(traced(&mut tx))
+        .await?;
+        let row =
+            row.ok_or_else(|| Error::not_found(format!("session {session} does not exist")))?;
+        let chain: Option<ChainRow> = match row.chain() {
+            Some(key) => {
+                sqlx::query_as(&format!(
+                    "SELECT {} FROM chains WHERE name = $1 AND version = $2",
+                    ChainRow::COLUMNS
+                ))
+                .bind(&key.name)
+                .bind(&key.version)
+                .fetch_optional(traced(&mut tx))
+                .await?
+            }
+            None => None,
+        };
+        self.text(&format!(
+            "{{\"format\":\"{FORMAT}\",\"version\":{VERSION},\"exported_at\":\"{}\",\"session\":",
+            timestamp(Utc::now())
+        ));
+        self.value(&row).await?;
+        self.text(",\"chain\":");
+        self.value(&chain).await?;
+        self.rows::<StageRow>(
+            &mut tx,
+            part::<StageRow>("stages", "", "stage_index, id"),
+            session,
+        )
+        .await?;
+        self.rows::<ExecutionRow>(
+            &mut tx,
+            part::<ExecutionRow>("executions", "", "created_at, id"),
+            session,
+        )
+        .await?;
+        self.rows::<TimelineEventRow>(
+            &mut tx,
+            part::<TimelineEventRow>("timeline_events", "", "sequence_number"),
+            session,
+        )
+        .await?;
+        self.rows::<MessageRow>(
+            &mut tx,
+            part::<MessageRow>("messages", "", "execution_id, sequence_number"),
+            session,
+        )
+        .await?;
+        self.rows::<LlmInteractionExport>(
+            &mut tx,
+            part::<LlmInteractionRow>(
+                "llm_interactions",
+                ", llm_request, llm_response, thinking_content, response_metadata",
+                "created_at, id",
+            ),
+            session,
+        )
+        .await?;
+        self.rows::<McpInteractionExport>(
+            &mut tx,
+            part::<McpInteractionRow>(
+                "mcp_interactions",
+                ", tool_arguments, tool_result, available_tools",
+                "created_at, id",
+            ),
+            session,
+        )
+        .await?;
+        self.rows::<ChatRow>(
+            &mut tx,
+            part::<ChatRow>("chats", "", "created_at, id"),
+            session,
+        )
+        .await?;
+        self.rows::<ChatUserMessageRow>(
+            &mut tx,
+            part::<ChatUserMessageRow>("chat_messages", "", "created_at, id"),
+            session,
+        )
+        .await?;
+        self.rows::<NotificationRow>(
+            &mut tx,
+            part::<NotificationRow>("notifications", "", "created_at, id"),
+            session,
+        )
+        .await?;
+        self.rows::<SessionStatusChangeRow>(
+            &mut tx,
+            Part {
+                name: "status_history",
+                statement: "SELECT * FROM session_status_changes WHERE session_id = $1 \
+                            ORDER BY id"
+                    .to_owned(),
+            },
+            session,
+        )
+        .await?;
+        self.rows::<AuditRecordRow>(
+            &mut tx,
+            part::<AuditRecordRow>("audit", "", "at, id"),
+            session,
+        )
+        .await?;
+        self.text("}");
+        self.text(end);
+        tx.commit().await?;
+        self.flush().await
+    }
+
+    /// `,"name":[row,row,…]`, each row written as it arrives.
+    async fn rows<R>(&mut self, conn: &mut PgConnection, part: Part, session: Uuid) -> Result<()>
+    where
+        R: for<'r> FromRow<'r, sqlx::postgres::PgRow> + Serialize + Send + Unpin,
+    {
+        self.text(&format!(",\"{}\":[", part.name));
+        let mut rows = sqlx::query_as::<_, R>(&part.statement)
+            .bind(session)
+            .fetch(traced(conn));
+        let mut first = true;
+        while let Some(row) = rows.try_next().await? {
+            if !first {
+                self.text(",");
+            }
+            first = false;
+            self.value(&row).await?;
+        }
+        self.text("]");
+        Ok(())
+    }
+}
+
+/// As chrono writes a timestamp in JSON.
+fn timestamp(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::AutoSi, true)
+}

@@ -1,0 +1,254 @@
+//! Export (issue 33): a session as one JSON document over HTTP, every record of every layer,
+//! for its readers only.
+
+use casefile::model::Role;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::common::{TestApp, tokens_mode};
+
+/// `GET /sessions/{id}/export` with `token` as the bearer.
+async fn export(app: &TestApp, token: &str, session: &str) -> reqwest::Response {
+    app.client
+        .get(app.url(&format!("/sessions/{session}/export")))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn document(app: &TestApp, token: &str, session: &str) -> Value {
+    let response = export(app, token, session).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.headers()["content-type"], "application/json");
+    let disposition = response.headers()["content-disposition"].to_str().unwrap();
+    assert!(
+        disposition.starts_with("attachment; filename=\"casefile-session-"),
+        "{disposition}"
+    );
+    let text = response.text().await.unwrap();
+    assert!(
+        text.ends_with("}\n"),
+        "one line: {}",
+        &text[text.len().saturating_sub(40)..]
+    );
+    assert_eq!(text.matches('\n').count(), 1);
+    serde_json::from_str(&text).unwrap()
+}
+
+fn len(document: &Value, part: &str) -> usize {
+    document[part]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {part}"))
+        .len()
+}
+
+#[tokio::test]
+async fn a_session_exports_whole_as_one_document() {
+    let mut app = TestApp::start_with(tokens_mode()).await;
+    let admin = app.token("root", Role::Admin, None).await;
+    app.token = Some(admin);
+    casefile::demo::load(&app.store).await.unwrap();
+    let reader = app.token("eyes", Role::Reader, None).await;
+
+    // Every demo session: each part holds what the API counts of it.
+    let data = app
+        .data(
+            "{ sessions(first: 50, filter: { includeDeleted: true }) { edges { node { uuid
+               chain { name version }
+               counts { stages executions timelineEvents messages llmInteractions mcpInteractions }
+               statusHistory { toStatus } auditLog(first: 1) { totalCount }
+               chatsConnection(first: 1) { totalCount } notifications { id } } } } }",
+            json!({}),
+        )
+        .await;
+    let sessions = data["sessions"]["edges"].as_array().unwrap();
+    assert!(sessions.len() > 10);
+    let mut seen_payload = false;
+    for edge in sessions {
+        let s = &edge["node"];
+        let id = s["uuid"].as_str().unwrap();
+        let doc = document(&app, &reader, id).await;
+        assert_eq!(doc["format"], "casefile.session");
+        assert_eq!(doc["version"], 1);
+        assert_eq!(doc["session"]["id"], id);
+        assert_eq!(doc["chain"]["name"], s["chain"]["name"], "{id}");
+        let counts = &s["counts"];
+        for (part, count) in [
+            ("stages", "stages"),
+            ("executions", "executions"),
+            ("timeline_events", "timelineEvents"),
+            ("messages", "messages"),
+            ("llm_interactions", "llmInteractions"),
+            ("mcp_interactions", "mcpInteractions"),
+        ] {
+            assert_eq!(
+                len(&doc, part) as i64,
+                counts[count].as_i64().unwrap(),
+                "{id} {part}"
+            );
+        }
+        assert_eq!(
+            len(&doc, "status_history"),
+            s["statusHistory"].as_array().unwrap().len()
+        );
+        assert_eq!(
+            len(&doc, "audit") as i64,
+            s["auditLog"]["totalCount"].as_i64().unwrap()
+        );
+        assert_eq!(
+            len(&doc, "chats") as i64,
+            s["chatsConnection"]["totalCount"].as_i64().unwrap()
+        );
+        assert_eq!(
+            len(&doc, "notifications"),
+            s["notifications"].as_array().unwrap().len()
+        );
+        // Records carry their table's columns; what the database derives is left out.
+        for entry in doc["status_history"].as_array().unwrap() {
+            assert!(entry.get("feed_position").is_none(), "{entry}");
+            assert_eq!(entry["session_id"], id);
+        }
+        for interaction in doc["llm_interactions"].as_array().unwrap() {
+            assert!(interaction["llm_request"].is_object(), "{interaction}");
+            assert!(interaction.get("llm_response").is_some());
+            seen_payload = true;
+        }
+        for interaction in doc["mcp_interactions"].as_array().unwrap() {
+            assert!(interaction.get("tool_result").is_some(), "{interaction}");
+        }
+        // Timeline events in sequence order, as the session recorded them.
+        let sequences: Vec<i64> = doc["timeline_events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["sequence_number"].as_i64().unwrap())
+            .collect();
+        assert!(
+            sequences.windows(2).all(|w| w[0] < w[1]),
+            "{id}: {sequences:?}"
+        );
+    }
+    assert!(seen_payload);
+
+    // The same session twice: the same document, but for when it was exported.
+    let id = sessions[0]["node"]["uuid"].as_str().unwrap();
+    let mut first = document(&app, &reader, id).await;
+    let mut second = document(&app, &reader, id).await;
+    first["exported_at"] = Value::Null;
+    second["exported_at"] = Value::Null;
+    assert_eq!(first, second);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn only_a_sessions_readers_export_it() {
+    let mut app = TestApp::start_with(tokens_mode()).await;
+    let admin = app.token("root", Role::Admin, None).await;
+    app.token = Some(admin.clone());
+    casefile::demo::load(&app.store).await.unwrap();
+    let ids: Vec<String> = app
+        .data(
+            "{ sessions(first: 2) { edges { node { uuid } } } }",
+            json!({}),
+        )
+        .await["sessions"]["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["node"]["uuid"].as_str().unwrap().to_owned())
+        .collect();
+    let (shared, other) = (&ids[0], &ids[1]);
+
+    // No credentials, a wrong one: 401.
+    let response = app
+        .client
+        .get(app.url(&format!("/sessions/{shared}/export")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        export(&app, "cf_not-a-token-at-all-0000000000000000", shared)
+            .await
+            .status(),
+        StatusCode::UNAUTHORIZED
+    );
+    // Not a session id, no such session.
+    let response = export(&app, &admin, "not-an-id").await;
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["errors"][0]["extensions"]["code"], "BAD_USER_INPUT");
+    let response = export(&app, &admin, &uuid::Uuid::now_v7().to_string()).await;
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["errors"][0]["extensions"]["code"], "NOT_FOUND");
+
+    // A share link exports its session, and no other.
+    let link = app
+        .data(
+            "mutation ($s: ID!) { createShareLink(sessionId: $s) { secret } }",
+            json!({ "s": shared }),
+        )
+        .await["createShareLink"]["secret"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        document(&app, &link, shared).await["session"]["id"],
+        shared.as_str()
+    );
+    let response = export(&app, &link, other).await;
+    assert_eq!(response.status(), StatusCode::FORBIDDEN);
+
+    // From another site's page: refused, as for the event stream.
+    let response = app
+        .client
+        .get(app.url(&format!("/sessions/{shared}/export")))
+        .bearer_auth(&admin)
+        .header("origin", "https://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::FORBIDDEN);
+    app.stop().await;
+}
+
+/// A session with megabytes of prompts streams out whole.
+#[tokio::test]
+async fn a_large_session_streams_out() {
+    let app = TestApp::start().await;
+    let agent = crate::write_api::Agent { app: &app };
+    let session = agent.session().await;
+    let stage = agent.stage(&session, 1, 1, None).await;
+    let execution = agent.execution(&stage, 1, "Lead").await;
+    let prompt = "x".repeat(3 << 20);
+    for _ in 0..2 {
+        app.data(
+            "mutation ($e: ID!, $p: String!) { recordLLMInteraction(input: { executionId: $e,
+               interactionType: ITERATION, modelName: \"m\",
+               llmRequest: { messages: [{ role: \"user\", content: $p }] }, llmResponse: {} }) { uuid } }",
+            json!({ "e": execution, "p": prompt }),
+        )
+        .await;
+    }
+    let response = app
+        .client
+        .get(app.url(&format!("/sessions/{session}/export")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let text = response.text().await.unwrap();
+    assert!(text.len() > 6 << 20, "{} bytes", text.len());
+    let doc: Value = serde_json::from_str(&text).unwrap();
+    for interaction in doc["llm_interactions"].as_array().unwrap() {
+        assert_eq!(
+            interaction["llm_request"]["messages"][0]["content"]
+                .as_str()
+                .map(str::len),
+            Some(3 << 20)
+        );
+    }
+    app.stop().await;
+}
