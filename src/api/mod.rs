@@ -21,7 +21,7 @@ use crate::store::Store;
 pub use loaders::Loaders;
 pub use mutation::Mutation;
 pub use options::{Limits, NotificationOptions};
-pub use query::Query;
+pub use query::{Query, session_filter_from_json};
 pub use runner::Runner;
 pub use subscription::Subscription;
 

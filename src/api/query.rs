@@ -81,6 +81,23 @@ pub struct SessionFilterInput {
     deleted_by: Option<String>,
 }
 
+/// A `sessions` filter given as JSON outside GraphQL (`casefile export --filter`): the
+/// `filter` argument's fields, names and checks.
+pub fn session_filter_from_json(json: &str) -> crate::error::Result<SessionFilter> {
+    let value: serde_json::Value = serde_json::from_str(json)
+        .map_err(|err| Error::bad_input(format!("the filter is not JSON: {err}")))?;
+    let value = async_graphql::Value::from_json(value)
+        .map_err(|err| Error::bad_input(format!("the filter is not a GraphQL value: {err}")))?;
+    let input =
+        <SessionFilterInput as async_graphql::InputType>::parse(Some(value)).map_err(|err| {
+            Error::bad_input(format!(
+                "the filter: {}",
+                err.into_server_error(Default::default()).message
+            ))
+        })?;
+    input.validate()
+}
+
 impl SessionFilterInput {
     fn validate(self) -> crate::error::Result<SessionFilter> {
         // Nothing longer than its column can match; a NUL cannot even be sent to the database.

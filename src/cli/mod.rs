@@ -6,6 +6,7 @@ pub mod check_distribution;
 pub mod client;
 mod database;
 pub mod demo;
+pub mod export;
 pub mod migrate;
 pub mod prices;
 pub mod purge;
@@ -18,6 +19,7 @@ use clap::{Parser, Subcommand};
 
 use crate::db::DatabaseArgs;
 use crate::observe::logging::LogFormat;
+use export::ExportArgs;
 use prices::PricesCommand;
 use purge::PurgeArgs;
 use serve::ServeArgs;
@@ -58,6 +60,9 @@ pub enum Command {
     /// Hard-delete old sessions (with everything under them) and idempotency receipts, in small
     /// batches. A dry run by default: it prints what would go; `--execute` deletes.
     Purge(PurgeArgs),
+    /// Write sessions as JSON documents: one (`--session`), or many as one document a line
+    /// (`--since`, `--until`, `--filter`), resumable.
+    Export(ExportArgs),
     /// Check that the database's schema distributes by session (docs/scale-out.md), as it is: no
     /// migration is applied. Prints each finding and fails if there is any.
     CheckDistribution(DatabaseArgs),

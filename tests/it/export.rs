@@ -252,3 +252,120 @@ async fn a_large_session_streams_out() {
     }
     app.stop().await;
 }
+
+/// `casefile export`'s arguments, as the command line gives them.
+fn export_args(args: &[&str]) -> casefile::cli::export::ExportArgs {
+    use clap::Parser as _;
+    #[derive(clap::Parser)]
+    struct Command {
+        #[command(flatten)]
+        args: casefile::cli::export::ExportArgs,
+    }
+    Command::parse_from(std::iter::once("export").chain(args.iter().copied())).args
+}
+
+/// The lines of an NDJSON file, each parsed, with when it was exported left out.
+fn documents(path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let mut doc: Value = serde_json::from_str(line).unwrap();
+            doc["exported_at"] = Value::Null;
+            doc
+        })
+        .collect()
+}
+
+/// A bulk export writes one document a line, oldest first, and a run cut off part way goes on
+/// where it stopped: the file ends as one run would have written it.
+#[tokio::test]
+async fn a_bulk_export_resumes_where_it_stopped() {
+    let app = TestApp::start().await;
+    casefile::demo::load(&app.store).await.unwrap();
+    let dir = std::env::temp_dir().join(format!("casefile-export-{}", uuid::Uuid::now_v7()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let whole = dir.join("whole.ndjson");
+    let run = |args: Vec<String>| {
+        let store = app.store.clone();
+        async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            casefile::cli::export::run_on_database(&store, &export_args(&args))
+                .await
+                .unwrap();
+        }
+    };
+    let output = |path: &std::path::Path| vec!["--output".to_owned(), path.display().to_string()];
+    run(output(&whole)).await;
+    let all = documents(&whole);
+    let total = app.data("{ sessions { totalCount } }", json!({})).await["sessions"]["totalCount"]
+        .as_i64()
+        .unwrap();
+    assert_eq!(all.len() as i64, total);
+    let created: Vec<(String, String)> = all
+        .iter()
+        .map(|d| {
+            let s = &d["session"];
+            (
+                s["created_at"].as_str().unwrap().to_owned(),
+                s["id"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert!(created.windows(2).all(|w| w[0] < w[1]), "oldest first");
+
+    // Cut off in the middle of its tenth line, then run again into the same file.
+    let text = std::fs::read(&whole).unwrap();
+    let cut = dir.join("cut.ndjson");
+    let tenth = text
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| **b == b'\n')
+        .nth(8)
+        .unwrap()
+        .0
+        + 1;
+    std::fs::write(&cut, &text[..tenth + 100]).unwrap();
+    run(output(&cut)).await;
+    assert_eq!(documents(&cut), all);
+
+    // Into standard output's place, `--after` goes on after the session it names.
+    let after = dir.join("after.ndjson");
+    let mut args = output(&after);
+    args.extend(["--after".to_owned(), created[4].1.clone()]);
+    run(args).await;
+    assert_eq!(documents(&after), all[5..]);
+
+    // `--since` counts the instant it names; `--filter` is the sessions list's.
+    let since = dir.join("since.ndjson");
+    let mut args = output(&since);
+    args.extend(["--since".to_owned(), created[3].0.clone()]);
+    run(args).await;
+    assert_eq!(documents(&since), all[3..]);
+    let completed = dir.join("completed.ndjson");
+    let mut args = output(&completed);
+    args.extend([
+        "--filter".to_owned(),
+        r#"{"status": ["COMPLETED"]}"#.to_owned(),
+    ]);
+    run(args).await;
+    let completed = documents(&completed);
+    assert!(!completed.is_empty() && completed.len() < all.len());
+    assert!(
+        completed
+            .iter()
+            .all(|d| d["session"]["status"] == "completed")
+    );
+    let bad = export_args(&["--filter", r#"{"status": ["DONE"]}"#]);
+    let refused = casefile::cli::export::run_on_database(&app.store, &bad).await;
+    assert!(refused.is_err_and(|e| e.to_string().contains("--filter")));
+
+    // One session: its document alone.
+    let one = dir.join("one.ndjson");
+    let mut args = output(&one);
+    args.extend(["--session".to_owned(), created[2].1.clone()]);
+    run(args).await;
+    assert_eq!(documents(&one), all[2..3]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    app.stop().await;
+}
