@@ -26,6 +26,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Prices(command) => cli::prices::run(command).await,
         Command::Purge(args) => cli::purge::run(&args).await,
         Command::Export(args) => cli::export::run(&args).await,
+        Command::Import(args) => cli::import::run(&args).await,
         Command::CheckDistribution(args) => cli::check_distribution::run(&args).await,
     }
 }

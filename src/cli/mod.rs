@@ -7,6 +7,7 @@ pub mod client;
 mod database;
 pub mod demo;
 pub mod export;
+pub mod import;
 pub mod migrate;
 pub mod prices;
 pub mod purge;
@@ -20,6 +21,7 @@ use clap::{Parser, Subcommand};
 use crate::db::DatabaseArgs;
 use crate::observe::logging::LogFormat;
 use export::ExportArgs;
+use import::ImportArgs;
 use prices::PricesCommand;
 use purge::PurgeArgs;
 use serve::ServeArgs;
@@ -63,9 +65,20 @@ pub enum Command {
     /// Write sessions as JSON documents: one (`--session`), or many as one document a line
     /// (`--since`, `--until`, `--filter`), resumable.
     Export(ExportArgs),
+    /// Restore exported sessions (from `casefile export` or `GET /sessions/{id}/export`) into
+    /// this database, ids kept; a session already there is skipped.
+    Import(ImportArgs),
     /// Check that the database's schema distributes by session (docs/scale-out.md), as it is: no
     /// migration is applied. Prints each finding and fails if there is any.
     CheckDistribution(DatabaseArgs),
+}
+
+/// Who runs a command that changes data, for the audit trail: `cli:` and the system user.
+fn command_line_actor() -> String {
+    match std::env::var("USER").unwrap_or_default() {
+        user if user.is_empty() => "cli".to_owned(),
+        user => format!("cli:{user}"),
+    }
 }
 
 #[cfg(test)]

@@ -115,14 +115,7 @@ async fn run_on_database(store: &Store, args: &PurgeArgs) -> anyhow::Result<()> 
         return Ok(());
     }
 
-    let actor = args.actor.clone().unwrap_or_else(|| {
-        let user = std::env::var("USER").unwrap_or_default();
-        if user.is_empty() {
-            "cli".to_owned()
-        } else {
-            format!("cli:{user}")
-        }
-    });
+    let actor = args.actor.clone().unwrap_or_else(super::command_line_actor);
     let mut deleting = Vec::new();
     if !selected.is_empty() {
         deleting.push(format!("sessions {}", selected.join(", or ")));

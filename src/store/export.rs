@@ -28,10 +28,11 @@ use uuid::Uuid;
 use super::audit::log::AuditRecordRow;
 use super::traced::traced;
 use crate::error::{Error, Result};
+use crate::store::write::restore::Records;
 use crate::store::{
-    ChainRow, ChatRow, ChatUserMessageRow, ExecutionRow, LlmInteractionRow, McpInteractionRow,
-    MessageRow, NotificationRow, Record, SessionRow, SessionStatusChangeRow, StageRow, Store,
-    TimelineEventRow,
+    ChainRow, ChatRow, ChatUserMessageRow, ExecutionRow, LlmInteractionRow, LlmPayloadRow,
+    LlmRequestRow, McpInteractionRow, McpPayloadRow, MessageRow, NotificationRow, Record,
+    SessionRow, SessionStatusChangeRow, StageRow, Store, TimelineEventRow,
 };
 
 /// What the document says it is.
@@ -62,6 +63,95 @@ pub struct McpInteractionExport {
     pub tool_arguments: Json,
     pub tool_result: Json,
     pub available_tools: Json,
+}
+
+/// A document as read back (`casefile import`).
+#[derive(Debug, serde::Deserialize)]
+pub struct SessionDocument {
+    pub format: String,
+    pub version: u32,
+    pub session: SessionRow,
+    pub chain: Option<ChainRow>,
+    pub stages: Vec<StageRow>,
+    pub executions: Vec<ExecutionRow>,
+    pub timeline_events: Vec<TimelineEventRow>,
+    pub messages: Vec<MessageRow>,
+    pub llm_interactions: Vec<LlmInteractionExport>,
+    pub mcp_interactions: Vec<McpInteractionExport>,
+    pub chats: Vec<ChatRow>,
+    pub chat_messages: Vec<ChatUserMessageRow>,
+    pub notifications: Vec<NotificationRow>,
+    pub status_history: Vec<SessionStatusChangeRow>,
+    pub audit: Vec<AuditRecordRow>,
+}
+
+impl SessionDocument {
+    /// `text` as a document of this format and version; BAD_USER_INPUT saying what is wrong.
+    pub fn parse(text: &str) -> Result<SessionDocument> {
+        #[derive(serde::Deserialize)]
+        struct Header {
+            format: Option<String>,
+            version: Option<u32>,
+        }
+        let header: Header = serde_json::from_str(text)
+            .map_err(|err| Error::bad_input(format!("not a JSON document: {err}")))?;
+        if header.format.as_deref() != Some(FORMAT) || header.version != Some(VERSION) {
+            return Err(Error::bad_input(format!(
+                "not a {FORMAT} document of version {VERSION} (format {:?}, version {:?})",
+                header.format, header.version
+            )));
+        }
+        serde_json::from_str(text)
+            .map_err(|err| Error::bad_input(format!("a {FORMAT} document, but: {err}")))
+    }
+
+    /// Adds its records to `records`, as the row-restore writer takes them.
+    pub fn add_to(self, records: &mut Records) {
+        records.chains.extend(self.chain);
+        records.sessions.push(self.session);
+        records.stages.extend(self.stages);
+        records.executions.extend(self.executions);
+        records.timeline_events.extend(self.timeline_events);
+        records.messages.extend(self.messages);
+        records
+            .llm_interactions
+            .extend(self.llm_interactions.into_iter().map(|l| {
+                let (id, session_id) = (l.interaction.id, l.interaction.session_id);
+                (
+                    l.interaction,
+                    LlmRequestRow {
+                        id,
+                        session_id,
+                        llm_request: l.llm_request,
+                    },
+                    LlmPayloadRow {
+                        id,
+                        session_id,
+                        llm_response: l.llm_response,
+                        thinking_content: l.thinking_content,
+                        response_metadata: l.response_metadata,
+                    },
+                )
+            }));
+        records
+            .mcp_interactions
+            .extend(self.mcp_interactions.into_iter().map(|m| {
+                let (id, session_id) = (m.interaction.id, m.interaction.session_id);
+                (
+                    m.interaction,
+                    McpPayloadRow {
+                        id,
+                        session_id,
+                        tool_arguments: m.tool_arguments,
+                        tool_result: m.tool_result,
+                        available_tools: m.available_tools,
+                    },
+                )
+            }));
+        records.chats.extend(self.chats);
+        records.chat_messages.extend(self.chat_messages);
+        records.notifications.extend(self.notifications);
+    }
 }
 
 /// One array of the document: its name, and the statement reading its rows of session `$1`,

@@ -369,3 +369,93 @@ async fn a_bulk_export_resumes_where_it_stopped() {
     std::fs::remove_dir_all(&dir).unwrap();
     app.stop().await;
 }
+
+/// Export, import into another database, export again: the same records. What the database
+/// assigns itself is not compared: the status history (the import's insert is its one entry)
+/// and the audit trail (which gains the import).
+#[tokio::test]
+async fn an_import_restores_what_was_exported() {
+    let source = TestApp::start().await;
+    casefile::demo::load(&source.store).await.unwrap();
+    let dir = std::env::temp_dir().join(format!("casefile-import-{}", uuid::Uuid::now_v7()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let exported = dir.join("exported.ndjson");
+    let all = ["--filter", r#"{"includeDeleted": true}"#, "--output"];
+    let args = |path: &std::path::Path| {
+        let mut args: Vec<String> = all.iter().map(|a| (*a).to_owned()).collect();
+        args.push(path.display().to_string());
+        args
+    };
+    let export_into = |store: casefile::store::Store, path: std::path::PathBuf| {
+        let args = args(&path);
+        async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            casefile::cli::export::run_on_database(&store, &export_args(&args))
+                .await
+                .unwrap();
+        }
+    };
+    export_into(source.store.clone(), exported.clone()).await;
+
+    let target = TestApp::start().await;
+    let import = |path: &std::path::Path| {
+        use clap::Parser as _;
+        #[derive(clap::Parser)]
+        struct Command {
+            #[command(flatten)]
+            args: casefile::cli::import::ImportArgs,
+        }
+        Command::parse_from(["import", path.to_str().unwrap(), "--actor", "test"]).args
+    };
+    casefile::cli::import::run_on_database(&target.store, &import(&exported))
+        .await
+        .unwrap();
+    // Again: every session is there already, and nothing changes.
+    casefile::cli::import::run_on_database(&target.store, &import(&exported))
+        .await
+        .unwrap();
+    let again = dir.join("again.ndjson");
+    export_into(target.store.clone(), again.clone()).await;
+
+    let strip = |docs: Vec<Value>| -> Vec<Value> {
+        docs.into_iter()
+            .map(|mut doc| {
+                let object = doc.as_object_mut().unwrap();
+                object.remove("status_history");
+                object.remove("audit");
+                doc
+            })
+            .collect()
+    };
+    let (before, after) = (documents(&exported), documents(&again));
+    assert!(before.len() > 20);
+    // The import is in each session's trail.
+    for doc in &after {
+        let audit = doc["audit"].as_array().unwrap();
+        assert!(
+            audit
+                .iter()
+                .any(|r| r["action"] == "import" && r["actor"] == "test"),
+            "{}",
+            doc["session"]["id"]
+        );
+    }
+    let (before, after) = (strip(before), strip(after));
+    for (one, other) in before.iter().zip(&after) {
+        assert_eq!(one, other, "session {}", one["session"]["id"]);
+    }
+    assert_eq!(before.len(), after.len());
+
+    // Not a document of this format: refused, naming the line.
+    let wrong = dir.join("wrong.ndjson");
+    std::fs::write(&wrong, "{\"format\":\"other\",\"version\":1}\n").unwrap();
+    let refused = casefile::cli::import::run_on_database(&target.store, &import(&wrong)).await;
+    let message = format!("{:#}", refused.unwrap_err());
+    assert!(
+        message.contains("line 1") && message.contains("casefile.session"),
+        "{message}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    source.stop().await;
+    target.stop().await;
+}
