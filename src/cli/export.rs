@@ -267,7 +267,7 @@ async fn created_at(store: &Store, id: Uuid) -> anyhow::Result<SessionKey> {
 
 /// Writes the chunks as they come, until the writer is done.
 async fn drain(
-    mut chunks: tokio::sync::mpsc::Receiver<Vec<u8>>,
+    mut chunks: tokio::sync::mpsc::Receiver<bytes::Bytes>,
     sink: &mut (dyn AsyncWrite + Unpin + Send),
 ) -> anyhow::Result<()> {
     while let Some(chunk) = chunks.recv().await {

@@ -17,6 +17,7 @@
 //! Each record has its table's columns, named as they are. Left out: what the database
 //! derives and assigns again (search documents, roll-ups, event-log and feed positions).
 
+use bytes::Bytes;
 use chrono::{DateTime, SecondsFormat, Utc};
 use futures::TryStreamExt as _;
 use serde::Serialize;
@@ -32,7 +33,7 @@ use crate::store::write::restore::Records;
 use crate::store::{
     ChainRow, ChatRow, ChatUserMessageRow, ExecutionRow, LlmInteractionRow, LlmPayloadRow,
     LlmRequestRow, McpInteractionRow, McpPayloadRow, MessageRow, NotificationRow, Record,
-    SessionRow, SessionStatusChangeRow, StageRow, Store, TimelineEventRow,
+    RawJson, SessionRow, SessionStatusChangeRow, StageRow, Store, TimelineEventRow,
 };
 
 /// What the document says it is.
@@ -42,10 +43,34 @@ pub const VERSION: u32 = 1;
 /// Output is written in chunks of about this size: few writes, little held.
 const CHUNK: usize = 64 * 1024;
 
-/// An LLM interaction with its request and response, as one record.
-#[derive(Debug, FromRow, Serialize, serde::Deserialize)]
+/// An LLM interaction with its request and response, as one record. The payloads pass through
+/// as JSON text: a multi-megabyte prompt is never a tree of values on the way out.
+#[derive(Debug, FromRow, Serialize)]
 pub struct LlmInteractionExport {
     #[sqlx(flatten)]
+    #[serde(flatten)]
+    pub interaction: LlmInteractionRow,
+    pub llm_request: RawJson,
+    pub llm_response: RawJson,
+    pub thinking_content: Option<String>,
+    pub response_metadata: RawJson,
+}
+
+/// An MCP interaction with its arguments, result and tool list, as one record.
+#[derive(Debug, FromRow, Serialize)]
+pub struct McpInteractionExport {
+    #[sqlx(flatten)]
+    #[serde(flatten)]
+    pub interaction: McpInteractionRow,
+    pub tool_arguments: RawJson,
+    pub tool_result: RawJson,
+    pub available_tools: RawJson,
+}
+
+/// [`LlmInteractionExport`] as read back: `#[serde(flatten)]` reads through a buffer that
+/// cannot hold raw JSON text, so the payloads are values here.
+#[derive(Debug, serde::Deserialize)]
+pub struct LlmInteractionImport {
     #[serde(flatten)]
     pub interaction: LlmInteractionRow,
     pub llm_request: Json,
@@ -54,10 +79,9 @@ pub struct LlmInteractionExport {
     pub response_metadata: Json,
 }
 
-/// An MCP interaction with its arguments, result and tool list, as one record.
-#[derive(Debug, FromRow, Serialize, serde::Deserialize)]
-pub struct McpInteractionExport {
-    #[sqlx(flatten)]
+/// [`McpInteractionExport`] as read back.
+#[derive(Debug, serde::Deserialize)]
+pub struct McpInteractionImport {
     #[serde(flatten)]
     pub interaction: McpInteractionRow,
     pub tool_arguments: Json,
@@ -76,8 +100,8 @@ pub struct SessionDocument {
     pub executions: Vec<ExecutionRow>,
     pub timeline_events: Vec<TimelineEventRow>,
     pub messages: Vec<MessageRow>,
-    pub llm_interactions: Vec<LlmInteractionExport>,
-    pub mcp_interactions: Vec<McpInteractionExport>,
+    pub llm_interactions: Vec<LlmInteractionImport>,
+    pub mcp_interactions: Vec<McpInteractionImport>,
     pub chats: Vec<ChatRow>,
     pub chat_messages: Vec<ChatUserMessageRow>,
     pub notifications: Vec<NotificationRow>,
@@ -179,13 +203,13 @@ pub const CHUNKS_WAITING: usize = 4;
 /// Writes documents as chunks of bytes to a channel, whose reader (an HTTP response, a file)
 /// takes them at its own pace: a full channel makes the export wait.
 pub struct DocumentWriter {
-    out: mpsc::Sender<Vec<u8>>,
+    out: mpsc::Sender<Bytes>,
     buffer: Vec<u8>,
 }
 
 impl DocumentWriter {
     /// A writer, and the chunks it writes.
-    pub fn new() -> (Self, mpsc::Receiver<Vec<u8>>) {
+    pub fn new() -> (Self, mpsc::Receiver<Bytes>) {
         let (out, chunks) = mpsc::channel(CHUNKS_WAITING);
         let writer = DocumentWriter {
             out,
@@ -207,15 +231,20 @@ impl DocumentWriter {
         Ok(())
     }
 
-    /// Sends what is buffered.
+    /// Sends what is buffered, in chunks of at most [`CHUNK`] bytes (views of one buffer): a
+    /// multi-megabyte row waits in the channel as itself, not as several copies.
     pub async fn flush(&mut self) -> Result<()> {
-        if self.buffer.is_empty() {
-            return Ok(());
+        let buffer = Bytes::from(std::mem::replace(
+            &mut self.buffer,
+            Vec::with_capacity(CHUNK),
+        ));
+        for start in (0..buffer.len()).step_by(CHUNK) {
+            let chunk = buffer.slice(start..buffer.len().min(start + CHUNK));
+            self.out.send(chunk).await.map_err(|_| {
+                Error::Internal("the export's reader went away (the client hung up)".to_owned())
+            })?;
         }
-        let chunk = std::mem::replace(&mut self.buffer, Vec::with_capacity(CHUNK));
-        self.out.send(chunk).await.map_err(|_| {
-            Error::Internal("the export's reader went away (the client hung up)".to_owned())
-        })
+        Ok(())
     }
 
     /// Session `session`'s document, read in one snapshot, followed by `end` (`"\n"` between
