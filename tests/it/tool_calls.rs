@@ -395,6 +395,32 @@ async fn a_retried_call_records_each_attempt_with_its_own_result() {
     app.stop().await;
 }
 
+/// Retries recorded at once each take a number of their own: the session's lock orders them.
+#[tokio::test]
+async fn attempts_recorded_at_once_are_numbered_apart() {
+    let app = TestApp::start().await;
+    let agent = Agent { app: &app };
+    let exec = running_agent(&agent).await;
+    let calls = json!([{ "id": "call_c", "name": "get_pods", "arguments": {} }]);
+    uuid_of(
+        &append(&app, &exec, "ASSISTANT", calls, None).await,
+        "appendMessage",
+    );
+    let recorded = futures::future::join_all((0..8).map(|n| {
+        let error = format!("attempt failed ({n})");
+        let vars = json!({ "e": exec, "call": "call_c", "result": {}, "err": error });
+        app.data(RECORD_ATTEMPT, vars)
+    }))
+    .await;
+    let mut attempts: Vec<i64> = recorded
+        .iter()
+        .map(|d| d["recordMCPInteraction"]["attempt"].as_i64().unwrap())
+        .collect();
+    attempts.sort_unstable();
+    assert_eq!(attempts, (1..=8).collect::<Vec<i64>>());
+    app.stop().await;
+}
+
 const SEARCH: &str =
     "query ($f: MCPInteractionFilter, $first: Int, $after: String, $last: Int, $before: String) {
     mcpInteractions(filter: $f, first: $first, after: $after, last: $last, before: $before) {
