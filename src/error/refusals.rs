@@ -225,7 +225,13 @@ pub fn describe(constraint: &str) -> Option<&'static str> {
         "mcp_interactions_tool_call_fkey" => {
             "no message of this agent's conversation requested this `toolCallId`"
         }
-        "mcp_interactions_tool_call_key" => "this tool call is already executed",
+        "mcp_interactions_tool_call_attempt_key" => {
+            "this attempt at the tool call is already recorded"
+        }
+        "mcp_interactions_attempt_check" => {
+            "attempts are numbered from 1, and only a retried tool call (by `toolCallId`) has \
+             more than one"
+        }
         "tool_calls_call_id_check" => "a tool call's `id` must be 1–200 characters",
         "tool_calls_pkey" => "this tool call id is already requested in the conversation",
         "tool_calls_message_id_execution_id_fkey" => {

@@ -409,13 +409,15 @@ pub struct McpInteractionRow {
     pub error_message: Option<String>,
     pub created_at: DateTime<Utc>,
     pub tool_call_id: Option<String>,
+    /// Which attempt at its tool call it was, from 1 (1 when it executes no requested call).
+    pub attempt: i32,
 }
 record!(
     McpInteractionRow,
     "mcp_interactions",
     "MCP interaction",
     "id, session_id, stage_id, execution_id, interaction_type, server_name, tool_name, \
-     duration_ms, error_message, created_at, tool_call_id"
+     duration_ms, error_message, created_at, tool_call_id, attempt"
 );
 
 /// The arguments, result and tool list of an MCP interaction: read only when asked for.

@@ -1,6 +1,7 @@
 //! Tool calls joined to their results by the id the model gave each call: the assistant
-//! message that requested it, the tool message answering it, the MCP interaction executing it
-//! and the timeline events showing it (`migrations/0013_tool_call_links.sql`).
+//! message that requested it, the tool message answering it, the MCP interactions executing it
+//! (one per attempt, `migrations/0098_mcp_interaction_attempts.sql`) and the timeline events
+//! showing it (`migrations/0013_tool_call_links.sql`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -171,21 +172,32 @@ impl Store {
         }))
     }
 
-    /// The MCP interaction executing each call.
+    /// The MCP interactions executing each call: its attempts, in order.
     pub async fn mcp_interactions_by_call(
         &self,
         keys: &[CallKey],
-    ) -> Result<HashMap<CallKey, Arc<McpInteractionRow>>> {
+    ) -> Result<HashMap<CallKey, Vec<Arc<McpInteractionRow>>>> {
         let sql = format!(
             "SELECT {} FROM {CALL_KEYS} \
              JOIN mcp_interactions i ON i.execution_id = k.execution_id \
-               AND i.tool_call_id = k.call_id AND i.session_id = k.session_id",
+               AND i.tool_call_id = k.call_id AND i.session_id = k.session_id \
+             ORDER BY i.attempt",
             prefixed("i", McpInteractionRow::COLUMNS)
         );
         let rows: Vec<McpInteractionRow> = self.rows_by_call(&sql, keys).await?;
-        Ok(by_call(rows, |i| {
-            (i.session_id, i.execution_id, i.tool_call_id.clone())
-        }))
+        let mut attempts: HashMap<CallKey, Vec<Arc<McpInteractionRow>>> = HashMap::new();
+        for row in rows {
+            let Some(call_id) = row.tool_call_id.clone() else {
+                continue;
+            };
+            let key = CallKey {
+                session_id: row.session_id,
+                execution_id: row.execution_id,
+                call_id,
+            };
+            attempts.entry(key).or_default().push(Arc::new(row));
+        }
+        Ok(attempts)
     }
 
     /// The timeline events showing each call.

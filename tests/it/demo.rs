@@ -195,6 +195,10 @@ async fn demo_is_complete_and_idempotent() {
             "SELECT count(*) FROM mcp_interactions WHERE tool_call_id IS NOT NULL",
         ),
         (
+            "a retried MCP tool call",
+            "SELECT count(*) FROM mcp_interactions WHERE attempt > 1",
+        ),
+        (
             "failed MCP tool calls",
             "SELECT count(*) FROM mcp_interactions WHERE error_message IS NOT NULL",
         ),

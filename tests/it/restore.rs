@@ -31,7 +31,7 @@ async fn restores_the_demo_once_and_keeps_a_session_that_is_there() {
     let records = casefile::demo::records();
     let first = restore(&store, &records, &restorer()).await.unwrap();
     // The sessions' records and the 6 chain versions they ran.
-    assert_eq!((first.new, first.tool_calls), (564, 31));
+    assert_eq!((first.new, first.tool_calls), (565, 31));
     assert_eq!(restore(&store, &records, &restorer()).await.unwrap().new, 0);
 
     // A session that is there keeps what it has, and so do its records.
@@ -419,6 +419,22 @@ const CASES: &[Case] = &[
             call.unwrap().0.tool_call_id = Some("call_nobody".into());
         },
         "requested tool call `call_nobody`",
+    ),
+    (
+        "an MCP call's attempt out of order",
+        |r| {
+            let retry = r.mcp_interactions.iter_mut().find(|m| m.0.attempt > 1);
+            retry.unwrap().0.attempt = 3;
+        },
+        "it is attempt 3 at its tool call, but the next attempt is 2",
+    ),
+    (
+        "an MCP call's attempt taken",
+        |r| {
+            let retry = r.mcp_interactions.iter_mut().find(|m| m.0.attempt > 1);
+            retry.unwrap().0.attempt = 1;
+        },
+        "it is attempt 1 at its tool call, but the next attempt is 2",
     ),
     (
         "a timeline event out of its sequence",

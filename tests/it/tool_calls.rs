@@ -276,18 +276,7 @@ async fn dangling_repeated_and_malformed_calls_are_refused_without_writing() {
         before
     );
 
-    // Each call is executed once and answered once.
-    uuid_of(
-        &record_mcp(&app, &exec, "get_pods", Some("call_1"), None).await,
-        "recordMCPInteraction",
-    );
-    let body = record_mcp(&app, &exec, "get_pods", Some("call_1"), None).await;
-    let (code, message) = refusal(&body);
-    assert_eq!(
-        (code, message.contains("`call_1` is already executed")),
-        ("BAD_USER_INPUT", true),
-        "{message}"
-    );
+    // Each call is answered once (and executed as often as it is retried: see below).
     uuid_of(
         &append(&app, &exec, "TOOL", Value::Null, Some("call_1")).await,
         "appendMessage",
@@ -300,6 +289,135 @@ async fn dangling_repeated_and_malformed_calls_are_refused_without_writing() {
         "{message}"
     );
     assert_eq!(count(&app, "SELECT count(*) FROM tool_calls").await, 1);
+    app.stop().await;
+}
+
+const RECORD_ATTEMPT: &str =
+    "mutation ($id: ID, $e: ID!, $call: String, $result: JSON, $err: String) {
+    recordMCPInteraction(input: { id: $id, executionId: $e, interactionType: TOOL_CALL,
+      serverName: \"kubernetes\", toolName: \"get_pods\", toolCallId: $call, toolResult: $result,
+      errorMessage: $err }) { uuid attempt } }";
+
+const INGEST_ATTEMPT: &str = "mutation ($e: ID!, $call: String!) {
+    ingest(operations: [{ recordMCPInteraction: { executionId: $e, interactionType: TOOL_CALL,
+      serverName: \"kubernetes\", toolName: \"get_pods\", toolCallId: $call,
+      errorMessage: \"connection reset\" } }]) { ... on MCPInteraction { uuid attempt } } }";
+
+/// A call retried after failures (seed 003's `retry_count`): each attempt is an MCP interaction
+/// of its own, numbered in the order recorded, with its own result; the call's
+/// `mcpInteraction` is the last, `attempts` all of them; a resent recording adds none.
+#[tokio::test]
+async fn a_retried_call_records_each_attempt_with_its_own_result() {
+    let app = TestApp::start().await;
+    let agent = Agent { app: &app };
+    let exec = running_agent(&agent).await;
+    let calls = json!([
+        { "id": "call_r", "name": "get_pods", "arguments": {} },
+        { "id": "call_s", "name": "get_logs", "arguments": {} },
+    ]);
+    uuid_of(
+        &append(&app, &exec, "ASSISTANT", calls, None).await,
+        "appendMessage",
+    );
+    let record = |id: Option<&str>, call: Option<&str>, result: Value, error: Option<&str>| {
+        app.data(
+            RECORD_ATTEMPT,
+            json!({ "id": id, "e": exec, "call": call, "result": result, "err": error }),
+        )
+    };
+    let first_id = uuid::Uuid::now_v7().to_string();
+    let first = record(Some(&first_id), Some("call_r"), json!({}), Some("timeout")).await;
+    let first = &first["recordMCPInteraction"];
+    assert_eq!(first["attempt"], 1);
+    let second = app
+        .data(INGEST_ATTEMPT, json!({ "e": exec, "call": "call_r" }))
+        .await;
+    let second = &second["ingest"][0];
+    assert_eq!(second["attempt"], 2);
+    let third = record(None, Some("call_r"), json!({ "pods": 3 }), None).await;
+    let third = &third["recordMCPInteraction"];
+    assert_eq!(third["attempt"], 3);
+    // The first recording resent (the same id and request): its attempt, and nothing added.
+    let resent = record(Some(&first_id), Some("call_r"), json!({}), Some("timeout")).await;
+    assert_eq!(&resent["recordMCPInteraction"], first);
+    // Another call's first execution is its attempt 1, as is an interaction that executes no
+    // requested call.
+    let other = record(None, Some("call_s"), json!({}), None).await;
+    assert_eq!(other["recordMCPInteraction"]["attempt"], 1);
+    let unlinked = record(None, None, json!({}), None).await;
+    assert_eq!(unlinked["recordMCPInteraction"]["attempt"], 1);
+    assert_eq!(
+        count(&app, "SELECT count(*) FROM mcp_interactions").await,
+        5
+    );
+
+    let _recording = crate::common::statements::record_on_this_thread();
+    crate::common::statements::clear();
+    let d = app
+        .data(
+            "query ($id: ID!) { session(id: $id) { stages { executions {
+               messagesConnection { edges { node { requestedToolCalls { callId
+                 mcpInteraction { uuid attempt }
+                 attempts { uuid attempt errorMessage toolResult toolCall { callId } } } } } }
+             } } } }",
+            json!({ "id": session_of(&app, &exec).await }),
+        )
+        .await;
+    let by_call: Vec<String> = crate::common::statements::recorded()
+        .into_iter()
+        .filter(|s| s.contains("JOIN mcp_interactions i"))
+        .collect();
+    assert_eq!(
+        by_call.len(),
+        1,
+        "one statement for both calls: {by_call:?}"
+    );
+    let calls = &d["session"]["stages"][0]["executions"][0]["messagesConnection"]["edges"][0]["node"]
+        ["requestedToolCalls"];
+    let attempt = |row: &Value, n: i32, error: Option<&str>, result: Value| {
+        json!({ "uuid": row["uuid"], "attempt": n, "errorMessage": error, "toolResult": result,
+                "toolCall": { "callId": "call_r" } })
+    };
+    assert_eq!(
+        calls[0]["attempts"],
+        json!([
+            attempt(first, 1, Some("timeout"), json!({})),
+            attempt(second, 2, Some("connection reset"), json!({})),
+            attempt(third, 3, None, json!({ "pods": 3 })),
+        ])
+    );
+    assert_eq!(
+        calls[0]["mcpInteraction"],
+        json!({ "uuid": third["uuid"], "attempt": 3 })
+    );
+    assert_eq!(calls[1]["attempts"].as_array().map(Vec::len), Some(1));
+    assert_eq!(calls[1]["mcpInteraction"]["attempt"], 1);
+    app.stop().await;
+}
+
+/// Retries recorded at once each take a number of their own: the session's lock orders them.
+#[tokio::test]
+async fn attempts_recorded_at_once_are_numbered_apart() {
+    let app = TestApp::start().await;
+    let agent = Agent { app: &app };
+    let exec = running_agent(&agent).await;
+    let calls = json!([{ "id": "call_c", "name": "get_pods", "arguments": {} }]);
+    uuid_of(
+        &append(&app, &exec, "ASSISTANT", calls, None).await,
+        "appendMessage",
+    );
+    let recorded = futures::future::join_all((0..8).map(|n| {
+        let error = format!("attempt failed ({n})");
+        let vars = json!({ "e": exec, "call": "call_c", "result": {}, "err": error });
+        app.data(RECORD_ATTEMPT, vars)
+    }))
+    .await;
+    let mut attempts: Vec<i64> = recorded
+        .iter()
+        .map(|d| d["recordMCPInteraction"]["attempt"].as_i64().unwrap())
+        .collect();
+    attempts.sort_unstable();
+    assert_eq!(attempts, (1..=8).collect::<Vec<i64>>());
     app.stop().await;
 }
 

@@ -273,8 +273,8 @@ loader!(
     AnswersByCall: CallKey => Arc<MessageRow>, |store, keys| store.answers_by_call(keys)
 );
 loader!(
-    /// The MCP interaction executing each tool call.
-    McpInteractionsByCall: CallKey => Arc<McpInteractionRow>,
+    /// The MCP interactions executing each tool call: its attempts, in order.
+    McpInteractionsByCall: CallKey => Vec<Arc<McpInteractionRow>>,
     |store, keys| store.mcp_interactions_by_call(keys)
 );
 loader!(

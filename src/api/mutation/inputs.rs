@@ -635,8 +635,9 @@ pub struct RecordMcpInteractionInput {
     pub error_message: Option<String>,
     /// For a `TOOL_CALL`: the id of the call it executed, which an earlier `ASSISTANT` message
     /// of the same agent's conversation requested in its `toolCalls` (1–200 characters). Links
-    /// the interaction to the request, its answer and its timeline events; each call is
-    /// executed once.
+    /// the interaction to the request, its answer and its timeline events. A call executed
+    /// again (a retry) is recorded as its next attempt (`attempt`, numbered by the server in the
+    /// order recorded); give `id` so that a resent recording adds no attempt.
     pub tool_call_id: Option<String>,
 }
 

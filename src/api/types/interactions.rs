@@ -255,6 +255,11 @@ impl McpInteraction {
     async fn tool_call_id(&self) -> Option<Text<'_>> {
         self.0.tool_call_id.as_deref().map(Text)
     }
+    /// Which attempt at its tool call this was, from 1, in the order the attempts were
+    /// recorded (1 for an interaction that executes no requested call).
+    async fn attempt(&self) -> i32 {
+        self.0.attempt
+    }
     /// The call the model requested that this interaction executed, with its answer and
     /// timeline events.
     async fn tool_call(&self, ctx: &Context<'_>) -> Result<Option<RequestedToolCall>> {

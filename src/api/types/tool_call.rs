@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use super::{McpInteraction, Message, TimelineEvent, loaders};
 use crate::api::scalars::Text;
-use crate::store::{CallKey, Key, MessageRow, RequestedCall, requested_calls};
+use crate::store::{CallKey, Key, McpInteractionRow, MessageRow, RequestedCall, requested_calls};
 use async_graphql::{Context, Json, Object, Result};
 use serde_json::Value;
 
@@ -51,6 +51,15 @@ impl RequestedToolCall {
             .find(|c| c.call.position == position))
     }
 
+    /// The MCP interactions that executed it, one per attempt, in order.
+    async fn executions(&self, ctx: &Context<'_>) -> Result<Vec<Arc<McpInteractionRow>>> {
+        let attempts = loaders(ctx)
+            .mcp_interactions_by_call
+            .load_one(self.key())
+            .await?;
+        Ok(attempts.unwrap_or_default())
+    }
+
     fn key(&self) -> CallKey {
         CallKey {
             session_id: self.message.session_id,
@@ -61,7 +70,8 @@ impl RequestedToolCall {
 }
 
 /// A tool call the model requested in an assistant message, linked by its id to the `TOOL`
-/// message answering it, the MCP interaction executing it and the timeline events showing it.
+/// message answering it, the MCP interactions executing it (one per attempt) and the timeline
+/// events showing it.
 #[Object]
 impl RequestedToolCall {
     /// The id the model gave the call, which its answer and execution name.
@@ -91,14 +101,16 @@ impl RequestedToolCall {
         let answer = loaders(ctx).answers_by_call.load_one(self.key()).await?;
         Ok(answer.map(Message))
     }
-    /// The MCP interaction that executed it: arguments, result, duration and error (null
-    /// when none was recorded with this call id).
+    /// The MCP interaction that executed it, its last attempt: arguments, result, duration
+    /// and error (null when none was recorded with this call id).
     async fn mcp_interaction(&self, ctx: &Context<'_>) -> Result<Option<McpInteraction>> {
-        let interaction = loaders(ctx)
-            .mcp_interactions_by_call
-            .load_one(self.key())
-            .await?;
-        Ok(interaction.map(McpInteraction))
+        Ok(self.executions(ctx).await?.pop().map(McpInteraction))
+    }
+    /// Every MCP interaction that executed it, one per attempt, first to last (a retried call
+    /// has more than one, each with its own result).
+    async fn attempts(&self, ctx: &Context<'_>) -> Result<Vec<McpInteraction>> {
+        let attempts = self.executions(ctx).await?;
+        Ok(attempts.into_iter().map(McpInteraction).collect())
     }
     /// The `LLM_TOOL_CALL` timeline event showing the request (the first whose metadata's
     /// `tool_call_id` is this call's id).

@@ -258,14 +258,15 @@ impl Demo {
         id
     }
 
-    /// One MCP tool call, of `tool` on `server`; the clock moves past it.
+    /// One attempt at an MCP tool call (`call_id`, attempt from 1), of `tool` on `server`;
+    /// the clock moves past it.
     pub(super) fn mcp(
         &mut self,
         a: Agent,
         (server, tool): (&str, &str),
         args: &Json,
         output: Output<'_>,
-        call_id: &str,
+        (call_id, attempt): (&str, i32),
     ) -> Uuid {
         // MCP results are a list of content blocks plus an error flag.
         let content = |text: &str, is_error: bool| json!({ "content": [{ "type": "text", "text": text }], "isError": is_error });
@@ -292,6 +293,7 @@ impl Demo {
             error_message: error,
             created_at: self.now,
             tool_call_id: Some(call_id.to_owned()),
+            attempt,
         };
         let payload = McpPayloadRow {
             id,
@@ -333,6 +335,7 @@ impl Demo {
                 error_message: None,
                 created_at: self.now,
                 tool_call_id: None,
+                attempt: 1,
             };
             let payload = McpPayloadRow {
                 id,

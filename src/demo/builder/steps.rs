@@ -22,6 +22,8 @@ pub(in crate::demo) struct Step<'a> {
     args: Json,
     output: Output<'a>,
     summary: Option<&'a str>,
+    /// The error of a first attempt that failed, after which the agent retried the call.
+    retried_after: Option<&'a str>,
 }
 
 impl<'a> Step<'a> {
@@ -36,6 +38,7 @@ impl<'a> Step<'a> {
             args,
             output: Output::Cancelled,
             summary: None,
+            retried_after: None,
         }
     }
     pub(in crate::demo) fn returns(self, text: &'a str) -> Self {
@@ -59,6 +62,14 @@ impl<'a> Step<'a> {
     pub(in crate::demo) fn say(self, text: &'a str) -> Self {
         Self {
             say: Some(text),
+            ..self
+        }
+    }
+    /// A first attempt failed with `error` and the agent ran the call again (seed 003's
+    /// retries): the failed attempt is a debug record of its own, the model sees only the last.
+    pub(in crate::demo) fn retried_after(self, error: &'a str) -> Self {
+        Self {
+            retried_after: Some(error),
             ..self
         }
     }
@@ -162,13 +173,19 @@ impl Demo {
             &[(&call_id, &function, &step.args)],
         );
         let since = self.now;
-        let mcp = self.mcp(
-            a,
-            (step.server, step.tool),
-            &step.args,
-            step.output,
-            &call_id,
-        );
+        let tool = (step.server, step.tool);
+        let mut attempt = 1;
+        if let Some(error) = step.retried_after {
+            self.mcp(
+                a,
+                tool,
+                &step.args,
+                Output::Error(error),
+                (&call_id, attempt),
+            );
+            attempt += 1;
+        }
+        let mcp = self.mcp(a, tool, &step.args, step.output, (&call_id, attempt));
         let (status, content) = match step.output {
             Output::Text(text) => (TimelineEventStatus::Completed, text.to_owned()),
             Output::Error(error) => (TimelineEventStatus::Failed, error.to_owned()),

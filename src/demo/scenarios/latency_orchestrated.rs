@@ -137,6 +137,7 @@ pub(super) fn play(d: &mut Demo) {
     d.tool_step(
         metrics,
         Step::call("prometheus", "execute_query", throttling)
+            .retried_after("prometheus: query timed out after 2m0s")
             .returns(PAYMENTS_THROTTLING)
             .thinking("All routes slowed down together, which smells like CPU. Check throttling."),
     );

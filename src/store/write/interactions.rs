@@ -362,14 +362,13 @@ pub async fn record_mcp(
     }
     let (_, execution) =
         lock_running_execution(conn, session_id, new.execution_id, "an MCP interaction").await?;
-    if let Some(call_id) = &new.tool_call_id {
-        check_executable(conn, Key::new(session_id, execution.id), call_id).await?;
-    }
+    let conversation = Key::new(session_id, execution.id);
+    let attempt = next_attempt(conn, conversation, new.tool_call_id.as_deref()).await?;
     sqlx::query_as(&format!(
         "INSERT INTO mcp_interactions (id, session_id, stage_id, execution_id, interaction_type, \
             server_name, tool_name, tool_arguments, tool_result, available_tools, duration_ms, \
-            error_message, tool_call_id) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING {}",
+            error_message, tool_call_id, attempt) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING {}",
         McpInteractionRow::COLUMNS
     ))
     .bind(id)
@@ -385,23 +384,30 @@ pub async fn record_mcp(
     .bind(new.duration_ms)
     .bind(&new.error_message)
     .bind(&new.tool_call_id)
+    .bind(attempt)
     .fetch_one(traced(conn))
     .await
     .map_err(|e| id_taken(e, id))
 }
 
-/// Refuses to record the execution of a call unless the execution's conversation (by key)
-/// requested it (the execution row is locked, so that holds until commit) and nothing executed
-/// it yet.
-pub(crate) async fn check_executable(
+/// The attempt an interaction executing `call_id` in the execution's conversation (by key) is:
+/// the next after those recorded, from 1; 1 when it executes no requested call. Attempts are
+/// numbered by the server, in the order recorded: the session's lock (held by the caller)
+/// keeps two recordings from taking one number, and a resent recording (the same client id)
+/// is answered by its receipt before it gets here, so it adds no attempt. Refuses a call the
+/// conversation did not request (the execution row is locked, so that holds until commit).
+pub(crate) async fn next_attempt(
     conn: &mut PgConnection,
     conversation: Key,
-    call_id: &str,
-) -> Result<()> {
-    let (requested, executed_by): (bool, Option<Uuid>) = sqlx::query_as(
+    call_id: Option<&str>,
+) -> Result<i32> {
+    let Some(call_id) = call_id else {
+        return Ok(1);
+    };
+    let (requested, last): (bool, Option<i32>) = sqlx::query_as(
         "SELECT EXISTS (SELECT FROM tool_calls \
                         WHERE execution_id = $1 AND call_id = $2 AND session_id = $3), \
-           (SELECT id FROM mcp_interactions \
+           (SELECT max(attempt) FROM mcp_interactions \
              WHERE execution_id = $1 AND tool_call_id = $2 AND session_id = $3)",
     )
     .bind(conversation.id)
@@ -415,10 +421,5 @@ pub(crate) async fn check_executable(
              the `ASSISTANT` message whose `toolCalls` request it first"
         )));
     }
-    if let Some(other) = executed_by {
-        return Err(Error::bad_input(format!(
-            "tool call `{call_id}` is already executed, by MCP interaction {other}"
-        )));
-    }
-    Ok(())
+    Ok(last.map_or(1, |n| n.saturating_add(1)))
 }

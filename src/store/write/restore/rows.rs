@@ -10,13 +10,13 @@ use uuid::Uuid;
 
 use super::commands::{json, new_chain, new_execution, new_stage};
 use super::{Records, refused};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::store::audit::{self, Origin};
 use crate::store::traced::traced;
 use crate::store::write::chains::register_as;
 use crate::store::write::executions::check_place as check_execution_place;
 use crate::store::write::id_taken;
-use crate::store::write::interactions::{check_executable, check_last_message};
+use crate::store::write::interactions::{check_last_message, next_attempt};
 use crate::store::write::messages::{check_calls, insert_calls};
 use crate::store::write::sessions::refused_insert;
 use crate::store::write::stages::check_place as check_stage_place;
@@ -223,7 +223,8 @@ row!(
         0.duration_ms,
         0.error_message,
         0.created_at,
-        0.tool_call_id
+        0.tool_call_id,
+        0.attempt
     ]
 );
 row!(
@@ -390,9 +391,14 @@ pub(super) async fn write(
     {
         let row = &mcp.0;
         new += async {
-            if let Some(call_id) = &row.tool_call_id {
-                let conversation = Key::new(row.session_id, row.execution_id);
-                check_executable(conn, conversation, call_id).await?;
+            // Attempts are restored in order, each numbered as the live writer numbered it.
+            let conversation = Key::new(row.session_id, row.execution_id);
+            let next = next_attempt(conn, conversation, row.tool_call_id.as_deref()).await?;
+            if row.attempt != next {
+                return Err(Error::bad_input(format!(
+                    "it is attempt {} at its tool call, but the next attempt is {next}",
+                    row.attempt
+                )));
             }
             insert(conn, mcp).await
         }
