@@ -261,14 +261,14 @@ impl Payload {
             Payload::Session {
                 status: Some(status),
                 session: Some(session),
-            } if status.to == SessionStatus::Completed => session
+            } if ended(status, EventAction::Completed) => session
                 .executive_summary
                 .as_deref()
                 .or(session.final_analysis.as_deref()),
             Payload::Agent {
                 execution,
                 status: Some(status),
-            } if status.to == ExecutionStatus::Completed => execution.result_summary.as_deref(),
+            } if ended(status, EventAction::Completed) => execution.result_summary.as_deref(),
             _ => None,
         }
     }
@@ -280,22 +280,33 @@ impl Payload {
             Payload::Session {
                 status: Some(status),
                 session: Some(session),
-            } if ends_badly(status.to.into()) => session.error_message.as_deref(),
+            } if ended_badly(status) => session.error_message.as_deref(),
             Payload::Agent {
                 execution,
                 status: Some(status),
-            } if ends_badly(status.to.into()) => execution.error_message.as_deref(),
+            } if ended_badly(status) => execution.error_message.as_deref(),
             _ => None,
         }
     }
 }
 
-/// Whether an action ends a session or agent in failure, by time or by cancellation.
-fn ends_badly(action: EventAction) -> bool {
-    matches!(
-        action,
-        EventAction::Failed | EventAction::TimedOut | EventAction::Cancelled
-    )
+/// Whether a change of status made it `action` (an update within a status does not).
+fn ended<S: Copy + PartialEq + Into<EventAction>>(
+    status: &Transition<S>,
+    action: EventAction,
+) -> bool {
+    status.from != Some(status.to) && status.to.into() == action
+}
+
+/// Whether a change of status ended it in failure, by time or by cancellation.
+fn ended_badly<S: Copy + PartialEq + Into<EventAction>>(status: &Transition<S>) -> bool {
+    [
+        EventAction::Failed,
+        EventAction::TimedOut,
+        EventAction::Cancelled,
+    ]
+    .into_iter()
+    .any(|action| ended(status, action))
 }
 
 /// What is known of a change besides its row, for its envelope.
@@ -358,7 +369,7 @@ impl Envelope {
         use crate::model::Status;
         row.kind == ChangeKind::Session
             && matches!(row.status, Some(Status::Session(s))
-                if s.to == SessionStatus::Completed || ends_badly(s.to.into()))
+                if ended(&s, EventAction::Completed) || ended_badly(&s))
     }
 
     /// Merges the next envelope into this one when both are appends to the same event, the
