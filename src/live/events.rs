@@ -18,8 +18,8 @@ use crate::store::{ExecutionRow, InSession as _, Key, SessionRow, Store, Timelin
 #[derive(Debug, Clone, Default)]
 pub struct EventFilter {
     pub categories: HashSet<EventCategory>,
-    /// Events whose source is one of these agents.
-    pub executions: HashSet<Uuid>,
+    /// Events whose source is one of these ([`super::envelope::Source::id`]: agents, the orchestrator).
+    pub sources: HashSet<Uuid>,
     /// Events of these stages (and of their agents).
     pub stages: HashSet<Uuid>,
 }
@@ -27,16 +27,12 @@ pub struct EventFilter {
 impl EventFilter {
     /// Whether it narrows nothing.
     pub fn is_empty(&self) -> bool {
-        self.categories.is_empty() && self.executions.is_empty() && self.stages.is_empty()
+        self.categories.is_empty() && self.sources.is_empty() && self.stages.is_empty()
     }
 
     pub(super) fn admits(&self, envelope: &Envelope) -> bool {
         (self.categories.is_empty() || self.categories.contains(&envelope.category))
-            && (self.executions.is_empty()
-                || envelope
-                    .source
-                    .execution()
-                    .is_some_and(|s| self.executions.contains(&s.id)))
+            && (self.sources.is_empty() || self.sources.contains(&envelope.source.id()))
             && (self.stages.is_empty()
                 || envelope
                     .row

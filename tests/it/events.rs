@@ -825,6 +825,41 @@ async fn the_sessions_own_events_carry_a_source_its_outcome_and_a_hierarchy() {
             assert_eq!(event["source"], orchestrated, "{event}");
         }
     }
+    // The orchestrator's `agentId` filters as an agent's does: exactly its events.
+    let own: Vec<&Value> = events
+        .iter()
+        .map(|e| &e["node"])
+        .filter(|e| e["source"]["orchestrator"] == true)
+        .collect();
+    let filtered = a
+        .ok(
+            "query ($s: ID!, $f: EventFilterInput) { session(id: $s) {
+               eventsConnection(first: 100, filter: $f) { edges { node { type source {
+                 agentId agentType agentName teamName orchestrator execution { id } }
+               data { ... on SessionLifecycle { status summary error } } } } } } }",
+            json!({ "s": session, "f": { "agentIds": [gid(NodeType::Session, &session)] } }),
+        )
+        .await;
+    let filtered: Vec<&Value> = filtered["session"]["eventsConnection"]["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["node"])
+        .collect();
+    assert_eq!(filtered, own);
+    let url = app.url(&format!("/sessions/{session}/events?agents={session}"));
+    let mut plain = PlainStream::open(url, &[]).await.unwrap();
+    for expected in &own {
+        let (_, event) = plain.next().await;
+        assert_eq!(event["source"], orchestrator(&session), "{event}");
+        let kind = format!(
+            "{}.{}",
+            event["event"]["category"].as_str().unwrap(),
+            event["event"]["action"].as_str().unwrap()
+        );
+        assert_eq!(expected["type"], kind.as_str(), "{event}");
+    }
+    drop(plain);
     let completed = &events.last().unwrap()["node"];
     assert_eq!(completed["type"], "lifecycle.completed");
     assert_eq!(

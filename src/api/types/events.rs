@@ -1,6 +1,7 @@
 //! A session's event stream in GraphQL: seed 004's envelope (sequence, timestamp, the source
 //! agent, category and action, data), its data as typed objects.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use async_graphql::connection::PageInfo;
@@ -98,7 +99,8 @@ impl SessionEvent {
 pub struct EventFilterInput {
     /// Only events of these categories.
     pub categories: Option<Vec<EventCategory>>,
-    /// Only events whose source is one of these agent executions.
+    /// Only events whose source is one of these (a source's `agentId`: an agent execution's,
+    /// or the session's for its orchestrator).
     pub agent_ids: Option<Vec<ID>>,
     /// Only events of these stages.
     pub stage_ids: Option<Vec<ID>>,
@@ -106,16 +108,18 @@ pub struct EventFilterInput {
 
 impl EventFilterInput {
     pub(crate) fn into_filter(self) -> crate::error::Result<EventFilter> {
-        let decode = |ids: Option<Vec<ID>>, node| -> crate::error::Result<_> {
+        let decode = |ids: Option<Vec<ID>>,
+                      decode: &dyn Fn(&str) -> crate::error::Result<uuid::Uuid>|
+         -> crate::error::Result<HashSet<uuid::Uuid>> {
             ids.unwrap_or_default()
                 .iter()
-                .map(|id| decode_as(node, id))
+                .map(|id| decode(id))
                 .collect()
         };
         Ok(EventFilter {
             categories: self.categories.unwrap_or_default().into_iter().collect(),
-            executions: decode(self.agent_ids, NodeType::AgentExecution)?,
-            stages: decode(self.stage_ids, NodeType::Stage)?,
+            sources: decode(self.agent_ids, &ids::decode_source)?,
+            stages: decode(self.stage_ids, &|id| decode_as(NodeType::Stage, id))?,
         })
     }
 }
