@@ -88,6 +88,15 @@ pub fn decode_as(expected: NodeType, id: &str) -> Result<Uuid> {
     Ok(uuid)
 }
 
+/// The uuid behind an event source's `agentId`: an agent execution's id, or the session's (the
+/// orchestrator's), global or bare.
+pub fn decode_source(id: &str) -> Result<Uuid> {
+    match decode(id) {
+        Ok((NodeType::Session, uuid)) => Ok(uuid),
+        _ => decode_as(NodeType::AgentExecution, id),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -56,7 +56,12 @@ pub async fn page(
         before: slice.before,
         kinds,
         stages: filter.stages.iter().copied().collect(),
-        executions: filter.executions.iter().copied().collect(),
+        // The orchestrator's events have no execution: naming it narrows nothing here.
+        executions: if filter.sources.contains(&session) {
+            Vec::new()
+        } else {
+            filter.sources.iter().copied().collect()
+        },
     };
     let wanted = slice.size.max(0) as usize + 1;
     let mut found: Vec<Envelope> = Vec::new();

@@ -12,14 +12,14 @@ use super::{Change, Hub, session_changes};
 use crate::cursor::EventsPosition;
 use crate::error::Result;
 use crate::store::session_events::{ChangeKind, SessionEventRow};
-use crate::store::{ExecutionRow, InSession as _, Key, Store, TimelineEventRow};
+use crate::store::{ExecutionRow, InSession as _, Key, SessionRow, Store, TimelineEventRow};
 
 /// Which of a session's events a subscriber wants (every one when all are empty).
 #[derive(Debug, Clone, Default)]
 pub struct EventFilter {
     pub categories: HashSet<EventCategory>,
-    /// Events whose source is one of these agents.
-    pub executions: HashSet<Uuid>,
+    /// Events whose source is one of these ([`super::envelope::Source::id`]: agents, the orchestrator).
+    pub sources: HashSet<Uuid>,
     /// Events of these stages (and of their agents).
     pub stages: HashSet<Uuid>,
 }
@@ -27,16 +27,12 @@ pub struct EventFilter {
 impl EventFilter {
     /// Whether it narrows nothing.
     pub fn is_empty(&self) -> bool {
-        self.categories.is_empty() && self.executions.is_empty() && self.stages.is_empty()
+        self.categories.is_empty() && self.sources.is_empty() && self.stages.is_empty()
     }
 
     pub(super) fn admits(&self, envelope: &Envelope) -> bool {
         (self.categories.is_empty() || self.categories.contains(&envelope.category))
-            && (self.executions.is_empty()
-                || envelope
-                    .source
-                    .as_ref()
-                    .is_some_and(|s| self.executions.contains(&s.id)))
+            && (self.sources.is_empty() || self.sources.contains(&envelope.source.id()))
             && (self.stages.is_empty()
                 || envelope
                     .row
@@ -69,6 +65,17 @@ pub async fn envelopes(store: &Store, rows: Vec<SessionEventRow>) -> Result<Vec<
         .filter_map(|r| Some(Key::new(r.session_id, r.execution_id?)))
         .collect();
     let executions = executions_with_parents(store, execution_keys).await?;
+    let ended: Vec<Uuid> = rows
+        .iter()
+        .filter(|r| Envelope::ends_session(r))
+        .map(|r| r.session_id)
+        .collect();
+    let sessions: HashMap<Uuid, Arc<SessionRow>> = if ended.is_empty() {
+        HashMap::new()
+    } else {
+        let found: Vec<SessionRow> = store.by_ids(&ended).await?;
+        found.into_iter().map(|s| (s.id, Arc::new(s))).collect()
+    };
     Ok(rows
         .into_iter()
         .filter_map(|row| {
@@ -94,6 +101,9 @@ pub async fn envelopes(store: &Store, rows: Vec<SessionEventRow>) -> Result<Vec<
                 execution,
                 parent,
                 text,
+                session: Envelope::ends_session(&row)
+                    .then(|| sessions.get(&row.session_id).cloned())
+                    .flatten(),
             };
             Envelope::of(Arc::new(row), known)
         })
@@ -133,12 +143,18 @@ async fn executions_with_parents(
 /// process for all subscribers.
 async fn envelope_of(store: &Store, change: &Change) -> Result<Option<Envelope>> {
     let (execution, parent) = change.executions(store).await?;
+    let session = if Envelope::ends_session(&change.row) {
+        change.session(store).await?
+    } else {
+        None
+    };
     let known = Known {
         event: change.event.clone(),
         event_type: change.event_type,
         execution,
         parent,
         text: change.delta.clone(),
+        session,
     };
     Ok(Envelope::of(Arc::new(change.row.clone()), known))
 }

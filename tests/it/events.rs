@@ -119,7 +119,11 @@ async fn everything_in_a_session_arrives_in_one_order_and_resumes_exactly() {
     let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
     // The session's own creation and start, the lead's, then the dispatches.
     assert_eq!(types[0], "lifecycle.created", "{types:?}");
-    assert!(events[0]["source"].is_null(), "the session has no source");
+    assert_eq!(
+        events[0]["source"],
+        json!({ "agentName": "orchestrator", "agentType": "GLOBAL_SUPERVISOR", "teamName": null }),
+        "the session's own events come from its orchestrator"
+    );
     let dispatched: Vec<&Value> = events
         .iter()
         .filter(|e| e["type"].as_str().unwrap().starts_with("dispatch."))
@@ -381,7 +385,7 @@ async fn the_plain_stream_serves_seed_004s_envelope_and_resumes_from_last_event_
         first["event"],
         json!({ "category": "lifecycle", "action": "created" })
     );
-    assert!(first["source"].is_null());
+    assert_eq!(first["source"], orchestrator(&session));
     assert!(first["timestamp"].as_str().unwrap().ends_with('Z'));
     let mut last = (id, first);
     while last.1["event"]["action"] != "stream" {
@@ -418,10 +422,10 @@ async fn the_plain_stream_serves_seed_004s_envelope_and_resumes_from_last_event_
         snapshot["event"],
         json!({ "category": "system", "action": "topology" })
     );
-    let hierarchy = snapshot["data"]["hierarchy"].as_array().unwrap();
+    let hierarchy = snapshot["data"]["hierarchy"].as_object().unwrap();
     assert_eq!(hierarchy.len(), 1, "{snapshot}");
-    assert_eq!(hierarchy[0]["agent_name"], "Lead");
-    assert_eq!(hierarchy[0]["depth"], 0);
+    assert_eq!(hierarchy[&lead]["agent_name"], "Lead");
+    assert_eq!(hierarchy[&lead]["children"], json!({}));
     drop(topology);
     // Bad input is a clear error, not a stream.
     let (status, body) = PlainStream::open(url.clone(), &[("last-event-id", "soon")])
@@ -688,7 +692,7 @@ async fn notifications_take_their_place_in_the_event_stream() {
     let seen: Vec<(String, String, Value)> = events
         .iter()
         .map(|e| {
-            assert!(e["source"].is_null(), "{e}");
+            assert_eq!(e["source"]["agentName"], "orchestrator", "{e}");
             (
                 e["type"].as_str().unwrap().to_owned(),
                 e["data"]["status"].as_str().unwrap().to_owned(),
@@ -734,4 +738,210 @@ async fn notifications_take_their_place_in_the_event_stream() {
     assert_eq!(plain[5]["data"]["previous_status"], "sending");
     assert!(plain[5]["data"]["notification_id"].is_string());
     app.stop().await;
+}
+
+/// The orchestrator as seed 004's `source`, plain (the session's UUID as its id).
+fn orchestrator(session: &str) -> Value {
+    json!({ "agent_id": session, "agent_type": "global_supervisor", "agent_name": "orchestrator",
+            "team_name": null })
+}
+
+/// Seed 004's envelope on both renderings: every event has a source (what concerns the session
+/// as a whole, the orchestrator's), the session's completion carries its summary and its
+/// failure its error, and `system.topology`'s `hierarchy` is a record of the tree.
+#[tokio::test]
+async fn the_sessions_own_events_carry_a_source_its_outcome_and_a_hierarchy() {
+    let app = TestApp::start().await;
+    let a = Agent { app: &app };
+    let (session, stage, lead) = supervisor(&a).await;
+    let url = app.url(&format!("/sessions/{session}/events?topology=true"));
+    let mut plain = PlainStream::open(url.clone(), &[]).await.unwrap();
+    let (_, empty) = plain.next().await;
+    assert_eq!(empty["event"]["action"], "topology");
+    assert_eq!(empty["source"], orchestrator(&session));
+    assert_eq!(empty["data"]["hierarchy"], json!({}), "nothing yet at 0");
+    let team = dispatch(&a, &stage, 2, &lead, "TEAM_SUPERVISOR", Some("pods")).await;
+    let worker = dispatch(&a, &stage, 3, &team, "WORKER", None).await;
+    for agent in [&worker, &team, &lead] {
+        a.start(agent).await;
+        a.finish(agent, "COMPLETED", None).await;
+    }
+    let complete = "mutation ($id: ID!, $e: String) { completeSession(input: { id: $id,
+        finalAnalysis: \"the pods ran out of memory\", executiveSummary: $e }) { status } }";
+    a.ok(complete, json!({ "id": session, "e": "two OOM kills" }))
+        .await;
+
+    // The plain stream, live: a source on every event, the session's completion its summary.
+    let mut last = Value::Null;
+    while !(last["data"]["subject"] == "session" && last["event"]["action"] == "completed") {
+        last = plain.next().await.1;
+        let source = &last["source"];
+        assert!(source["agent_id"].is_string(), "{last}");
+        if last["data"]["subject"] == "session" || last["event"]["category"] == "stage" {
+            assert_eq!(source, &orchestrator(&session), "{last}");
+        }
+    }
+    assert_eq!(last["data"]["summary"], "two OOM kills");
+    drop(plain);
+    let at = last["sequence"].as_i64().unwrap();
+    let mut plain = PlainStream::open(format!("{url}&after={at}"), &[])
+        .await
+        .unwrap();
+    let (_, snapshot) = plain.next().await;
+    let node = |id: &str, kind: &str, name: &str, team: Value, children: Value| {
+        json!({ id: { "agent_id": id, "agent_type": kind, "agent_name": name, "team_name": team,
+                      "status": "completed", "children": children } })
+    };
+    let tree = |id: &dyn Fn(&str) -> String| {
+        let worker = node(&id(&worker), "worker", "Sub", json!("pods"), json!({}));
+        let team = node(&id(&team), "team_supervisor", "Sub", json!("pods"), worker);
+        node(&id(&lead), "global_supervisor", "Lead", Value::Null, team)
+    };
+    assert_eq!(snapshot["data"]["hierarchy"], tree(&|id| id.to_owned()));
+    drop(plain);
+
+    // The GraphQL rendering: the log's pages and the subscription's snapshot.
+    let gid = |node, id: &str| casefile::api::ids::encode(node, id.parse().unwrap()).0;
+    use casefile::api::ids::NodeType;
+    let page = a
+        .ok(
+            "query ($s: ID!) { session(id: $s) { eventsConnection(first: 100) { edges { node {
+               type source { agentId agentType agentName teamName orchestrator
+                             execution { id } }
+               data { ... on SessionLifecycle { status summary error } } } } } } }",
+            json!({ "s": session }),
+        )
+        .await;
+    let events = page["session"]["eventsConnection"]["edges"]
+        .as_array()
+        .unwrap();
+    let orchestrated = json!({ "agentId": gid(NodeType::Session, &session),
+        "agentType": "GLOBAL_SUPERVISOR", "agentName": "orchestrator", "teamName": null,
+        "orchestrator": true, "execution": null });
+    for edge in events {
+        let event = &edge["node"];
+        assert!(event["source"]["agentId"].is_string(), "{event}");
+        if event["data"]["status"].is_string() {
+            assert_eq!(event["source"], orchestrated, "{event}");
+        }
+    }
+    // The orchestrator's `agentId` filters as an agent's does: exactly its events.
+    let own: Vec<&Value> = events
+        .iter()
+        .map(|e| &e["node"])
+        .filter(|e| e["source"]["orchestrator"] == true)
+        .collect();
+    let filtered = a
+        .ok(
+            "query ($s: ID!, $f: EventFilterInput) { session(id: $s) {
+               eventsConnection(first: 100, filter: $f) { edges { node { type source {
+                 agentId agentType agentName teamName orchestrator execution { id } }
+               data { ... on SessionLifecycle { status summary error } } } } } } }",
+            json!({ "s": session, "f": { "agentIds": [gid(NodeType::Session, &session)] } }),
+        )
+        .await;
+    let filtered: Vec<&Value> = filtered["session"]["eventsConnection"]["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["node"])
+        .collect();
+    assert_eq!(filtered, own);
+    let url = app.url(&format!("/sessions/{session}/events?agents={session}"));
+    let mut plain = PlainStream::open(url, &[]).await.unwrap();
+    for expected in &own {
+        let (_, event) = plain.next().await;
+        assert_eq!(event["source"], orchestrator(&session), "{event}");
+        let kind = format!(
+            "{}.{}",
+            event["event"]["category"].as_str().unwrap(),
+            event["event"]["action"].as_str().unwrap()
+        );
+        assert_eq!(expected["type"], kind.as_str(), "{event}");
+    }
+    drop(plain);
+    let completed = &events.last().unwrap()["node"];
+    assert_eq!(completed["type"], "lifecycle.completed");
+    assert_eq!(
+        completed["data"],
+        json!({ "status": "COMPLETED", "summary": "two OOM kills", "error": null })
+    );
+    let mut sub = Subscription::start(
+        app.addr,
+        false,
+        json!({}),
+        "subscription ($s: ID!, $after: String) {
+           events(sessionId: $s, after: $after, topology: true) {
+             type source { orchestrator } data { ... on Topology { hierarchy } } } }",
+        json!({ "s": session, "after": edge_cursor(&a, &session).await }),
+    )
+    .await;
+    let snapshot = sub.next().await.expect("the snapshot")["events"].clone();
+    assert_eq!(snapshot["type"], "system.topology");
+    assert_eq!(snapshot["source"]["orchestrator"], true);
+    let global = |id: &str| gid(NodeType::AgentExecution, id);
+    assert_eq!(snapshot["data"]["hierarchy"], tree(&global));
+    drop(sub);
+
+    // A failure carries its error; a completion without an executive summary its analysis.
+    let (failed, done) = (a.session().await, a.session().await);
+    for id in [&failed, &done] {
+        a.ok(
+            "mutation ($id: ID!) { startSession(id: $id) { status } }",
+            json!({ "id": id }),
+        )
+        .await;
+    }
+    a.ok(
+        "mutation ($id: ID!) { failSession(input: { id: $id, errorMessage: \"no cluster\" })
+           { status } }",
+        json!({ "id": failed }),
+    )
+    .await;
+    a.ok(complete, json!({ "id": done, "e": null })).await;
+    for (id, action, data) in [
+        (&failed, "failed", json!({ "error": "no cluster" })),
+        (
+            &done,
+            "completed",
+            json!({ "summary": "the pods ran out of memory" }),
+        ),
+    ] {
+        let url = app.url(&format!("/sessions/{id}/events"));
+        let mut plain = PlainStream::open(url, &[]).await.unwrap();
+        let mut event = Value::Null;
+        while event["event"]["action"] != action {
+            event = plain.next().await.1;
+            assert_eq!(event["source"], orchestrator(id), "{event}");
+        }
+        for (key, value) in data.as_object().unwrap() {
+            assert_eq!(&event["data"][key], value, "{event}");
+        }
+        let page = a
+            .ok(
+                "query ($s: ID!) { session(id: $s) { eventsConnection(last: 1) { edges { node {
+                   data { ... on SessionLifecycle { summary error } } } } } } }",
+                json!({ "s": id }),
+            )
+            .await;
+        let last = &page["session"]["eventsConnection"]["edges"][0]["node"]["data"];
+        let key = data.as_object().unwrap().keys().next().unwrap();
+        assert_eq!(&last[key], &data[key], "{page}");
+    }
+    app.stop().await;
+}
+
+/// The cursor of a session's last event.
+async fn edge_cursor(a: &Agent<'_>, session: &str) -> String {
+    let page = a
+        .ok(
+            "query ($s: ID!) { session(id: $s) { eventsConnection(last: 1) {
+               edges { cursor } } } }",
+            json!({ "s": session }),
+        )
+        .await;
+    page["session"]["eventsConnection"]["edges"][0]["cursor"]
+        .as_str()
+        .unwrap()
+        .to_owned()
 }

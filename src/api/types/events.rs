@@ -1,6 +1,7 @@
 //! A session's event stream in GraphQL: seed 004's envelope (sequence, timestamp, the source
 //! agent, category and action, data), its data as typed objects.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use async_graphql::connection::PageInfo;
@@ -17,7 +18,7 @@ use crate::api::ids::{self, NodeType, decode_as};
 use crate::api::pagination::edges_of;
 use crate::api::scalars::Text;
 use crate::cursor::EventsPosition;
-use crate::live::envelope::{Envelope, EventAction, EventCategory, Payload};
+use crate::live::envelope::{Envelope, EventAction, EventCategory, Payload, Source, hierarchy};
 use crate::live::events::EventFilter;
 use crate::model::{
     AgentType, ExecutionStatus, NotificationStatus, SessionStatus, StageStatus,
@@ -32,13 +33,13 @@ pub struct SessionEvent(pub Envelope);
 
 /// One event of a session's run, in the session's one order (seed 004's envelope). Categories
 /// and actions: `LIFECYCLE` CREATED / STARTED / CANCELLING / COMPLETED / FAILED / CANCELLED /
-/// TIMED_OUT / UPDATED / DELETED / RESTORED (the session's when `source` is null, else the
-/// source agent's); `STAGE` CREATED / STARTED / COMPLETED / FAILED / CANCELLED / TIMED_OUT;
-/// `DISPATCH` TEAM / WORKER (the source dispatched a team supervisor or a worker); `LLM` STREAM /
-/// REASONING (text appended), TOOL_CALL / TOOL_RESULT; `TIMELINE` CREATED / FINISHED (other
-/// timeline events); `MESSAGE` ADDED; `INTERACTION` LLM / MCP; `CHAT` OPENED / QUESTION;
-/// `NOTIFICATION` CREATED / SENT / DELIVERED / FAILED (an attempt, back to `PENDING`, or for
-/// good; claims are not events); `SYSTEM` WARNING / ERROR / TOPOLOGY.
+/// TIMED_OUT / UPDATED / DELETED / RESTORED (the session's when `source` is the orchestrator,
+/// else the source agent's); `STAGE` CREATED / STARTED / COMPLETED / FAILED / CANCELLED /
+/// TIMED_OUT; `DISPATCH` TEAM / WORKER (the source dispatched a team supervisor or a worker);
+/// `LLM` STREAM / REASONING (text appended), TOOL_CALL / TOOL_RESULT; `TIMELINE` CREATED /
+/// FINISHED (other timeline events); `MESSAGE` ADDED; `INTERACTION` LLM / MCP; `CHAT` OPENED /
+/// QUESTION; `NOTIFICATION` CREATED / SENT / DELIVERED / FAILED (an attempt, back to
+/// `PENDING`, or for good; claims are not events); `SYSTEM` WARNING / ERROR / TOPOLOGY.
 #[Object]
 impl SessionEvent {
     /// Its position in the session's order (1, 2, 3, … without gaps, the same on every server):
@@ -59,9 +60,10 @@ impl SessionEvent {
     async fn session_id(&self) -> ID {
         ids::encode(NodeType::Session, self.0.row.session_id)
     }
-    /// The agent it comes from; null for the session's own lifecycle, stages and chats.
-    async fn source(&self) -> Option<EventSource> {
-        self.0.source.clone().map(EventSource)
+    /// Who it comes from: the agent, or the orchestrator for what concerns the session as a
+    /// whole (its lifecycle, stages, chats, notifications, the topology snapshot).
+    async fn source(&self) -> EventSource {
+        EventSource(self.0.source.clone())
     }
     /// What part of the run it is about.
     async fn category(&self) -> EventCategory {
@@ -97,7 +99,8 @@ impl SessionEvent {
 pub struct EventFilterInput {
     /// Only events of these categories.
     pub categories: Option<Vec<EventCategory>>,
-    /// Only events whose source is one of these agent executions.
+    /// Only events whose source is one of these (a source's `agentId`: an agent execution's,
+    /// or the session's for its orchestrator).
     pub agent_ids: Option<Vec<ID>>,
     /// Only events of these stages.
     pub stage_ids: Option<Vec<ID>>,
@@ -105,16 +108,18 @@ pub struct EventFilterInput {
 
 impl EventFilterInput {
     pub(crate) fn into_filter(self) -> crate::error::Result<EventFilter> {
-        let decode = |ids: Option<Vec<ID>>, node| -> crate::error::Result<_> {
+        let decode = |ids: Option<Vec<ID>>,
+                      decode: &dyn Fn(&str) -> crate::error::Result<uuid::Uuid>|
+         -> crate::error::Result<HashSet<uuid::Uuid>> {
             ids.unwrap_or_default()
                 .iter()
-                .map(|id| decode_as(node, id))
+                .map(|id| decode(id))
                 .collect()
         };
         Ok(EventFilter {
             categories: self.categories.unwrap_or_default().into_iter().collect(),
-            executions: decode(self.agent_ids, NodeType::AgentExecution)?,
-            stages: decode(self.stage_ids, NodeType::Stage)?,
+            sources: decode(self.agent_ids, &ids::decode_source)?,
+            stages: decode(self.stage_ids, &|id| decode_as(NodeType::Stage, id))?,
         })
     }
 }
@@ -193,31 +198,40 @@ impl SessionEvent {
     }
 }
 
-/// The agent an event comes from (seed 004's `EventSource`).
-pub struct EventSource(Arc<ExecutionRow>);
+/// Who an event comes from (seed 004's `EventSource`): an agent, or the session's orchestrator.
+pub struct EventSource(Source);
 
-/// The agent an event comes from (seed 004's `EventSource`).
+/// Who an event comes from (seed 004's `EventSource`): an agent execution, or for what concerns
+/// the session as a whole, its orchestrator, which stands above every agent as the hierarchy's
+/// `GLOBAL_SUPERVISOR` named `orchestrator`, with no team, its `agentId` the session's ID.
 #[Object]
 impl EventSource {
-    /// The agent execution's global ID.
+    /// The agent execution's global ID; the session's for the orchestrator.
     async fn agent_id(&self) -> ID {
-        ids::encode(NodeType::AgentExecution, self.0.id)
+        match &self.0 {
+            Source::Agent(execution) => ids::encode(NodeType::AgentExecution, execution.id),
+            Source::Orchestrator(session) => ids::encode(NodeType::Session, *session),
+        }
     }
-    /// Where it stands in its tree.
+    /// Where it stands in its tree (`GLOBAL_SUPERVISOR` for the orchestrator).
     async fn agent_type(&self) -> AgentType {
-        self.0.agent_type
+        self.0.agent_type()
     }
-    /// Its name.
+    /// Its name (`orchestrator` for the orchestrator).
     async fn agent_name(&self) -> Text<'_> {
-        Text(&self.0.agent_name)
+        Text(self.0.agent_name())
     }
-    /// Null for the global supervisor.
+    /// Null for a global supervisor and the orchestrator.
     async fn team_name(&self) -> Option<Text<'_>> {
-        self.0.team_name.as_deref().map(Text)
+        self.0.team_name().map(Text)
     }
-    /// The execution, as it is now.
-    async fn execution(&self) -> AgentExecution {
-        AgentExecution(self.0.clone())
+    /// Whether it is the session's orchestrator rather than an agent execution.
+    async fn orchestrator(&self) -> bool {
+        matches!(self.0, Source::Orchestrator(_))
+    }
+    /// The execution, as it is now (null for the orchestrator).
+    async fn execution(&self) -> Option<AgentExecution> {
+        self.0.execution().cloned().map(AgentExecution)
     }
 }
 
@@ -248,9 +262,11 @@ impl EventData {
         // Every record an event names is of the event's session.
         let key = |id: uuid::Uuid| Key::new(envelope.row.session_id, id);
         match &envelope.payload {
-            Payload::Session(status) => EventData::SessionLifecycle(SessionLifecycle {
+            Payload::Session { status, .. } => EventData::SessionLifecycle(SessionLifecycle {
                 session: envelope.row.session_id,
                 status: *status,
+                summary: envelope.payload.summary().map(str::to_owned),
+                error: envelope.payload.error().map(str::to_owned),
             }),
             &Payload::Stage { stage, status } => EventData::StageLifecycle(StageLifecycle {
                 stage: key(stage),
@@ -259,6 +275,8 @@ impl EventData {
             Payload::Agent { execution, status } => EventData::AgentLifecycle(AgentLifecycle {
                 execution: execution.clone(),
                 status: *status,
+                summary: envelope.payload.summary().map(str::to_owned),
+                error: envelope.payload.error().map(str::to_owned),
             }),
             Payload::Dispatch(execution) => EventData::Dispatch(Dispatch(execution.clone())),
             Payload::Appended {
@@ -303,6 +321,8 @@ impl EventData {
 pub struct SessionLifecycle {
     session: uuid::Uuid,
     status: Option<Transition<SessionStatus>>,
+    summary: Option<String>,
+    error: Option<String>,
 }
 
 /// The session's lifecycle: created, started, completed, …
@@ -315,6 +335,14 @@ impl SessionLifecycle {
     /// Its status before (null when it was created).
     async fn previous_status(&self) -> Option<SessionStatus> {
         self.status.and_then(|s| s.from)
+    }
+    /// For `COMPLETED`: its executive summary, else its final analysis (seed 004's `summary`).
+    async fn summary(&self) -> Option<&str> {
+        self.summary.as_deref()
+    }
+    /// For `FAILED`, `TIMED_OUT`, `CANCELLED`: why (seed 004's `error`).
+    async fn error(&self) -> Option<&str> {
+        self.error.as_deref()
     }
     /// The session, as it is now.
     async fn session(&self, ctx: &Context<'_>) -> Result<Option<Session>> {
@@ -353,6 +381,8 @@ impl StageLifecycle {
 pub struct AgentLifecycle {
     execution: Arc<ExecutionRow>,
     status: Option<Transition<ExecutionStatus>>,
+    summary: Option<String>,
+    error: Option<String>,
 }
 
 /// An agent's lifecycle (the event's source).
@@ -368,24 +398,11 @@ impl AgentLifecycle {
     }
     /// For `COMPLETED`: what it returned (seed 004's `summary`).
     async fn summary(&self) -> Option<Text<'_>> {
-        let completed = self
-            .status
-            .is_some_and(|s| s.to == ExecutionStatus::Completed);
-        completed
-            .then(|| self.execution.result_summary.as_deref().map(Text))
-            .flatten()
+        self.summary.as_deref().map(Text)
     }
     /// For `FAILED`, `TIMED_OUT`, `CANCELLED`: why (seed 004's `error`).
     async fn error(&self) -> Option<Text<'_>> {
-        let finished_badly = self.status.is_some_and(|s| {
-            matches!(
-                s.to,
-                ExecutionStatus::Failed | ExecutionStatus::TimedOut | ExecutionStatus::Cancelled
-            )
-        });
-        finished_badly
-            .then(|| self.execution.error_message.as_deref().map(Text))
-            .flatten()
+        self.error.as_deref().map(Text)
     }
     /// The execution, as it is now.
     async fn execution(&self) -> Option<AgentExecution> {
@@ -666,9 +683,17 @@ pub struct Topology {
 }
 
 /// The session's agent tree as of the event's `sequence` (a snapshot, not a position of its
-/// own): a flat list in tree order, each agent after its parent.
+/// own): as seed 004's `hierarchy`, and as a flat list in tree order.
 #[Object]
 impl Topology {
+    /// Seed 004's `hierarchy`: a record of the roots keyed by their global ID, each with its
+    /// `agent_id`, `agent_type`, `agent_name`, `team_name`, `status` and `children` (a record
+    /// of the same shape), spelled as the plain event stream spells them.
+    async fn hierarchy(&self) -> Json<Value> {
+        Json(hierarchy(&self.agents, |id| {
+            ids::encode(NodeType::AgentExecution, id).to_string()
+        }))
+    }
     /// Every agent, each right after its parent.
     async fn agents(&self) -> Vec<AgentExecution> {
         self.agents.iter().cloned().map(AgentExecution).collect()

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use axum::http::HeaderMap;
 
-use crate::api::ids::{NodeType, decode_as};
+use crate::api::ids::{NodeType, decode_as, decode_source};
 use crate::live::envelope::EventCategory;
 use crate::live::events::EventFilter;
 use crate::model::from_db_name;
@@ -62,11 +62,11 @@ fn filter_of(params: &HashMap<String, String>) -> Result<EventFilter, String> {
             })
             .unwrap_or_default()
     };
-    let ids = |name: &str, node| -> Result<_, String> {
+    let ids = |name: &str, decode: &dyn Fn(&str) -> crate::error::Result<uuid::Uuid>| {
         list(name)
             .iter()
-            .map(|id| decode_as(node, id).map_err(|e| format!("`{name}`: {e}")))
-            .collect()
+            .map(|id| decode(id).map_err(|e| format!("`{name}`: {e}")))
+            .collect::<Result<_, String>>()
     };
     Ok(EventFilter {
         categories: list("categories")
@@ -76,8 +76,8 @@ fn filter_of(params: &HashMap<String, String>) -> Result<EventFilter, String> {
                     .ok_or_else(|| format!("`categories`: {c:?} is not a category"))
             })
             .collect::<Result<_, _>>()?,
-        executions: ids("agents", NodeType::AgentExecution)?,
-        stages: ids("stages", NodeType::Stage)?,
+        sources: ids("agents", &decode_source)?,
+        stages: ids("stages", &|id| decode_as(NodeType::Stage, id))?,
     })
 }
 

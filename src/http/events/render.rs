@@ -3,7 +3,7 @@
 use axum::response::sse::Event;
 use serde_json::{Value, json};
 
-use crate::live::envelope::{Envelope, EventAction, Payload};
+use crate::live::envelope::{Envelope, EventAction, Payload, hierarchy};
 use crate::model::{Transition, db_name};
 use crate::store::TimelineEventRow;
 
@@ -28,12 +28,12 @@ fn seed_json(envelope: &Envelope) -> Value {
         "run_id": envelope.row.session_id,
         "timestamp": envelope.at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
         "sequence": envelope.position,
-        "source": envelope.source.as_ref().map(|s| json!({
-            "agent_id": s.id,
-            "agent_type": db_name(s.agent_type),
-            "agent_name": s.agent_name,
-            "team_name": s.team_name,
-        })),
+        "source": {
+            "agent_id": envelope.source.id(),
+            "agent_type": db_name(envelope.source.agent_type()),
+            "agent_name": envelope.source.agent_name(),
+            "team_name": envelope.source.team_name(),
+        },
         "event": { "category": db_name(envelope.category), "action": db_name(envelope.action) },
         "data": data_json(envelope),
     });
@@ -47,38 +47,24 @@ fn data_json(envelope: &Envelope) -> Value {
     let action = envelope.action;
     match &envelope.payload {
         Payload::Topology(agents) => json!({
-            "hierarchy": agents.iter().map(|a| json!({
-                "agent_id": a.id,
-                "parent_id": a.parent_execution_id,
-                "agent_type": db_name(a.agent_type),
-                "agent_name": a.agent_name,
-                "team_name": a.team_name,
-                "depth": a.depth,
-                "status": db_name(a.status),
-            })).collect::<Vec<_>>(),
+            "hierarchy": hierarchy(agents, |id| id.to_string()),
         }),
-        Payload::Session(status) => json!({
-            "subject": "session",
-            "status": status.map(|s| db_name(s.to)),
-            "previous_status": previous(*status),
-        }),
-        Payload::Agent { execution, status } => {
-            let mut data = json!({
+        Payload::Session { status, .. } => outcome(
+            envelope,
+            json!({
+                "subject": "session",
+                "status": status.map(|s| db_name(s.to)),
+                "previous_status": previous(*status),
+            }),
+        ),
+        Payload::Agent { status, .. } => outcome(
+            envelope,
+            json!({
                 "subject": "agent",
                 "status": status.map(|s| db_name(s.to)),
                 "previous_status": previous(*status),
-            });
-            if action == EventAction::Completed {
-                data["summary"] = json!(execution.result_summary);
-            }
-            if matches!(
-                action,
-                EventAction::Failed | EventAction::TimedOut | EventAction::Cancelled
-            ) {
-                data["error"] = json!(execution.error_message);
-            }
-            data
-        }
+            }),
+        ),
         Payload::Stage { stage, status } => json!({
             "stage_id": stage,
             "status": status.map(|s| db_name(s.to)),
@@ -152,6 +138,19 @@ fn data_json(envelope: &Envelope) -> Value {
             "previous_status": previous(*status),
         }),
     }
+}
+
+/// A lifecycle's `data` with seed 004's `summary` (`lifecycle.completed`) or `error`
+/// (`lifecycle.failed`, and `timed_out` and `cancelled`): null when none was recorded.
+fn outcome(envelope: &Envelope, mut data: Value) -> Value {
+    match envelope.action {
+        EventAction::Completed => data["summary"] = json!(envelope.payload.summary()),
+        EventAction::Failed | EventAction::TimedOut | EventAction::Cancelled => {
+            data["error"] = json!(envelope.payload.error())
+        }
+        _ => {}
+    }
+    data
 }
 
 /// The status before the change, as the database spells it (null on creation).

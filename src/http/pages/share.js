@@ -271,7 +271,9 @@
       return updateEvent(event, data.status?.toUpperCase(), data.content ?? data.result);
     }
     if (["lifecycle", "stage", "dispatch", "system", "chat"].includes(category)) reloadTreeSoon();
-    if (envelope.source?.agent_id && !agentLists.has(envelope.source.agent_id)) reloadTreeSoon();
+    // The orchestrator (the session's own events) has the session's id: it is no agent.
+    const agent = envelope.source?.agent_id;
+    if (agent && agent !== envelope.run_id && !agentLists.has(agent)) reloadTreeSoon();
     if (category === "lifecycle" && data.subject === "session" && FINISHED.has(data.status?.toUpperCase())) {
       following = false;
     }

@@ -79,7 +79,12 @@ pub(super) fn classify(
                 Some(Status::Session(status)) => Some(status),
                 _ => None,
             };
-            (C::Lifecycle, A::of_status(status), Payload::Session(status))
+            let session = known.session;
+            (
+                C::Lifecycle,
+                A::of_status(status),
+                Payload::Session { status, session },
+            )
         }
         ChangeKind::SessionDeleted | ChangeKind::SessionRestored => {
             let status = match row.status {
@@ -91,7 +96,11 @@ pub(super) fn classify(
             } else {
                 A::Restored
             };
-            (C::Lifecycle, action, Payload::Session(status))
+            let payload = Payload::Session {
+                status,
+                session: None,
+            };
+            (C::Lifecycle, action, payload)
         }
         ChangeKind::Stage => {
             let status = match row.status {

@@ -6,8 +6,8 @@
 //! | category      | actions                                                               |
 //! |---------------|-----------------------------------------------------------------------|
 //! | `lifecycle`   | `created`, `started`, `cancelling`, `completed`, `failed`,            |
-//! |               | `cancelled`, `timed_out`, `updated`, `deleted`, `restored` (session   |
-//! |               | when there is no source, else the source agent)                       |
+//! |               | `cancelled`, `timed_out`, `updated`, `deleted`, `restored` (the       |
+//! |               | session's when the source is the orchestrator, else the source's)     |
 //! | `stage`       | `created`, `started`, `completed`, `failed`, `cancelled`, `timed_out` |
 //! | `dispatch`    | `team`, `worker` (the source dispatched a team supervisor or worker)  |
 //! | `llm`         | `stream`, `reasoning` (text appended), `tool_call`, `tool_result`     |
@@ -18,10 +18,16 @@
 //! | `notification`| `created`, `sent`, `delivered`, `failed` (an attempt, or for good)     |
 //! | `system`      | `warning`, `error`, `topology`                                        |
 //!
+//! Every envelope has a source ([`Source`]): the agent, or for what concerns the session as a
+//! whole, its orchestrator.
+//!
 //! What an envelope says is one typed [`Payload`], read from the change once ([`classify`]);
 //! each transport only renders it.
 
 mod classify;
+mod hierarchy;
+
+pub use hierarchy::hierarchy;
 
 use std::sync::Arc;
 
@@ -30,10 +36,11 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use crate::model::{
-    ExecutionStatus, NotificationStatus, SessionStatus, StageStatus, TimelineEventType, Transition,
+    AgentType, ExecutionStatus, NotificationStatus, SessionStatus, StageStatus, TimelineEventType,
+    Transition,
 };
-use crate::store::session_events::SessionEventRow;
-use crate::store::{ExecutionRow, TimelineEventRow};
+use crate::store::session_events::{ChangeKind, SessionEventRow};
+use crate::store::{ExecutionRow, SessionRow, TimelineEventRow};
 
 /// What part of a run an event is about.
 #[derive(
@@ -41,7 +48,7 @@ use crate::store::{ExecutionRow, TimelineEventRow};
 )]
 #[serde(rename_all = "snake_case")]
 pub enum EventCategory {
-    /// The session's lifecycle (no source), or an agent's (its source).
+    /// The session's lifecycle (its source the orchestrator), or an agent's (its source).
     Lifecycle,
     /// A stage's lifecycle.
     Stage,
@@ -126,15 +133,67 @@ pub enum EventAction {
     Topology,
 }
 
-/// The agent an event comes from (seed 004's `EventSource`).
-pub type Source = Arc<ExecutionRow>;
+/// Who an event comes from (seed 004's `EventSource`).
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// An agent execution.
+    Agent(Arc<ExecutionRow>),
+    /// The session's orchestrator, the source of what concerns the session as a whole (its
+    /// lifecycle, stages, chats, notifications, the topology snapshot). Seed 004 requires a
+    /// source on every event but `lifecycle.started`, and its sources are agents of three types;
+    /// what runs the session stands above every agent, so it is the hierarchy's global
+    /// supervisor: no team, named `orchestrator`, the session's id as its id.
+    Orchestrator(Uuid),
+}
+
+/// The orchestrator's `agent_name`.
+const ORCHESTRATOR: &str = "orchestrator";
+
+impl Source {
+    /// The execution's id, or the session's for the orchestrator.
+    pub fn id(&self) -> Uuid {
+        match self {
+            Source::Agent(execution) => execution.id,
+            Source::Orchestrator(session) => *session,
+        }
+    }
+    pub fn agent_type(&self) -> AgentType {
+        match self {
+            Source::Agent(execution) => execution.agent_type,
+            Source::Orchestrator(_) => AgentType::GlobalSupervisor,
+        }
+    }
+    pub fn agent_name(&self) -> &str {
+        match self {
+            Source::Agent(execution) => &execution.agent_name,
+            Source::Orchestrator(_) => ORCHESTRATOR,
+        }
+    }
+    pub fn team_name(&self) -> Option<&str> {
+        match self {
+            Source::Agent(execution) => execution.team_name.as_deref(),
+            Source::Orchestrator(_) => None,
+        }
+    }
+    /// The agent execution (none for the orchestrator).
+    pub fn execution(&self) -> Option<&Arc<ExecutionRow>> {
+        match self {
+            Source::Agent(execution) => Some(execution),
+            Source::Orchestrator(_) => None,
+        }
+    }
+}
 
 /// What an envelope says, typed: built once from the change, rendered by each transport (the
 /// GraphQL `EventData` union, the plain SSE JSON).
 #[derive(Debug, Clone)]
 pub enum Payload {
-    /// The session's lifecycle (`None`: a change that is not a stored one).
-    Session(Option<Transition<SessionStatus>>),
+    /// The session's lifecycle (`None`: a change that is not a stored one), with the session
+    /// as it is now when the change ended it (its summary or error).
+    Session {
+        status: Option<Transition<SessionStatus>>,
+        session: Option<Arc<SessionRow>>,
+    },
     /// A stage's lifecycle.
     Stage {
         stage: Uuid,
@@ -189,8 +248,65 @@ pub struct Envelope {
     pub action: EventAction,
     /// The change (of the last position it covers).
     pub row: Arc<SessionEventRow>,
-    pub source: Option<Source>,
+    pub source: Source,
     pub payload: Payload,
+}
+
+impl Payload {
+    /// What a completed session or agent concluded (seed 004's `summary` of
+    /// `lifecycle.completed`): the session's executive summary, else its final analysis; the
+    /// summary an agent returned.
+    pub fn summary(&self) -> Option<&str> {
+        match self {
+            Payload::Session {
+                status: Some(status),
+                session: Some(session),
+            } if ended(status, EventAction::Completed) => session
+                .executive_summary
+                .as_deref()
+                .or(session.final_analysis.as_deref()),
+            Payload::Agent {
+                execution,
+                status: Some(status),
+            } if ended(status, EventAction::Completed) => execution.result_summary.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// Why a session or agent failed, timed out or was cancelled (seed 004's `error` of
+    /// `lifecycle.failed`).
+    pub fn error(&self) -> Option<&str> {
+        match self {
+            Payload::Session {
+                status: Some(status),
+                session: Some(session),
+            } if ended_badly(status) => session.error_message.as_deref(),
+            Payload::Agent {
+                execution,
+                status: Some(status),
+            } if ended_badly(status) => execution.error_message.as_deref(),
+            _ => None,
+        }
+    }
+}
+
+/// Whether a change of status made it `action` (an update within a status does not).
+fn ended<S: Copy + PartialEq + Into<EventAction>>(
+    status: &Transition<S>,
+    action: EventAction,
+) -> bool {
+    status.from != Some(status.to) && status.to.into() == action
+}
+
+/// Whether a change of status ended it in failure, by time or by cancellation.
+fn ended_badly<S: Copy + PartialEq + Into<EventAction>>(status: &Transition<S>) -> bool {
+    [
+        EventAction::Failed,
+        EventAction::TimedOut,
+        EventAction::Cancelled,
+    ]
+    .into_iter()
+    .any(|action| ended(status, action))
 }
 
 /// What is known of a change besides its row, for its envelope.
@@ -204,6 +320,8 @@ pub struct Known {
     /// The execution's parent (the source of a dispatch).
     pub parent: Option<Arc<ExecutionRow>>,
     pub text: Option<String>,
+    /// For a change that ends the session ([`Envelope::ends_session`]): the session.
+    pub session: Option<Arc<SessionRow>>,
 }
 
 impl Envelope {
@@ -212,12 +330,13 @@ impl Envelope {
     pub fn of(row: Arc<SessionEventRow>, known: Known) -> Option<Envelope> {
         let (parent, execution) = (known.parent.clone(), known.execution.clone());
         let (category, action, payload) = classify::classify(&row, known)?;
-        let source = match (category, row.kind) {
+        let agent = match (category, row.kind) {
             (EventCategory::Dispatch, _) => parent,
             (_, kind) if kind.is_session() => None,
             (EventCategory::Stage | EventCategory::Chat | EventCategory::Notification, _) => None,
             _ => execution,
         };
+        let source = agent.map_or(Source::Orchestrator(row.session_id), Source::Agent);
         Some(Envelope {
             first: row.position,
             position: row.position,
@@ -239,9 +358,18 @@ impl Envelope {
             category: EventCategory::System,
             action: EventAction::Topology,
             row: Arc::new(SessionEventRow::of_session(session, position, now)),
-            source: None,
+            source: Source::Orchestrator(session),
             payload: Payload::Topology(agents),
         }
+    }
+
+    /// Whether the change ends the session with a summary or an error, which its envelope
+    /// carries: the session must be read for it ([`Known::session`]).
+    pub fn ends_session(row: &SessionEventRow) -> bool {
+        use crate::model::Status;
+        row.kind == ChangeKind::Session
+            && matches!(row.status, Some(Status::Session(s))
+                if ended(&s, EventAction::Completed) || ended_badly(&s))
     }
 
     /// Merges the next envelope into this one when both are appends to the same event, the
