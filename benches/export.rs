@@ -114,7 +114,13 @@ async fn main() -> anyhow::Result<()> {
     let include_deleted = r#"{"includeDeleted": true}"#;
     let bulk = casefile(
         &url,
-        &["export", "--filter", include_deleted, "--output", all.to_str().unwrap()],
+        &[
+            "export",
+            "--filter",
+            include_deleted,
+            "--output",
+            all.to_str().unwrap(),
+        ],
     );
     println!(
         "bulk export:  {sessions} sessions in {:.1} s ({:.0} sessions/s), {:.0} MB written; peak RSS {:.1} MB",
@@ -131,7 +137,13 @@ async fn main() -> anyhow::Result<()> {
         let one = dir.join(format!("{session}.json"));
         let run = casefile(
             &url,
-            &["export", "--session", &session.to_string(), "--output", one.to_str().unwrap()],
+            &[
+                "export",
+                "--session",
+                &session.to_string(),
+                "--output",
+                one.to_str().unwrap(),
+            ],
         );
         println!(
             "export of the {what}: {:.2} MB in {:.2} s; peak RSS {:.1} MB",

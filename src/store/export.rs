@@ -32,8 +32,8 @@ use crate::error::{Error, Result};
 use crate::store::write::restore::Records;
 use crate::store::{
     ChainRow, ChatRow, ChatUserMessageRow, ExecutionRow, LlmInteractionRow, LlmPayloadRow,
-    LlmRequestRow, McpInteractionRow, McpPayloadRow, MessageRow, NotificationRow, Record,
-    RawJson, SessionRow, SessionStatusChangeRow, StageRow, Store, TimelineEventRow,
+    LlmRequestRow, McpInteractionRow, McpPayloadRow, MessageRow, NotificationRow, RawJson, Record,
+    SessionRow, SessionStatusChangeRow, StageRow, Store, TimelineEventRow,
 };
 
 /// What the document says it is.
