@@ -260,7 +260,7 @@ async fn purge_oldest_days(app: &TestApp) {
         let batch = Instant::now();
         let done = app
             .store
-            .purge_sessions(purge, &criteria, size)
+            .purge_sessions(purge, &criteria, size, None)
             .await
             .unwrap();
         batches.push(batch.elapsed().as_secs_f64() * 1000.0);

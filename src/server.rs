@@ -104,7 +104,7 @@ impl Server {
             closing.subscribe(),
         )?;
         let retention =
-            crate::retention::spawn_schedule(store, options.retention, closing.subscribe());
+            crate::retention::spawn_schedule(store, options.retention.clone(), closing.subscribe());
         let task = tokio::spawn(serve(
             listener,
             app,

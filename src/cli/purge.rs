@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use super::database::with_database;
 use crate::db::DatabaseArgs;
 use crate::model::PurgeTrigger;
-use crate::retention::{Cutoff, Policy, PurgeBatches, parse_cutoff, purge};
+use crate::retention::{Archive, Cutoff, Policy, PurgeBatches, parse_cutoff, purge};
 use crate::store::Store;
 
 /// What `casefile purge` deletes. Sessions matching either criterion go.
@@ -35,6 +35,14 @@ pub struct PurgeArgs {
     /// the audit trail).
     #[arg(long, value_parser = parse_cutoff)]
     pub audit_before: Option<Cutoff>,
+
+    /// Archive each session before deleting it: its export (`casefile export`'s document) into
+    /// this directory, one `<session id>.json` each, or `-` for standard output, one a line
+    /// (the purge's own messages then go to standard error). A session is deleted only once
+    /// its archive is written, and only if it did not change since; a failed write stops the
+    /// purge. Seed 000's Q12: archive, then delete.
+    #[arg(long, value_parser = Archive::parse)]
+    pub archive: Option<Archive>,
 
     /// Delete (without it, only count what would be deleted).
     #[arg(long)]
@@ -126,7 +134,15 @@ async fn run_on_database(store: &Store, args: &PurgeArgs) -> anyhow::Result<()> 
     if let Some(before) = policy.audit_before {
         deleting.push(format!("audit records from before {}", time(before)));
     }
-    println!("Deleting {}.", deleting.join("; and "));
+    // Standard output may be the archive.
+    let say = |text: String| match args.archive {
+        Some(Archive::StandardOutput) => eprintln!("{text}"),
+        _ => println!("{text}"),
+    };
+    if let Some(Archive::Directory(dir)) = &args.archive {
+        deleting.push(format!("each session archived first in {}", dir.display()));
+    }
+    say(format!("Deleting {}.", deleting.join("; and ")));
     // Ctrl-C ends the purge after its current batch, recorded as failed ("stopped").
     let (stopping, stop) = watch::channel(false);
     let interrupt = tokio::spawn(async move {
@@ -141,12 +157,13 @@ async fn run_on_database(store: &Store, args: &PurgeArgs) -> anyhow::Result<()> 
         &actor,
         PurgeTrigger::Command,
         args.batches,
+        args.archive.as_ref(),
         &stop,
     )
     .await;
     interrupt.abort();
     let purged = result?;
-    println!(
+    say(format!(
         "Purge {}: deleted {} sessions (each with everything under it), {} idempotency \
          receipts and {} audit records in {} batches ({:.1} s).",
         purged.id,
@@ -155,6 +172,6 @@ async fn run_on_database(store: &Store, args: &PurgeArgs) -> anyhow::Result<()> 
         purged.audit_records,
         purged.batches,
         started.elapsed().as_secs_f64()
-    );
+    ));
     Ok(())
 }

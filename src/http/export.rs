@@ -51,7 +51,7 @@ pub async fn export(
         None => {
             let err = match written.await {
                 Ok(Err(err)) => err,
-                Ok(Ok(())) => Error::Internal("the export wrote nothing".to_owned()),
+                Ok(Ok(_)) => Error::Internal("the export wrote nothing".to_owned()),
                 Err(panicked) => Error::Internal(format!("the export panicked: {panicked}")),
             };
             let public = logged("an export", &err);
@@ -70,7 +70,7 @@ pub async fn export(
         }
         // The channel closed: the document is whole, or it failed part way.
         let failure = match written.await {
-            Ok(Ok(())) => None,
+            Ok(Ok(_)) => None,
             Ok(Err(err)) => Some(logged("an export", &err).message),
             Err(panicked) => Some(format!("the export panicked: {panicked}")),
         };

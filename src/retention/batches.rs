@@ -6,6 +6,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use uuid::Uuid;
 
+use super::archive::Archive;
 use super::options::PurgeBatches;
 use super::policy::Policy;
 use crate::error::sqlstate::DbFailure;
@@ -46,14 +47,17 @@ pub struct PurgeFailed {
 }
 
 /// Runs `policy` in batches, recorded as a purge by `actor`: sessions first, then receipts.
-/// When `stop` turns true it ends after the batch it is in. A failure (or a stop) is recorded
-/// with what was deleted before it, and returned.
+/// With an `archive`, each batch's sessions are exported there first, and only those written
+/// and unchanged since are deleted. When `stop` turns true it ends after the batch it is in.
+/// A failure (or a stop, or an archive write that failed) is recorded with what was deleted
+/// before it, and returned.
 pub async fn purge(
     store: &Store,
     policy: &Policy,
     actor: &str,
     trigger: PurgeTrigger,
     batches: PurgeBatches,
+    archive: Option<&Archive>,
     stop: &watch::Receiver<bool>,
 ) -> Result<Purged, PurgeFailed> {
     let failed = |purged, error| PurgeFailed { purged, error };
@@ -75,7 +79,7 @@ pub async fn purge(
         audit_records: 0,
         batches: 0,
     };
-    let result = run_batches(store, policy, batches, stop, &mut purged).await;
+    let result = run_batches(store, policy, batches, archive, stop, &mut purged).await;
     let (status, error) = match &result {
         Ok(()) => (PurgeStatus::Completed, None),
         Err(err) => (PurgeStatus::Failed, Some(err.to_string())),
@@ -92,6 +96,7 @@ async fn run_batches(
     store: &Store,
     policy: &Policy,
     batches: PurgeBatches,
+    archive: Option<&Archive>,
     stop: &watch::Receiver<bool>,
     purged: &mut Purged,
 ) -> Result<()> {
@@ -104,7 +109,25 @@ async fn run_batches(
         let criteria = &policy.sessions;
         let counts = (&mut purged.sessions, &mut purged.batches);
         pace.run("sessions", batches.size, true, counts, |size| async move {
-            let batch = store.purge_sessions(id, criteria, size).await?;
+            let batch = match archive {
+                None => store.purge_sessions(id, criteria, size, None).await?,
+                Some(archive) => {
+                    // Exported before the batch's transaction: however long a large session
+                    // takes to write, it holds no lock (and no transaction) meanwhile.
+                    let mut archived = Vec::new();
+                    for session in store.purge_candidates(criteria, size).await? {
+                        archived.push(archive.write(store, session).await?);
+                    }
+                    if archived.is_empty() {
+                        return Ok((0, 0));
+                    }
+                    // A session that changed after its export stays for the next batch; one a
+                    // writer holds, for the next run, as without an archive.
+                    store
+                        .purge_sessions(id, criteria, size, Some(&archived))
+                        .await?
+                }
+            };
             Ok((batch.locked, batch.deleted))
         })
         .await?;

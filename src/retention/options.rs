@@ -8,7 +8,7 @@ use crate::options::parse_period;
 /// What the server deletes on its own schedule: `casefile purge`'s policy (the only way to run
 /// it on the embedded database while it serves). Every replica runs it; a batch skips what
 /// another holds, so replicas share the work rather than repeat it.
-#[derive(Debug, Clone, Copy, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct RetentionOptions {
     /// Hard-delete sessions soft-deleted longer ago than this (e.g. `30d`). Unset: kept.
     #[arg(
@@ -64,6 +64,12 @@ pub struct RetentionOptions {
         value_parser = parse_period
     )]
     pub interval: chrono::Duration,
+
+    /// Archive each session before the schedule deletes it: its export (`casefile export`'s
+    /// document), one `<session id>.json` per session in this directory; a session whose
+    /// archive cannot be written is not deleted. Unset: no archive.
+    #[arg(long = "retention-archive-dir", env = "CASEFILE_RETENTION_ARCHIVE_DIR")]
+    pub archive_dir: Option<std::path::PathBuf>,
 
     #[command(flatten)]
     pub batches: PurgeBatches,

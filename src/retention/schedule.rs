@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use super::archive::Archive;
 use super::batches::purge;
 use super::options::RetentionOptions;
 use super::policy::{Cutoff, Policy};
@@ -21,6 +22,7 @@ pub fn spawn_schedule(
     mut stop: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
     let actor = format!("schedule:{}", host_name());
+    let archive = options.archive_dir.clone().map(Archive::Directory);
     let interval = options
         .interval
         .to_std()
@@ -41,6 +43,7 @@ pub fn spawn_schedule(
                 &actor,
                 PurgeTrigger::Schedule,
                 options.batches,
+                archive.as_ref(),
                 &stop,
             )
             .await;

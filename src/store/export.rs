@@ -178,6 +178,16 @@ impl SessionDocument {
     }
 }
 
+/// Where a session stood when its document was read: what a purge that archives it checks
+/// before deleting it, so a session that changed after its export is not deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exported {
+    pub session: Uuid,
+    pub updated_at: DateTime<Utc>,
+    /// The last position of its event log: every change to its records takes the next one.
+    pub last_position: i64,
+}
+
 /// One array of the document: its name, and the statement reading its rows of session `$1`,
 /// in an order that does not depend on the plan (so two exports of the same rows are equal).
 struct Part {
@@ -251,7 +261,7 @@ impl DocumentWriter {
     /// the lines of a bulk export); NOT_FOUND when there is no such session (deleted ones are
     /// exported: a soft delete is part of their history). Nothing is written before the
     /// session is found.
-    pub async fn session(&mut self, store: &Store, session: Uuid, end: &str) -> Result<()> {
+    pub async fn session(&mut self, store: &Store, session: Uuid, end: &str) -> Result<Exported> {
         let mut tx = store.begin().await?;
         // One snapshot for the whole document, however long the output takes to drain.
         sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
@@ -266,6 +276,17 @@ impl DocumentWriter {
         .await?;
         let row =
             row.ok_or_else(|| Error::not_found(format!("session {session} does not exist")))?;
+        let last_position: i64 = sqlx::query_scalar(
+            "SELECT coalesce(max(position), 0) FROM session_events WHERE session_id = $1",
+        )
+        .bind(session)
+        .fetch_one(traced(&mut tx))
+        .await?;
+        let exported = Exported {
+            session,
+            updated_at: row.updated_at,
+            last_position,
+        };
         let chain: Option<ChainRow> = match row.chain() {
             Some(key) => {
                 sqlx::query_as(&format!(
@@ -368,7 +389,8 @@ impl DocumentWriter {
         self.text("}");
         self.text(end);
         tx.commit().await?;
-        self.flush().await
+        self.flush().await?;
+        Ok(exported)
     }
 
     /// `,"name":[row,row,…]`, each row written as it arrives.

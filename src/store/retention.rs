@@ -9,6 +9,7 @@ use uuid::Uuid;
 
 use super::Store;
 use super::audit::{self, Change, Origin};
+use super::export::Exported;
 use super::traced::traced;
 use crate::error::Result;
 use crate::model::{PurgeStatus, PurgeTrigger};
@@ -142,8 +143,27 @@ impl Store {
         Ok(id)
     }
 
+    /// Up to `limit` of the sessions `criteria` selects, by id, without locking them: what a
+    /// purge that archives exports before its batch.
+    pub async fn purge_candidates(
+        &self,
+        criteria: &SessionCriteria,
+        limit: i64,
+    ) -> Result<Vec<Uuid>> {
+        let mut select = QueryBuilder::new("SELECT id FROM sessions");
+        push_criteria(&mut select, criteria);
+        select.push(" ORDER BY id LIMIT ").push_bind(limit);
+        Ok(select
+            .build_query_scalar()
+            .fetch_all(self.reader().await?.traced())
+            .await?)
+    }
+
     /// Deletes up to `limit` of the sessions `criteria` selects, with everything under them,
     /// in one short transaction, and adds them to purge `purge`'s count; how many it deleted.
+    /// With `archived`, only those sessions, and only those unchanged since their export (the
+    /// same `updated_at` and the same last event-log position): one that changed is left for
+    /// the next batch to export again.
     /// Sessions a writer holds (a chat question being posted, a restore) are skipped, not
     /// waited for: the next batch or run takes them if they still qualify. The sessions are
     /// locked first and deleted by a second statement, which sees everything committed until
@@ -153,6 +173,7 @@ impl Store {
         purge: Uuid,
         criteria: &SessionCriteria,
         limit: i64,
+        archived: Option<&[Exported]>,
     ) -> Result<PurgedBatch> {
         let mut tx = self.begin().await?;
         // A batch never waits long behind a lock (nor keeps others queued behind it). A batch
@@ -167,6 +188,10 @@ impl Store {
         .await?;
         let mut lock = QueryBuilder::new("SELECT id FROM sessions");
         push_criteria(&mut lock, criteria);
+        if let Some(archived) = archived {
+            let ids: Vec<Uuid> = archived.iter().map(|a| a.session).collect();
+            lock.push(" AND id = ANY(").push_bind(ids).push(")");
+        }
         lock.push(" LIMIT ")
             .push_bind(limit)
             .push(" FOR UPDATE SKIP LOCKED");
@@ -177,11 +202,24 @@ impl Store {
         }
         let mut delete = QueryBuilder::new("WITH gone AS (DELETE FROM sessions");
         push_criteria(&mut delete, criteria);
-        delete
-            .push(" AND id = ANY(")
-            .push_bind(&locked)
-            .push(
-                ") RETURNING id) \
+        delete.push(" AND id = ANY(").push_bind(&locked).push(")");
+        if let Some(archived) = archived {
+            // Unchanged since its export: what the archive holds is all there was.
+            delete
+                .push(
+                    " AND (id, updated_at, (SELECT coalesce(max(e.position), 0) \
+                     FROM session_events e WHERE e.session_id = sessions.id)) \
+                     IN (SELECT * FROM unnest(",
+                )
+                .push_bind(archived.iter().map(|a| a.session).collect::<Vec<_>>())
+                .push("::uuid[], ")
+                .push_bind(archived.iter().map(|a| a.updated_at).collect::<Vec<_>>())
+                .push("::timestamptz[], ")
+                .push_bind(archived.iter().map(|a| a.last_position).collect::<Vec<_>>())
+                .push("::bigint[]))");
+        }
+        delete.push(
+                " RETURNING id) \
                  UPDATE purges SET sessions_deleted = sessions_deleted + (SELECT count(*) FROM gone), \
                      heartbeat_at = now() \
                  WHERE id = ",

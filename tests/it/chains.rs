@@ -674,6 +674,7 @@ async fn purging_sessions_keeps_the_versions_they_ran() {
         "cli:ops",
         PurgeTrigger::Command,
         batches,
+        None,
         &running,
     )
     .await

@@ -459,3 +459,219 @@ async fn an_import_restores_what_was_exported() {
     source.stop().await;
     target.stop().await;
 }
+
+/// Purges that keep a copy (seed 000's Q12): each session is exported first, deleted only once
+/// its archive is written and only if it did not change since, and a failed write deletes
+/// nothing.
+#[tokio::test]
+async fn a_purge_archives_each_session_before_deleting_it() {
+    use casefile::model::PurgeTrigger;
+    use casefile::retention::{Archive, Cutoff, Policy, PurgeBatches, purge};
+    let app = TestApp::start().await;
+    casefile::demo::load(&app.store).await.unwrap();
+    let dir = std::env::temp_dir().join(format!("casefile-archive-{}", uuid::Uuid::now_v7()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // What each session's document says before the purge.
+    let before = dir.join("before.ndjson");
+    let args = [
+        "--filter",
+        r#"{"includeDeleted": true}"#,
+        "--output",
+        before.to_str().unwrap(),
+    ];
+    casefile::cli::export::run_on_database(&app.store, &export_args(&args))
+        .await
+        .unwrap();
+    let before: std::collections::HashMap<String, Value> = documents(&before)
+        .into_iter()
+        .map(|d| (d["session"]["id"].as_str().unwrap().to_owned(), d))
+        .collect();
+    let policy = Policy::new(
+        None,
+        Some(Cutoff::At(chrono::Utc::now())),
+        None,
+        chrono::Utc::now(),
+    );
+    let running = tokio::sync::watch::channel(false).1;
+    let batches = PurgeBatches {
+        size: 3,
+        pause_ms: 0,
+    };
+
+    // A directory that cannot be made (a file is in its place): the purge stops, nothing goes.
+    let blocked = dir.join("blocked");
+    std::fs::write(&blocked, "a file").unwrap();
+    let failed = purge(
+        &app.store,
+        &policy,
+        "cli:ops",
+        PurgeTrigger::Command,
+        batches,
+        Some(&Archive::Directory(blocked)),
+        &running,
+    )
+    .await
+    .unwrap_err();
+    assert!(failed.to_string().contains("archiving session"), "{failed}");
+    assert_eq!(failed.purged.sessions, 0);
+    let count = |pool: sqlx::PgPool| async move {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM sessions")
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+    };
+    assert_eq!(count(app.store.pool().clone()).await as usize, before.len());
+
+    // Into a directory: one file per deleted session, each its whole document.
+    let archive = dir.join("archive");
+    let purged = purge(
+        &app.store,
+        &policy,
+        "cli:ops",
+        PurgeTrigger::Command,
+        batches,
+        Some(&Archive::Directory(archive.clone())),
+        &running,
+    )
+    .await
+    .unwrap();
+    assert!(purged.sessions > 3, "in several batches: {purged:?}");
+    let files: Vec<std::path::PathBuf> = std::fs::read_dir(&archive)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len() as i64, purged.sessions, "{files:?}");
+    for file in &files {
+        let name = file.file_name().unwrap().to_str().unwrap();
+        let id = name
+            .strip_suffix(".json")
+            .expect("<session id>.json, nothing partial");
+        let mut archived: Value =
+            serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+        archived["exported_at"] = Value::Null;
+        assert_eq!(&archived, &before[id], "{id}");
+        let gone: bool =
+            sqlx::query_scalar("SELECT NOT EXISTS (SELECT FROM sessions WHERE id = $1)")
+                .bind(uuid::Uuid::parse_str(id).unwrap())
+                .fetch_one(app.store.pool())
+                .await
+                .unwrap();
+        assert!(gone, "{id} was archived and deleted");
+    }
+    assert_eq!(
+        count(app.store.pool().clone()).await,
+        before.len() as i64 - purged.sessions
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    app.stop().await;
+}
+
+/// A session that changed after its export stays: the archive would not hold the change.
+#[tokio::test]
+async fn a_session_changed_since_its_export_is_not_deleted() {
+    use casefile::model::PurgeTrigger;
+    use casefile::retention::Archive;
+    use casefile::store::retention::SessionCriteria;
+    let app = TestApp::start().await;
+    casefile::demo::load(&app.store).await.unwrap();
+    let criteria = SessionCriteria {
+        deleted_before: None,
+        finished_before: Some(chrono::Utc::now()),
+    };
+    let session = app.store.purge_candidates(&criteria, 1).await.unwrap()[0];
+    let dir = std::env::temp_dir().join(format!("casefile-archive-{}", uuid::Uuid::now_v7()));
+    let exported = Archive::Directory(dir.clone())
+        .write(&app.store, session)
+        .await
+        .unwrap();
+    let purge = app
+        .store
+        .begin_purge("test", PurgeTrigger::Command, &json!({}))
+        .await
+        .unwrap();
+    for stale in [
+        casefile::store::export::Exported {
+            last_position: exported.last_position - 1,
+            ..exported
+        },
+        casefile::store::export::Exported {
+            updated_at: exported.updated_at - chrono::TimeDelta::microseconds(1),
+            ..exported
+        },
+    ] {
+        let batch = app
+            .store
+            .purge_sessions(purge, &criteria, 10, Some(&[stale]))
+            .await
+            .unwrap();
+        assert_eq!((batch.locked, batch.deleted), (1, 0), "{stale:?}");
+    }
+    let batch = app
+        .store
+        .purge_sessions(purge, &criteria, 10, Some(&[exported]))
+        .await
+        .unwrap();
+    assert_eq!((batch.locked, batch.deleted), (1, 1));
+    std::fs::remove_dir_all(&dir).unwrap();
+    app.stop().await;
+}
+
+/// `casefile purge --archive -`: the archive on standard output, one document a line, and the
+/// purge's own messages on standard error.
+#[tokio::test]
+async fn the_purge_command_archives_to_standard_output() {
+    let dir = std::env::temp_dir().join(format!("casefile-purge-{}", uuid::Uuid::now_v7()));
+    let data = dir.join("db");
+    let casefile = |args: &[&str]| {
+        let data = data.clone();
+        let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        async move {
+            tokio::task::spawn_blocking(move || {
+                std::process::Command::new(env!("CARGO_BIN_EXE_casefile"))
+                    .args(&args)
+                    .arg("--data-dir")
+                    .arg(&data)
+                    .env_remove("DATABASE_URL")
+                    .env("RUST_LOG", "warn")
+                    .output()
+                    .unwrap()
+            })
+            .await
+            .unwrap()
+        }
+    };
+    assert!(casefile(&["demo"]).await.status.success());
+    let now = chrono::Utc::now().to_rfc3339();
+    let output = casefile(&[
+        "purge",
+        "--finished-before",
+        &now,
+        "--archive",
+        "-",
+        "--execute",
+    ])
+    .await;
+    let (stdout, stderr) = (
+        String::from_utf8(output.stdout).unwrap(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    );
+    assert!(output.status.success(), "{stderr}");
+    let deleted: usize = stderr
+        .split("deleted ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the purge's summary on standard error: {stderr}"));
+    let lines: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(deleted > 0);
+    assert_eq!(lines.len(), deleted);
+    assert!(
+        lines
+            .iter()
+            .all(|d| d["format"] == "casefile.session" && d["session"]["completed_at"].is_string())
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use serde_json::json;
+use serde_json::{Value, json};
 use sqlx::PgPool;
 use tokio::sync::watch;
 use uuid::Uuid;
@@ -118,6 +118,7 @@ async fn purge_by_ops(
         "cli:ops",
         PurgeTrigger::Command,
         batches,
+        None,
         &running,
     )
     .await
@@ -382,11 +383,14 @@ async fn the_change_log_is_pruned_by_age_even_past_a_reader_that_lags() {
 
 #[tokio::test]
 async fn the_server_purges_on_its_schedule_and_quiet_runs_leave_no_record() {
+    // Each session the schedule deletes is archived first (`--retention-archive-dir`).
+    let archive = std::env::temp_dir().join(format!("casefile-archive-{}", Uuid::now_v7()));
     let options = HttpOptions {
         retention: RetentionOptions {
             deleted_before: Some(chrono::Duration::days(30)),
             audit_before: Some(chrono::Duration::days(400)),
             interval: chrono::Duration::milliseconds(200),
+            archive_dir: Some(archive.clone()),
             ..RetentionOptions::default()
         },
         ..HttpOptions::default()
@@ -430,6 +434,17 @@ async fn the_server_purges_on_its_schedule_and_quiet_runs_leave_no_record() {
         }
     }
     assert!(gone, "the schedule purged the session deleted 40 days ago");
+    let archived: Value = serde_json::from_str(
+        &std::fs::read_to_string(archive.join(format!("{}.json", ids[0]))).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(archived["session"]["id"], ids[0].as_str());
+    assert!(archived["session"]["deleted_at"].is_string());
+    assert_eq!(
+        std::fs::read_dir(&archive).unwrap().count(),
+        1,
+        "the one it purged"
+    );
     // Several more intervals pass with nothing to do.
     tokio::time::sleep(Duration::from_millis(800)).await;
     let d = app
@@ -463,6 +478,7 @@ async fn the_server_purges_on_its_schedule_and_quiet_runs_leave_no_record() {
     assert_eq!(records[0].sessions_deleted, 1);
     assert_eq!(records[0].criteria["auditBefore"]["age"], "400d");
     assert_eq!(orphans(&pool).await, vec![]);
+    std::fs::remove_dir_all(&archive).unwrap();
     app.stop().await;
 }
 
@@ -486,6 +502,7 @@ async fn a_stopped_purge_ends_after_its_batch_and_says_so() {
         "cli:ops",
         PurgeTrigger::Command,
         PurgeBatches::default(),
+        None,
         &stop,
     )
     .await
