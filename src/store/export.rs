@@ -175,6 +175,8 @@ impl SessionDocument {
         records.chats.extend(self.chats);
         records.chat_messages.extend(self.chat_messages);
         records.notifications.extend(self.notifications);
+        records.status_history.extend(self.status_history);
+        records.audit.extend(self.audit);
     }
 }
 

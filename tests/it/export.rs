@@ -370,9 +370,9 @@ async fn a_bulk_export_resumes_where_it_stopped() {
     app.stop().await;
 }
 
-/// Export, import into another database, export again: the same records. What the database
-/// assigns itself is not compared: the status history (the import's insert is its one entry)
-/// and the audit trail (which gains the import).
+/// Export, import into another database, export again: the same records, the status history
+/// included (its feed positions are the new database's, and not exported). The audit trail
+/// gains the import.
 #[tokio::test]
 async fn an_import_restores_what_was_exported() {
     let source = TestApp::start().await;

@@ -1,5 +1,5 @@
 //! Restoring sessions as they were: whole records with their own ids, timestamps and final
-//! statuses (the demo's sessions now, an imported session next), which the live writers
+//! statuses (the demo's sessions, an imported session), which the live writers
 //! cannot write (they stamp `now()` and move a status one step at a time).
 //!
 //! Every record is first checked (`rules`: the live writers' own checks, and what holds of
@@ -15,10 +15,11 @@ mod rules;
 
 use crate::error::{Error, Result};
 use crate::store::audit::Origin;
+use crate::store::audit::log::AuditRecordRow;
 use crate::store::{
     ChainRow, ChatRow, ChatUserMessageRow, ExecutionRow, LlmInteractionRow, LlmPayloadRow,
     LlmRequestRow, McpInteractionRow, McpPayloadRow, MessageRow, NotificationRow, Record,
-    SessionRow, StageRow, Store, TimelineEventRow,
+    SessionRow, SessionStatusChangeRow, StageRow, Store, TimelineEventRow,
 };
 
 /// The records of some sessions, each table's in an order it can be inserted in (parent
@@ -42,6 +43,11 @@ pub struct Records {
     /// Notifications where their delivery stands (the demo's: some delivered, one failed for
     /// good, one pending).
     pub notifications: Vec<NotificationRow>,
+    /// A session's status history as it was (an import's), in place of the one entry its
+    /// insert records; none (the demo's): that entry stays.
+    pub status_history: Vec<SessionStatusChangeRow>,
+    /// A session's audit trail as it was (an import's), before the restore's own record.
+    pub audit: Vec<AuditRecordRow>,
 }
 
 /// What a restore did.

@@ -11,6 +11,7 @@ use uuid::Uuid;
 use super::commands::{json, new_chain, new_execution, new_stage};
 use super::{Records, refused};
 use crate::error::{Error, Result};
+use crate::store::audit::log::AuditRecordRow;
 use crate::store::audit::{self, Origin};
 use crate::store::traced::traced;
 use crate::store::write::chains::register_as;
@@ -24,7 +25,7 @@ use crate::store::write::timeline::check_links;
 use crate::store::{
     ChatRow, ChatUserMessageRow, ExecutionRow, Key, LlmInteractionRow, LlmPayloadRow,
     LlmRequestRow, McpInteractionRow, McpPayloadRow, MessageRow, NotificationRow, SessionRow,
-    StageRow, TimelineEventRow, requested_calls,
+    SessionStatusChangeRow, StageRow, TimelineEventRow, requested_calls,
 };
 
 /// A record the restore inserts whole, as one row.
@@ -292,6 +293,25 @@ async fn insert(conn: &mut PgConnection, row: &impl Row) -> Result<usize> {
     Ok(done.rows_affected() as usize)
 }
 
+row!(
+    AuditRecordRow,
+    "session_audit_records",
+    [
+        session_id,
+        id,
+        at,
+        actor,
+        action,
+        target_type,
+        target_id,
+        request_id,
+        client_address,
+        user_agent,
+        changes
+    ],
+    "ON CONFLICT DO NOTHING"
+);
+
 /// Inserts the records table by table, parents first (the foreign keys are checked row by
 /// row), in the order given within each; only the records of the sessions it inserts. Returns
 /// how many rows it wrote.
@@ -427,5 +447,72 @@ pub(super) async fn write(
             .await
             .map_err(refused(notification))?;
     }
+    let mut histories: HashMap<Uuid, Vec<&SessionStatusChangeRow>> = HashMap::new();
+    for change in records
+        .status_history
+        .iter()
+        .filter(|c| fresh(&c.session_id))
+    {
+        histories.entry(change.session_id).or_default().push(change);
+    }
+    for (session, changes) in histories {
+        new += replace_history(conn, session, &changes).await?;
+    }
+    for record in records
+        .audit
+        .iter()
+        .filter(|r| r.session_id.is_some_and(|s| fresh(&s)))
+    {
+        new += insert(conn, record).await.map_err(refused(record))?;
+    }
     Ok(new)
+}
+
+/// `session`'s status history as `changes` says, in place of the entry its insert recorded:
+/// each change keeps its id, and takes the feed's next position (the feed orders changes as
+/// this database saw them).
+async fn replace_history(
+    conn: &mut PgConnection,
+    session: Uuid,
+    changes: &[&SessionStatusChangeRow],
+) -> Result<usize> {
+    // The session's insert took the feed's lock, held to the commit: positions taken here
+    // follow every committed one.
+    sqlx::query(
+        "WITH feed AS (DELETE FROM session_feed WHERE session_id = $1) \
+         DELETE FROM session_status_changes WHERE session_id = $1",
+    )
+    .bind(session)
+    .execute(traced(&mut *conn))
+    .await?;
+    for change in changes {
+        sqlx::query(
+            "WITH next AS (SELECT coalesce(max(position), 0) + 1 AS position FROM session_feed), \
+                  change AS (INSERT INTO session_status_changes (id, session_id, action, \
+                      from_status, to_status, actor, reason, changed_at, feed_position) \
+                  SELECT $1, $2, $3, $4, $5, $6, $7, $8, position FROM next \
+                  RETURNING id, feed_position) \
+             INSERT INTO session_feed (position, session_id, change_id) \
+             SELECT feed_position, $2, id FROM change",
+        )
+        .bind(change.id)
+        .bind(session)
+        .bind(change.action)
+        .bind(change.from_status)
+        .bind(change.to_status)
+        .bind(&change.actor)
+        .bind(&change.reason)
+        .bind(change.changed_at)
+        .execute(traced(&mut *conn))
+        .await?;
+    }
+    // Ids kept: the sequence moves past them, so a change recorded here later takes a new one.
+    sqlx::query(
+        "SELECT setval(pg_get_serial_sequence('session_status_changes', 'id'), \
+             greatest((SELECT max(id) FROM session_status_changes), \
+                      (SELECT last_value FROM session_status_changes_id_seq)))",
+    )
+    .execute(traced(&mut *conn))
+    .await?;
+    Ok(changes.len())
 }
