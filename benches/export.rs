@@ -11,6 +11,8 @@
 //!
 //! Needs an external PostgreSQL and GNU time; without them it says so and measures nothing.
 
+#[path = "common/args.rs"]
+mod args;
 #[allow(dead_code)] // the read benchmark's data set; this one builds it externally only
 #[path = "read/dataset.rs"]
 mod dataset;
@@ -21,15 +23,7 @@ use std::time::Instant;
 
 use sqlx::PgPool;
 
-/// `--name N` after `cargo bench --bench export --`, else `default`.
-fn arg(name: &str, default: u32) -> u32 {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .map(|v| v.parse().expect("a number"))
-        .unwrap_or(default)
-}
+use args::arg;
 
 /// What one run of the binary took: seconds, and its peak resident memory.
 struct Run {

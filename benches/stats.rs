@@ -13,6 +13,8 @@
 
 #[path = "common/app.rs"]
 mod app;
+#[path = "common/args.rs"]
+mod args;
 #[path = "../tests/it/common/mod.rs"]
 mod common;
 #[path = "common/token.rs"]
@@ -22,17 +24,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use args::arg;
 use common::TestApp;
-
-/// `--name N` after `cargo bench --bench stats --`, else `default`.
-fn arg(name: &str, default: u64) -> u64 {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .map(|v| v.parse().expect("a number"))
-        .unwrap_or(default)
-}
 
 /// Rows as the orchestrator would leave them, `sessions` spread over the last 30 days.
 async fn load(app: &TestApp, sessions: u64) {
