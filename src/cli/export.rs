@@ -53,8 +53,8 @@ pub struct ExportArgs {
     #[arg(long)]
     pub after: Option<Uuid>,
 
-    /// Where to write (default: standard output). An existing file is continued after its last
-    /// whole line.
+    /// Where to write (default: standard output). Many sessions continue an existing file after
+    /// its last whole line; one session's document replaces it.
     #[arg(long)]
     pub output: Option<PathBuf>,
 
@@ -71,7 +71,8 @@ pub async fn run(args: &ExportArgs) -> anyhow::Result<()> {
 
 /// Writes what `args` selects from `store`'s database.
 pub async fn run_on_database(store: &Store, args: &ExportArgs) -> anyhow::Result<()> {
-    let mut output = Output::open(args.output.as_deref()).await?;
+    // One session's document replaces the file; many continue it.
+    let mut output = Output::open(args.output.as_deref(), args.session.is_none()).await?;
     match args.session {
         Some(session) => one(store, session, &mut output).await?,
         None => {
@@ -111,7 +112,9 @@ struct Output {
 }
 
 impl Output {
-    async fn open(path: Option<&Path>) -> anyhow::Result<Output> {
+    /// Standard output, or the file at `path`: continued after its last whole line when
+    /// `resume`, else written anew.
+    async fn open(path: Option<&Path>, resume: bool) -> anyhow::Result<Output> {
         let Some(path) = path else {
             return Ok(Output {
                 sink: Box::new(tokio::io::stdout()),
@@ -122,13 +125,16 @@ impl Output {
             .create(true)
             .read(true)
             .write(true)
-            .truncate(false)
+            .truncate(!resume)
             .open(path)
             .await
             .with_context(|| format!("cannot open {}", path.display()))?;
-        let resume_after = resume_point(&mut file)
-            .await
-            .with_context(|| format!("cannot read where {} stopped", path.display()))?;
+        let resume_after = match resume {
+            true => resume_point(&mut file)
+                .await
+                .with_context(|| format!("cannot read where {} stopped", path.display()))?,
+            false => None,
+        };
         file.seek(std::io::SeekFrom::End(0)).await?;
         Ok(Output {
             sink: Box::new(file),

@@ -360,10 +360,11 @@ async fn a_bulk_export_resumes_where_it_stopped() {
     let refused = casefile::cli::export::run_on_database(&app.store, &bad).await;
     assert!(refused.is_err_and(|e| e.to_string().contains("--filter")));
 
-    // One session: its document alone.
+    // One session: its document alone, in place of what the file held.
     let one = dir.join("one.ndjson");
     let mut args = output(&one);
     args.extend(["--session".to_owned(), created[2].1.clone()]);
+    run(args.clone()).await;
     run(args).await;
     assert_eq!(documents(&one), all[2..3]);
     std::fs::remove_dir_all(&dir).unwrap();
