@@ -19,7 +19,7 @@ use uuid::Uuid;
 use super::database::with_database;
 use crate::db::DatabaseArgs;
 use crate::retention::{Cutoff, parse_cutoff};
-use crate::store::export::DocumentWriter;
+use crate::store::export::{DocumentWriter, write_chunks};
 use crate::store::page::Slice;
 use crate::store::sessions::{SessionFilter, SessionKey, SessionSort, SortValue};
 use crate::store::{SessionRow, Store};
@@ -146,43 +146,16 @@ impl Output {
 /// Drops a last line the interruption cut off, and returns the session of the last whole one.
 async fn resume_point(file: &mut tokio::fs::File) -> anyhow::Result<Option<Uuid>> {
     let length = file.metadata().await?.len();
-    // The end of the last whole line: the last newline, looked for backwards a block at a time.
-    let mut end = length;
-    let mut whole = None;
-    let mut block = vec![0u8; 64 * 1024];
-    while end > 0 && whole.is_none() {
-        let start = end.saturating_sub(block.len() as u64);
-        let size = (end - start) as usize;
-        file.seek(std::io::SeekFrom::Start(start)).await?;
-        file.read_exact(&mut block[..size]).await?;
-        whole = block[..size]
-            .iter()
-            .rposition(|&b| b == b'\n')
-            .map(|at| start + at as u64 + 1);
-        end = start;
-    }
-    let whole = whole.unwrap_or(0);
+    // The end of the last whole line is just after the last newline.
+    let whole = after_last_newline(file, length).await?.unwrap_or(0);
     if whole < length {
         file.set_len(whole).await?;
     }
     if whole == 0 {
         return Ok(None);
     }
-    // That line's start, and the session it names near its beginning.
-    let mut line_start = whole - 1;
-    while line_start > 0 {
-        let start = line_start.saturating_sub(block.len() as u64);
-        let size = (line_start - start) as usize;
-        file.seek(std::io::SeekFrom::Start(start)).await?;
-        file.read_exact(&mut block[..size]).await?;
-        match block[..size].iter().rposition(|&b| b == b'\n') {
-            Some(at) => {
-                line_start = start + at as u64 + 1;
-                break;
-            }
-            None => line_start = start,
-        }
-    }
+    // That line starts after the newline before its own, and names its session near its start.
+    let line_start = after_last_newline(file, whole - 1).await?.unwrap_or(0);
     let mut head = vec![0u8; 512];
     file.seek(std::io::SeekFrom::Start(line_start)).await?;
     let read = file.read(&mut head).await?;
@@ -196,12 +169,30 @@ async fn resume_point(file: &mut tokio::fs::File) -> anyhow::Result<Option<Uuid>
     Ok(Some(id))
 }
 
+/// The position just after the last newline before `end`, looked for backwards a block at a time
+/// (a line can be many megabytes).
+async fn after_last_newline(
+    file: &mut tokio::fs::File,
+    mut end: u64,
+) -> std::io::Result<Option<u64>> {
+    let mut block = vec![0u8; 64 * 1024];
+    while end > 0 {
+        let start = end.saturating_sub(block.len() as u64);
+        let size = (end - start) as usize;
+        file.seek(std::io::SeekFrom::Start(start)).await?;
+        file.read_exact(&mut block[..size]).await?;
+        if let Some(at) = block[..size].iter().rposition(|&b| b == b'\n') {
+            return Ok(Some(start + at as u64 + 1));
+        }
+        end = start;
+    }
+    Ok(None)
+}
+
 /// One session's document.
 async fn one(store: &Store, session: Uuid, output: &mut Output) -> anyhow::Result<()> {
-    let (mut writer, chunks) = DocumentWriter::new();
-    let store = store.clone();
-    let written = tokio::spawn(async move { writer.session(&store, session, "\n").await });
-    drain(chunks, &mut output.sink).await?;
+    let (written, mut chunks) = DocumentWriter::spawn_session(store, session);
+    write_chunks(&mut chunks, &mut output.sink).await?;
     written.await??;
     Ok(())
 }
@@ -217,7 +208,7 @@ async fn many(
         Some(id) => Some(created_at(store, id).await?),
         None => None,
     };
-    let (mut writer, chunks) = DocumentWriter::new();
+    let (mut writer, mut chunks) = DocumentWriter::new();
     let (store, filter) = (store.clone(), filter.clone());
     let written = tokio::spawn(async move {
         let mut cursor = after;
@@ -249,7 +240,7 @@ async fn many(
             }
         }
     });
-    drain(chunks, &mut output.sink).await?;
+    write_chunks(&mut chunks, &mut output.sink).await?;
     let exported = written.await??;
     eprintln!("casefile export: done, {exported} sessions");
     Ok(())
@@ -269,16 +260,4 @@ async fn created_at(store: &Store, id: Uuid) -> anyhow::Result<SessionKey> {
         value: SortValue::Time(at),
         id,
     })
-}
-
-/// Writes the chunks as they come, until the writer is done.
-async fn drain(
-    mut chunks: tokio::sync::mpsc::Receiver<bytes::Bytes>,
-    sink: &mut (dyn AsyncWrite + Unpin + Send),
-) -> anyhow::Result<()> {
-    while let Some(chunk) = chunks.recv().await {
-        sink.write_all(&chunk).await?;
-    }
-    sink.flush().await?;
-    Ok(())
 }

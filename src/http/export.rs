@@ -41,9 +41,7 @@ pub async fn export(
         Err(full) => return Refusal::from(full).response(),
     };
     let session = reader.session;
-    let (mut writer, mut chunks) = DocumentWriter::new();
-    let store = state.store.clone();
-    let written = tokio::spawn(async move { writer.session(&store, session, "\n").await });
+    let (written, mut chunks) = DocumentWriter::spawn_session(&state.store, session);
     // The first chunk says whether there is a document: the session is read before anything
     // is written, so a missing one is a 404 and a failure a 503, with nothing sent yet.
     let first = match chunks.recv().await {

@@ -7,13 +7,12 @@
 use std::path::PathBuf;
 
 use bytes::Bytes;
-use tokio::io::AsyncWriteExt as _;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
 use crate::store::Store;
-use crate::store::export::{DocumentWriter, Exported};
+use crate::store::export::{DocumentWriter, Exported, write_chunks};
 
 /// Where a purge archives what it deletes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,11 +36,7 @@ impl Archive {
     /// Writes `session`'s export, and says where the session stood when it was read. A failure
     /// (the session's read, the disk) is an error: the purge stops and deletes nothing of it.
     pub async fn write(&self, store: &Store, session: Uuid) -> Result<Exported> {
-        let (mut writer, chunks) = DocumentWriter::new();
-        let reading = {
-            let store = store.clone();
-            tokio::spawn(async move { writer.session(&store, session, "\n").await })
-        };
+        let (reading, chunks) = DocumentWriter::spawn_session(store, session);
         // `chunks` goes with the write: a failed one drops it, which stops the export.
         let written = self.take(session, chunks).await;
         // The reader stopped early on a write failure: the export's own error says less.
@@ -63,9 +58,7 @@ impl Archive {
                 async {
                     tokio::fs::create_dir_all(dir).await?;
                     let mut out = tokio::fs::File::create(&partial).await?;
-                    while let Some(chunk) = chunks.recv().await {
-                        out.write_all(&chunk).await?;
-                    }
+                    write_chunks(&mut chunks, &mut out).await?;
                     // On disk before it is named: a crash leaves a partial file, never a
                     // short archive under the session's name.
                     out.sync_all().await?;
@@ -76,14 +69,9 @@ impl Archive {
             }
             Archive::StandardOutput => {
                 let mut out = tokio::io::stdout();
-                async {
-                    while let Some(chunk) = chunks.recv().await {
-                        out.write_all(&chunk).await?;
-                    }
-                    out.flush().await
-                }
-                .await
-                .map_err(|err| archive_failed(session, "standard output", &err))
+                write_chunks(&mut chunks, &mut out)
+                    .await
+                    .map_err(|err| archive_failed(session, "standard output", &err))
             }
         }
     }

@@ -23,7 +23,9 @@ use futures::TryStreamExt as _;
 use serde::Serialize;
 use serde_json::Value as Json;
 use sqlx::{FromRow, PgConnection};
+use tokio::io::{AsyncWrite, AsyncWriteExt as _};
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use super::audit::log::AuditRecordRow;
@@ -212,6 +214,18 @@ fn part<R: Record>(name: &'static str, extra: &str, order: &str) -> Part {
 /// export hold.
 pub const CHUNKS_WAITING: usize = 4;
 
+/// Writes `chunks` to `sink` as they come, until their writer is done (or fails: a dropped
+/// writer also ends them; its own outcome says which).
+pub async fn write_chunks(
+    chunks: &mut mpsc::Receiver<Bytes>,
+    sink: &mut (dyn AsyncWrite + Unpin + Send),
+) -> std::io::Result<()> {
+    while let Some(chunk) = chunks.recv().await {
+        sink.write_all(&chunk).await?;
+    }
+    sink.flush().await
+}
+
 /// Writes documents as chunks of bytes to a channel, whose reader (an HTTP response, a file)
 /// takes them at its own pace: a full channel makes the export wait.
 pub struct DocumentWriter {
@@ -220,6 +234,18 @@ pub struct DocumentWriter {
 }
 
 impl DocumentWriter {
+    /// Exports session `session` on a task of its own (see [`DocumentWriter::session`]): the
+    /// task's outcome, and the chunks of its document, one line ended by a newline.
+    pub fn spawn_session(
+        store: &Store,
+        session: Uuid,
+    ) -> (JoinHandle<Result<Exported>>, mpsc::Receiver<Bytes>) {
+        let (mut writer, chunks) = DocumentWriter::new();
+        let store = store.clone();
+        let written = tokio::spawn(async move { writer.session(&store, session, "\n").await });
+        (written, chunks)
+    }
+
     /// A writer, and the chunks it writes.
     pub fn new() -> (Self, mpsc::Receiver<Bytes>) {
         let (out, chunks) = mpsc::channel(CHUNKS_WAITING);

@@ -178,3 +178,30 @@ async fn migrations_are_idempotent() {
     assert_eq!(applied as usize, casefile::db::MIGRATOR.iter().count());
     db.stop().await;
 }
+
+/// A constraint added `NOT VALID` (to skip the scan of the rows from before while writes go on)
+/// is validated by a later migration, and an index built `CONCURRENTLY` finished: once migrated,
+/// every constraint holds for every row, and every index is usable.
+#[tokio::test]
+async fn every_constraint_is_validated_and_every_index_valid() {
+    let db = TestDb::start().await;
+    let pool = db.db.pool();
+    let unvalidated: Vec<String> = sqlx::query_scalar(
+        "SELECT conrelid::regclass || '.' || conname FROM pg_constraint \
+         WHERE NOT convalidated AND connamespace = 'public'::regnamespace ORDER BY 1",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    assert!(unvalidated.is_empty(), "not validated: {unvalidated:?}");
+    let invalid: Vec<String> = sqlx::query_scalar(
+        "SELECT indexrelid::regclass::text FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid \
+         WHERE NOT (indisvalid AND indisready) AND c.relnamespace = 'public'::regnamespace \
+         ORDER BY 1",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    assert!(invalid.is_empty(), "invalid indexes: {invalid:?}");
+    db.stop().await;
+}
