@@ -192,6 +192,9 @@ pub fn describe(constraint: &str) -> Option<&'static str> {
         "llm_interactions_last_message_id_execution_id_fkey" => {
             "`lastMessageId` is not a message of this agent execution"
         }
+        "llm_interactions_sent_message_ids_check" => {
+            "`sentMessageIds` must name at least one message, ending with `lastMessageId`"
+        }
         "llm_interactions_estimated_cost_usd_check" => "`estimatedCostUsd` must be 0 or more",
         "llm_interactions_input_tokens_check" => "`inputTokens` must be 0 or more",
         "llm_interactions_output_tokens_check" => "`outputTokens` must be 0 or more",

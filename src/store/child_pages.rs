@@ -13,7 +13,9 @@ use uuid::Uuid;
 
 use super::audit::log::AuditRecordRow;
 use super::page::{Joined, Page, Slice};
-use super::{ChatRow, LlmInteractionRow, McpInteractionRow, MessageRow, Record, Scope, Store};
+use super::{
+    ChatRow, LlmInteractionRow, McpInteractionRow, MessageRow, Record, Scope, SentMessageRow, Store,
+};
 use crate::error::Result;
 
 /// One part of a keyset key.
@@ -107,7 +109,8 @@ impl<R> Default for CountedPage<R> {
 }
 
 /// A message's place in a list of messages: each agent's conversation whole, agents in the
-/// order of their ids (creation order, for the UUIDv7 ids casefile makes).
+/// order of their ids (creation order, for the UUIDv7 ids casefile makes); in what an LLM call
+/// sent, its position there (its sequence number, for the conversation up to a last message).
 pub type MessageKey = (Uuid, i64);
 
 /// A page of the messages of a stage or execution.
@@ -128,15 +131,6 @@ fn in_time_order(parent: &'static str) -> Keyset {
         second: "id",
     }
 }
-
-/// The view `llm_conversation_messages` (migration 0012) with every join naming the session:
-/// the view joins by id alone, which on a distributed database joins across shards, and reads
-/// the messages of another session's records with the same ids.
-const CONVERSATION_MESSAGES: &str = "(SELECT m.*, li.id AS interaction_id \
-    FROM llm_interactions li \
-    JOIN messages last ON last.id = li.last_message_id AND last.session_id = li.session_id \
-    JOIN messages m ON m.execution_id = li.execution_id AND m.session_id = li.session_id \
-                   AND m.sequence_number <= last.sequence_number)";
 
 impl Store {
     /// Pages of the LLM interactions of sessions, stages or executions.
@@ -194,17 +188,17 @@ impl Store {
         self.child_pages(&keyset, keys).await
     }
 
-    /// Pages of the conversations of LLM interactions: exactly the messages sent to the model
-    /// (see `migrations/0012_llm_conversations.sql`), one statement for all of them.
+    /// Pages of the conversations of LLM interactions: exactly the messages sent to the model,
+    /// in the order sent ([`SentMessageRow`]), one statement for all of them.
     pub async fn conversation_pages(
         &self,
         keys: &[MessagePageKey],
-    ) -> Result<HashMap<MessagePageKey, CountedPage<Arc<MessageRow>>>> {
+    ) -> Result<HashMap<MessagePageKey, CountedPage<Arc<SentMessageRow>>>> {
         let keyset = Keyset {
-            table: Some(CONVERSATION_MESSAGES),
+            table: None,
             parent: "interaction_id",
             first: "execution_id",
-            second: "sequence_number",
+            second: "position",
         };
         self.child_pages(&keyset, keys).await
     }

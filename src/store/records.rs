@@ -4,7 +4,10 @@ use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 use serde_json::Value as Json;
 use serde_json::value::RawValue;
-use sqlx::FromRow;
+use std::sync::Arc;
+
+use sqlx::postgres::PgRow;
+use sqlx::{FromRow, Row as _};
 use uuid::Uuid;
 
 use crate::model::*;
@@ -299,6 +302,50 @@ pub struct MessageRow {
 }
 record!(MessageRow, "messages", "message");
 
+/// A message as an LLM call sent it: the message, and its place in what was sent (1, 2, …),
+/// which is its sequence number when the call sent the conversation up to its last message.
+#[derive(Debug, Clone)]
+pub struct SentMessageRow {
+    pub message: Arc<MessageRow>,
+    pub position: i32,
+}
+
+impl<'r> FromRow<'r, PgRow> for SentMessageRow {
+    fn from_row(row: &'r PgRow) -> sqlx::Result<Self> {
+        Ok(SentMessageRow {
+            message: Arc::new(MessageRow::from_row(row)?),
+            position: row.try_get("position")?,
+        })
+    }
+}
+
+impl Record for SentMessageRow {
+    /// Exactly the messages each LLM call sent, named by the call (`interaction_id`), in the
+    /// order sent (`position`): its execution's conversation up to its last message (see
+    /// `migrations/0012_llm_conversations.sql`), or the selection it recorded
+    /// (`sent_message_ids`, migration 0101). Every join names the session (the view 0012 made
+    /// joins by id alone, which on a distributed database joins across shards).
+    const TABLE: &'static str = "(SELECT m.*, m.sequence_number AS position, li.id AS interaction_id \
+            FROM llm_interactions li \
+            JOIN messages last ON last.id = li.last_message_id AND last.session_id = li.session_id \
+            JOIN messages m ON m.execution_id = li.execution_id AND m.session_id = li.session_id \
+                           AND m.sequence_number <= last.sequence_number \
+            WHERE li.sent_message_ids IS NULL \
+        UNION ALL \
+        SELECT m.*, s.position::integer, li.id \
+            FROM llm_interactions li \
+            CROSS JOIN LATERAL unnest(li.sent_message_ids) WITH ORDINALITY AS s(id, position) \
+            JOIN messages m ON m.id = s.id AND m.session_id = li.session_id)";
+    const NAME: &'static str = "message";
+    const COLUMNS: &'static str = "*";
+    fn id(&self) -> Uuid {
+        self.message.id
+    }
+    fn session(&self) -> Option<Uuid> {
+        Some(self.message.session_id)
+    }
+}
+
 /// A tool call an assistant message requested, by the id the model gave it (see
 /// `migrations/0013_tool_call_links.sql`).
 #[derive(Debug, Clone, FromRow)]
@@ -340,6 +387,10 @@ pub struct LlmInteractionRow {
     pub cost_source: Option<CostSource>,
     /// The price a computed cost used.
     pub pricing_snapshot: Option<sqlx::types::Json<PricingSnapshot>>,
+    /// The messages sent, in order, when they were not the conversation up to
+    /// `last_message_id` (migration 0101); absent from documents exported before it.
+    #[serde(default)]
+    pub sent_message_ids: Option<Vec<Uuid>>,
 }
 record!(
     LlmInteractionRow,
@@ -348,7 +399,7 @@ record!(
     "id, session_id, stage_id, execution_id, interaction_type, model_name, last_message_id, \
      input_tokens, output_tokens, total_tokens, thinking_tokens, estimated_cost_usd, \
      duration_ms, error_message, created_at, cached_input_tokens, input_cost_usd, \
-     output_cost_usd, cost_source, pricing_snapshot"
+     output_cost_usd, cost_source, pricing_snapshot, sent_message_ids"
 );
 
 impl LlmInteractionRow {

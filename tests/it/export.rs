@@ -254,7 +254,7 @@ async fn a_large_session_streams_out() {
 }
 
 /// `casefile export`'s arguments, as the command line gives them.
-fn export_args(args: &[&str]) -> casefile::cli::export::ExportArgs {
+pub(crate) fn export_args(args: &[&str]) -> casefile::cli::export::ExportArgs {
     use clap::Parser as _;
     #[derive(clap::Parser)]
     struct Command {
@@ -262,6 +262,17 @@ fn export_args(args: &[&str]) -> casefile::cli::export::ExportArgs {
         args: casefile::cli::export::ExportArgs,
     }
     Command::parse_from(std::iter::once("export").chain(args.iter().copied())).args
+}
+
+/// `casefile import PATH --actor test`.
+pub(crate) fn import_args(path: &std::path::Path) -> casefile::cli::import::ImportArgs {
+    use clap::Parser as _;
+    #[derive(clap::Parser)]
+    struct Command {
+        #[command(flatten)]
+        args: casefile::cli::import::ImportArgs,
+    }
+    Command::parse_from(["import", path.to_str().unwrap(), "--actor", "test"]).args
 }
 
 /// The lines of an NDJSON file, each parsed, with when it was exported left out.
@@ -399,15 +410,7 @@ async fn an_import_restores_what_was_exported() {
     export_into(source.store.clone(), exported.clone()).await;
 
     let target = TestApp::start().await;
-    let import = |path: &std::path::Path| {
-        use clap::Parser as _;
-        #[derive(clap::Parser)]
-        struct Command {
-            #[command(flatten)]
-            args: casefile::cli::import::ImportArgs,
-        }
-        Command::parse_from(["import", path.to_str().unwrap(), "--actor", "test"]).args
-    };
+    let import = import_args;
     casefile::cli::import::run_on_database(&target.store, &import(&exported))
         .await
         .unwrap();

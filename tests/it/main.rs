@@ -41,6 +41,7 @@ mod restore;
 mod retention;
 mod schema_file;
 mod search;
+mod sent_history;
 mod session_keys;
 mod share_links;
 mod stats;

@@ -237,7 +237,7 @@ loader!(
 );
 loader!(
     /// Pages of the conversations of LLM interactions.
-    ConversationPages: MessagePageKey => CountedPage<Arc<MessageRow>>,
+    ConversationPages: MessagePageKey => CountedPage<Arc<SentMessageRow>>,
     |store, keys| store.conversation_pages(keys)
 );
 loader!(

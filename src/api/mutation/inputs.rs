@@ -516,8 +516,14 @@ pub struct RecordLlmInteractionInput {
     /// Model name (1–200 characters).
     pub model_name: String,
     /// The last message sent (a message of the same execution): the conversation sent is every
-    /// message up to it.
+    /// message up to it, unless `sentMessageIds` says otherwise.
     pub last_message_id: Option<ID>,
+    /// The messages sent, in the order sent, when they were not simply the conversation up to
+    /// `lastMessageId`: an agent that compressed part of its history (a summary message standing
+    /// in for earlier ones) or discarded steps (seed 003). Each a message of the same execution,
+    /// named once, 1 to 10,000 of them; `lastMessageId` is the last of them (give it equal, or
+    /// leave it out). `conversationConnection` then returns exactly these.
+    pub sent_message_ids: Option<Vec<ID>>,
     /// The request sent (JSON, at most 4 MiB).
     pub llm_request: Option<Json<Value>>,
     /// The response received (JSON, at most 4 MiB).
@@ -580,6 +586,14 @@ impl RecordLlmInteractionInput {
             error_message: self.error_message,
             cached_input_tokens: optional_int32("cachedInputTokens", self.cached_input_tokens)?,
             called_at: self.called_at,
+            sent_message_ids: self
+                .sent_message_ids
+                .map(|ids| {
+                    ids.iter()
+                        .map(|id| uuid(NodeType::Message, id))
+                        .collect::<Result<Vec<_>>>()
+                })
+                .transpose()?,
         })
     }
 }

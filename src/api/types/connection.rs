@@ -22,7 +22,8 @@ use crate::store::chats::ChatListFilter;
 use crate::store::child_pages::ChildPageKey;
 use crate::store::mcp_search::McpSearchFilter;
 use crate::store::{
-    ChatRow, CountedPage, Key, LlmInteractionRow, McpInteractionRow, MessageRow, Scope, Store,
+    ChatRow, CountedPage, Key, LlmInteractionRow, McpInteractionRow, MessageRow, Scope,
+    SentMessageRow, Store,
 };
 
 /// Declares a connection type and its edge type over `$node` (a wrapper of `Arc<$row>`), whose
@@ -78,6 +79,26 @@ connection!(
     "messages: each agent's conversation whole, by sequence number (agents in the order of their ids: creation order, for the ids casefile makes)",
     |row| message_cursor((row.execution_id, i64::from(row.sequence_number)))
 );
+
+/// What an LLM call sent, as messages: each one's cursor is its place in what was sent.
+impl From<CountedPage<Arc<SentMessageRow>>> for MessageConnection {
+    fn from(CountedPage { page, total }: CountedPage<Arc<SentMessageRow>>) -> Self {
+        let (edges, page_info) = edges_of(
+            page,
+            |row| MessageEdge {
+                cursor: message_cursor((row.message.execution_id, i64::from(row.position))),
+                node: Message(row.message.clone()),
+            },
+            |e| &e.cursor,
+        );
+        MessageConnection {
+            edges,
+            page_info,
+            total_count: total,
+        }
+    }
+}
+
 connection!(
     LlmInteractionConnection,
     LlmInteractionEdge,

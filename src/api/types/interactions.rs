@@ -144,9 +144,16 @@ impl LlmInteraction {
         let message = Key::new(self.0.session_id, id);
         Ok(loaders(ctx).messages.load_one(message).await?.map(Message))
     }
-    /// Exactly the messages sent to the model, a page at a time: the execution's conversation
-    /// up to and including `lastMessage` (empty when no last message was recorded), by
-    /// sequence number.
+    /// Whether what was sent is not simply the execution's conversation up to `lastMessage`:
+    /// the agent compressed part of its history (a summary message standing in for earlier
+    /// ones) or discarded steps, and the call recorded the messages it sent (`sentMessageIds`).
+    async fn history_edited(&self) -> bool {
+        self.0.sent_message_ids.is_some()
+    }
+    /// Exactly the messages sent to the model, in the order sent, a page at a time: the
+    /// execution's conversation up to and including `lastMessage` by sequence number, or, when
+    /// `historyEdited`, the messages the call recorded as sent (empty when neither was
+    /// recorded).
     #[graphql(complexity = "cost::page(first, last, child_complexity)")]
     async fn conversation_connection(
         &self,

@@ -253,6 +253,7 @@ impl Demo {
             output_cost_usd: cost.map(|c| c.output),
             cost_source: Some(cost_source),
             pricing_snapshot: price.map(sqlx::types::Json),
+            sent_message_ids: None,
         };
         self.rows.llm_interactions.push((row, request, payload));
         id

@@ -47,6 +47,10 @@ pub struct NewLlmInteraction {
     /// When the call happened, for a call recorded late (none: now).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub called_at: Option<DateTime<Utc>>,
+    /// The messages sent, in order, when they were not the conversation up to
+    /// `last_message_id` (none: they were).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sent_message_ids: Option<Vec<Uuid>>,
 }
 
 /// A request's hash was computed when a cost was a float: it is hashed as that float still, so
@@ -218,7 +222,13 @@ pub async fn record_llm(
     let (_, execution) =
         lock_running_execution(conn, session_id, new.execution_id, "an LLM interaction").await?;
     let conversation = Key::new(session_id, execution.id);
-    check_last_message(conn, conversation, new.last_message_id).await?;
+    let sent = check_sent_messages(
+        conn,
+        conversation,
+        new.last_message_id,
+        new.sent_message_ids.as_deref(),
+    )
+    .await?;
     let cost = cost_of(conn, prices, new, execution.llm_provider.as_deref()).await?;
     // Providers do not always report a total; it is the sum when both parts are known.
     let total = new.total_tokens.or_else(|| {
@@ -231,11 +241,11 @@ pub async fn record_llm(
             model_name, last_message_id, llm_request, llm_response, thinking_content, \
             response_metadata, input_tokens, output_tokens, total_tokens, thinking_tokens, \
             estimated_cost_usd, duration_ms, error_message, cached_input_tokens, input_cost_usd, \
-            output_cost_usd, cost_source, pricing_snapshot, created_at) \
+            output_cost_usd, cost_source, pricing_snapshot, sent_message_ids, created_at) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
-                 $19, $20, $21, $22, $23, {}) \
+                 $19, $20, $21, $22, $23, $24, {}) \
          RETURNING {}",
-        interaction_time(24),
+        interaction_time(25),
         LlmInteractionRow::COLUMNS
     ))
     .bind(id)
@@ -244,7 +254,7 @@ pub async fn record_llm(
     .bind(execution.id)
     .bind(new.interaction_type)
     .bind(&new.model_name)
-    .bind(new.last_message_id)
+    .bind(sent.last_message_id)
     .bind(&new.llm_request)
     .bind(&new.llm_response)
     .bind(&new.thinking_content)
@@ -261,15 +271,96 @@ pub async fn record_llm(
     .bind(cost.parts.map(|c| c.output))
     .bind(cost.source)
     .bind(cost.snapshot.map(sqlx::types::Json))
+    .bind(sent.selection)
     .bind(new.called_at)
     .fetch_one(traced(conn))
     .await
     .map_err(|e| id_taken(e, id))
 }
 
+/// What an LLM call sent, as stored: its last message, and the messages in the order sent
+/// when they are not the conversation up to it (`None`: they are, or nothing was recorded).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SentMessages {
+    pub last_message_id: Option<Uuid>,
+    pub selection: Option<Vec<Uuid>>,
+}
+
+/// The checks of `sentMessageIds` that need no database: a bounded, non-empty list without
+/// repeats that ends with `lastMessageId` when both are given.
+fn check_sent(sent: &[Uuid], last_message_id: Option<Uuid>) -> Result<()> {
+    if sent.is_empty() || sent.len() > limits::SENT_MESSAGES {
+        return Err(Error::bad_input(format!(
+            "`sentMessageIds` must name 1 to {} messages, got {}",
+            limits::SENT_MESSAGES,
+            sent.len()
+        )));
+    }
+    let mut seen = std::collections::HashSet::with_capacity(sent.len());
+    if let Some(twice) = sent.iter().find(|id| !seen.insert(**id)) {
+        return Err(Error::bad_input(format!(
+            "`sentMessageIds` names message {twice} twice"
+        )));
+    }
+    let last = sent[sent.len() - 1];
+    match last_message_id {
+        Some(given) if given != last => Err(Error::bad_input(format!(
+            "`lastMessageId` {given} is not the last of `sentMessageIds` ({last}): give it equal, \
+             or leave it out"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Checks what an LLM call says it sent against the execution's conversation (by key): the
+/// last message, or every message of a selection, must be the execution's own. A selection that
+/// is the conversation from its first message on, in order, is stored as the plain prefix it
+/// is, so a conversation reads the same whichever way the client described it.
+pub(crate) async fn check_sent_messages(
+    conn: &mut PgConnection,
+    conversation: Key,
+    last_message_id: Option<Uuid>,
+    sent: Option<&[Uuid]>,
+) -> Result<SentMessages> {
+    let execution_id = conversation.id;
+    let Some(sent) = sent else {
+        check_last_message(conn, conversation, last_message_id).await?;
+        return Ok(SentMessages {
+            last_message_id,
+            selection: None,
+        });
+    };
+    check_sent(sent, last_message_id)?;
+    // Each id's sequence number in this conversation, in the order sent (null: not one of its
+    // messages).
+    let sequences: Vec<Option<i32>> = sqlx::query_scalar(
+        "SELECT m.sequence_number FROM unnest($1::uuid[]) WITH ORDINALITY AS s(id, position) \
+         LEFT JOIN messages m ON m.id = s.id AND m.session_id = $2 AND m.execution_id = $3 \
+         ORDER BY s.position",
+    )
+    .bind(sent)
+    .bind(conversation.session)
+    .bind(execution_id)
+    .fetch_all(traced(conn))
+    .await?;
+    if let Some((id, _)) = sent.iter().zip(&sequences).find(|(_, s)| s.is_none()) {
+        return Err(Error::bad_input(format!(
+            "`sentMessageIds`: {id} is not a message of agent execution {execution_id}"
+        )));
+    }
+    let prefix = sequences
+        .iter()
+        .zip(1..)
+        .all(|(sequence, expected)| *sequence == Some(expected));
+    Ok(SentMessages {
+        last_message_id: sent.last().copied(),
+        selection: (!prefix).then(|| sent.to_vec()),
+    })
+}
+
 /// Refuses a last message sent that is not a message of the execution's own conversation (the
 /// execution, by key).
-pub(crate) async fn check_last_message(
+async fn check_last_message(
     conn: &mut PgConnection,
     conversation: Key,
     message_id: Option<Uuid>,

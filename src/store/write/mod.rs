@@ -68,6 +68,8 @@ pub mod limits {
     pub const CHAIN_DEFINITION: usize = 65_536;
     /// A session's overrides of its chain version's settings: bytes of JSON (compact).
     pub const CHAIN_OVERRIDES: usize = 16_384;
+    /// Messages an LLM call names as sent (`sentMessageIds`).
+    pub const SENT_MESSAGES: usize = 10_000;
     /// Operations in one batched ingest.
     pub const BATCH: usize = 1_000;
     /// The cost of one LLM call a client sends, in US dollars (a computed one is at most twice

@@ -119,6 +119,7 @@ pub(super) fn new_llm(
         error_message: row.error_message.clone(),
         cached_input_tokens: row.cached_input_tokens,
         called_at: Some(row.created_at),
+        sent_message_ids: row.sent_message_ids.clone(),
     }
 }
 

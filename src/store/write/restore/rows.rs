@@ -17,7 +17,7 @@ use crate::store::traced::traced;
 use crate::store::write::chains::register_as;
 use crate::store::write::executions::check_place as check_execution_place;
 use crate::store::write::id_taken;
-use crate::store::write::interactions::{check_last_message, next_attempt};
+use crate::store::write::interactions::{SentMessages, check_sent_messages, next_attempt};
 use crate::store::write::messages::{check_calls, insert_calls};
 use crate::store::write::sessions::refused_insert;
 use crate::store::write::stages::check_place as check_stage_place;
@@ -204,7 +204,8 @@ row!(
         0.input_cost_usd,
         0.output_cost_usd,
         0.cost_source,
-        0.pricing_snapshot
+        0.pricing_snapshot,
+        0.sent_message_ids
     ]
 );
 row!(
@@ -398,7 +399,18 @@ pub(super) async fn write(
         let row = &llm.0;
         new += async {
             let conversation = Key::new(row.session_id, row.execution_id);
-            check_last_message(conn, conversation, row.last_message_id).await?;
+            let stored = SentMessages {
+                last_message_id: row.last_message_id,
+                selection: row.sent_message_ids.clone(),
+            };
+            let sent = row.sent_message_ids.as_deref();
+            if check_sent_messages(conn, conversation, row.last_message_id, sent).await? != stored {
+                return Err(Error::bad_input(
+                    "its `sent_message_ids` are the conversation up to its last message: the \
+                     live writer stores them as null"
+                        .to_owned(),
+                ));
+            }
             insert(conn, llm).await
         }
         .await
