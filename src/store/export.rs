@@ -22,7 +22,8 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use futures::TryStreamExt as _;
 use serde::Serialize;
 use serde_json::Value as Json;
-use sqlx::{FromRow, PgConnection};
+use sqlx::postgres::{PgRow, PgValueFormat};
+use sqlx::{FromRow, PgConnection, Row as _, ValueRef as _};
 use tokio::io::{AsyncWrite, AsyncWriteExt as _};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -34,7 +35,7 @@ use crate::error::{Error, Result};
 use crate::store::write::restore::Records;
 use crate::store::{
     ChainRow, ChatRow, ChatUserMessageRow, ExecutionRow, LlmInteractionRow, LlmPayloadRow,
-    LlmRequestRow, McpInteractionRow, McpPayloadRow, MessageRow, NotificationRow, RawJson, Record,
+    LlmRequestRow, McpInteractionRow, McpPayloadRow, MessageRow, NotificationRow, Record,
     SessionRow, SessionStatusChangeRow, StageRow, Store, TimelineEventRow,
 };
 
@@ -45,32 +46,9 @@ pub const VERSION: u32 = 1;
 /// Output is written in chunks of about this size: few writes, little held.
 const CHUNK: usize = 64 * 1024;
 
-/// An LLM interaction with its request and response, as one record. The payloads pass through
-/// as JSON text: a multi-megabyte prompt is never a tree of values on the way out.
-#[derive(Debug, FromRow, Serialize)]
-pub struct LlmInteractionExport {
-    #[sqlx(flatten)]
-    #[serde(flatten)]
-    pub interaction: LlmInteractionRow,
-    pub llm_request: RawJson,
-    pub llm_response: RawJson,
-    pub thinking_content: Option<String>,
-    pub response_metadata: RawJson,
-}
-
-/// An MCP interaction with its arguments, result and tool list, as one record.
-#[derive(Debug, FromRow, Serialize)]
-pub struct McpInteractionExport {
-    #[sqlx(flatten)]
-    #[serde(flatten)]
-    pub interaction: McpInteractionRow,
-    pub tool_arguments: RawJson,
-    pub tool_result: RawJson,
-    pub available_tools: RawJson,
-}
-
-/// [`LlmInteractionExport`] as read back: `#[serde(flatten)]` reads through a buffer that
-/// cannot hold raw JSON text, so the payloads are values here.
+/// An LLM interaction with its request and response, as one record, read back (an export writes
+/// the payloads straight from the rows it reads: see [`Payload`]). `#[serde(flatten)]` reads
+/// through a buffer that cannot hold raw JSON text, so the payloads are values here.
 #[derive(Debug, serde::Deserialize)]
 pub struct LlmInteractionImport {
     #[serde(flatten)]
@@ -81,7 +59,7 @@ pub struct LlmInteractionImport {
     pub response_metadata: Json,
 }
 
-/// [`McpInteractionExport`] as read back.
+/// An MCP interaction with its arguments, result and tool list, as one record, read back.
 #[derive(Debug, serde::Deserialize)]
 pub struct McpInteractionImport {
     #[serde(flatten)]
@@ -192,14 +170,51 @@ pub struct Exported {
     pub last_position: i64,
 }
 
-/// One array of the document: its name, and the statement reading its rows of session `$1`,
-/// in an order that does not depend on the plan (so two exports of the same rows are equal).
+/// One array of the document: its name, the statement reading its rows of session `$1` (in an
+/// order that does not depend on the plan, so two exports of the same rows are equal), and the
+/// large columns each record carries beside its row's fields.
 struct Part {
     name: &'static str,
     statement: String,
+    payloads: &'static [Payload],
 }
 
-fn part<R: Record>(name: &'static str, extra: &str, order: &str) -> Part {
+/// A large column of a record (a prompt, a tool's result), written into the document straight
+/// from the row it was read in: a multi-megabyte payload is never copied out of it into a value
+/// of its own on the way.
+enum Payload {
+    /// `jsonb`, passed through as the database's text.
+    Json(&'static str),
+    /// `text`, written as a JSON string.
+    Text(&'static str),
+}
+
+impl Payload {
+    fn column(&self) -> &'static str {
+        match self {
+            Payload::Json(column) | Payload::Text(column) => column,
+        }
+    }
+}
+
+const LLM_PAYLOADS: &[Payload] = &[
+    Payload::Json("llm_request"),
+    Payload::Json("llm_response"),
+    Payload::Text("thinking_content"),
+    Payload::Json("response_metadata"),
+];
+
+const MCP_PAYLOADS: &[Payload] = &[
+    Payload::Json("tool_arguments"),
+    Payload::Json("tool_result"),
+    Payload::Json("available_tools"),
+];
+
+fn part<R: Record>(name: &'static str, payloads: &'static [Payload], order: &str) -> Part {
+    let extra: String = payloads
+        .iter()
+        .map(|p| format!(", {}", p.column()))
+        .collect();
     Part {
         name,
         statement: format!(
@@ -207,6 +222,7 @@ fn part<R: Record>(name: &'static str, extra: &str, order: &str) -> Part {
             R::COLUMNS,
             R::TABLE
         ),
+        payloads,
     }
 }
 
@@ -226,11 +242,44 @@ pub async fn write_chunks(
     sink.flush().await
 }
 
+/// Output gathered as chunks of at most [`CHUNK`] bytes. A multi-megabyte record is never one
+/// contiguous buffer growing by doubling (which, at each step, holds the old copy and a new one
+/// twice its size): it is its own size in chunks, and no byte is copied twice.
+#[derive(Default)]
+struct Chunked {
+    full: Vec<Bytes>,
+    filling: Vec<u8>,
+}
+
+impl std::io::Write for Chunked {
+    fn write(&mut self, mut data: &[u8]) -> std::io::Result<usize> {
+        let written = data.len();
+        while !data.is_empty() {
+            if self.filling.capacity() == 0 {
+                self.filling.reserve_exact(CHUNK);
+            }
+            let room = CHUNK - self.filling.len();
+            let (now, rest) = data.split_at(room.min(data.len()));
+            self.filling.extend_from_slice(now);
+            if self.filling.len() == CHUNK {
+                self.full
+                    .push(Bytes::from(std::mem::take(&mut self.filling)));
+            }
+            data = rest;
+        }
+        Ok(written)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// Writes documents as chunks of bytes to a channel, whose reader (an HTTP response, a file)
 /// takes them at its own pace: a full channel makes the export wait.
 pub struct DocumentWriter {
     out: mpsc::Sender<Bytes>,
-    buffer: Vec<u8>,
+    buffer: Chunked,
 }
 
 impl DocumentWriter {
@@ -251,33 +300,43 @@ impl DocumentWriter {
         let (out, chunks) = mpsc::channel(CHUNKS_WAITING);
         let writer = DocumentWriter {
             out,
-            buffer: Vec::with_capacity(CHUNK),
+            buffer: Chunked::default(),
         };
         (writer, chunks)
     }
 
     fn text(&mut self, text: &str) {
-        self.buffer.extend_from_slice(text.as_bytes());
+        self.bytes(text.as_bytes());
+    }
+
+    fn bytes(&mut self, bytes: &[u8]) {
+        std::io::Write::write_all(&mut self.buffer, bytes)
+            .expect("writing to memory does not fail");
     }
 
     async fn value(&mut self, value: &impl Serialize) -> Result<()> {
         serde_json::to_writer(&mut self.buffer, value)
             .map_err(|err| Error::Internal(format!("a record did not serialize: {err}")))?;
-        if self.buffer.len() >= CHUNK {
-            self.flush().await?;
-        }
-        Ok(())
+        self.send_full().await
     }
 
-    /// Sends what is buffered, in chunks of at most [`CHUNK`] bytes (views of one buffer): a
-    /// multi-megabyte row waits in the channel as itself, not as several copies.
+    /// Sends the chunks filled so far.
+    async fn send_full(&mut self) -> Result<()> {
+        let chunks = std::mem::take(&mut self.buffer.full);
+        self.send(chunks).await
+    }
+
+    /// Sends what is buffered, the last chunk too.
     pub async fn flush(&mut self) -> Result<()> {
-        let buffer = Bytes::from(std::mem::replace(
-            &mut self.buffer,
-            Vec::with_capacity(CHUNK),
-        ));
-        for start in (0..buffer.len()).step_by(CHUNK) {
-            let chunk = buffer.slice(start..buffer.len().min(start + CHUNK));
+        let mut chunks = std::mem::take(&mut self.buffer.full);
+        if !self.buffer.filling.is_empty() {
+            chunks.push(Bytes::from(std::mem::take(&mut self.buffer.filling)));
+        }
+        self.send(chunks).await
+    }
+
+    async fn send(&mut self, chunks: Vec<Bytes>) -> Result<()> {
+        for chunk in chunks {
             self.out.send(chunk).await.map_err(|_| {
                 Error::Internal("the export's reader went away (the client hung up)".to_owned())
             })?;
@@ -337,63 +396,55 @@ impl DocumentWriter {
         self.value(&chain).await?;
         self.rows::<StageRow>(
             &mut tx,
-            part::<StageRow>("stages", "", "stage_index, id"),
+            part::<StageRow>("stages", &[], "stage_index, id"),
             session,
         )
         .await?;
         self.rows::<ExecutionRow>(
             &mut tx,
-            part::<ExecutionRow>("executions", "", "created_at, id"),
+            part::<ExecutionRow>("executions", &[], "created_at, id"),
             session,
         )
         .await?;
         self.rows::<TimelineEventRow>(
             &mut tx,
-            part::<TimelineEventRow>("timeline_events", "", "sequence_number"),
+            part::<TimelineEventRow>("timeline_events", &[], "sequence_number"),
             session,
         )
         .await?;
         self.rows::<MessageRow>(
             &mut tx,
-            part::<MessageRow>("messages", "", "execution_id, sequence_number"),
+            part::<MessageRow>("messages", &[], "execution_id, sequence_number"),
             session,
         )
         .await?;
-        self.rows::<LlmInteractionExport>(
+        self.rows::<LlmInteractionRow>(
             &mut tx,
-            part::<LlmInteractionRow>(
-                "llm_interactions",
-                ", llm_request, llm_response, thinking_content, response_metadata",
-                "created_at, id",
-            ),
+            part::<LlmInteractionRow>("llm_interactions", LLM_PAYLOADS, "created_at, id"),
             session,
         )
         .await?;
-        self.rows::<McpInteractionExport>(
+        self.rows::<McpInteractionRow>(
             &mut tx,
-            part::<McpInteractionRow>(
-                "mcp_interactions",
-                ", tool_arguments, tool_result, available_tools",
-                "created_at, id",
-            ),
+            part::<McpInteractionRow>("mcp_interactions", MCP_PAYLOADS, "created_at, id"),
             session,
         )
         .await?;
         self.rows::<ChatRow>(
             &mut tx,
-            part::<ChatRow>("chats", "", "created_at, id"),
+            part::<ChatRow>("chats", &[], "created_at, id"),
             session,
         )
         .await?;
         self.rows::<ChatUserMessageRow>(
             &mut tx,
-            part::<ChatUserMessageRow>("chat_messages", "", "created_at, id"),
+            part::<ChatUserMessageRow>("chat_messages", &[], "created_at, id"),
             session,
         )
         .await?;
         self.rows::<NotificationRow>(
             &mut tx,
-            part::<NotificationRow>("notifications", "", "created_at, id"),
+            part::<NotificationRow>("notifications", &[], "created_at, id"),
             session,
         )
         .await?;
@@ -404,13 +455,14 @@ impl DocumentWriter {
                 statement: "SELECT * FROM session_status_changes WHERE session_id = $1 \
                             ORDER BY id"
                     .to_owned(),
+                payloads: &[],
             },
             session,
         )
         .await?;
         self.rows::<AuditRecordRow>(
             &mut tx,
-            part::<AuditRecordRow>("audit", "", "at, id"),
+            part::<AuditRecordRow>("audit", &[], "at, id"),
             session,
         )
         .await?;
@@ -421,13 +473,14 @@ impl DocumentWriter {
         Ok(exported)
     }
 
-    /// `,"name":[row,row,…]`, each row written as it arrives.
+    /// `,"name":[row,row,…]`, each row written as it arrives: its record's fields, then its
+    /// payloads.
     async fn rows<R>(&mut self, conn: &mut PgConnection, part: Part, session: Uuid) -> Result<()>
     where
-        R: for<'r> FromRow<'r, sqlx::postgres::PgRow> + Serialize + Send + Unpin,
+        R: for<'r> FromRow<'r, PgRow> + Serialize + Send + Unpin,
     {
         self.text(&format!(",\"{}\":[", part.name));
-        let mut rows = sqlx::query_as::<_, R>(&part.statement)
+        let mut rows = sqlx::query(&part.statement)
             .bind(session)
             .fetch(traced(conn));
         let mut first = true;
@@ -436,9 +489,67 @@ impl DocumentWriter {
                 self.text(",");
             }
             first = false;
-            self.value(&row).await?;
+            let record = R::from_row(&row)?;
+            if part.payloads.is_empty() {
+                self.value(&record).await?;
+                continue;
+            }
+            // The record's fields are a JSON object: its closing brace comes after the payloads.
+            let mut fields = serde_json::to_vec(&record)
+                .map_err(|err| Error::Internal(format!("a record did not serialize: {err}")))?;
+            fields.pop();
+            self.bytes(&fields);
+            for payload in part.payloads {
+                self.text(&format!(",\"{}\":", payload.column()));
+                self.payload(&row, payload).await?;
+            }
+            self.text("}");
+            self.send_full().await?;
         }
         self.text("]");
+        Ok(())
+    }
+
+    /// A payload of `row`, as it lies in the row, sent a chunk at a time as it is written: the
+    /// export holds the row and a chunk or two of output, not a second copy of the payload.
+    async fn payload(&mut self, row: &PgRow, payload: &Payload) -> Result<()> {
+        match payload {
+            Payload::Json(column) => {
+                let value = row.try_get_raw(*column)?;
+                if value.is_null() {
+                    self.text("null");
+                    return Ok(());
+                }
+                let bytes = value.as_bytes().map_err(sqlx::Error::Decode)?;
+                // `jsonb` in binary is a version byte (1), then the JSON text.
+                let text = match value.format() {
+                    PgValueFormat::Binary => bytes.get(1..).unwrap_or_default(),
+                    PgValueFormat::Text => bytes,
+                };
+                for piece in text.chunks(CHUNK) {
+                    self.bytes(piece);
+                    self.send_full().await?;
+                }
+            }
+            Payload::Text(column) => {
+                let Some(mut text) = row.try_get::<Option<&str>, _>(*column)? else {
+                    self.text("null");
+                    return Ok(());
+                };
+                self.text("\"");
+                while !text.is_empty() {
+                    // A piece ends on a character's boundary (one is at most 4 bytes long).
+                    let (piece, rest) = text.split_at(text.floor_char_boundary(CHUNK));
+                    let quoted = serde_json::to_string(piece).map_err(|err| {
+                        Error::Internal(format!("a payload did not serialize: {err}"))
+                    })?;
+                    self.text(&quoted[1..quoted.len() - 1]);
+                    self.send_full().await?;
+                    text = rest;
+                }
+                self.text("\"");
+            }
+        }
         Ok(())
     }
 }
@@ -446,4 +557,33 @@ impl DocumentWriter {
 /// As chrono writes a timestamp in JSON.
 fn timestamp(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(SecondsFormat::AutoSi, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write as _;
+
+    use super::*;
+
+    #[test]
+    fn output_is_gathered_in_whole_chunks_and_loses_nothing() {
+        let mut out = Chunked::default();
+        let big: Vec<u8> = (0..3 * CHUNK + 17).map(|i| (i % 251) as u8).collect();
+        out.write_all(b"{").unwrap();
+        out.write_all(&big).unwrap();
+        out.write_all(b"}").unwrap();
+        assert_eq!(out.full.len(), 3);
+        assert!(out.full.iter().all(|chunk| chunk.len() == CHUNK));
+        assert_eq!(out.filling.len(), 19);
+        let joined: Vec<u8> = out
+            .full
+            .iter()
+            .flatten()
+            .chain(&out.filling)
+            .copied()
+            .collect();
+        assert_eq!(joined[0], b'{');
+        assert_eq!(&joined[1..joined.len() - 1], &big[..]);
+        assert_eq!(joined.last(), Some(&b'}'));
+    }
 }

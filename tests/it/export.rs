@@ -223,12 +223,15 @@ async fn a_large_session_streams_out() {
     let stage = agent.stage(&session, 1, 1, None).await;
     let execution = agent.execution(&stage, 1, "Lead").await;
     let prompt = "x".repeat(3 << 20);
+    // Thinking written in pieces across many chunks: characters of 1 to 4 bytes, and ones JSON
+    // escapes, so pieces end wherever a boundary falls.
+    let thinking = "é\"\n€𝄞a".repeat(30_000);
     for _ in 0..2 {
         app.data(
-            "mutation ($e: ID!, $p: String!) { recordLLMInteraction(input: { executionId: $e,
-               interactionType: ITERATION, modelName: \"m\",
+            "mutation ($e: ID!, $p: String!, $t: String!) { recordLLMInteraction(input: { executionId: $e,
+               interactionType: ITERATION, modelName: \"m\", thinkingContent: $t,
                llmRequest: { messages: [{ role: \"user\", content: $p }] }, llmResponse: {} }) { uuid } }",
-            json!({ "e": execution, "p": prompt }),
+            json!({ "e": execution, "p": prompt, "t": thinking }),
         )
         .await;
     }
@@ -249,6 +252,8 @@ async fn a_large_session_streams_out() {
                 .map(str::len),
             Some(3 << 20)
         );
+        assert_eq!(interaction["thinking_content"], thinking.as_str());
+        assert_eq!(interaction["llm_response"], json!({}));
     }
     app.stop().await;
 }
