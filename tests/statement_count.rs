@@ -25,60 +25,61 @@ query Deep($n: Int) {
       mcpInteractionsConnection(first: 3) { totalCount edges { node { toolName } } } # 6 MCP pages by session
       chatsConnection(first: 100) { totalCount edges { node { # 7 chat pages by session
         createdBy
-        messages {                                         # 8 questions by chat
+        questionCount                                      # 8 question counts by chat
+        questionsConnection(first: 100) { totalCount edges { node { # 9 question pages by chat
           content
-          stage { name }                                   # 9 stage by question
-        }
+          stage { name }                                   # 10 stage by question
+        } } }
       } } }
-      timeline(first: 50) { edges { node {                 # 10 timeline page by session
+      timeline(first: 50) { edges { node {                 # 11 timeline page by session
         content
-        session { alertType }                              # 11 sessions by id
-        llmInteraction { modelName }                       # 12 LLM interactions by id
-        mcpInteraction { toolName }                        # 13 MCP interactions by id
+        session { alertType }                              # 12 sessions by id
+        llmInteraction { modelName }                       # 13 LLM interactions by id
+        mcpInteraction { toolName }                        # 14 MCP interactions by id
       } } }
-      stages {                                             # 14 stages by session
+      stages {                                             # 15 stages by session
         name
-        tokenUsage { totalTokens }                         # 15 token usage by stage
-        timeline(first: 10) { edges { node { content } } } # 16 timeline pages by stage,
+        tokenUsage { totalTokens }                         # 16 token usage by stage
+        timeline(first: 10) { edges { node { content } } } # 17 timeline pages by stage,
         latest: timeline(last: 5) { edges { node { content } } } # forward and backward alike
-        analyses: timeline(first: 5, filter: { eventTypes: [FINAL_ANALYSIS] }) { # 17 timeline pages by stage, one type
+        analyses: timeline(first: 5, filter: { eventTypes: [FINAL_ANALYSIS] }) { # 18 timeline pages by stage, one type
           edges { node { content } }
         }
-        messagesConnection(first: 5) { totalCount edges { node { role } } } # 18 message pages by stage
-        llmInteractionsConnection(last: 2) { totalCount edges { node { modelName } } } # 19 LLM pages by stage
-        mcpInteractionsConnection(last: 2) { totalCount edges { node { toolName } } } # 20 MCP pages by stage
-        chat { createdBy }                                 # 21 chats by id
-        executions {                                       # 22 executions by stage
+        messagesConnection(first: 5) { totalCount edges { node { role } } } # 19 message pages by stage
+        llmInteractionsConnection(last: 2) { totalCount edges { node { modelName } } } # 20 LLM pages by stage
+        mcpInteractionsConnection(last: 2) { totalCount edges { node { toolName } } } # 21 MCP pages by stage
+        chat { createdBy }                                 # 22 chats by id
+        executions {                                       # 23 executions by stage
           agentName
-          parent { agentName }                             # 23 executions by id
-          subAgents { agentName }                          # 24 sub-agents by parent
-          tokenUsage { totalTokens }                       # 25 token usage by execution
-          timeline(first: 10) { edges { node { content } } } # 26 timeline page by execution
-          allMessages: messagesConnection(first: 100) {    # 27 message pages by execution,
+          parent { agentName }                             # 24 executions by id
+          subAgents { agentName }                          # 25 sub-agents by parent
+          tokenUsage { totalTokens }                       # 26 token usage by execution
+          timeline(first: 10) { edges { node { content } } } # 27 timeline page by execution
+          allMessages: messagesConnection(first: 100) {    # 28 message pages by execution,
             edges { node {
               role content
               requestedToolCalls {
                 callId
-                resultMessage { role }                     # 28 answers by call
-                mcpInteraction { toolName }                # 29 MCP interactions by call
-                requestEvent { content } executionEvent { content } # 30 timeline events by call
+                resultMessage { role }                     # 29 answers by call
+                mcpInteraction { toolName }                # 30 MCP interactions by call
+                requestEvent { content } executionEvent { content } # 31 timeline events by call
               }
-              answers { callId }                           # 31 requests by call
+              answers { callId }                           # 32 requests by call
             } }
           }
           messagesConnection(last: 2) {                    # from either end alike
             totalCount edges { node { content } }
           }
-          mcpInteractionsConnection(first: 100) {          # 32 MCP pages by execution
+          mcpInteractionsConnection(first: 100) {          # 33 MCP pages by execution
             totalCount
-            edges { node { toolName toolCall { callId } requestedBy { role } } } # (requests by call, batched with 31)
+            edges { node { toolName toolCall { callId } requestedBy { role } } } # (requests by call, batched with 32)
           }
-          llmInteractionsConnection(first: 100) {          # 33 LLM pages by execution
+          llmInteractionsConnection(first: 100) {          # 34 LLM pages by execution
             totalCount
             edges { node {
               inputTokens
-              lastMessage { sequenceNumber }               # 34 messages by id
-              wholeConversation: conversationConnection(first: 100) { # 35 conversation pages,
+              lastMessage { sequenceNumber }               # 35 messages by id
+              wholeConversation: conversationConnection(first: 100) { # 36 conversation pages,
                 edges { node { role content } }
               }
               conversationConnection(last: 1) { totalCount edges { node { role } } } # from either end alike
@@ -91,7 +92,7 @@ query Deep($n: Int) {
 }"#;
 
 /// One statement per numbered line of [`DEEP`].
-const EXPECTED_STATEMENTS: usize = 35;
+const EXPECTED_STATEMENTS: usize = 36;
 
 async fn statements_of(app: &TestApp, sessions: i64) -> (usize, serde_json::Value) {
     // Warm up first (connections and prepared statements), then count one clean run.
@@ -204,10 +205,13 @@ async fn a_deep_query_costs_one_statement_per_relationship_level() {
             .len(),
         14
     );
+    let chat = &nodes(&sessions[0]["node"]["chatsConnection"])[0];
     assert_eq!(
-        nodes(&sessions[0]["node"]["chatsConnection"])[0]["messages"][0]["stage"]["name"],
+        nodes(&chat["questionsConnection"])[0]["stage"]["name"],
         "Chat"
     );
+    assert_eq!(chat["questionCount"], 1);
+    assert_eq!(chat["questionsConnection"]["totalCount"], 1);
 
     // Each agent's assistant message requested a call that was answered, executed and shown.
     let execution = &sessions[0]["node"]["stages"][0]["executions"][0];

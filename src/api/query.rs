@@ -540,6 +540,7 @@ impl Query {
     /// moves a chat to the top), a page at a time: forward with `first`/`after`, backward with
     /// `last`/`before`. By default the caller's own; admins may list anyone's. A chat that
     /// becomes active while you page moves to the front, so a later page no longer holds it.
+    /// Deleted chats, and the chats of deleted sessions, are left out unless asked for.
     #[graphql(
         complexity = "cost::page(first, last, child_complexity)",
         guard = "RoleGuard(Role::Reader)"
@@ -560,7 +561,10 @@ impl Query {
             desc = "With `owner: ANYONE`, only the chats this identity opened (`token:NAME` or a person's user; at most 200 characters)."
         )]
         created_by: Option<String>,
-        #[graphql(desc = "Include the chats of soft-deleted sessions.", default = false)]
+        #[graphql(
+            desc = "Include deleted chats, and the chats of soft-deleted sessions.",
+            default = false
+        )]
         include_deleted: bool,
         #[graphql(
             desc = "The first this many chats after `after` (and before `before`); at most the server's maximum page size. Without `first` and `last`, the first 20. Give `first` or `last`, not both."

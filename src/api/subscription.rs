@@ -301,7 +301,7 @@ impl SessionChangeKind {
             ChangeKind::Message => Self::Message,
             ChangeKind::LlmInteraction => Self::LlmInteraction,
             ChangeKind::McpInteraction => Self::McpInteraction,
-            ChangeKind::Chat => Self::Chat,
+            ChangeKind::Chat | ChangeKind::ChatDeleted | ChangeKind::ChatRestored => Self::Chat,
             ChangeKind::ChatUserMessage => Self::ChatUserMessage,
             // Timeline events and notifications are in `events` only.
             ChangeKind::EventCreated

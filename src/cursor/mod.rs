@@ -37,6 +37,11 @@ enum Cursor {
         at: chrono::DateTime<chrono::Utc>,
         id: Uuid,
     },
+    /// A question in the list of a chat's questions (`at` is when it was asked).
+    ChatQuestions {
+        at: chrono::DateTime<chrono::Utc>,
+        id: Uuid,
+    },
     /// A chain version in the list of chains (`at` is when it was registered).
     Chains {
         at: chrono::DateTime<chrono::Utc>,
@@ -81,6 +86,7 @@ fn kind_of(cursor: &Cursor) -> &'static str {
         Cursor::Messages { .. } => "a list of messages",
         Cursor::Records { .. } => "a list of interactions or of a session's chats",
         Cursor::ChatActivity { .. } => "the list of chats by activity",
+        Cursor::ChatQuestions { .. } => "a chat's questions",
         Cursor::Chains { .. } => "the list of chains",
         Cursor::Audit { .. } => "an audit log",
         Cursor::Notifications { .. } => "the list of notifications",
@@ -167,6 +173,22 @@ pub fn decode_chat_activity_cursor(cursor: &str) -> Result<RecordKey> {
         Cursor::ChatActivity { at, id } => Ok((at, id)),
         other => Err(Error::bad_input(format!(
             "cursor belongs to {}, not to the list of chats by activity",
+            kind_of(&other)
+        ))),
+    }
+}
+
+/// The cursor of a question in the list of a chat's questions.
+pub fn question_cursor((at, id): RecordKey) -> String {
+    encode(&Cursor::ChatQuestions { at, id })
+}
+
+/// The place a cursor of a chat's questions points at.
+pub fn decode_question_cursor(cursor: &str) -> Result<RecordKey> {
+    match decode(cursor)? {
+        Cursor::ChatQuestions { at, id } => Ok((at, id)),
+        other => Err(Error::bad_input(format!(
+            "cursor belongs to {}, not to a chat's questions",
             kind_of(&other)
         ))),
     }

@@ -135,6 +135,9 @@ pub fn describe(constraint: &str) -> Option<&'static str> {
         }
         "chat_user_messages_chat_id_session_id_fkey" => "the chat is not a chat of this session",
         "chats_title_length" => "a chat's `title` must be 1–200 characters",
+        "chats_deleted_by_check" => {
+            "a chat's `deletedBy` is at most 200 characters, and only on a deleted chat"
+        }
         "purges_trigger_check" => "a purge's `trigger` is `command` or `schedule`",
         // Written by the store alone, from values it bounds first.
         "audit_records_action_check"

@@ -128,7 +128,9 @@ impl Change {
                     ChangeKind::Message => one(store, id).await?.map(Named::Message),
                     ChangeKind::LlmInteraction => one(store, id).await?.map(Named::LlmInteraction),
                     ChangeKind::McpInteraction => one(store, id).await?.map(Named::McpInteraction),
-                    ChangeKind::Chat => one(store, id).await?.map(Named::Chat),
+                    ChangeKind::Chat | ChangeKind::ChatDeleted | ChangeKind::ChatRestored => {
+                        one(store, id).await?.map(Named::Chat)
+                    }
                     ChangeKind::ChatUserMessage => {
                         one(store, id).await?.map(Named::ChatUserMessage)
                     }

@@ -29,7 +29,7 @@ fn kinds_of(category: EventCategory) -> &'static [ChangeKind] {
         EventCategory::Timeline | EventCategory::System => &[K::EventCreated, K::EventFinished],
         EventCategory::Message => &[K::Message],
         EventCategory::Interaction => &[K::LlmInteraction, K::McpInteraction],
-        EventCategory::Chat => &[K::Chat, K::ChatUserMessage],
+        EventCategory::Chat => &[K::Chat, K::ChatUserMessage, K::ChatDeleted, K::ChatRestored],
         EventCategory::Notification => &[K::Notification],
     }
 }

@@ -21,7 +21,7 @@ use crate::error::Result;
 pub struct ChatListFilter {
     /// Only the chats this identity opened (all chats when absent).
     pub created_by: Option<String>,
-    /// Include the chats of soft-deleted sessions.
+    /// Include deleted chats, and the chats of soft-deleted sessions.
     pub include_deleted: bool,
 }
 
@@ -83,6 +83,25 @@ impl Store {
         .fetch_all(self.reader().await?.traced())
         .await?;
         Ok(group_by_key(chats, rows, |r| r.chat_id))
+    }
+
+    /// How many questions were asked in each chat (by key; every chat asked for is counted,
+    /// none as 0).
+    pub async fn question_counts_by_chat(&self, chats: &[Key]) -> Result<HashMap<Key, i64>> {
+        let (ids, sessions) = key_columns(chats);
+        let rows: Vec<(Uuid, Uuid, i64)> = sqlx::query_as(concat!(
+            "SELECT k.id, k.session_id, (SELECT count(*) FROM chat_user_messages m \
+                 WHERE m.chat_id = k.id AND m.session_id = k.session_id) FROM ",
+            keys_relation!()
+        ))
+        .bind(ids)
+        .bind(sessions)
+        .fetch_all(self.reader().await?.traced())
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, session, count)| (Key::new(session, id), count))
+            .collect())
     }
 
     /// The stage that answers each chat question (by key; absent until the answer starts).
@@ -180,6 +199,7 @@ fn push_filter(qb: &mut QueryBuilder<'_, Postgres>, filter: &ChatListFilter) {
         qb.push(" AND created_by = ").push_bind(owner.clone());
     }
     if !filter.include_deleted {
+        qb.push(" AND chats.deleted_at IS NULL");
         push_session_not_deleted(qb, "chats");
     }
 }

@@ -14,7 +14,8 @@ use uuid::Uuid;
 use super::audit::log::AuditRecordRow;
 use super::page::{Joined, Page, Slice};
 use super::{
-    ChatRow, LlmInteractionRow, McpInteractionRow, MessageRow, Record, Scope, SentMessageRow, Store,
+    ChatRow, ChatUserMessageRow, LlmInteractionRow, McpInteractionRow, MessageRow, Record, Scope,
+    SentMessageRow, Store,
 };
 use crate::error::Result;
 
@@ -151,12 +152,32 @@ impl Store {
         self.child_pages(&in_time_order(scope.column()), keys).await
     }
 
-    /// Pages of the chats of sessions.
+    /// Pages of the chats of sessions that are not deleted.
     pub async fn chat_pages(
         &self,
         keys: &[RecordPageKey],
     ) -> Result<HashMap<RecordPageKey, CountedPage<Arc<ChatRow>>>> {
+        let keyset = Keyset {
+            table: Some("(SELECT * FROM chats WHERE deleted_at IS NULL)"),
+            ..in_time_order("session_id")
+        };
+        self.child_pages(&keyset, keys).await
+    }
+
+    /// Pages of the chats of sessions, the deleted ones too.
+    pub async fn chat_pages_with_deleted(
+        &self,
+        keys: &[RecordPageKey],
+    ) -> Result<HashMap<RecordPageKey, CountedPage<Arc<ChatRow>>>> {
         self.child_pages(&in_time_order("session_id"), keys).await
+    }
+
+    /// Pages of the questions asked in chats, oldest first (along `chat_user_messages_chat_idx`).
+    pub async fn question_pages(
+        &self,
+        keys: &[RecordPageKey],
+    ) -> Result<HashMap<RecordPageKey, CountedPage<Arc<ChatUserMessageRow>>>> {
+        self.child_pages(&in_time_order("chat_id"), keys).await
     }
 
     /// Pages of the audit trails of sessions, oldest first.

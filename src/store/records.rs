@@ -496,6 +496,11 @@ pub struct ChatRow {
     pub title: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// When its owner or an admin deleted it (hidden from lists unless asked for); absent in
+    /// exports made before chats could be deleted, which read as not deleted.
+    pub deleted_at: Option<DateTime<Utc>>,
+    /// Who deleted it (null under `--auth none`, and once it is restored).
+    pub deleted_by: Option<String>,
 }
 record!(ChatRow, "chats", "chat");
 

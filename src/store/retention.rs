@@ -20,7 +20,8 @@ pub struct SessionCriteria {
     /// Soft-deleted before this instant.
     pub deleted_before: Option<DateTime<Utc>>,
     /// Finished (completed, failed, timed out or cancelled) before this instant, with no chat
-    /// activity since: a follow-up conversation keeps its session.
+    /// activity since: a follow-up conversation keeps its session, unless it was deleted (a
+    /// deleted chat is one its owner gave up on).
     pub finished_before: Option<DateTime<Utc>>,
 }
 
@@ -377,7 +378,7 @@ fn push_criteria(qb: &mut QueryBuilder<'_, Postgres>, criteria: &SessionCriteria
         .push_bind(before)
         .push(
             " AND NOT EXISTS (SELECT 1 FROM chats c WHERE c.session_id = sessions.id \
-                                 AND c.updated_at >= ",
+                                 AND c.deleted_at IS NULL AND c.updated_at >= ",
         )
         .push_bind(before)
         .push("))");

@@ -48,6 +48,10 @@ pub enum ChangeKind {
     ChatUserMessage,
     /// A notification was written, or a worker reported an outcome (not a claim).
     Notification,
+    /// A chat was deleted (hidden from lists).
+    ChatDeleted,
+    /// A deleted chat was restored.
+    ChatRestored,
 }
 
 impl ChangeKind {
@@ -153,7 +157,9 @@ impl<'r> FromRow<'r, PgRow> for SessionEventRow {
             | ChangeKind::LlmInteraction
             | ChangeKind::McpInteraction
             | ChangeKind::Chat
-            | ChangeKind::ChatUserMessage => None,
+            | ChangeKind::ChatUserMessage
+            | ChangeKind::ChatDeleted
+            | ChangeKind::ChatRestored => None,
         };
         Ok(SessionEventRow {
             session_id: row.try_get("session_id")?,

@@ -366,6 +366,22 @@ async fn every_audited_mutation_leaves_exactly_one_record_with_a_field_diff() {
         json!({ "c": chat }),
     )
     .await;
+    audited(
+        app,
+        walked,
+        same("deleteChat"),
+        "mutation ($c: ID!) { deleteChat(input: { id: $c, reason: \"done\" }) { deletedAt } }",
+        json!({ "c": chat }),
+    )
+    .await;
+    audited(
+        app,
+        walked,
+        same("restoreChat"),
+        "mutation ($c: ID!) { restoreChat(input: { id: $c }) { deletedAt } }",
+        json!({ "c": chat }),
+    )
+    .await;
 
     let other = |_: ()| async { uuid_of(&app.data(create, json!({})).await, "createSession") };
     let cancelled = json!({ "id": other(()).await });

@@ -520,3 +520,496 @@ async fn a_persons_chat_list_reads_its_index_at_volume() {
     );
     app.stop().await;
 }
+
+const QUESTIONS: &str =
+    "query ($c: ID!, $first: Int, $after: String, $last: Int, $before: String) {
+    node(id: $c) { ... on Chat { questionCount
+      questionsConnection(first: $first, after: $after, last: $last, before: $before) {
+        totalCount edges { cursor node { content } }
+        pageInfo { hasPreviousPage hasNextPage startCursor endCursor } } } } }";
+
+/// The contents of a page of a chat's questions, and the page.
+fn questions(data: &Value) -> (Vec<String>, Value) {
+    let page = data["node"]["questionsConnection"].clone();
+    let contents = page["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["node"]["content"].as_str().unwrap().to_owned())
+        .collect();
+    (contents, page)
+}
+
+#[tokio::test]
+async fn a_chats_questions_page_oldest_first_and_are_counted() {
+    let app = TestApp::start_with(tokens_mode()).await;
+    let agent = Caller::new(&app, "agent", Role::Writer).await;
+    let alice = Caller::new(&app, "alice", Role::Operator).await;
+    let session = agent.finished_session().await;
+    let chat = alice.open(&session, Some("Disk")).await;
+    let quiet = alice.open(&session, None).await;
+    for question in ["one?", "two?", "three?"] {
+        let answering = alice.ask(&chat, question).await;
+        agent.finish(&answering, "COMPLETED").await;
+    }
+
+    let d = alice.ok(QUESTIONS, json!({ "c": chat, "first": 2 })).await;
+    assert_eq!(d["node"]["questionCount"], 3);
+    let (page, info) = questions(&d);
+    assert_eq!(page, ["one?", "two?"]);
+    assert_eq!(info["totalCount"], 3);
+    assert_eq!(
+        (
+            &info["pageInfo"]["hasPreviousPage"],
+            &info["pageInfo"]["hasNextPage"]
+        ),
+        (&json!(false), &json!(true))
+    );
+    let after = info["pageInfo"]["endCursor"].clone();
+    let d = alice
+        .ok(QUESTIONS, json!({ "c": chat, "first": 2, "after": after }))
+        .await;
+    let (page, info) = questions(&d);
+    assert_eq!(page, ["three?"]);
+    assert_eq!(info["pageInfo"]["hasNextPage"], false);
+    assert_eq!(info["pageInfo"]["hasPreviousPage"], true);
+    let d = alice.ok(QUESTIONS, json!({ "c": chat, "last": 1 })).await;
+    let (page, info) = questions(&d);
+    assert_eq!(page, ["three?"]);
+    let before = info["pageInfo"]["startCursor"].clone();
+    let d = alice
+        .ok(QUESTIONS, json!({ "c": chat, "last": 5, "before": before }))
+        .await;
+    assert_eq!(questions(&d).0, ["one?", "two?"]);
+    // A chat with none: an empty page, counted 0.
+    let d = alice.ok(QUESTIONS, json!({ "c": quiet })).await;
+    assert_eq!(d["node"]["questionCount"], 0);
+    assert_eq!(questions(&d).1["totalCount"], 0);
+
+    // Each list's cursors are its own.
+    let d = alice
+        .ok(
+            "query ($s: ID!) { session(id: $s) { chatsConnection(first: 1) { pageInfo { endCursor } } } }",
+            json!({ "s": session }),
+        )
+        .await;
+    let chat_cursor = d["session"]["chatsConnection"]["pageInfo"]["endCursor"].clone();
+    let body = alice
+        .graphql(QUESTIONS, json!({ "c": chat, "after": chat_cursor }))
+        .await;
+    assert_eq!(body["errors"][0]["extensions"]["code"], "BAD_USER_INPUT");
+    assert!(
+        body["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not to a chat's questions"),
+        "{body}"
+    );
+    let query = format!(
+        "{{ session(id: \"{session}\") {{ chatsConnection(after: {after}) {{ totalCount }} }} }}"
+    );
+    assert_eq!(alice.refused(&query, json!({})).await, "BAD_USER_INPUT");
+
+    // Counts of many chats in one query; the plain list is deprecated in favour of the
+    // connection.
+    let d = alice
+        .ok(
+            "{ chats { edges { node { title questionCount } } } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(
+        d["chats"]["edges"],
+        json!([{ "node": { "title": "Disk", "questionCount": 3 } },
+               { "node": { "title": null, "questionCount": 0 } }])
+    );
+    let d = alice
+        .ok(
+            "{ __type(name: \"Chat\") { fields(includeDeprecated: true) { name isDeprecated deprecationReason } } }",
+            json!({}),
+        )
+        .await;
+    let messages = d["__type"]["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "messages")
+        .unwrap()
+        .clone();
+    assert_eq!(messages["isDeprecated"], true);
+    assert!(
+        messages["deprecationReason"]
+            .as_str()
+            .unwrap()
+            .contains("questionsConnection"),
+        "{messages}"
+    );
+    app.stop().await;
+}
+
+const DELETE: &str = "mutation ($c: ID!, $r: String) { deleteChat(input: { id: $c, reason: $r }) { deletedAt deletedBy } }";
+const RESTORE: &str =
+    "mutation ($c: ID!) { restoreChat(input: { id: $c }) { deletedAt deletedBy } }";
+
+impl Caller<'_> {
+    /// The ids of a session's chats (with `args`), and their total.
+    async fn session_chats(&self, session: &str, args: &str) -> (Vec<String>, i64) {
+        let d = self
+            .ok(
+                &format!(
+                    "query ($s: ID!) {{ session(id: $s) {{ chatsConnection{args} {{ totalCount edges {{ node {{ id }} }} }} }} }}"
+                ),
+                json!({ "s": session }),
+            )
+            .await;
+        let page = &d["session"]["chatsConnection"];
+        let ids = page["edges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["node"]["id"].as_str().unwrap().to_owned())
+            .collect();
+        (ids, page["totalCount"].as_i64().unwrap())
+    }
+
+    /// The session's `chat` events: (action, the chat's id).
+    async fn chat_events(&self, session: &str) -> Vec<(String, String)> {
+        let d = self
+            .ok(
+                "query ($s: ID!) { session(id: $s) { eventsConnection(first: 100, filter: { categories: [CHAT] }) {
+                   edges { node { action data { __typename
+                     ... on ChatOpened { chat { id } }
+                     ... on ChatQuestion { question { chat { id } } }
+                     ... on ChatDeletion { chat { id } } } } } } } }",
+                json!({ "s": session }),
+            )
+            .await;
+        d["session"]["eventsConnection"]["edges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                let data = &e["node"]["data"];
+                let chat = match data["__typename"].as_str().unwrap() {
+                    "ChatQuestion" => &data["question"]["chat"]["id"],
+                    _ => &data["chat"]["id"],
+                };
+                (
+                    e["node"]["action"].as_str().unwrap().to_owned(),
+                    chat.as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    }
+}
+
+#[tokio::test]
+async fn an_owner_or_an_admin_deletes_and_restores_a_chat_which_lists_then_leave_out() {
+    let app = TestApp::start_with(tokens_mode()).await;
+    let agent = Caller::new(&app, "agent", Role::Writer).await;
+    let alice = Caller::new(&app, "alice", Role::Operator).await;
+    let bob = Caller::new(&app, "bob", Role::Operator).await;
+    let admin = Caller::new(&app, "carol", Role::Admin).await;
+    let reader = Caller::new(&app, "dora", Role::Reader).await;
+    let session = agent.finished_session().await;
+    let doomed = alice.open(&session, Some("Doomed")).await;
+    let kept = alice.open(&session, Some("Kept")).await;
+    let bobs = bob.open(&session, Some("Bob's")).await;
+    let answering = alice.ask(&doomed, "Why?").await;
+    agent.finish(&answering, "COMPLETED").await;
+
+    // Only its owner or an admin; an operator not even in another's chat.
+    assert_eq!(
+        bob.refused(DELETE, json!({ "c": doomed })).await,
+        "FORBIDDEN"
+    );
+    assert_eq!(
+        reader.refused(DELETE, json!({ "c": doomed })).await,
+        "FORBIDDEN"
+    );
+    let missing = "Q2hhdDowMTlhMDAwMC0wMDAwLTcwMDAtODAwMC0wMDAwMDAwMDAwMDA=";
+    assert_eq!(
+        alice.refused(DELETE, json!({ "c": missing })).await,
+        "NOT_FOUND"
+    );
+    assert_eq!(alice.list("").await.0.len(), 2, "refusals changed nothing");
+
+    let d = alice
+        .ok(
+            DELETE,
+            json!({ "c": doomed, "r": "asked in the wrong chat" }),
+        )
+        .await;
+    let deleted_at = d["deleteChat"]["deletedAt"].clone();
+    assert!(deleted_at.is_string(), "{d}");
+    assert_eq!(d["deleteChat"]["deletedBy"], "token:alice");
+    // Again: nothing changes (as `deleteSession`).
+    let d = alice.ok(DELETE, json!({ "c": doomed })).await;
+    assert_eq!(d["deleteChat"]["deletedAt"], deleted_at);
+
+    // Lists leave it out, items and totals, unless asked for; by id it is still there.
+    let (ids, _, total) = alice.list("").await;
+    assert_eq!((ids, total), (vec![kept.clone()], 1));
+    let (ids, _, total) = alice.list("(includeDeleted: true)").await;
+    assert_eq!((ids, total), (vec![doomed.clone(), kept.clone()], 2));
+    assert_eq!(admin.list("(owner: ANYONE)").await.2, 2);
+    assert_eq!(
+        admin.list("(owner: ANYONE, includeDeleted: true)").await.2,
+        3
+    );
+    assert_eq!(
+        reader.session_chats(&session, "").await,
+        (vec![kept.clone(), bobs.clone()], 2)
+    );
+    assert_eq!(
+        reader
+            .session_chats(&session, "(includeDeleted: true)")
+            .await,
+        (vec![doomed.clone(), kept.clone(), bobs.clone()], 3)
+    );
+    let d = reader.ok(CHAT, json!({ "c": doomed })).await;
+    assert_eq!(d["node"]["title"], "Doomed");
+    let d = reader
+        .ok(
+            "query ($c: ID!) { node(id: $c) { ... on Chat { deletedAt deletedBy questionCount } } }",
+            json!({ "c": doomed }),
+        )
+        .await;
+    assert_eq!(
+        d["node"],
+        json!({ "deletedAt": deleted_at, "deletedBy": "token:alice", "questionCount": 1 })
+    );
+
+    // It takes no question and no rename until restored.
+    let post =
+        "mutation ($c: ID!) { postChatMessage(input: { chatId: $c, content: \"Again?\" }) { id } }";
+    let body = alice.graphql(post, json!({ "c": doomed })).await;
+    assert_eq!(
+        body["errors"][0]["extensions"]["code"], "CONFLICT",
+        "{body}"
+    );
+    assert!(
+        body["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("is deleted; restore it first"),
+        "{body}"
+    );
+    assert_eq!(
+        admin.refused(post, json!({ "c": doomed })).await,
+        "CONFLICT"
+    );
+    let rename = "mutation ($c: ID!) { renameChat(input: { id: $c, title: \"New\" }) { title } }";
+    assert_eq!(
+        alice.refused(rename, json!({ "c": doomed })).await,
+        "CONFLICT"
+    );
+    assert_eq!(
+        alice.ok(QUESTIONS, json!({ "c": doomed })).await["node"]["questionCount"],
+        1,
+        "the refused question was not stored"
+    );
+
+    // Restored by an admin: listed again, and open to questions; a restore of a live chat
+    // changes nothing.
+    assert_eq!(
+        bob.refused(RESTORE, json!({ "c": doomed })).await,
+        "FORBIDDEN"
+    );
+    let d = admin.ok(RESTORE, json!({ "c": doomed })).await;
+    assert_eq!(
+        d["restoreChat"],
+        json!({ "deletedAt": null, "deletedBy": null })
+    );
+    let d = admin.ok(RESTORE, json!({ "c": doomed })).await;
+    assert_eq!(d["restoreChat"]["deletedAt"], Value::Null);
+    assert_eq!(alice.list("").await.2, 2);
+    alice.ask(&doomed, "Again?").await;
+
+    // Both are in the session's audit trail (the reason with the delete) and its event log.
+    let d = admin
+        .ok(
+            "query ($s: ID!) { session(id: $s) { auditLog(first: 100) { edges { node {
+               action actor targetType changes { field before after } } } } } }",
+            json!({ "s": session }),
+        )
+        .await;
+    let records: Vec<Value> = d["session"]["auditLog"]["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["node"].clone())
+        .filter(|r| r["action"] == "deleteChat" || r["action"] == "restoreChat")
+        .collect();
+    assert_eq!(
+        records.len(),
+        2,
+        "one each, none for the repeats: {records:#?}"
+    );
+    let field = |record: &Value, name: &str| -> Value {
+        record["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["field"] == name)
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(
+        (
+            &records[0]["action"],
+            &records[0]["actor"],
+            &records[0]["targetType"]
+        ),
+        (&json!("deleteChat"), &json!("token:alice"), &json!("Chat"))
+    );
+    assert_eq!(field(&records[0], "deletedAt")["before"], Value::Null);
+    assert_eq!(
+        field(&records[0], "deletedBy"),
+        json!({ "field": "deletedBy", "before": null, "after": "token:alice" })
+    );
+    assert_eq!(
+        field(&records[0], "reason")["after"],
+        "asked in the wrong chat"
+    );
+    assert_eq!(records[1]["actor"], "token:carol");
+    assert_eq!(field(&records[1], "deletedBy")["after"], Value::Null);
+    assert_eq!(field(&records[1], "reason"), Value::Null, "none given");
+    let events = reader.chat_events(&session).await;
+    let of_doomed: Vec<&str> = events
+        .iter()
+        .filter(|(_, chat)| *chat == doomed)
+        .map(|(action, _)| action.as_str())
+        .collect();
+    assert_eq!(
+        of_doomed,
+        ["OPENED", "QUESTION", "DELETED", "RESTORED", "QUESTION"]
+    );
+
+    // A deleted session's chats take neither.
+    admin
+        .ok(
+            "mutation ($id: ID!) { deleteSession(id: $id) { deletedAt } }",
+            json!({ "id": session }),
+        )
+        .await;
+    assert_eq!(
+        alice.refused(DELETE, json!({ "c": kept })).await,
+        "CONFLICT"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_chat_is_read_wherever_its_session_is_and_nowhere_else() {
+    let app = TestApp::start_with(tokens_mode()).await;
+    let agent = Caller::new(&app, "agent", Role::Writer).await;
+    let alice = Caller::new(&app, "alice", Role::Operator).await;
+    let admin = Caller::new(&app, "carol", Role::Admin).await;
+    let reader = Caller::new(&app, "dora", Role::Reader).await;
+    let shared = agent.finished_session().await;
+    let other = agent.finished_session().await;
+    let shared_chat = alice.open(&shared, Some("Shared")).await;
+    let other_chat = alice.open(&other, Some("Other")).await;
+    let question_of = |chat: String| {
+        let alice = &alice;
+        async move {
+            let d = alice
+                .ok(
+                    "mutation ($c: ID!) { postChatMessage(input: { chatId: $c, content: \"Why?\" }) { id } }",
+                    json!({ "c": chat }),
+                )
+                .await;
+            d["postChatMessage"]["id"].as_str().unwrap().to_owned()
+        }
+    };
+    let shared_question = question_of(shared_chat.clone()).await;
+    let other_question = question_of(other_chat.clone()).await;
+    alice.ok(DELETE, json!({ "c": other_chat })).await;
+
+    // Not only its owner: whoever reads the session reads the chat, its questions and answers.
+    let read = "query ($c: ID!) { node(id: $c) { ... on Chat { title createdBy
+        questionsConnection { edges { node { content stage { status } } } } } } }";
+    let d = reader.ok(read, json!({ "c": shared_chat })).await;
+    assert_eq!(d["node"]["createdBy"], "token:alice");
+    assert_eq!(
+        d["node"]["questionsConnection"]["edges"][0]["node"]["content"],
+        "Why?"
+    );
+
+    // A share link reads its own session's chats, and no other's, by any path.
+    let d = alice
+        .ok(
+            "mutation ($s: ID!) { createShareLink(sessionId: $s, expiresIn: \"1h\") { secret } }",
+            json!({ "s": shared }),
+        )
+        .await;
+    let link = Caller {
+        app: &app,
+        secret: d["createShareLink"]["secret"].as_str().unwrap().to_owned(),
+    };
+    let d = link.ok(read, json!({ "c": shared_chat })).await;
+    assert_eq!(d["node"]["title"], "Shared");
+    let node = "query ($id: ID!) { node(id: $id) { id } }";
+    let d = link.ok(node, json!({ "id": shared_question })).await;
+    assert_eq!(d["node"]["id"], shared_question.as_str());
+    assert_eq!(link.session_chats(&shared, "").await.1, 1);
+    for (id, what) in [(&other_chat, "chat"), (&other_question, "question")] {
+        assert_eq!(
+            link.refused(node, json!({ "id": id })).await,
+            "FORBIDDEN",
+            "another session's {what}"
+        );
+    }
+    let nodes = "query ($ids: [ID!]!) { nodes(ids: $ids) { id } }";
+    assert_eq!(
+        link.refused(nodes, json!({ "ids": [shared_chat, other_chat] }))
+            .await,
+        "FORBIDDEN"
+    );
+    let chats_of_other = "query ($s: ID!) { session(id: $s) { chatsConnection(includeDeleted: true) { totalCount } } }";
+    assert_eq!(
+        link.refused(chats_of_other, json!({ "s": other })).await,
+        "FORBIDDEN"
+    );
+    assert_eq!(
+        link.refused("{ chats(owner: ANYONE) { totalCount } }", json!({}))
+            .await,
+        "FORBIDDEN"
+    );
+
+    // Each session's event log carries its own chats' events alone.
+    let events = reader.chat_events(&shared).await;
+    assert!(!events.is_empty());
+    assert!(
+        events.iter().all(|(_, chat)| *chat == shared_chat),
+        "{events:?}"
+    );
+    let events = reader.chat_events(&other).await;
+    assert_eq!(
+        events
+            .iter()
+            .map(|(action, _)| action.as_str())
+            .collect::<Vec<_>>(),
+        ["OPENED", "QUESTION", "DELETED"]
+    );
+    assert!(events.iter().all(|(_, chat)| *chat == other_chat));
+
+    // Everyone's list: a deleted session's chats only with `includeDeleted`, as deleted chats.
+    admin
+        .ok(
+            "mutation ($id: ID!) { restoreChat(input: { id: $id }) { id } deleteSession(id: $s) { id } }"
+                .replace("$id: ID!", "$id: ID!, $s: ID!")
+                .as_str(),
+            json!({ "id": other_chat, "s": other }),
+        )
+        .await;
+    assert_eq!(
+        admin.list("(owner: ANYONE)").await.0,
+        [shared_chat.as_str()]
+    );
+    let (ids, _, total) = admin.list("(owner: ANYONE, includeDeleted: true)").await;
+    assert_eq!(total, 2);
+    assert!(ids.contains(&other_chat));
+    app.stop().await;
+}

@@ -945,3 +945,47 @@ async fn edge_cursor(a: &Agent<'_>, session: &str) -> String {
         .unwrap()
         .to_owned()
 }
+
+/// A chat's deletion and restore reach the plain stream (which the share page follows) as
+/// `chat` events naming the chat, after its opening.
+#[tokio::test]
+async fn a_chats_deletion_and_restore_are_chat_events_on_the_plain_stream() {
+    let app = TestApp::start().await;
+    let d = app
+        .data(
+            "mutation { createSession(input: { alertType: \"Disk\", chainId: \"c\" }) { uuid } }",
+            json!({}),
+        )
+        .await;
+    let session = d["createSession"]["uuid"].as_str().unwrap().to_owned();
+    let d = app
+        .data(
+            "mutation ($id: ID!) { startSession(id: $id) { status }
+               completeSession(input: { id: $id }) { status }
+               openChat(input: { sessionId: $id }) { id uuid } }",
+            json!({ "id": session }),
+        )
+        .await;
+    let (chat, uuid) = (&d["openChat"]["id"], &d["openChat"]["uuid"]);
+    app.data(
+        "mutation ($c: ID!) { deleteChat(input: { id: $c }) { id } }",
+        json!({ "c": chat }),
+    )
+    .await;
+    app.data(
+        "mutation ($c: ID!) { restoreChat(input: { id: $c }) { id } }",
+        json!({ "c": chat }),
+    )
+    .await;
+    let url = app.url(&format!("/sessions/{session}/events?categories=chat"));
+    let mut stream = PlainStream::open(url, &[]).await.unwrap();
+    for action in ["opened", "deleted", "restored"] {
+        let (_, event) = stream.next().await;
+        assert_eq!(
+            event["event"],
+            json!({ "category": "chat", "action": action })
+        );
+        assert_eq!(event["data"], json!({ "chat_id": uuid }), "{event}");
+    }
+    app.stop().await;
+}

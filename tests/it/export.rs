@@ -394,6 +394,14 @@ async fn a_bulk_export_resumes_where_it_stopped() {
 async fn an_import_restores_what_was_exported() {
     let source = TestApp::start().await;
     casefile::demo::load(&source.store).await.unwrap();
+    // A deleted chat: when and by whom travel with it.
+    let deleted: uuid::Uuid = sqlx::query_scalar(
+        "UPDATE chats SET deleted_at = '2026-01-02T03:04:05Z', deleted_by = 'token:alice' \
+         WHERE id = (SELECT id FROM chats ORDER BY id LIMIT 1) RETURNING id",
+    )
+    .fetch_one(source.store.pool())
+    .await
+    .unwrap();
     let dir = std::env::temp_dir().join(format!("casefile-import-{}", uuid::Uuid::now_v7()));
     std::fs::create_dir_all(&dir).unwrap();
     let exported = dir.join("exported.ndjson");
@@ -449,6 +457,18 @@ async fn an_import_restores_what_was_exported() {
             doc["session"]["id"]
         );
     }
+    let deleted_in = |docs: &[Value]| -> Vec<Value> {
+        docs.iter()
+            .flat_map(|doc| doc["chats"].as_array().unwrap().clone())
+            .filter(|chat| chat["id"] == deleted.to_string())
+            .map(|chat| json!([chat["deleted_at"], chat["deleted_by"]]))
+            .collect()
+    };
+    assert_eq!(
+        deleted_in(&after),
+        [json!(["2026-01-02T03:04:05Z", "token:alice"])]
+    );
+    assert_eq!(deleted_in(&before), deleted_in(&after));
     let (before, after) = (strip(before), strip(after));
     for (one, other) in before.iter().zip(&after) {
         assert_eq!(one, other, "session {}", one["session"]["id"]);

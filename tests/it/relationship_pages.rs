@@ -8,10 +8,11 @@ use serde_json::{Value, json};
 use crate::common::{TestApp, fixtures, nodes};
 
 /// The path from a session to each relationship's parents, and the connection to walk.
-const RELATIONSHIPS: [(&str, &str); 9] = [
+const RELATIONSHIPS: [(&str, &str); 10] = [
     ("", "llmInteractionsConnection"),
     ("", "mcpInteractionsConnection"),
     ("", "chatsConnection"),
+    ("chatsConnection", "questionsConnection"),
     ("stages", "llmInteractionsConnection"),
     ("stages", "mcpInteractionsConnection"),
     ("agents", "llmInteractionsConnection"),

@@ -162,6 +162,11 @@ const CASES: &[Case] = &[
         "`title` must not be empty",
     ),
     (
+        "a chat's deleter without when",
+        |r| r.chats[0].deleted_by = Some("token:alice".into()),
+        "names who deleted it (`deleted_by`) but not when",
+    ),
+    (
         "a chat on a running session",
         |r| {
             let running = session_id(r, SessionStatus::InProgress);

@@ -998,3 +998,75 @@ async fn the_audit_trail_outlives_a_purged_session_until_its_own_retention() {
     assert_eq!(record.audit_records_deleted, old);
     app.stop().await;
 }
+
+/// A chat active since the cutoff keeps its finished session from a purge; a deleted one does
+/// not (its owner gave it up: keeping the session for it would keep what no one follows).
+#[tokio::test]
+async fn a_deleted_chat_does_not_keep_its_session() {
+    let app = TestApp::start().await;
+    let pool = app.store.pool().clone();
+    let mut sessions = Vec::new();
+    let mut chats = Vec::new();
+    for _ in 0..2 {
+        let d = app
+            .data(
+                "mutation { createSession(input: { alertType: \"Disk\", chainId: \"c\" }) { uuid } }",
+                json!({}),
+            )
+            .await;
+        let session = d["createSession"]["uuid"].as_str().unwrap().to_owned();
+        app.data(
+            "mutation ($id: ID!) { startSession(id: $id) { status }
+               completeSession(input: { id: $id }) { status } }",
+            json!({ "id": session }),
+        )
+        .await;
+        let d = app
+            .data(
+                "mutation ($s: ID!) { openChat(input: { sessionId: $s }) { id } }",
+                json!({ "s": session }),
+            )
+            .await;
+        sessions.push(session.parse::<Uuid>().unwrap());
+        chats.push(d["openChat"]["id"].as_str().unwrap().to_owned());
+    }
+    let d = app
+        .data(
+            "mutation ($c: ID!) { deleteChat(input: { id: $c }) { deletedAt } }",
+            json!({ "c": chats[1] }),
+        )
+        .await;
+    assert!(d["deleteChat"]["deletedAt"].is_string(), "{d}");
+    // Both finished long ago; both chats were active after the cutoff (now).
+    backdate(
+        &pool,
+        &[format!(
+            "UPDATE sessions SET created_at = '2024-12-31Z', started_at = '2024-12-31Z', \
+                 completed_at = '2025-01-01Z' WHERE id IN ('{}', '{}')",
+            sessions[0], sessions[1]
+        )],
+    )
+    .await;
+    let cutoff = Some(Cutoff::At(at("2025-06-01T00:00:00Z")));
+    let policy = Policy::new(None, cutoff, None, Utc::now());
+    assert_eq!(
+        app.store
+            .count_purgeable(&policy.sessions)
+            .await
+            .unwrap()
+            .sessions,
+        1
+    );
+    let batches = PurgeBatches {
+        size: 10,
+        pause_ms: 0,
+    };
+    let purged = purge_by_ops(&app.store, &policy, batches).await.unwrap();
+    assert_eq!(purged.sessions, 1);
+    assert_eq!(
+        session_ids(&pool).await,
+        [sessions[0]],
+        "the session whose chat is live stays"
+    );
+    app.stop().await;
+}

@@ -174,12 +174,18 @@ macro_rules! loader {
 }
 
 mod chains_by_key;
+mod chat_pages_with_deleted;
 mod notifications_by_session;
+mod question_counts_by_chat;
+mod question_pages_by_chat;
 mod session_counts_by_chain;
 mod session_pages_by_chain;
 
 pub use chains_by_key::ChainsByKey;
+pub use chat_pages_with_deleted::ChatPagesWithDeleted;
 pub use notifications_by_session::NotificationsBySession;
+pub use question_counts_by_chat::QuestionCountsByChat;
+pub use question_pages_by_chat::QuestionPagesByChat;
 pub use session_counts_by_chain::SessionCountsByChain;
 pub use session_pages_by_chain::SessionPagesByChain;
 
@@ -261,7 +267,7 @@ loader!(
     |store, keys| store.session_audit_pages(keys)
 );
 loader!(
-    /// Pages of the chats of a session.
+    /// Pages of the chats of a session that are not deleted.
     ChatPages: RecordPageKey => CountedPage<Arc<ChatRow>>, |store, keys| store.chat_pages(keys)
 );
 loader!(
@@ -350,6 +356,9 @@ pub struct Loaders {
     pub llm_interaction_pages: PerScope<LlmInteractionPages>,
     pub mcp_interaction_pages: PerScope<McpInteractionPages>,
     pub chat_pages: Loader<ChatPages>,
+    pub chat_pages_with_deleted: Loader<ChatPagesWithDeleted>,
+    pub question_pages_by_chat: Loader<QuestionPagesByChat>,
+    pub question_counts_by_chat: Loader<QuestionCountsByChat>,
     pub session_audit_pages: Loader<SessionAuditPages>,
     pub share_links_by_session: Loader<ShareLinksBySession>,
     pub conversation_pages: Loader<ConversationPages>,
@@ -458,6 +467,15 @@ impl Loaders {
             llm_interaction_pages: per_scope!(LlmInteractionPages),
             mcp_interaction_pages: per_scope!(McpInteractionPages),
             chat_pages: batched!(ChatPages {
+                store: store.clone()
+            }),
+            chat_pages_with_deleted: batched!(ChatPagesWithDeleted {
+                store: store.clone()
+            }),
+            question_pages_by_chat: batched!(QuestionPagesByChat {
+                store: store.clone()
+            }),
+            question_counts_by_chat: batched!(QuestionCountsByChat {
                 store: store.clone()
             }),
             session_audit_pages: batched!(SessionAuditPages {

@@ -709,6 +709,15 @@ pub struct RenameChatInput {
     pub title: Option<String>,
 }
 
+/// A chat to delete or restore, and why.
+#[derive(InputObject)]
+pub struct ChatDeletionInput {
+    /// The chat.
+    pub id: ID,
+    /// Why, for the session's audit trail (at most 2,000 characters).
+    pub reason: Option<String>,
+}
+
 /// A question in a chat. Creates the question, its answering stage (next stage index) with one
 /// pending agent execution, and the `USER_QUESTION` timeline event.
 #[derive(InputObject)]

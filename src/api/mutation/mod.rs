@@ -627,6 +627,32 @@ impl Mutation {
         Ok(Chat(row.into()))
     }
 
+    /// Soft-deletes a chat: left out of `chats` and `Session.chatsConnection` unless they are
+    /// given `includeDeleted: true`, still read by id (with `deletedAt`), and closed to
+    /// questions and renames until restored. Deleting a deleted chat changes nothing. Recorded
+    /// in the session's audit trail and event log (`chat`/`deleted`). Operator, and only a
+    /// chat of one's own (an admin may delete any).
+    #[graphql(guard = "RoleGuard(Role::Operator)")]
+    async fn delete_chat(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The chat, and why.")] input: ChatDeletionInput,
+    ) -> Result<Chat> {
+        chat_deletion(ctx, input, Deletion::Delete).await
+    }
+
+    /// Undoes `deleteChat`; restoring a chat that is not deleted changes nothing. Recorded in
+    /// the session's audit trail and event log (`chat`/`restored`). Operator, and only a chat
+    /// of one's own (an admin may restore any).
+    #[graphql(guard = "RoleGuard(Role::Operator)")]
+    async fn restore_chat(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "The chat, and why.")] input: ChatDeletionInput,
+    ) -> Result<Chat> {
+        chat_deletion(ctx, input, Deletion::Restore).await
+    }
+
     /// Applies many operations in one transaction, in order (at most 1,000): all of them or
     /// none. Each is as idempotent as its own mutation, so a failed batch can be resent whole.
     /// Writer (every operation it can hold is a writer's).
@@ -814,10 +840,37 @@ impl Mutation {
     }
 }
 
-/// `createdBy` as recorded: the caller's identity once authentication is on (a value in the
-/// input would be a forgery), the input's value without it.
-/// Whose chats the caller may post in and rename: only the identity's own, below admin;
-/// `None` for anyone's.
+/// Whether `chat_deletion` deletes or restores.
+#[derive(Clone, Copy)]
+enum Deletion {
+    Delete,
+    Restore,
+}
+
+/// A chat's delete or restore: the caller's ownership checked as for a rename, the reason
+/// audited.
+async fn chat_deletion(
+    ctx: &Context<'_>,
+    input: ChatDeletionInput,
+    deletion: Deletion,
+) -> Result<Chat> {
+    let id = decode_as(NodeType::Chat, &input.id)?;
+    let audit = Audit::CallerBecause(input.reason.as_deref());
+    let args = (id, input.reason.clone(), owner_only(ctx)?, origin(ctx)?);
+    let row = transaction(ctx, audit, args, |c, (id, reason, owner, origin)| {
+        let (who, reason) = (chats::Poster::from(owner.as_deref()), reason.as_deref());
+        let done: BoxFuture<'_, _> = match deletion {
+            Deletion::Delete => Box::pin(chats::delete(c, *id, reason, who, origin)),
+            Deletion::Restore => Box::pin(chats::restore(c, *id, reason, who, origin)),
+        };
+        done
+    })
+    .await?;
+    Ok(Chat(row.into()))
+}
+
+/// Whose chats the caller may post in, rename, delete and restore: only the identity's own,
+/// below admin; `None` for anyone's.
 fn owner_only(ctx: &Context<'_>) -> Result<Option<String>> {
     let identity = caller(ctx)?;
     Ok(match (&identity.actor, identity.role) {
@@ -826,6 +879,8 @@ fn owner_only(ctx: &Context<'_>) -> Result<Option<String>> {
     })
 }
 
+/// `createdBy` as recorded: the caller's identity once authentication is on (a value in the
+/// input would be a forgery), the input's value without it.
 fn created_by(ctx: &Context<'_>, input: Option<String>) -> Result<Option<String>> {
     let identity = caller(ctx)?;
     if identity.is_anonymous() {

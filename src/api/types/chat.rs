@@ -6,8 +6,10 @@ use async_graphql::{Context, Enum, ID, Object};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+use super::connection::{self, ChatQuestionConnection};
 use super::{Session, Stage, TimelineEvent, loaders, required};
 use crate::api::ids::{self, NodeType};
+use crate::api::pagination::PageArgs;
 use crate::model::StageStatus;
 use crate::store::{ChatRow, ChatUserMessageRow, InSession as _, Key};
 use async_graphql::Result;
@@ -43,6 +45,8 @@ impl From<Option<StageStatus>> for ChatStatus {
 pub struct Chat(pub Arc<ChatRow>);
 
 /// A follow-up conversation on a finished session; each question is answered by a new stage.
+/// Whoever reads the session reads its chats (their questions and answers are in the session's
+/// timeline); only a chat's owner or an admin posts in it, renames, deletes or restores it.
 #[Object]
 impl Chat {
     /// Global ID.
@@ -85,8 +89,54 @@ impl Chat {
         let row = loaders(ctx).sessions.load_one(self.0.session_id).await?;
         Ok(Session(required(row, "session")?))
     }
+    /// When its owner or an admin deleted it (`deleteChat`); null while it is not deleted. A
+    /// deleted chat is left out of `chats` and `Session.chatsConnection` unless they are given
+    /// `includeDeleted: true`, takes no question and no rename, and is still read by id.
+    async fn deleted_at(&self) -> Option<DateTime<Utc>> {
+        self.0.deleted_at
+    }
+    /// Who deleted it (null while it is not deleted, and under `--auth none`).
+    async fn deleted_by(&self) -> Option<Text<'_>> {
+        self.0.deleted_by.as_deref().map(Text)
+    }
+    /// How many questions were asked in it.
+    #[graphql(complexity = "cost::aggregate(cost::ROLL_UP, child_complexity)")]
+    async fn question_count(&self, ctx: &Context<'_>) -> Result<i64> {
+        let count = loaders(ctx)
+            .question_counts_by_chat
+            .load_one(self.0.key())
+            .await?;
+        Ok(count.unwrap_or(0))
+    }
+    /// The questions asked, oldest first, a page at a time.
+    #[graphql(complexity = "cost::page(first, last, child_complexity)")]
+    async fn questions_connection(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(
+            desc = "The first this many questions after `after` (and before `before`); at most the server's maximum page size. Without `first` and `last`, the first 20. Give `first` or `last`, not both."
+        )]
+        first: Option<i32>,
+        #[graphql(desc = "Only questions after this cursor.")] after: Option<String>,
+        #[graphql(
+            desc = "The last this many questions before `before` (and after `after`); at most the server's maximum page size. Give `first` or `last`, not both."
+        )]
+        last: Option<i32>,
+        #[graphql(desc = "Only questions before this cursor.")] before: Option<String>,
+    ) -> Result<ChatQuestionConnection> {
+        let args = PageArgs {
+            first,
+            after,
+            last,
+            before,
+        };
+        connection::questions(ctx, self.0.key(), args).await
+    }
     /// The questions asked, oldest first.
-    #[graphql(complexity = "cost::list(cost::rows::QUESTIONS_PER_CHAT, child_complexity)")]
+    #[graphql(
+        complexity = "cost::list(cost::rows::QUESTIONS_PER_CHAT, child_complexity)",
+        deprecation = "Unbounded: use `questionsConnection`, which pages and counts. Removed in the next release."
+    )]
     async fn messages(&self, ctx: &Context<'_>) -> Result<Vec<ChatUserMessage>> {
         let rows = loaders(ctx)
             .user_messages_by_chat

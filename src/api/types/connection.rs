@@ -8,22 +8,22 @@ use async_graphql::connection::PageInfo;
 use async_graphql::{ComplexObject, Context, Result, SimpleObject};
 use uuid::Uuid;
 
-use super::{AuditRecord, Chat, LlmInteraction, McpInteraction, Message, loaders};
+use super::{AuditRecord, Chat, ChatUserMessage, LlmInteraction, McpInteraction, Message, loaders};
 use crate::api::Limits;
 use crate::api::cost;
 use crate::api::loaders::{Load, Loader};
 use crate::api::pagination::{PageArgs, edges_of};
 use crate::cursor::{
-    chat_activity_cursor, decode_chat_activity_cursor, decode_message_cursor, decode_record_cursor,
-    message_cursor, record_cursor,
+    chat_activity_cursor, decode_chat_activity_cursor, decode_message_cursor,
+    decode_question_cursor, decode_record_cursor, message_cursor, question_cursor, record_cursor,
 };
 use crate::store::audit::log::AuditRecordRow;
 use crate::store::chats::ChatListFilter;
 use crate::store::child_pages::ChildPageKey;
 use crate::store::mcp_search::McpSearchFilter;
 use crate::store::{
-    ChatRow, CountedPage, Key, LlmInteractionRow, McpInteractionRow, MessageRow, Scope,
-    SentMessageRow, Store,
+    ChatRow, ChatUserMessageRow, CountedPage, Key, LlmInteractionRow, McpInteractionRow,
+    MessageRow, Scope, SentMessageRow, Store,
 };
 
 /// Declares a connection type and its edge type over `$node` (a wrapper of `Arc<$row>`), whose
@@ -120,6 +120,13 @@ connection!(
     "a session's chats, oldest first",
     |row| record_cursor((row.created_at, row.id))
 );
+connection!(
+    ChatQuestionConnection,
+    ChatQuestionEdge,
+    ChatUserMessage(ChatUserMessageRow),
+    "a chat's questions, oldest first",
+    |row| question_cursor((row.created_at, row.id))
+);
 
 connection!(
     SessionAuditConnection,
@@ -198,15 +205,31 @@ pub(crate) async fn mcp_interactions(
     page_of(ctx, loader, parent, args, decode_record_cursor).await
 }
 
-/// A page of the chats of a session.
+/// A page of the chats of a session (the deleted ones only when asked for).
 pub(crate) async fn chats(
     ctx: &Context<'_>,
     session: Uuid,
+    include_deleted: bool,
     args: PageArgs,
 ) -> Result<ChatConnection> {
-    let loader = &loaders(ctx).chat_pages;
     let session = Key::new(session, session);
-    page_of(ctx, loader, session, args, decode_record_cursor).await
+    if include_deleted {
+        let loader = &loaders(ctx).chat_pages_with_deleted;
+        page_of(ctx, loader, session, args, decode_record_cursor).await
+    } else {
+        let loader = &loaders(ctx).chat_pages;
+        page_of(ctx, loader, session, args, decode_record_cursor).await
+    }
+}
+
+/// A page of the questions of a chat.
+pub(crate) async fn questions(
+    ctx: &Context<'_>,
+    chat: Key,
+    args: PageArgs,
+) -> Result<ChatQuestionConnection> {
+    let loader = &loaders(ctx).question_pages_by_chat;
+    page_of(ctx, loader, chat, args, decode_question_cursor).await
 }
 
 /// A page of MCP interactions across sessions, newest first.

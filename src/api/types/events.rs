@@ -251,6 +251,7 @@ pub enum EventData {
     McpInteractionRecorded(McpInteractionRecorded),
     ChatOpened(ChatOpened),
     ChatQuestion(ChatQuestion),
+    ChatDeletion(ChatDeletion),
     NotificationChange(NotificationChange),
     SystemNotice(SystemNotice),
     Topology(Topology),
@@ -303,6 +304,7 @@ impl EventData {
             }
             &Payload::ChatOpened(id) => EventData::ChatOpened(ChatOpened(key(id))),
             &Payload::ChatQuestion(id) => EventData::ChatQuestion(ChatQuestion(key(id))),
+            &Payload::ChatDeletion(id) => EventData::ChatDeletion(ChatDeletion(key(id))),
             &Payload::Notification {
                 notification,
                 status,
@@ -622,6 +624,18 @@ pub struct ChatOpened(Key);
 #[Object]
 impl ChatOpened {
     /// The chat.
+    async fn chat(&self, ctx: &Context<'_>) -> Result<Option<Chat>> {
+        Ok(loaders(ctx).chats.load_one(self.0).await?.map(Chat))
+    }
+}
+
+/// A chat was deleted or restored (the event's action says which).
+pub struct ChatDeletion(Key);
+
+/// A chat was deleted or restored (the event's action says which).
+#[Object]
+impl ChatDeletion {
+    /// The chat, as it is now.
     async fn chat(&self, ctx: &Context<'_>) -> Result<Option<Chat>> {
         Ok(loaders(ctx).chats.load_one(self.0).await?.map(Chat))
     }

@@ -323,7 +323,9 @@ impl Session {
         };
         connection::session_audit(ctx, self.0.id, args).await
     }
-    /// Follow-up chats on the finished session, oldest first, a page at a time.
+    /// Follow-up chats on the finished session, oldest first, a page at a time; deleted chats
+    /// only with `includeDeleted`. Every reader of the session reads its chats (their
+    /// questions and answers are in its timeline), not only their owners.
     #[graphql(complexity = "cost::page(first, last, child_complexity)")]
     async fn chats_connection(
         &self,
@@ -338,6 +340,11 @@ impl Session {
         )]
         last: Option<i32>,
         #[graphql(desc = "Only chats before this cursor.")] before: Option<String>,
+        #[graphql(
+            desc = "Include deleted chats (left out by default, and from `totalCount`).",
+            default = false
+        )]
+        include_deleted: bool,
     ) -> Result<ChatConnection> {
         let args = PageArgs {
             first,
@@ -345,7 +352,7 @@ impl Session {
             last,
             before,
         };
-        connection::chats(ctx, self.0.id, args).await
+        connection::chats(ctx, self.0.id, include_deleted, args).await
     }
     /// Its event log, a page at a time either way: the `events` subscription's events (without
     /// opening a stream), one per position, in the session's order. Cursors are the

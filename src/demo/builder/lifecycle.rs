@@ -220,6 +220,8 @@ impl Demo {
             title: Some(title.into()),
             created_at: self.now,
             updated_at: self.now,
+            deleted_at: None,
+            deleted_by: None,
         });
         id
     }

@@ -127,7 +127,7 @@ fn data_json(envelope: &Envelope) -> Value {
         Payload::LlmInteraction(id) | Payload::McpInteraction(id) => {
             json!({ "interaction_id": id })
         }
-        Payload::ChatOpened(id) => json!({ "chat_id": id }),
+        Payload::ChatOpened(id) | Payload::ChatDeletion(id) => json!({ "chat_id": id }),
         Payload::ChatQuestion(id) => json!({ "question_id": id }),
         Payload::Notification {
             notification,

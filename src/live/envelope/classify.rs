@@ -171,6 +171,8 @@ pub(super) fn classify(
         ChangeKind::McpInteraction => (C::Interaction, A::Mcp, Payload::McpInteraction(id)),
         ChangeKind::Chat => (C::Chat, A::Opened, Payload::ChatOpened(id)),
         ChangeKind::ChatUserMessage => (C::Chat, A::Question, Payload::ChatQuestion(id)),
+        ChangeKind::ChatDeleted => (C::Chat, A::Deleted, Payload::ChatDeletion(id)),
+        ChangeKind::ChatRestored => (C::Chat, A::Restored, Payload::ChatDeletion(id)),
         ChangeKind::Notification => {
             let status = match row.status {
                 Some(Status::Notification(status)) => Some(status),

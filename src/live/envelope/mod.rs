@@ -93,9 +93,9 @@ pub enum EventAction {
     TimedOut,
     /// The session changed without changing status.
     Updated,
-    /// The session was deleted (hidden from lists).
+    /// The session (category `lifecycle`) or a chat (`chat`) was deleted (hidden from lists).
     Deleted,
-    /// The deleted session was restored.
+    /// The deleted session or chat was restored.
     Restored,
     /// A team supervisor was dispatched.
     Team,
@@ -226,6 +226,8 @@ pub enum Payload {
     McpInteraction(Uuid),
     ChatOpened(Uuid),
     ChatQuestion(Uuid),
+    /// A chat was deleted or restored (the action says which).
+    ChatDeletion(Uuid),
     /// A notification was written or its delivery moved on.
     Notification {
         notification: Uuid,

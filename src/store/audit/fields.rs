@@ -132,6 +132,8 @@ impl Audited for ChatRow {
         vec![
             ("createdBy", json!(self.created_by)),
             ("title", json!(self.title)),
+            ("deletedAt", json!(self.deleted_at)),
+            ("deletedBy", json!(self.deleted_by)),
         ]
     }
 }

@@ -49,6 +49,8 @@ pub const AUDITED: &[&str] = &[
     "openChat",
     "postChatMessage",
     "renameChat",
+    "deleteChat",
+    "restoreChat",
     "ingest",
     "setModelPrice",
     "claimNotifications",

@@ -1,5 +1,6 @@
 //! Follow-up chats on a finished session. Each question is answered by a stage of its own.
 
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::json;
 use sqlx::PgConnection;
@@ -83,6 +84,7 @@ pub async fn rename(
         .ok_or_else(|| Error::not_found(format!("chat {chat_id} does not exist")))?;
     who.check(chat.created_by.as_deref(), "rename", chat_id)?;
     ensure_not_deleted(&fetch_session(conn, chat.session_id).await?)?;
+    ensure_chat_not_deleted(&chat)?;
     let renamed =
         sqlx::query_as("UPDATE chats SET title = $3 WHERE id = $1 AND session_id = $2 RETURNING *")
             .bind(chat_id)
@@ -92,6 +94,109 @@ pub async fn rename(
             .await?;
     audit::record(conn, origin, &audit::changed(Some(&chat), &renamed)).await?;
     Ok(renamed)
+}
+
+/// Refuses a write to a deleted chat, as a deleted session refuses writes.
+fn ensure_chat_not_deleted(chat: &ChatRow) -> Result<()> {
+    match chat.deleted_at {
+        Some(_) => Err(chat_deleted(chat.id)),
+        None => Ok(()),
+    }
+}
+
+fn chat_deleted(id: Uuid) -> Error {
+    Error::Conflict(format!("chat {id} is deleted; restore it first"))
+}
+
+/// Soft-deletes a chat: hidden from `chats` and `Session.chatsConnection` unless asked for,
+/// still read by id. Only its owner may (or anyone `who` allows), and not on a deleted
+/// session. Deleting a deleted chat changes nothing (as `deleteSession` does). `reason` goes
+/// into the audit record.
+pub async fn delete(
+    conn: &mut PgConnection,
+    chat_id: Uuid,
+    reason: Option<&str>,
+    who: Poster<'_>,
+    origin: &Origin,
+) -> Result<ChatRow> {
+    let chat = lock_owned(conn, chat_id, who, "delete").await?;
+    if chat.deleted_at.is_some() {
+        return Ok(chat);
+    }
+    let deleted = sqlx::query_as(
+        "UPDATE chats SET deleted_at = now(), deleted_by = $3 \
+         WHERE id = $1 AND session_id = $2 RETURNING *",
+    )
+    .bind(chat_id)
+    .bind(chat.session_id)
+    .bind(&origin.actor)
+    .fetch_one(traced(&mut *conn))
+    .await?;
+    audited(conn, origin, &chat, deleted, reason).await
+}
+
+/// Undoes `delete`. Restoring a chat that is not deleted changes nothing.
+pub async fn restore(
+    conn: &mut PgConnection,
+    chat_id: Uuid,
+    reason: Option<&str>,
+    who: Poster<'_>,
+    origin: &Origin,
+) -> Result<ChatRow> {
+    let chat = lock_owned(conn, chat_id, who, "restore").await?;
+    if chat.deleted_at.is_none() {
+        return Ok(chat);
+    }
+    let restored = sqlx::query_as(
+        "UPDATE chats SET deleted_at = NULL, deleted_by = NULL \
+         WHERE id = $1 AND session_id = $2 RETURNING *",
+    )
+    .bind(chat_id)
+    .bind(chat.session_id)
+    .fetch_one(traced(&mut *conn))
+    .await?;
+    audited(conn, origin, &chat, restored, reason).await
+}
+
+/// The chat, once `who` may `act` on it, under its session's lock (which `post` holds while it
+/// checks the chat is not deleted) and its own.
+async fn lock_owned(
+    conn: &mut PgConnection,
+    chat_id: Uuid,
+    who: Poster<'_>,
+    act: &str,
+) -> Result<ChatRow> {
+    let session_id: Uuid = sqlx::query_scalar("SELECT session_id FROM chats WHERE id = $1")
+        .bind(chat_id)
+        .fetch_optional(traced(&mut *conn))
+        .await?
+        .ok_or_else(|| Error::not_found(format!("chat {chat_id} does not exist")))?;
+    let session = lock_session(conn, session_id).await?;
+    let chat: ChatRow =
+        sqlx::query_as("SELECT * FROM chats WHERE id = $1 AND session_id = $2 FOR NO KEY UPDATE")
+            .bind(chat_id)
+            .bind(session_id)
+            .fetch_one(traced(&mut *conn))
+            .await?;
+    who.check(chat.created_by.as_deref(), act, chat_id)?;
+    ensure_not_deleted(&session)?;
+    Ok(chat)
+}
+
+/// Records the change in the session's audit trail, with the reason given for it.
+async fn audited(
+    conn: &mut PgConnection,
+    origin: &Origin,
+    before: &ChatRow,
+    after: ChatRow,
+    reason: Option<&str>,
+) -> Result<ChatRow> {
+    let mut change = audit::changed(Some(before), &after);
+    if let Some(reason) = reason {
+        change.after.push(("reason", json!(reason)));
+    }
+    audit::record(conn, origin, &change).await?;
+    Ok(after)
 }
 
 /// A question, and who answers it.
@@ -215,6 +320,17 @@ pub async fn post(
         return fetch::<ChatUserMessageRow>(conn, session_id, id).await;
     }
     ensure_accepts_work(&session, true, "post a chat message")?;
+    // Read again under the session's lock, which `deleteChat` takes too: a delete that
+    // committed meanwhile is seen.
+    let deleted_at: Option<DateTime<Utc>> =
+        sqlx::query_scalar("SELECT deleted_at FROM chats WHERE id = $1 AND session_id = $2")
+            .bind(new.chat_id)
+            .bind(session_id)
+            .fetch_one(traced(&mut *conn))
+            .await?;
+    if deleted_at.is_some() {
+        return Err(chat_deleted(new.chat_id));
+    }
     let unanswered: Option<String> = sqlx::query_scalar(
         "SELECT s.stage_name FROM stages s \
          WHERE s.chat_id = $1 AND s.session_id = $2 AND s.status IN ('pending', 'active') LIMIT 1",

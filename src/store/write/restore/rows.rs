@@ -101,7 +101,9 @@ row!(
 row!(
     ChatRow,
     "chats",
-    [id, session_id, created_by, title, created_at, updated_at]
+    [
+        id, session_id, created_by, title, created_at, updated_at, deleted_at, deleted_by
+    ]
 );
 row!(
     ChatUserMessageRow,

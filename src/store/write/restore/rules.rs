@@ -181,6 +181,13 @@ fn check_executions<'r>(
 fn check_chat(chat: &ChatRow, sessions: &HashMap<Uuid, &SessionRow>) -> Result<()> {
     let session = parent(sessions, chat.session_id, chat.session_id, |s| s.id)?;
     new_chat(chat).check()?;
+    // As `deleteChat` leaves it: who deleted it only with when.
+    check_optional("deletedBy", chat.deleted_by.as_deref(), limits::NAME)?;
+    if chat.deleted_by.is_some() && chat.deleted_at.is_none() {
+        return Err(Error::bad_input(
+            "it names who deleted it (`deleted_by`) but not when (`deleted_at`)",
+        ));
+    }
     if !is_finished_session(session.status) {
         return Err(Error::bad_input(format!(
             "its session is {}; a chat is opened on a finished session",
