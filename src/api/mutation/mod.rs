@@ -29,6 +29,7 @@ use crate::observe::request::RequestInfo;
 use crate::store::Store;
 use crate::store::audit::Origin;
 use crate::store::prices::{self, PriceCache};
+use crate::store::write::chats::Deletion;
 use crate::store::write::locks::Owners;
 use crate::store::write::{
     self as write, chats, check_optional, executions, interactions, limits, messages,
@@ -840,13 +841,6 @@ impl Mutation {
     }
 }
 
-/// Whether `chat_deletion` deletes or restores.
-#[derive(Clone, Copy)]
-enum Deletion {
-    Delete,
-    Restore,
-}
-
 /// A chat's delete or restore: the caller's ownership checked as for a rename, the reason
 /// audited.
 async fn chat_deletion(
@@ -859,11 +853,7 @@ async fn chat_deletion(
     let args = (id, input.reason.clone(), owner_only(ctx)?, origin(ctx)?);
     let row = transaction(ctx, audit, args, |c, (id, reason, owner, origin)| {
         let (who, reason) = (chats::Poster::from(owner.as_deref()), reason.as_deref());
-        let done: BoxFuture<'_, _> = match deletion {
-            Deletion::Delete => Box::pin(chats::delete(c, *id, reason, who, origin)),
-            Deletion::Restore => Box::pin(chats::restore(c, *id, reason, who, origin)),
-        };
-        done
+        Box::pin(chats::set_deletion(c, *id, deletion, reason, who, origin))
     })
     .await?;
     Ok(Chat(row.into()))

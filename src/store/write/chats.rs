@@ -108,54 +108,45 @@ fn chat_deleted(id: Uuid) -> Error {
     Error::Conflict(format!("chat {id} is deleted; restore it first"))
 }
 
-/// Soft-deletes a chat: hidden from `chats` and `Session.chatsConnection` unless asked for,
-/// still read by id. Only its owner may (or anyone `who` allows), and not on a deleted
-/// session. Deleting a deleted chat changes nothing (as `deleteSession` does). `reason` goes
-/// into the audit record.
-pub async fn delete(
+/// Whether a chat is deleted or restored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deletion {
+    /// Soft-deletes it: hidden from `chats` and `Session.chatsConnection` unless asked for,
+    /// still read by id.
+    Delete,
+    /// Undoes a delete.
+    Restore,
+}
+
+/// Deletes or restores a chat. Only its owner may (or anyone `who` allows), and not on a
+/// deleted session. Deleting a deleted chat, or restoring one that is not, changes nothing (as
+/// `deleteSession` and `restoreSession` do). `reason` goes into the audit record.
+pub async fn set_deletion(
     conn: &mut PgConnection,
     chat_id: Uuid,
+    deletion: Deletion,
     reason: Option<&str>,
     who: Poster<'_>,
     origin: &Origin,
 ) -> Result<ChatRow> {
-    let chat = lock_owned(conn, chat_id, who, "delete").await?;
-    if chat.deleted_at.is_some() {
+    let delete = deletion == Deletion::Delete;
+    let action = if delete { "delete" } else { "restore" };
+    let chat = lock_owned(conn, chat_id, who, action).await?;
+    if chat.deleted_at.is_some() == delete {
         return Ok(chat);
     }
-    let deleted = sqlx::query_as(
-        "UPDATE chats SET deleted_at = now(), deleted_by = $3 \
+    let changed = sqlx::query_as(
+        "UPDATE chats SET deleted_at = CASE WHEN $3 THEN now() END, \
+                          deleted_by = CASE WHEN $3 THEN $4 END \
          WHERE id = $1 AND session_id = $2 RETURNING *",
     )
     .bind(chat_id)
     .bind(chat.session_id)
+    .bind(delete)
     .bind(&origin.actor)
     .fetch_one(traced(&mut *conn))
     .await?;
-    audited(conn, origin, &chat, deleted, reason).await
-}
-
-/// Undoes `delete`. Restoring a chat that is not deleted changes nothing.
-pub async fn restore(
-    conn: &mut PgConnection,
-    chat_id: Uuid,
-    reason: Option<&str>,
-    who: Poster<'_>,
-    origin: &Origin,
-) -> Result<ChatRow> {
-    let chat = lock_owned(conn, chat_id, who, "restore").await?;
-    if chat.deleted_at.is_none() {
-        return Ok(chat);
-    }
-    let restored = sqlx::query_as(
-        "UPDATE chats SET deleted_at = NULL, deleted_by = NULL \
-         WHERE id = $1 AND session_id = $2 RETURNING *",
-    )
-    .bind(chat_id)
-    .bind(chat.session_id)
-    .fetch_one(traced(&mut *conn))
-    .await?;
-    audited(conn, origin, &chat, restored, reason).await
+    audited(conn, origin, &chat, changed, reason).await
 }
 
 /// The chat, once `who` may `act` on it, under its session's lock (which `post` holds while it
