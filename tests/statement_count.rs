@@ -285,6 +285,42 @@ async fn a_deep_query_costs_one_statement_per_relationship_level() {
     assert!(read.iter().all(|s| !s.contains("llm_request")), "{read:#?}");
     assert_eq!(reading_payloads(&read), 1, "{read:#?}");
 
+    // A page counts its whole list only when the client selected `totalCount` (a count reads
+    // every child of the parent, where the page reads a few); the answer is the same.
+    let page_of_messages = |total: &str| {
+        format!(
+            "{{ sessions(first: 20) {{ edges {{ node {{ stages {{ executions {{
+               messagesConnection(first: 2) {{ {total} edges {{ node {{ sequenceNumber }} }}
+                 pageInfo {{ hasNextPage }} }} }} }} }} }} }} }}"
+        )
+    };
+    let counting = |statements: &[String]| {
+        statements
+            .iter()
+            .filter(|s| s.contains("FROM messages t") && s.contains("count(*)"))
+            .count()
+    };
+    statements::clear();
+    let uncounted = app.data(&page_of_messages(""), json!({})).await;
+    let read = statements::recorded();
+    assert_eq!(counting(&read), 0, "{read:#?}");
+    statements::clear();
+    let mut counted = app.data(&page_of_messages("totalCount"), json!({})).await;
+    let read = statements::recorded();
+    assert_eq!(counting(&read), 1, "{read:#?}");
+    let first = &counted["sessions"]["edges"][0]["node"]["stages"][0]["executions"][0];
+    assert_eq!(first["messagesConnection"]["totalCount"], 4, "{first}");
+    assert_eq!(first["messagesConnection"]["pageInfo"]["hasNextPage"], true);
+    for session in counted["sessions"]["edges"].as_array_mut().unwrap() {
+        for stage in session["node"]["stages"].as_array_mut().unwrap() {
+            for execution in stage["executions"].as_array_mut().unwrap() {
+                let page = execution["messagesConnection"].as_object_mut().unwrap();
+                page.remove("totalCount");
+            }
+        }
+    }
+    assert_eq!(counted, uncounted);
+
     // Fewer rows, same query shape: the same number of statements; and the same again, run
     // after run, with every core busy.
     let _busy = Busy::start();

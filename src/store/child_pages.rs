@@ -85,15 +85,18 @@ struct Keyset {
     second: &'static str,
 }
 
-/// One page request: a slice of the children of `parent` (of `session`), between two keys.
+/// One page request: a slice of the children of `parent` (of `session`), between two keys, and
+/// whether to count them all (only when the client selected `totalCount`: a count reads every
+/// child of the parent, where a page reads a few).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ChildPageKey<A, B> {
     pub session: Uuid,
     pub parent: Uuid,
     pub slice: Slice<(A, B)>,
+    pub counted: bool,
 }
 
-/// A page, and how many children its parent has in all.
+/// A page, and how many children its parent has in all (0 when not counted).
 #[derive(Debug, Clone)]
 pub struct CountedPage<R> {
     pub page: Page<R>,
@@ -240,7 +243,7 @@ impl Store {
             fn from_row(row: &'r PgRow) -> sqlx::Result<Self> {
                 Ok(Row {
                     ord: row.try_get("ord")?,
-                    total: row.try_get("total")?,
+                    total: row.try_get::<Option<i64>, _>("total")?.unwrap_or(0),
                     earlier: row.try_get("earlier")?,
                     later: row.try_get("later")?,
                     child: Joined::from_row(row)?,
@@ -271,24 +274,37 @@ impl Store {
         );
         // The keys are materialized so that each one's count and flags (whether children lie
         // at or before `after`, and at or after `before`: the nearest one, read along the
-        // parent's index) are read once per key. Each page is read from the end it is taken
-        // from, by the one of the two branches its `from_end` switches on. Absent cursors are
-        // the least and greatest keys, so every comparison is one index range.
+        // parent's index) are read once per key, and only when wanted: a count only for a key
+        // that asked for one (left out of the statement when none did), a flag only for a key
+        // with that cursor (without one, nothing lies beyond that end). Each page is read from
+        // the end it is taken from, by the one of the two branches its `from_end` switches
+        // on. Absent cursors are the least and greatest keys, so every comparison is one index
+        // range.
+        let total = if keys.iter().any(|k| k.counted) {
+            format!(
+                "CASE WHEN k.counted THEN (SELECT count(*) FROM {table} t WHERE {of_parent}) END"
+            )
+        } else {
+            "NULL::bigint".to_owned()
+        };
         let sql = format!(
             "WITH k AS MATERIALIZED ( \
                  SELECT k.*, \
-                        (SELECT count(*) FROM {table} t WHERE {of_parent}) AS total, \
-                        (SELECT TRUE FROM {table} t WHERE {of_parent} \
+                        {total} AS total, \
+                        CASE WHEN k.has_after THEN (SELECT TRUE FROM {table} t WHERE {of_parent} \
                            AND (t.{first}, t.{second}) <= (k.after_a, k.after_b) \
-                         ORDER BY t.{first} DESC, t.{second} DESC LIMIT 1) IS NOT NULL AS earlier, \
-                        (SELECT TRUE FROM {table} t WHERE {of_parent} \
+                         ORDER BY t.{first} DESC, t.{second} DESC LIMIT 1) IS NOT NULL \
+                        ELSE FALSE END AS earlier, \
+                        CASE WHEN k.has_before THEN (SELECT TRUE FROM {table} t WHERE {of_parent} \
                            AND (t.{first}, t.{second}) >= (k.before_a, k.before_b) \
-                         ORDER BY t.{first}, t.{second} LIMIT 1) IS NOT NULL AS later \
+                         ORDER BY t.{first}, t.{second} LIMIT 1) IS NOT NULL \
+                        ELSE FALSE END AS later \
                  FROM unnest($1::uuid[], $2::{a}[], $3::{b}[], $4::{a}[], $5::{b}[], \
-                             $6::bigint[], $7::boolean[], $8::uuid[]) \
+                             $6::bigint[], $7::boolean[], $8::uuid[], $9::boolean[], \
+                             $10::boolean[], $11::boolean[]) \
                       WITH ORDINALITY \
                       AS k(parent, after_a, after_b, before_a, before_b, lim, from_end, session, \
-                           ord)) \
+                           counted, has_after, has_before, ord)) \
              SELECT k.ord, k.total, k.earlier, k.later, c.* \
              FROM k LEFT JOIN LATERAL ( \
                  (SELECT {columns} FROM {table} t WHERE NOT k.from_end AND {window} \
@@ -318,6 +334,17 @@ impl Store {
             arguments.add(keys.iter().map(|k| k.slice.read()).collect::<Vec<_>>())?;
             arguments.add(keys.iter().map(|k| k.slice.from_end).collect::<Vec<_>>())?;
             arguments.add(keys.iter().map(|k| k.session).collect::<Vec<_>>())?;
+            arguments.add(keys.iter().map(|k| k.counted).collect::<Vec<_>>())?;
+            arguments.add(
+                keys.iter()
+                    .map(|k| k.slice.after.is_some())
+                    .collect::<Vec<_>>(),
+            )?;
+            arguments.add(
+                keys.iter()
+                    .map(|k| k.slice.before.is_some())
+                    .collect::<Vec<_>>(),
+            )?;
             Ok::<_, sqlx::error::BoxDynError>(())
         })();
         bound.map_err(sqlx::Error::Encode)?;

@@ -156,6 +156,7 @@ where
             session: parent.session,
             parent: parent.id,
             slice,
+            counted: ctx.look_ahead().field("totalCount").exists(),
         })
         .await?
         .unwrap_or_default();
