@@ -79,7 +79,14 @@ async fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     let copies = arg("--copies", 45);
-    let url = dataset::external(&admin, "casefile_bench_export", copies, true).await?;
+    let url = dataset::external(
+        &admin,
+        "casefile_bench_export",
+        copies,
+        true,
+        dataset::Payloads::Padded,
+    )
+    .await?;
     let pool = PgPool::connect(&url).await?;
     println!("data set: {}", dataset::volume(&pool).await?);
     let sessions: i64 = sqlx::query_scalar("SELECT count(*) FROM sessions")

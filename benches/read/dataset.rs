@@ -67,6 +67,25 @@ const CONVERSATION_FUNCTION: &str = "CREATE OR REPLACE FUNCTION llm_interactions
        AND m.sequence_number <= (SELECT l.sequence_number FROM messages l WHERE l.id = i.last_message_id) \
      ORDER BY m.sequence_number $$";
 
+/// How large the copies' LLM payloads are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Payloads {
+    /// The demo's own (a few hundred bytes), where per-request and per-statement costs show.
+    Demo,
+    /// Padded to 20-60 KB, with one session of multi-megabyte prompts, where JSON handling
+    /// dominates.
+    Padded,
+}
+
+impl Payloads {
+    pub fn name(self) -> &'static str {
+        match self {
+            Payloads::Demo => "demo-sized payloads",
+            Payloads::Padded => "payloads padded to 20-60 KB",
+        }
+    }
+}
+
 /// Creates (or, with `reuse`, keeps) database `name` on the server of `admin_url`, filled with
 /// the demo and `copies` copies of it. Returns the database's URL.
 pub async fn external(
@@ -74,6 +93,7 @@ pub async fn external(
     name: &str,
     copies: u32,
     reuse: bool,
+    payloads: Payloads,
 ) -> anyhow::Result<String> {
     let admin = PgPool::connect(admin_url)
         .await
@@ -116,7 +136,7 @@ pub async fn external(
     db.shutdown().await;
     // A plain pool: the copies take longer than casefile's statement timeout allows.
     let pool = PgPool::connect(&url).await?;
-    multiply(&pool, copies, true).await?;
+    multiply(&pool, copies, payloads, true).await?;
     pool.execute(CONVERSATION_FUNCTION).await?;
     pool.execute("VACUUM ANALYZE").await?;
     println!("  built {name} in {:.0} s", started.elapsed().as_secs_f64());
@@ -135,7 +155,7 @@ pub async fn embedded(dir: &Path, copies: u32) -> anyhow::Result<Volume> {
         .await
         .map_err(|e| anyhow::anyhow!("loading the demo: {e}"))?;
     drop(store);
-    multiply(db.pool(), copies, false).await?;
+    multiply(db.pool(), copies, Payloads::Padded, false).await?;
     db.pool().execute("VACUUM ANALYZE").await?;
     let volume = volume(db.pool()).await?;
     db.shutdown().await;
@@ -165,8 +185,9 @@ pub async fn volume(pool: &PgPool) -> anyhow::Result<Volume> {
 
 /// The copy of a column's value in copy `k`: ids (and so every foreign key) hashed with `k`,
 /// timestamps moved back by `k` times a few minutes (so copies sort as older sessions), feed
-/// positions moved past the demo's, LLM payloads padded to tens of KB.
-fn copy_expr(table: &str, column: &str, ty: &str) -> String {
+/// positions moved past the demo's, LLM payloads padded to tens of KB if `payloads` says so.
+fn copy_expr(table: &str, column: &str, ty: &str, payloads: Payloads) -> String {
+    let padded = payloads == Payloads::Padded;
     match (table, column, ty) {
         (_, _, "uuid") => format!("md5({column}::text || '/' || k)::uuid"),
         (_, _, "timestamp with time zone") => format!("{column} - k * interval '7 minutes'"),
@@ -174,12 +195,12 @@ fn copy_expr(table: &str, column: &str, ty: &str) -> String {
         ("session_status_changes", "feed_position", _) => {
             "feed_position + k * (SELECT max(feed_position) FROM session_status_changes)".into()
         }
-        ("llm_interactions", "llm_request", _) => {
+        ("llm_interactions", "llm_request", _) if padded => {
             "llm_request || jsonb_build_object('system', (SELECT txt FROM bench_pad \
              WHERE i = abs(hashtext(id::text || k)) % 64))"
                 .into()
         }
-        ("llm_interactions", "llm_response", _) => {
+        ("llm_interactions", "llm_response", _) if padded => {
             "llm_response || jsonb_build_object('output_text', (SELECT txt FROM bench_pad \
              WHERE i = abs(hashtext(k || id::text)) % 64))"
                 .into()
@@ -189,8 +210,14 @@ fn copy_expr(table: &str, column: &str, ty: &str) -> String {
 }
 
 /// Copies every demo row `copies` times, triggers off (no change-log rows, no status-history
-/// rows beyond the copied ones, no foreign-key checks: the ids are remapped consistently).
-async fn multiply(pool: &PgPool, copies: u32, big_session: bool) -> anyhow::Result<()> {
+/// rows beyond the copied ones, no foreign-key checks: the ids are remapped consistently). With
+/// padded payloads, `big_session` gives one session multi-megabyte prompts.
+async fn multiply(
+    pool: &PgPool,
+    copies: u32,
+    payloads: Payloads,
+    big_session: bool,
+) -> anyhow::Result<()> {
     let mut conn = pool.acquire().await?;
     let started = Instant::now();
     // Streaming events show their chunks through a view PostGraphile does not follow: fold them
@@ -232,7 +259,7 @@ async fn multiply(pool: &PgPool, copies: u32, big_session: bool) -> anyhow::Resu
         let names: Vec<&str> = columns.iter().map(|(n, _)| n.as_str()).collect();
         let exprs: Vec<String> = columns
             .iter()
-            .map(|(n, t)| copy_expr(table, n, t))
+            .map(|(n, t)| copy_expr(table, n, t, payloads))
             .collect();
         let sql = format!(
             "INSERT INTO {table} ({}) SELECT {} FROM {table} CROSS JOIN generate_series(1, {copies}) k",
@@ -241,7 +268,7 @@ async fn multiply(pool: &PgPool, copies: u32, big_session: bool) -> anyhow::Resu
         );
         conn.execute(sql.as_str()).await?;
     }
-    if big_session {
+    if big_session && payloads == Payloads::Padded {
         // The session with the most LLM interactions gets multi-megabyte prompts, about
         // 27 MB in all (under casefile's 32 MiB response limit).
         conn.execute(

@@ -3,10 +3,13 @@
 //!
 //!     cargo bench --bench read [-- --quick] [--seconds N] [--only QUERY] [--token cf_…]
 //!                               [--skip-peer] [--skip-embedded] [--reuse] [--copies N]
+//!                               [--payloads demo|padded|both]
 //!
-//! The data set is the demo multiplied in SQL (~2,000 sessions, tens of KB per LLM payload, one
-//! session with multi-megabyte payloads) in database `casefile_read_bench` on the local
-//! PostgreSQL (`DATABASE_URL` names another server's admin database).
+//! The data set is the demo multiplied in SQL (~2,000 sessions) on the local PostgreSQL
+//! (`DATABASE_URL` names another server's admin database), in two variants measured one after
+//! the other: the demo's own payload sizes (database `casefile_read_bench_demo`), where
+//! per-request and per-statement costs show, and payloads padded to tens of KB with one session
+//! of multi-megabyte payloads (`casefile_read_bench`), where JSON handling dominates.
 
 #[path = "../../tests/it/common/process.rs"]
 mod process;
@@ -44,6 +47,8 @@ struct Options {
     reuse: bool,
     /// Copies of the demo (8 sessions each) on PostgreSQL, and on the embedded database.
     copies: u32,
+    /// The payload variants measured on PostgreSQL, in order.
+    payloads: Vec<dataset::Payloads>,
     embedded_copies: u32,
 }
 
@@ -70,6 +75,12 @@ impl Options {
             skip_embedded: has("--skip-embedded"),
             reuse: has("--reuse"),
             copies: value("--copies").map_or(255, |s| s.parse().expect("--copies N")),
+            payloads: match value("--payloads").as_deref() {
+                Some("demo") => vec![dataset::Payloads::Demo],
+                Some("padded") => vec![dataset::Payloads::Padded],
+                None | Some("both") => vec![dataset::Payloads::Demo, dataset::Payloads::Padded],
+                Some(other) => panic!("--payloads takes demo, padded or both, not {other}"),
+            },
             embedded_copies: if quick { 10 } else { 60 },
         }
     }
@@ -228,19 +239,29 @@ async fn measure(
     }
 }
 
-/// Both servers on the bench database: equivalence, the table, then memory on the big session.
-async fn external(options: &Options, started: Instant) -> anyhow::Result<()> {
+/// Both servers on the bench database of a payload variant: equivalence, the table, then (with
+/// padded payloads) memory on the big session.
+async fn external(
+    options: &Options,
+    started: Instant,
+    payloads: dataset::Payloads,
+) -> anyhow::Result<()> {
     let admin = std::env::var("DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
+    let database = match payloads {
+        dataset::Payloads::Padded => DATABASE.to_owned(),
+        dataset::Payloads::Demo => format!("{DATABASE}_demo"),
+    };
     say(
         started,
         format!(
-            "building database {DATABASE} (demo × {} copies)",
-            options.copies
+            "building database {database} (demo × {} copies, {})",
+            options.copies,
+            payloads.name()
         ),
     );
-    let url = dataset::external(&admin, DATABASE, options.copies, options.reuse).await?;
-    let postgres = metrics::Postgres::connect(&url, DATABASE).await?;
+    let url = dataset::external(&admin, &database, options.copies, options.reuse, payloads).await?;
+    let postgres = metrics::Postgres::connect(&url, &database).await?;
     say(
         started,
         format!("data set: {}", dataset::volume(postgres.pool()).await?),
@@ -293,12 +314,21 @@ async fn external(options: &Options, started: Instant) -> anyhow::Result<()> {
             }
         }
     }
-    say(started, "PostgreSQL, casefile vs PostGraphile 5:");
+    say(
+        started,
+        format!(
+            "PostgreSQL, casefile vs PostGraphile 5, {}:",
+            payloads.name()
+        ),
+    );
     report::print(&rows);
     if let Some(why) = &postgres.statements_unavailable {
         println!("statements/req: {why}\n");
     }
     drop(ours);
+    if payloads == dataset::Payloads::Demo {
+        return Ok(());
+    }
 
     // Peak memory: a fresh casefile serving the debug tab of the multi-megabyte session.
     say(
@@ -410,8 +440,10 @@ async fn main() {
             if options.quick { " (quick)" } else { "" }
         ),
     );
-    if let Err(err) = external(&options, started).await {
-        println!("PostgreSQL: not measured: {err:#}");
+    for payloads in &options.payloads {
+        if let Err(err) = external(&options, started, *payloads).await {
+            println!("PostgreSQL, {}: not measured: {err:#}", payloads.name());
+        }
     }
     if !options.skip_embedded
         && let Err(err) = embedded(&options, started).await
