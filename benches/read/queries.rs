@@ -101,7 +101,7 @@ pub const DEEP: Query = Query {
         agentExecutionsByParentExecutionIdAndSessionId(orderBy: AGENT_INDEX_ASC) { nodes { rowId agentName } } \
         timelineEventsByExecutionIdAndStageIdAndSessionId(first: 100, orderBy: SEQUENCE_NUMBER_ASC) { nodes { rowId eventType content } } \
         messagesByExecutionIdAndStageIdAndSessionId(orderBy: SEQUENCE_NUMBER_ASC) { nodes { rowId role content } } \
-        llmInteractionsByExecutionIdAndStageIdAndSessionId(orderBy: [CREATED_AT_ASC, ROW_ID_ASC]) { nodes { rowId modelName inputTokens lastMessageExecution { rowId } } } \
+        llmInteractionsByExecutionIdAndStageIdAndSessionId(orderBy: [CREATED_AT_ASC, ROW_ID_ASC]) { nodes { rowId modelName inputTokens lastMessageExecutionSession { rowId } } } \
         mcpInteractionsByExecutionIdAndStageIdAndSessionId(orderBy: [CREATED_AT_ASC, ROW_ID_ASC]) { nodes { rowId toolName } } } } } } } } }",
 };
 
@@ -137,7 +137,7 @@ const RENAMES: [(&str, &str); 14] = [
     ("chats", "chatsConnection"),
     ("conversation", "conversationConnection"),
     ("chatUserMessagesByChatIdAndSessionId", "messages"),
-    ("lastMessageExecution", "lastMessage"),
+    ("lastMessageExecutionSession", "lastMessage"),
 ];
 
 /// Enums: casefile's are GraphQL enums (`COMPLETED`), PostGraphile's the stored text.
