@@ -224,7 +224,7 @@ async fn many(
                 .list_sessions(&filter, SessionSort::CreatedAt, false, &slice)
                 .await?;
             for listed in &page.rows {
-                writer.session(&store, listed.session.id, "\n").await?;
+                writer.session(&store, listed.session.id).await?;
                 exported += 1;
             }
             if let Some(last) = page.rows.last() {

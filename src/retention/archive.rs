@@ -46,9 +46,7 @@ impl Archive {
         written?;
         exported
     }
-}
 
-impl Archive {
     /// Writes the chunks of `session`'s document where the archive keeps it.
     async fn take(&self, session: Uuid, mut chunks: mpsc::Receiver<Bytes>) -> Result<()> {
         match self {

@@ -291,7 +291,7 @@ impl DocumentWriter {
     ) -> (JoinHandle<Result<Exported>>, mpsc::Receiver<Bytes>) {
         let (mut writer, chunks) = DocumentWriter::new();
         let store = store.clone();
-        let written = tokio::spawn(async move { writer.session(&store, session, "\n").await });
+        let written = tokio::spawn(async move { writer.session(&store, session).await });
         (written, chunks)
     }
 
@@ -327,7 +327,7 @@ impl DocumentWriter {
     }
 
     /// Sends what is buffered, the last chunk too.
-    pub async fn flush(&mut self) -> Result<()> {
+    async fn flush(&mut self) -> Result<()> {
         let mut chunks = std::mem::take(&mut self.buffer.full);
         if !self.buffer.filling.is_empty() {
             chunks.push(Bytes::from(std::mem::take(&mut self.buffer.filling)));
@@ -344,11 +344,11 @@ impl DocumentWriter {
         Ok(())
     }
 
-    /// Session `session`'s document, read in one snapshot, followed by `end` (`"\n"` between
-    /// the lines of a bulk export); NOT_FOUND when there is no such session (deleted ones are
+    /// Session `session`'s document, read in one snapshot, as one line ended by a newline (so
+    /// documents written one after another are the lines of a bulk export); NOT_FOUND when there is no such session (deleted ones are
     /// exported: a soft delete is part of their history). Nothing is written before the
     /// session is found.
-    pub async fn session(&mut self, store: &Store, session: Uuid, end: &str) -> Result<Exported> {
+    pub async fn session(&mut self, store: &Store, session: Uuid) -> Result<Exported> {
         let mut tx = store.begin().await?;
         // One snapshot for the whole document, however long the output takes to drain.
         sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
@@ -467,7 +467,7 @@ impl DocumentWriter {
         )
         .await?;
         self.text("}");
-        self.text(end);
+        self.text("\n");
         tx.commit().await?;
         self.flush().await?;
         Ok(exported)

@@ -1,6 +1,5 @@
 //! Follow-up chats on a finished session. Each question is answered by a stage of its own.
 
-use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::json;
 use sqlx::PgConnection;
@@ -99,13 +98,12 @@ pub async fn rename(
 /// Refuses a write to a deleted chat, as a deleted session refuses writes.
 fn ensure_chat_not_deleted(chat: &ChatRow) -> Result<()> {
     match chat.deleted_at {
-        Some(_) => Err(chat_deleted(chat.id)),
+        Some(_) => Err(Error::Conflict(format!(
+            "chat {} is deleted; restore it first",
+            chat.id
+        ))),
         None => Ok(()),
     }
-}
-
-fn chat_deleted(id: Uuid) -> Error {
-    Error::Conflict(format!("chat {id} is deleted; restore it first"))
 }
 
 /// Whether a chat is deleted or restored.
@@ -313,15 +311,12 @@ pub async fn post(
     ensure_accepts_work(&session, true, "post a chat message")?;
     // Read again under the session's lock, which `deleteChat` takes too: a delete that
     // committed meanwhile is seen.
-    let deleted_at: Option<DateTime<Utc>> =
-        sqlx::query_scalar("SELECT deleted_at FROM chats WHERE id = $1 AND session_id = $2")
-            .bind(new.chat_id)
-            .bind(session_id)
-            .fetch_one(traced(&mut *conn))
-            .await?;
-    if deleted_at.is_some() {
-        return Err(chat_deleted(new.chat_id));
-    }
+    let chat: ChatRow = sqlx::query_as("SELECT * FROM chats WHERE id = $1 AND session_id = $2")
+        .bind(new.chat_id)
+        .bind(session_id)
+        .fetch_one(traced(&mut *conn))
+        .await?;
+    ensure_chat_not_deleted(&chat)?;
     let unanswered: Option<String> = sqlx::query_scalar(
         "SELECT s.stage_name FROM stages s \
          WHERE s.chat_id = $1 AND s.session_id = $2 AND s.status IN ('pending', 'active') LIMIT 1",
