@@ -133,23 +133,30 @@ fn bodies(query: &Query, peer: bool, cursors: &[Value], ids: &[Value]) -> Arc<Ve
     Arc::new(args.iter().map(|a| query.body(peer, a)).collect())
 }
 
-/// Exits unless both servers answer the first few requests of `query` with the same data.
-async fn same_data(query: &Query, ours: &Server, peer: &Server, cf: &[String], pg: &[String]) {
+/// An error unless both servers answer the first few requests of `query` with the same data
+/// (returned, not exited on, so that the servers are stopped as they are dropped).
+async fn same_data(
+    query: &Query,
+    ours: &Server,
+    peer: &Server,
+    cf: &[String],
+    pg: &[String],
+) -> anyhow::Result<()> {
     let (a, b) = (Client::new(ours), Client::new(peer));
+    let failed = |server: &str, error: String| {
+        let error: String = error.chars().take(2000).collect();
+        anyhow::anyhow!("{}: {server} failed: {error}", query.name)
+    };
     let mut items = 0;
     for (x, y) in cf.iter().zip(pg).take(3) {
-        let x = a
-            .json(x)
-            .await
-            .unwrap_or_else(|e| fail(query, "casefile", &e));
-        let y = b.json(y).await.unwrap_or_else(|e| fail(query, "PG5", &e));
+        let x = a.json(x).await.map_err(|e| failed("casefile", e))?;
+        let y = b.json(y).await.map_err(|e| failed("PG5", e))?;
         let (x, y) = (queries::normal(&x["data"]), queries::normal(&y["data"]));
         if let Some(diff) = queries::difference("data", &x, &y) {
-            eprintln!(
+            anyhow::bail!(
                 "{}: casefile and PostGraphile 5 return different data: {diff}",
                 query.name
             );
-            std::process::exit(1);
         }
         items += queries::items(&x);
     }
@@ -157,12 +164,7 @@ async fn same_data(query: &Query, ours: &Server, peer: &Server, cf: &[String], p
         "  {}: same data: yes ({items} list items compared)",
         query.name
     );
-}
-
-fn fail(query: &Query, server: &str, error: &str) -> ! {
-    let error: String = error.chars().take(2000).collect();
-    eprintln!("{}: {server} failed: {error}", query.name);
-    std::process::exit(1);
+    Ok(())
 }
 
 /// Measures one cell: warm-up, then `seconds` of load, with CPU and statement counts.
@@ -298,12 +300,12 @@ async fn external(
         let cf = bodies(query, false, &cf_pages, &ids);
         let pg = bodies(query, true, &pg_pages, &ids);
         match &peer {
-            Some(p) => same_data(query, &ours, p, &cf, &pg).await,
+            Some(p) => same_data(query, &ours, p, &cf, &pg).await?,
             None => {
                 Client::new(&ours)
                     .json(&cf[0])
                     .await
-                    .unwrap_or_else(|e| fail(query, "casefile", &e));
+                    .map_err(|e| anyhow::anyhow!("{}: casefile failed: {e}", query.name))?;
             }
         }
         for clients in [1, 8] {
@@ -408,7 +410,7 @@ async fn embedded(options: &Options, started: Instant) -> anyhow::Result<()> {
         client
             .json(&requests[0])
             .await
-            .unwrap_or_else(|e| fail(query, "casefile (embedded)", &e));
+            .map_err(|e| anyhow::anyhow!("{}: casefile (embedded) failed: {e}", query.name))?;
         for clients in [1, 8] {
             say(
                 started,

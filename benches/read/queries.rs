@@ -87,7 +87,7 @@ pub const DEEP: Query = Query {
     name: "deep",
     by: By::Page,
     casefile: "query Deep($after: String) { sessions(first: 20, after: $after) { edges { node { uuid alertType status \
-        chatsConnection(first: 100) { edges { node { uuid messages { uuid content } } } } \
+        chatsConnection(first: 100) { edges { node { uuid questionsConnection(first: 100) { edges { node { uuid content } } } } } } \
         stages { uuid name status executions { uuid agentName status subAgents { uuid agentName } \
         timeline(first: 100) { edges { node { uuid eventType content } } } \
         messagesConnection(first: 100) { edges { node { uuid role content } } } \
@@ -136,7 +136,10 @@ const RENAMES: [(&str, &str); 14] = [
     ("mcpInteractions", "mcpInteractionsConnection"),
     ("chats", "chatsConnection"),
     ("conversation", "conversationConnection"),
-    ("chatUserMessagesByChatIdAndSessionId", "messages"),
+    (
+        "chatUserMessagesByChatIdAndSessionId",
+        "questionsConnection",
+    ),
     ("lastMessageExecutionSession", "lastMessage"),
 ];
 

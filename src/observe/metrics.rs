@@ -14,6 +14,7 @@ pub const GRAPHQL_REQUESTS: &str = "casefile_graphql_requests_total";
 pub const GRAPHQL_REQUEST_DURATION: &str = "casefile_graphql_request_duration_seconds";
 pub const GRAPHQL_LOADER_BATCHES: &str = "casefile_graphql_loader_batches";
 pub const GRAPHQL_SQL_STATEMENTS: &str = "casefile_graphql_sql_statements";
+pub const GRAPHQL_LOADER_ROUND_TRIPS: &str = "casefile_graphql_loader_round_trips";
 pub const HTTP_REQUESTS: &str = "casefile_http_requests_total";
 pub const HTTP_REQUEST_DURATION: &str = "casefile_http_request_duration_seconds";
 pub const OPEN_STREAMS: &str = "casefile_open_streams";
@@ -61,6 +62,12 @@ pub fn handle() -> &'static PrometheusHandle {
             })
             .and_then(|b| {
                 b.set_buckets_for_metric(
+                    Matcher::Full(GRAPHQL_LOADER_ROUND_TRIPS.to_owned()),
+                    COUNT_BUCKETS,
+                )
+            })
+            .and_then(|b| {
+                b.set_buckets_for_metric(
                     Matcher::Full(GRAPHQL_SQL_STATEMENTS.to_owned()),
                     COUNT_BUCKETS,
                 )
@@ -101,6 +108,10 @@ fn describe() {
     describe_histogram!(
         GRAPHQL_LOADER_BATCHES,
         "DataLoader batches one query or mutation sent to the database"
+    );
+    describe_histogram!(
+        GRAPHQL_LOADER_ROUND_TRIPS,
+        "Times one query or mutation waited for DataLoader batches (those of one wave run concurrently)"
     );
     describe_histogram!(
         GRAPHQL_SQL_STATEMENTS,

@@ -38,6 +38,7 @@ impl RequestInfo {
 pub struct OperationWork {
     statements: AtomicU32,
     batches: AtomicU32,
+    round_trips: AtomicU32,
 }
 
 impl OperationWork {
@@ -47,6 +48,10 @@ impl OperationWork {
 
     pub fn batches(&self) -> u32 {
         self.batches.load(Ordering::Relaxed)
+    }
+
+    pub fn round_trips(&self) -> u32 {
+        self.round_trips.load(Ordering::Relaxed)
     }
 }
 
@@ -63,4 +68,10 @@ pub fn count_statement() {
 /// Counts a DataLoader batch against the running operation, if any.
 pub fn count_batch() {
     let _ = OPERATION_WORK.try_with(|work| work.batches.fetch_add(1, Ordering::Relaxed));
+}
+
+/// Counts a wave of DataLoader batches (sent together, run concurrently) against the running
+/// operation, if any: the round trips its latency adds up.
+pub fn count_round_trip() {
+    let _ = OPERATION_WORK.try_with(|work| work.round_trips.fetch_add(1, Ordering::Relaxed));
 }

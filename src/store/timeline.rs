@@ -7,8 +7,9 @@ use sqlx::postgres::PgArguments;
 use sqlx::{Arguments as _, FromRow};
 use uuid::Uuid;
 
+use super::child_pages::PagesRead;
 use super::page::{Joined, Page, Slice};
-use super::{Scope, Store, TimelineEventRow};
+use super::{Parents, Scope, Store, TimelineEventRow};
 use crate::error::Result;
 use crate::model::{TimelineEventStatus, TimelineEventType, db_name};
 
@@ -60,6 +61,7 @@ impl Store {
     pub async fn timeline_pages(
         &self,
         scope: Scope,
+        parents: Parents,
         keys: &[TimelinePageKey],
     ) -> Result<HashMap<TimelinePageKey, Page<Arc<TimelineEventRow>>>> {
         // One statement per filter: the fields of one query ask with one filter, so that is
@@ -70,7 +72,10 @@ impl Store {
         }
         let mut pages = HashMap::with_capacity(keys.len());
         for (filter, keys) in by_filter {
-            pages.extend(self.filtered_timeline_pages(scope, filter, &keys).await?);
+            pages.extend(
+                self.filtered_timeline_pages(scope, parents, filter, &keys)
+                    .await?,
+            );
         }
         Ok(pages)
     }
@@ -78,33 +83,38 @@ impl Store {
     async fn filtered_timeline_pages(
         &self,
         scope: Scope,
+        parents: Parents,
         filter: &TimelineFilter,
         keys: &[TimelinePageKey],
     ) -> Result<HashMap<TimelinePageKey, Page<Arc<TimelineEventRow>>>> {
         #[derive(FromRow)]
         struct Row {
             ord: i64,
+            parent: Uuid,
             earlier: bool,
             later: bool,
             #[sqlx(flatten)]
             event: Joined<TimelineEventRow>,
         }
-        let (sql, arguments) = pages_statement(scope, filter, keys)?;
+        let (sql, arguments) = pages_statement(scope, parents, filter, keys)?;
         let rows: Vec<Row> = sqlx::query_as_with(&sql, arguments)
             .fetch_all(self.reader().await?.traced())
             .await?;
-        let mut read: Vec<(Vec<Arc<TimelineEventRow>>, bool, bool)> =
-            keys.iter().map(|_| (Vec::new(), false, false)).collect();
+        let mut read = PagesRead::new(parents, keys.iter().map(|k| k.parent));
         for row in rows {
-            let (events, earlier, later) = &mut read[(row.ord - 1) as usize];
-            (*earlier, *later) = (row.earlier, row.later);
-            events.extend(row.event.0.map(Arc::new));
+            let page = read.of(row.ord, row.parent);
+            (page.earlier, page.later) = (row.earlier, row.later);
+            page.rows.extend(row.event.0.map(Arc::new));
         }
-        Ok(keys
-            .iter()
-            .zip(read)
-            .map(|(key, (events, earlier, later))| {
-                (key.clone(), Page::new(events, &key.slice, earlier, later))
+        let of_parent = |key: &TimelinePageKey, parent| TimelinePageKey {
+            parent,
+            ..key.clone()
+        };
+        Ok(read
+            .pages(keys, of_parent)
+            .map(|(key, read)| {
+                let page = Page::new(read.rows, &key.slice, read.earlier, read.later);
+                (key, page)
             })
             .collect())
     }
@@ -117,7 +127,7 @@ impl Store {
         filter: &TimelineFilter,
         keys: &[TimelinePageKey],
     ) -> Result<String> {
-        let (sql, arguments) = pages_statement(scope, filter, keys)?;
+        let (sql, arguments) = pages_statement(scope, Parents::Listed, filter, keys)?;
         let lines: Vec<String> = sqlx::query_scalar_with(&format!("EXPLAIN {sql}"), arguments)
             .fetch_all(self.reader().await?.traced())
             .await?;
@@ -132,10 +142,11 @@ impl Store {
 /// `before`.
 fn pages_statement(
     scope: Scope,
+    parents: Parents,
     filter: &TimelineFilter,
     keys: &[TimelinePageKey],
 ) -> Result<(String, PgArguments)> {
-    let parents: Vec<Uuid> = keys.iter().map(|k| k.parent).collect();
+    let parent_ids: Vec<Uuid> = keys.iter().map(|k| k.parent).collect();
     // Sequence numbers start at 1, so 0 and i64::MAX bound the whole timeline.
     let afters: Vec<i64> = keys.iter().map(|k| k.slice.after.unwrap_or(0)).collect();
     let befores: Vec<i64> = keys
@@ -152,6 +163,14 @@ fn pages_statement(
         Scope::Session => format!("t.{column} = k.parent{matches}"),
         _ => format!("t.{column} = k.parent AND t.session_id = k.session{matches}"),
     };
+    let keys_relation = parents.keys(&[
+        ("parent", "uuid"),
+        ("after_seq", "bigint"),
+        ("before_seq", "bigint"),
+        ("lim", "bigint"),
+        ("from_end", "boolean"),
+        ("session", "uuid"),
+    ]);
     let window = format!(
         "{of_parent} AND t.sequence_number > k.after_seq AND t.sequence_number < k.before_seq"
     );
@@ -169,21 +188,19 @@ fn pages_statement(
                     (SELECT TRUE FROM timeline_events t \
                      WHERE {of_parent} AND t.sequence_number >= k.before_seq \
                      ORDER BY t.sequence_number LIMIT 1) IS NOT NULL AS later \
-             FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::bigint[], $5::boolean[], \
-                         $6::uuid[]) \
-                  WITH ORDINALITY AS k(parent, after_seq, before_seq, lim, from_end, session, ord)) \
-         SELECT k.ord, k.earlier, k.later, e.* \
+             FROM {keys_relation}) \
+         SELECT k.ord, k.parent, k.earlier, k.later, e.* \
          FROM k LEFT JOIN LATERAL ( \
              (SELECT * FROM timeline_events_live t WHERE NOT k.from_end AND {window} \
               ORDER BY t.sequence_number LIMIT k.lim) \
              UNION ALL \
              (SELECT * FROM timeline_events_live t WHERE k.from_end AND {window} \
               ORDER BY t.sequence_number DESC LIMIT k.lim)) e ON TRUE \
-         ORDER BY k.ord, e.sequence_number"
+         ORDER BY k.ord, k.parent, e.sequence_number"
     );
     let mut arguments = PgArguments::default();
     let bound = (|| {
-        arguments.add(&parents)?;
+        arguments.add(&parent_ids)?;
         arguments.add(&afters)?;
         arguments.add(&befores)?;
         arguments.add(&limits)?;

@@ -11,8 +11,8 @@ use tracing::Span;
 
 use super::documents::selected_operation;
 use crate::observe::metrics::{
-    GRAPHQL_LOADER_BATCHES, GRAPHQL_REQUEST_DURATION, GRAPHQL_REQUESTS, GRAPHQL_SQL_STATEMENTS,
-    operation_label,
+    GRAPHQL_LOADER_BATCHES, GRAPHQL_LOADER_ROUND_TRIPS, GRAPHQL_REQUEST_DURATION, GRAPHQL_REQUESTS,
+    GRAPHQL_SQL_STATEMENTS, operation_label,
 };
 use crate::observe::request::{OperationWork, RequestInfo};
 
@@ -122,6 +122,7 @@ impl Drop for Report {
         if let Some(work) = &self.work {
             metrics::histogram!(GRAPHQL_SQL_STATEMENTS).record(work.statements());
             metrics::histogram!(GRAPHQL_LOADER_BATCHES).record(work.batches());
+            metrics::histogram!(GRAPHQL_LOADER_ROUND_TRIPS).record(work.round_trips());
         }
         let codes = self.codes.join(",");
         let info = self.info.as_ref();
@@ -138,6 +139,7 @@ impl Drop for Report {
             error_codes = codes.as_str(),
             sql_statements = self.work.as_ref().map(|w| w.statements()),
             loader_batches = self.work.as_ref().map(|w| w.batches()),
+            loader_round_trips = self.work.as_ref().map(|w| w.round_trips()),
             "graphql request"
         );
     }

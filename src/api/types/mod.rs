@@ -5,7 +5,7 @@ mod access;
 mod audit;
 mod chain;
 mod chat;
-mod connection;
+pub(crate) mod connection;
 mod events;
 mod execution;
 mod interactions;
@@ -21,7 +21,7 @@ mod session;
 mod share_link;
 mod stage;
 mod stats;
-mod timeline;
+pub(crate) mod timeline;
 mod tool_call;
 
 use async_graphql::Context;

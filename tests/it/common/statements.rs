@@ -11,6 +11,9 @@ use tracing_subscriber::layer::SubscriberExt as _;
 /// Each statement's text, and whether a GraphQL operation ran it (inside its span).
 static STATEMENTS: Mutex<Vec<(String, bool)>> = Mutex::new(Vec::new());
 
+/// The round trips of each GraphQL operation (its log line's `loader_round_trips`).
+static ROUND_TRIPS: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+
 /// Starts recording for the whole process.
 pub fn record() {
     tracing::subscriber::set_global_default(tracing_subscriber::registry().with(Recorder)).unwrap();
@@ -41,6 +44,13 @@ pub struct Recording {
 /// Forgets what was recorded so far.
 pub fn clear() {
     STATEMENTS.lock().unwrap().clear();
+    ROUND_TRIPS.lock().unwrap().clear();
+}
+
+/// The round trips of each operation answered since the last `clear`: how many times it
+/// waited for a wave of loader batches.
+pub fn round_trips() -> Vec<u64> {
+    ROUND_TRIPS.lock().unwrap().clone()
 }
 
 /// The statements recorded since the last `clear`.
@@ -79,8 +89,27 @@ where
                 .event_scope(event)
                 .is_some_and(|mut scope| scope.any(|span| span.name() == "graphql_operation"));
             STATEMENTS.lock().unwrap().push((text.0, by_operation));
+        } else {
+            let mut round_trips = RoundTrips(None);
+            event.record(&mut round_trips);
+            if let Some(n) = round_trips.0 {
+                ROUND_TRIPS.lock().unwrap().push(n);
+            }
         }
     }
+}
+
+/// The `loader_round_trips` of a request's log line.
+struct RoundTrips(Option<u64>);
+
+impl tracing::field::Visit for RoundTrips {
+    fn record_u64(&mut self, field: &tracing::field::Field, value: u64) {
+        if field.name() == "loader_round_trips" {
+            self.0 = Some(value);
+        }
+    }
+
+    fn record_debug(&mut self, _: &tracing::field::Field, _: &dyn std::fmt::Debug) {}
 }
 
 /// The SQL text of a `sqlx::query` event.
