@@ -35,6 +35,7 @@ mod pages;
 mod pagination;
 mod prices;
 mod query_api;
+mod read_ahead;
 mod relationship_pages;
 mod replicas;
 mod restore;
