@@ -135,6 +135,9 @@ impl Store {
     }
 }
 
+/// Past every sequence number: the `before` of a page without one.
+const END: i64 = i64::MAX;
+
 /// The statement that reads every page of `keys` (which share `filter`), and its arguments:
 /// each key is joined laterally to its own ordered, limited slice (read from either end), so
 /// different parents may ask for different slices; it is an outer join, so a key whose page is
@@ -147,12 +150,9 @@ fn pages_statement(
     keys: &[TimelinePageKey],
 ) -> Result<(String, PgArguments)> {
     let parent_ids: Vec<Uuid> = keys.iter().map(|k| k.parent).collect();
-    // Sequence numbers start at 1, so 0 and i64::MAX bound the whole timeline.
+    // Sequence numbers start at 1, so 0 and `END` bound the whole timeline.
     let afters: Vec<i64> = keys.iter().map(|k| k.slice.after.unwrap_or(0)).collect();
-    let befores: Vec<i64> = keys
-        .iter()
-        .map(|k| k.slice.before.unwrap_or(i64::MAX))
-        .collect();
+    let befores: Vec<i64> = keys.iter().map(|k| k.slice.before.unwrap_or(END)).collect();
     let limits: Vec<i64> = keys.iter().map(|k| k.slice.read()).collect();
     let from_end: Vec<bool> = keys.iter().map(|k| k.slice.from_end).collect();
     let sessions: Vec<Uuid> = keys.iter().map(|k| k.session).collect();
@@ -175,19 +175,22 @@ fn pages_statement(
         "{of_parent} AND t.sequence_number > k.after_seq AND t.sequence_number < k.before_seq"
     );
     // Whether events lie on either side of a key's page: the nearest one, read along the
-    // (parent, sequence_number) index (an EXISTS may be planned as a scan of the table).
+    // (parent, sequence_number) index (an EXISTS may be planned as a scan of the table), and
+    // only for a key with that cursor (without one, the bound is past every sequence number).
     // The keys are materialized so this is read once per key, not once per row. Each page
     // is read from the end it is taken from (so LIMIT takes the events next to it), by the
     // one of the two branches its `from_end` switches on.
     let sql = format!(
         "WITH k AS MATERIALIZED ( \
              SELECT k.*, \
-                    (SELECT TRUE FROM timeline_events t \
+                    CASE WHEN k.after_seq > 0 THEN (SELECT TRUE FROM timeline_events t \
                      WHERE {of_parent} AND t.sequence_number <= k.after_seq \
-                     ORDER BY t.sequence_number DESC LIMIT 1) IS NOT NULL AS earlier, \
-                    (SELECT TRUE FROM timeline_events t \
+                     ORDER BY t.sequence_number DESC LIMIT 1) IS NOT NULL \
+                    ELSE FALSE END AS earlier, \
+                    CASE WHEN k.before_seq < {END} THEN (SELECT TRUE FROM timeline_events t \
                      WHERE {of_parent} AND t.sequence_number >= k.before_seq \
-                     ORDER BY t.sequence_number LIMIT 1) IS NOT NULL AS later \
+                     ORDER BY t.sequence_number LIMIT 1) IS NOT NULL \
+                    ELSE FALSE END AS later \
              FROM {keys_relation}) \
          SELECT k.ord, k.parent, k.earlier, k.later, e.* \
          FROM k LEFT JOIN LATERAL ( \
