@@ -8,7 +8,6 @@ mod mutation;
 mod options;
 pub mod pagination;
 mod query;
-mod read_ahead;
 pub mod runner;
 pub mod scalars;
 mod subscription;

@@ -12,7 +12,6 @@ use crate::store::page::{Page, Slice};
 pub const DEFAULT_PAGE_SIZE: usize = 20;
 
 /// A connection's paging arguments, as the client gave them.
-#[derive(Clone)]
 pub struct PageArgs {
     pub first: Option<i32>,
     pub after: Option<String>,

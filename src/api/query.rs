@@ -7,7 +7,6 @@ use super::cost;
 use super::guards::{RoleGuard, SessionReaderGuard, caller, may_read};
 use super::ids::{self, NodeType};
 use super::pagination::{PageArgs, edges_of};
-use super::read_ahead;
 use super::types::{
     ApiToken, AuditLogFilter, AuditRecordConnection, Chain, ChainConnection, ChainVersionRef,
     ChatListConnection, EdgeSearch, McpInteractionSearchConnection, ModelPrice, Node,
@@ -368,8 +367,6 @@ impl Query {
     ) -> Result<Option<Session>> {
         let uuid = ids::decode_as(NodeType::Session, &id)?;
         may_read(ctx, uuid)?;
-        // What the session's fields will load goes with the session, in one round trip.
-        read_ahead::below_sessions(ctx, &[uuid], ctx.field().selection_set());
         Ok(loaders(ctx).sessions.load_one(uuid).await?.map(Session))
     }
 
@@ -447,12 +444,6 @@ impl Query {
             },
             |e| &e.cursor,
         );
-        // What the sessions' fields will load goes in one round trip for the whole page.
-        let sessions: Vec<_> = edges.iter().map(|e| e.node.0.id).collect();
-        let nodes = ctx.look_ahead().field("edges").field("node");
-        for node in nodes.selection_fields() {
-            read_ahead::below_sessions(ctx, &sessions, node.selection_set());
-        }
         Ok(SessionConnection {
             edges,
             page_info,

@@ -136,137 +136,23 @@ fn in_time_order(parent: &'static str) -> Keyset {
     }
 }
 
-/// Which parents a statement reads pages of.
-#[derive(Clone, Copy)]
-pub enum Parents {
-    /// Those its keys name.
-    Listed,
-    /// Every stage or execution (the scope's) of each key's session, each its own page of the
-    /// key's slice: the key names a session (its `parent` is the session's id), and the pages
-    /// come back keyed by their own parent, as [`Parents::Listed`] would have read them.
-    AcrossSession(Scope),
-}
-
-impl Parents {
-    /// The relation `k` of a statement's keys, from its parameters `$1`, `$2`, … (one array
-    /// per column, the first the parents), with each key's place in the list (`ord`): the
-    /// arrays themselves, or, across sessions, each key joined to the rows of the scope's
-    /// table in its session (all with the key's `ord`).
-    pub(super) fn keys(self, columns: &[(&str, &str)]) -> String {
-        let arrays = columns
-            .iter()
-            .enumerate()
-            .map(|(i, (_, ty))| format!("${}::{ty}[]", i + 1))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let names = columns
-            .iter()
-            .map(|(name, _)| *name)
-            .collect::<Vec<_>>()
-            .join(", ");
-        match self {
-            Parents::Listed => format!("unnest({arrays}) WITH ORDINALITY AS k({names}, ord)"),
-            Parents::AcrossSession(scope) => {
-                let fields = columns
-                    .iter()
-                    .skip(1)
-                    .map(|(name, _)| format!("u.{name}"))
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                format!(
-                    "(SELECT p.id AS {names_first}, {fields}, u.ord \
-                      FROM unnest({arrays}) WITH ORDINALITY AS u({names}, ord) \
-                      JOIN {table} p ON p.{of_session} = u.session) AS k",
-                    names_first = columns[0].0,
-                    table = scope.table(),
-                    // A session is its own only parent.
-                    of_session = if scope == Scope::Session {
-                        "id"
-                    } else {
-                        "session_id"
-                    },
-                )
-            }
-        }
-    }
-}
-
-/// What a page statement read for one key, or across a session for one parent of a key.
-pub(super) struct PageRead<R> {
-    pub rows: Vec<Arc<R>>,
-    pub total: i64,
-    pub earlier: bool,
-    pub later: bool,
-}
-
-impl<R> Default for PageRead<R> {
-    fn default() -> Self {
-        PageRead {
-            rows: Vec::new(),
-            total: 0,
-            earlier: false,
-            later: false,
-        }
-    }
-}
-
-/// The pages a page statement read, by the key's place in its list (`ord`, from 1) and the
-/// parent: each key's, or across sessions each parent's of each key. Every page comes back at
-/// least once (the pages are outer-joined to their keys), listed keys are there even if not.
-pub(super) struct PagesRead<R>(HashMap<(i64, Uuid), PageRead<R>>);
-
-impl<R> PagesRead<R> {
-    pub fn new(parents: Parents, listed: impl Iterator<Item = Uuid>) -> Self {
-        let mut read = HashMap::new();
-        if let Parents::Listed = parents {
-            for (ord, parent) in (1..).zip(listed) {
-                read.insert((ord, parent), PageRead::default());
-            }
-        }
-        PagesRead(read)
-    }
-
-    /// The page of `(ord, parent)`, to which a row of it belongs.
-    pub fn of(&mut self, ord: i64, parent: Uuid) -> &mut PageRead<R> {
-        self.0.entry((ord, parent)).or_default()
-    }
-
-    /// Each page, with its key: the key at its place, made that of its parent by `of_parent`.
-    pub fn pages<'k, K>(
-        self,
-        keys: &'k [K],
-        of_parent: impl Fn(&K, Uuid) -> K + 'k,
-    ) -> impl Iterator<Item = (K, PageRead<R>)> + 'k
-    where
-        R: 'k,
-    {
-        self.0
-            .into_iter()
-            .map(move |((ord, parent), read)| (of_parent(&keys[(ord - 1) as usize], parent), read))
-    }
-}
-
 impl Store {
     /// Pages of the LLM interactions of sessions, stages or executions.
     pub async fn llm_interaction_pages(
         &self,
         scope: Scope,
-        parents: Parents,
         keys: &[RecordPageKey],
     ) -> Result<HashMap<RecordPageKey, CountedPage<Arc<LlmInteractionRow>>>> {
-        self.child_pages(&in_time_order(scope.column()), parents, keys)
-            .await
+        self.child_pages(&in_time_order(scope.column()), keys).await
     }
 
     /// Pages of the MCP interactions of sessions, stages or executions.
     pub async fn mcp_interaction_pages(
         &self,
         scope: Scope,
-        parents: Parents,
         keys: &[RecordPageKey],
     ) -> Result<HashMap<RecordPageKey, CountedPage<Arc<McpInteractionRow>>>> {
-        self.child_pages(&in_time_order(scope.column()), parents, keys)
-            .await
+        self.child_pages(&in_time_order(scope.column()), keys).await
     }
 
     /// Pages of the chats of sessions that are not deleted.
@@ -278,7 +164,7 @@ impl Store {
             table: Some("(SELECT * FROM chats WHERE deleted_at IS NULL)"),
             ..in_time_order("session_id")
         };
-        self.child_pages(&keyset, Parents::Listed, keys).await
+        self.child_pages(&keyset, keys).await
     }
 
     /// Pages of the chats of sessions, the deleted ones too.
@@ -286,8 +172,7 @@ impl Store {
         &self,
         keys: &[RecordPageKey],
     ) -> Result<HashMap<RecordPageKey, CountedPage<Arc<ChatRow>>>> {
-        self.child_pages(&in_time_order("session_id"), Parents::Listed, keys)
-            .await
+        self.child_pages(&in_time_order("session_id"), keys).await
     }
 
     /// Pages of the questions asked in chats, oldest first (along `chat_user_messages_chat_idx`).
@@ -295,8 +180,7 @@ impl Store {
         &self,
         keys: &[RecordPageKey],
     ) -> Result<HashMap<RecordPageKey, CountedPage<Arc<ChatUserMessageRow>>>> {
-        self.child_pages(&in_time_order("chat_id"), Parents::Listed, keys)
-            .await
+        self.child_pages(&in_time_order("chat_id"), keys).await
     }
 
     /// Pages of the audit trails of sessions, oldest first.
@@ -310,14 +194,13 @@ impl Store {
             first: "at",
             second: "id",
         };
-        self.child_pages(&keyset, Parents::Listed, keys).await
+        self.child_pages(&keyset, keys).await
     }
 
     /// Pages of the messages of stages or executions, one statement for all of them.
     pub async fn message_pages(
         &self,
         scope: Scope,
-        parents: Parents,
         keys: &[MessagePageKey],
     ) -> Result<HashMap<MessagePageKey, CountedPage<Arc<MessageRow>>>> {
         let keyset = Keyset {
@@ -326,7 +209,7 @@ impl Store {
             first: "execution_id",
             second: "sequence_number",
         };
-        self.child_pages(&keyset, parents, keys).await
+        self.child_pages(&keyset, keys).await
     }
 
     /// Pages of the conversations of LLM interactions: exactly the messages sent to the model,
@@ -341,18 +224,16 @@ impl Store {
             first: "execution_id",
             second: "position",
         };
-        self.child_pages(&keyset, Parents::Listed, keys).await
+        self.child_pages(&keyset, keys).await
     }
 
     async fn child_pages<R: Record, A: KeyPart, B: KeyPart>(
         &self,
         keyset: &Keyset,
-        parents: Parents,
         keys: &[ChildPageKey<A, B>],
     ) -> Result<HashMap<ChildPageKey<A, B>, CountedPage<Arc<R>>>> {
         struct Row<R> {
             ord: i64,
-            parent: Uuid,
             total: i64,
             earlier: bool,
             later: bool,
@@ -362,7 +243,6 @@ impl Store {
             fn from_row(row: &'r PgRow) -> sqlx::Result<Self> {
                 Ok(Row {
                     ord: row.try_get("ord")?,
-                    parent: row.try_get("parent")?,
                     total: row.try_get::<Option<i64>, _>("total")?.unwrap_or(0),
                     earlier: row.try_get("earlier")?,
                     later: row.try_get("later")?,
@@ -380,19 +260,6 @@ impl Store {
             second,
         } = keyset;
         let (a, b) = (A::SQL, B::SQL);
-        let keys_relation = parents.keys(&[
-            ("parent", "uuid"),
-            ("after_a", a),
-            ("after_b", b),
-            ("before_a", a),
-            ("before_b", b),
-            ("lim", "bigint"),
-            ("from_end", "boolean"),
-            ("session", "uuid"),
-            ("counted", "boolean"),
-            ("has_after", "boolean"),
-            ("has_before", "boolean"),
-        ]);
         let table = table.unwrap_or(R::TABLE);
         let columns = R::COLUMNS;
         // The parent's session is named too (the session's own children need no more).
@@ -432,15 +299,20 @@ impl Store {
                            AND (t.{first}, t.{second}) >= (k.before_a, k.before_b) \
                          ORDER BY t.{first}, t.{second} LIMIT 1) IS NOT NULL \
                         ELSE FALSE END AS later \
-                 FROM {keys_relation}) \
-             SELECT k.ord, k.parent, k.total, k.earlier, k.later, c.* \
+                 FROM unnest($1::uuid[], $2::{a}[], $3::{b}[], $4::{a}[], $5::{b}[], \
+                             $6::bigint[], $7::boolean[], $8::uuid[], $9::boolean[], \
+                             $10::boolean[], $11::boolean[]) \
+                      WITH ORDINALITY \
+                      AS k(parent, after_a, after_b, before_a, before_b, lim, from_end, session, \
+                           counted, has_after, has_before, ord)) \
+             SELECT k.ord, k.total, k.earlier, k.later, c.* \
              FROM k LEFT JOIN LATERAL ( \
                  (SELECT {columns} FROM {table} t WHERE NOT k.from_end AND {window} \
                   ORDER BY t.{first}, t.{second} LIMIT k.lim) \
                  UNION ALL \
                  (SELECT {columns} FROM {table} t WHERE k.from_end AND {window} \
                   ORDER BY t.{first} DESC, t.{second} DESC LIMIT k.lim)) c ON TRUE \
-             ORDER BY k.ord, k.parent, c.{first}, c.{second}"
+             ORDER BY k.ord, c.{first}, c.{second}"
         );
         let least = (A::least(), B::least());
         let greatest = (A::greatest(), B::greatest());
@@ -479,22 +351,19 @@ impl Store {
         let rows: Vec<Row<R>> = sqlx::query_as_with(&sql, arguments)
             .fetch_all(self.reader().await?.traced())
             .await?;
-        let mut read = PagesRead::new(parents, keys.iter().map(|k| k.parent));
+        let mut read: Vec<(Vec<Arc<R>>, i64, bool, bool)> =
+            keys.iter().map(|_| (Vec::new(), 0, false, false)).collect();
         for row in rows {
-            let page = read.of(row.ord, row.parent);
-            (page.total, page.earlier, page.later) = (row.total, row.earlier, row.later);
-            page.rows.extend(row.child.0.map(Arc::new));
+            let (children, total, earlier, later) = &mut read[(row.ord - 1) as usize];
+            (*total, *earlier, *later) = (row.total, row.earlier, row.later);
+            children.extend(row.child.0.map(Arc::new));
         }
-        let of_parent = |key: &ChildPageKey<A, B>, parent| ChildPageKey {
-            parent,
-            ..key.clone()
-        };
-        Ok(read
-            .pages(keys, of_parent)
-            .map(|(key, read)| {
-                let page = Page::new(read.rows, &key.slice, read.earlier, read.later);
-                let total = read.total;
-                (key, CountedPage { page, total })
+        Ok(keys
+            .iter()
+            .zip(read)
+            .map(|(key, (children, total, earlier, later))| {
+                let page = Page::new(children, &key.slice, earlier, later);
+                (key.clone(), CountedPage { page, total })
             })
             .collect())
     }

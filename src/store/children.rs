@@ -6,10 +6,8 @@ use std::sync::Arc;
 use sqlx::Executor as _;
 use uuid::Uuid;
 
-use super::page::Joined;
 use super::{
-    ExecutionRow, InSession as _, Key, SessionStatusChangeRow, StageRow, Store, group_by,
-    group_by_key, key_columns,
+    ExecutionRow, Key, SessionStatusChangeRow, StageRow, Store, group_by, group_by_key, key_columns,
 };
 use crate::error::Result;
 
@@ -75,65 +73,6 @@ impl Store {
             r.parent_execution_id.unwrap_or_default()
         }))
     }
-
-    /// Every execution of each session, with every stage (those without executions too): in
-    /// one statement, what [`Store::executions_by_stage`] reads for each of the sessions'
-    /// stages and [`Store::executions_by_parent`] for each of their executions.
-    pub async fn executions_of_sessions(&self, sessions: &[Uuid]) -> Result<SessionExecutions> {
-        #[derive(sqlx::FromRow)]
-        struct Row {
-            stage_key: Uuid,
-            stage_session: Uuid,
-            #[sqlx(flatten)]
-            execution: Joined<ExecutionRow>,
-        }
-        let rows: Vec<Row> = sqlx::query_as(
-            "SELECT s.id AS stage_key, s.session_id AS stage_session, e.* \
-             FROM stages s LEFT JOIN agent_executions e \
-               ON e.stage_id = s.id AND e.session_id = s.session_id \
-             WHERE s.session_id = ANY($1) \
-             ORDER BY s.session_id, s.id, e.agent_index",
-        )
-        .bind(sessions)
-        .fetch_all(self.reader().await?.traced())
-        .await?;
-        let mut read = SessionExecutions::default();
-        let mut all = Vec::new();
-        for row in rows {
-            let stage = read
-                .by_stage
-                .entry(Key::new(row.stage_session, row.stage_key))
-                .or_default();
-            if let Some(execution) = row.execution.0 {
-                let execution = Arc::new(execution);
-                stage.push(execution.clone());
-                all.push(execution);
-            }
-        }
-        for execution in &all {
-            read.by_parent.entry(execution.key()).or_default();
-        }
-        for execution in all {
-            if let Some(parent) = execution.parent_execution_id {
-                let parent = Key::new(execution.session_id, parent);
-                read.by_parent.entry(parent).or_default().push(execution);
-            }
-        }
-        // In agent-index order, as the statements by stage and by parent read them.
-        for children in read.by_parent.values_mut() {
-            children.sort_by_key(|e| e.agent_index);
-        }
-        Ok(read)
-    }
-}
-
-/// The executions of sessions ([`Store::executions_of_sessions`]).
-#[derive(Default)]
-pub struct SessionExecutions {
-    /// Each stage's, by agent index.
-    pub by_stage: HashMap<Key, Vec<Arc<ExecutionRow>>>,
-    /// Each execution's sub-agents, by agent index.
-    pub by_parent: HashMap<Key, Vec<Arc<ExecutionRow>>>,
 }
 
 /// The statements of the loaders under a list of sessions: its stages, and their agents.

@@ -4,14 +4,11 @@
 //! both sides), so an operation that gave its connection back after each statement paid that
 //! once per statement. An operation's reads instead park their connection here between
 //! statements, and the pool gets it back once, when the operation ends. Only one connection is
-//! parked: concurrent statements of the operation take more from the pool while it has room
-//! (an idle connection, or fewer than its maximum), and give them back as soon as they are done.
-//! When it has none (the server is busy), they wait for the operation's own: an operation never queues at the pool while it holds a
-//! connection, and a busy server runs its operations side by side rather than each one's
-//! statements.
+//! parked: concurrent statements of the operation take more from the pool, which gets them back
+//! as soon as they are done; while the pool is exhausted, each takes whichever comes first, a
+//! connection from the pool or one its operation parks.
 
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use sqlx::pool::PoolConnection;
@@ -24,8 +21,6 @@ pub struct Lease {
     pool: PgPool,
     parked: Mutex<Option<PoolConnection<Postgres>>>,
     parked_again: Notify,
-    /// Connections the operation's statements hold now (the parked one aside).
-    held: AtomicUsize,
 }
 
 impl Lease {
@@ -34,31 +29,18 @@ impl Lease {
             pool,
             parked: Mutex::new(None),
             parked_again: Notify::new(),
-            held: AtomicUsize::new(0),
         })
     }
 
-    /// The parked connection; else, while the operation holds another and the pool has no
-    /// room, the next one the operation parks; else one from the pool, or the next one the
-    /// operation parks, whichever comes first.
+    /// The parked connection, else one from the pool or the next one the operation parks,
+    /// whichever comes first (while the pool is exhausted, another statement of this operation
+    /// may park its connection).
     pub async fn connection(self: &Arc<Self>) -> Result<Leased, sqlx::Error> {
-        let _waiting = WaitingForConnection::start();
-        loop {
-            if let Some(connection) = self.take_parked() {
-                return Ok(connection);
-            }
-            if self.held.load(Ordering::SeqCst) == 0 || self.pool_has_room() {
-                return self.from_pool().await;
-            }
-            // A park meanwhile left a permit: no wake-up is lost.
-            self.parked_again.notified().await;
+        if let Some(connection) = self.take_parked() {
+            return Ok(connection);
         }
-    }
-
-    /// Whether the pool can hand out a connection without waiting: one is idle, or it may open
-    /// another (which it then keeps).
-    fn pool_has_room(&self) -> bool {
-        self.pool.num_idle() > 0 || self.pool.size() < self.pool.options().get_max_connections()
+        let _waiting = WaitingForConnection::start();
+        self.from_pool().await
     }
 
     /// A connection from the pool, or the next one the operation parks. The pool may be
@@ -90,7 +72,6 @@ impl Lease {
     }
 
     fn leased(self: &Arc<Self>, connection: PoolConnection<Postgres>) -> Leased {
-        self.held.fetch_add(1, Ordering::SeqCst);
         Leased {
             connection: Some(connection),
             lease: self.clone(),
@@ -124,7 +105,6 @@ impl Drop for Leased {
         let Some(connection) = self.connection.take() else {
             return;
         };
-        self.lease.held.fetch_sub(1, Ordering::SeqCst);
         let mut parked = self.lease.parked.lock().expect("not poisoned");
         if parked.is_none() {
             *parked = Some(connection);

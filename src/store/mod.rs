@@ -21,7 +21,6 @@ pub mod change_log;
 pub mod chats;
 pub mod child_pages;
 mod children;
-pub use children::SessionExecutions;
 pub mod export;
 mod feed;
 mod health;
@@ -60,7 +59,7 @@ use traced::Traced;
 
 use crate::error::Result;
 use crate::observe::metrics::WaitingForConnection;
-pub use child_pages::{CountedPage, MessageKey, MessagePageKey, Parents, RecordKey, RecordPageKey};
+pub use child_pages::{CountedPage, MessageKey, MessagePageKey, RecordKey, RecordPageKey};
 pub use health::SchemaState;
 pub use records::*;
 pub use search::{HIGHLIGHT_END, HIGHLIGHT_START, MatchedField, SearchMatchKey, SearchMatchRow};
@@ -82,15 +81,6 @@ impl Scope {
             Scope::Session => "session_id",
             Scope::Stage => "stage_id",
             Scope::Execution => "execution_id",
-        }
-    }
-
-    /// The table of the parents themselves.
-    fn table(self) -> &'static str {
-        match self {
-            Scope::Session => "sessions",
-            Scope::Stage => "stages",
-            Scope::Execution => "agent_executions",
         }
     }
 }

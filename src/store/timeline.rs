@@ -7,9 +7,8 @@ use sqlx::postgres::PgArguments;
 use sqlx::{Arguments as _, FromRow};
 use uuid::Uuid;
 
-use super::child_pages::PagesRead;
 use super::page::{Joined, Page, Slice};
-use super::{Parents, Scope, Store, TimelineEventRow};
+use super::{Scope, Store, TimelineEventRow};
 use crate::error::Result;
 use crate::model::{TimelineEventStatus, TimelineEventType, db_name};
 
@@ -61,7 +60,6 @@ impl Store {
     pub async fn timeline_pages(
         &self,
         scope: Scope,
-        parents: Parents,
         keys: &[TimelinePageKey],
     ) -> Result<HashMap<TimelinePageKey, Page<Arc<TimelineEventRow>>>> {
         // One statement per filter: the fields of one query ask with one filter, so that is
@@ -72,10 +70,7 @@ impl Store {
         }
         let mut pages = HashMap::with_capacity(keys.len());
         for (filter, keys) in by_filter {
-            pages.extend(
-                self.filtered_timeline_pages(scope, parents, filter, &keys)
-                    .await?,
-            );
+            pages.extend(self.filtered_timeline_pages(scope, filter, &keys).await?);
         }
         Ok(pages)
     }
@@ -83,38 +78,33 @@ impl Store {
     async fn filtered_timeline_pages(
         &self,
         scope: Scope,
-        parents: Parents,
         filter: &TimelineFilter,
         keys: &[TimelinePageKey],
     ) -> Result<HashMap<TimelinePageKey, Page<Arc<TimelineEventRow>>>> {
         #[derive(FromRow)]
         struct Row {
             ord: i64,
-            parent: Uuid,
             earlier: bool,
             later: bool,
             #[sqlx(flatten)]
             event: Joined<TimelineEventRow>,
         }
-        let (sql, arguments) = pages_statement(scope, parents, filter, keys)?;
+        let (sql, arguments) = pages_statement(scope, filter, keys)?;
         let rows: Vec<Row> = sqlx::query_as_with(&sql, arguments)
             .fetch_all(self.reader().await?.traced())
             .await?;
-        let mut read = PagesRead::new(parents, keys.iter().map(|k| k.parent));
+        let mut read: Vec<(Vec<Arc<TimelineEventRow>>, bool, bool)> =
+            keys.iter().map(|_| (Vec::new(), false, false)).collect();
         for row in rows {
-            let page = read.of(row.ord, row.parent);
-            (page.earlier, page.later) = (row.earlier, row.later);
-            page.rows.extend(row.event.0.map(Arc::new));
+            let (events, earlier, later) = &mut read[(row.ord - 1) as usize];
+            (*earlier, *later) = (row.earlier, row.later);
+            events.extend(row.event.0.map(Arc::new));
         }
-        let of_parent = |key: &TimelinePageKey, parent| TimelinePageKey {
-            parent,
-            ..key.clone()
-        };
-        Ok(read
-            .pages(keys, of_parent)
-            .map(|(key, read)| {
-                let page = Page::new(read.rows, &key.slice, read.earlier, read.later);
-                (key, page)
+        Ok(keys
+            .iter()
+            .zip(read)
+            .map(|(key, (events, earlier, later))| {
+                (key.clone(), Page::new(events, &key.slice, earlier, later))
             })
             .collect())
     }
@@ -127,7 +117,7 @@ impl Store {
         filter: &TimelineFilter,
         keys: &[TimelinePageKey],
     ) -> Result<String> {
-        let (sql, arguments) = pages_statement(scope, Parents::Listed, filter, keys)?;
+        let (sql, arguments) = pages_statement(scope, filter, keys)?;
         let lines: Vec<String> = sqlx::query_scalar_with(&format!("EXPLAIN {sql}"), arguments)
             .fetch_all(self.reader().await?.traced())
             .await?;
@@ -145,11 +135,10 @@ const END: i64 = i64::MAX;
 /// `before`.
 fn pages_statement(
     scope: Scope,
-    parents: Parents,
     filter: &TimelineFilter,
     keys: &[TimelinePageKey],
 ) -> Result<(String, PgArguments)> {
-    let parent_ids: Vec<Uuid> = keys.iter().map(|k| k.parent).collect();
+    let parents: Vec<Uuid> = keys.iter().map(|k| k.parent).collect();
     // Sequence numbers start at 1, so 0 and `END` bound the whole timeline.
     let afters: Vec<i64> = keys.iter().map(|k| k.slice.after.unwrap_or(0)).collect();
     let befores: Vec<i64> = keys.iter().map(|k| k.slice.before.unwrap_or(END)).collect();
@@ -163,14 +152,6 @@ fn pages_statement(
         Scope::Session => format!("t.{column} = k.parent{matches}"),
         _ => format!("t.{column} = k.parent AND t.session_id = k.session{matches}"),
     };
-    let keys_relation = parents.keys(&[
-        ("parent", "uuid"),
-        ("after_seq", "bigint"),
-        ("before_seq", "bigint"),
-        ("lim", "bigint"),
-        ("from_end", "boolean"),
-        ("session", "uuid"),
-    ]);
     let window = format!(
         "{of_parent} AND t.sequence_number > k.after_seq AND t.sequence_number < k.before_seq"
     );
@@ -191,19 +172,21 @@ fn pages_statement(
                      WHERE {of_parent} AND t.sequence_number >= k.before_seq \
                      ORDER BY t.sequence_number LIMIT 1) IS NOT NULL \
                     ELSE FALSE END AS later \
-             FROM {keys_relation}) \
-         SELECT k.ord, k.parent, k.earlier, k.later, e.* \
+             FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::bigint[], $5::boolean[], \
+                         $6::uuid[]) \
+                  WITH ORDINALITY AS k(parent, after_seq, before_seq, lim, from_end, session, ord)) \
+         SELECT k.ord, k.earlier, k.later, e.* \
          FROM k LEFT JOIN LATERAL ( \
              (SELECT * FROM timeline_events_live t WHERE NOT k.from_end AND {window} \
               ORDER BY t.sequence_number LIMIT k.lim) \
              UNION ALL \
              (SELECT * FROM timeline_events_live t WHERE k.from_end AND {window} \
               ORDER BY t.sequence_number DESC LIMIT k.lim)) e ON TRUE \
-         ORDER BY k.ord, k.parent, e.sequence_number"
+         ORDER BY k.ord, e.sequence_number"
     );
     let mut arguments = PgArguments::default();
     let bound = (|| {
-        arguments.add(&parent_ids)?;
+        arguments.add(&parents)?;
         arguments.add(&afters)?;
         arguments.add(&befores)?;
         arguments.add(&limits)?;

@@ -51,14 +51,6 @@ pub struct Loader<L: Load> {
     inner: Arc<Inner<L>>,
 }
 
-impl<L: Load> Clone for Loader<L> {
-    fn clone(&self) -> Self {
-        Loader {
-            inner: self.inner.clone(),
-        }
-    }
-}
-
 struct Inner<L: Load> {
     load: L,
     dispatcher: Arc<Dispatcher>,
@@ -68,11 +60,9 @@ struct Inner<L: Load> {
 }
 
 struct LoaderState<L: Load> {
-    /// The batch collecting keys, until it is sent, and its keys: those to load, and those
-    /// primed while it waited ([`Loader::prime`]), which it answers without loading them.
+    /// The batch collecting keys, until it is sent, and its keys.
     open: Option<Arc<Batch<L>>>,
     open_keys: Vec<L::Key>,
-    open_primed: HashMap<L::Key, L::Value>,
     /// The batch each key was (or is being) loaded by; `None` when caching is off (a
     /// subscription resolves every event against the database as it is then).
     loaded: Option<HashMap<L::Key, Arc<Batch<L>>>>,
@@ -97,7 +87,6 @@ impl<L: Load> Loader<L> {
                 state: Mutex::new(LoaderState {
                     open: None,
                     open_keys: Vec::new(),
-                    open_primed: HashMap::new(),
                     loaded: cached.then(HashMap::new),
                 }),
             }),
@@ -122,65 +111,6 @@ impl<L: Load> Loader<L> {
             return Err(Arc::new(beyond_the_link()));
         }
         Ok(value.cloned())
-    }
-
-    /// Has `key` loaded with the next batch, without waiting for it: a read-ahead, for a
-    /// field that will ask for it once the rows above it are loaded (then the key is
-    /// cached, and costs no round trip). Without a cache nothing would keep the value.
-    pub fn prefetch(&self, key: L::Key) {
-        if self
-            .inner
-            .state
-            .lock()
-            .expect("not poisoned")
-            .loaded
-            .is_some()
-        {
-            self.batch_for(&key);
-        }
-    }
-
-    /// Values another statement read (a read-ahead across a session): each key not loaded
-    /// yet is answered by its value, also when it waits in the open batch. Only with a cache
-    /// (a subscription's loaders read everything as it is when they ask).
-    pub fn prime(&self, values: impl IntoIterator<Item = (L::Key, L::Value)>) {
-        let mut state = self.inner.state.lock().expect("not poisoned");
-        let LoaderState {
-            open,
-            open_keys,
-            open_primed,
-            loaded: Some(loaded),
-        } = &mut *state
-        else {
-            return;
-        };
-        let mut ready = HashMap::new();
-        for (key, value) in values {
-            match loaded.get(&key) {
-                None => {
-                    ready.insert(key, value);
-                }
-                Some(batch) if open.as_ref().is_some_and(|o| Arc::ptr_eq(o, batch)) => {
-                    open_primed.insert(key, value);
-                }
-                // Loaded, or being loaded: that load answers it.
-                Some(_) => {}
-            }
-        }
-        if !open_primed.is_empty() {
-            open_keys.retain(|key| !open_primed.contains_key(key));
-        }
-        if ready.is_empty() {
-            return;
-        }
-        let keys: Vec<L::Key> = ready.keys().cloned().collect();
-        let batch = Arc::new(Batch {
-            result: OnceLock::from(Ok(ready)),
-            waiting: Mutex::default(),
-        });
-        for key in keys {
-            loaded.insert(key, batch.clone());
-        }
     }
 
     /// The batch that loads `key`: one that already did or will, or the open one.
@@ -253,27 +183,19 @@ impl<L: Load> Future for Ready<'_, L> {
 
 /// A loader with a batch to send.
 trait Queued: Send + Sync {
-    /// Takes the open batch: the statement to run, which hands each waiter its values; none
-    /// when it has nothing to read (its waiters then have their values already).
-    fn send(self: Arc<Self>) -> Option<BoxFuture<'static, ()>>;
+    /// Takes the open batch: the statement to run, which hands each waiter its values.
+    fn send(self: Arc<Self>) -> BoxFuture<'static, ()>;
 }
 
 impl<L: Load> Queued for Inner<L> {
-    fn send(self: Arc<Self>) -> Option<BoxFuture<'static, ()>> {
-        let (batch, mut keys, primed) = {
+    fn send(self: Arc<Self>) -> BoxFuture<'static, ()> {
+        let (batch, mut keys) = {
             let mut state = self.state.lock().expect("not poisoned");
-            let batch = state.open.take()?;
-            (
-                batch,
-                std::mem::take(&mut state.open_keys),
-                std::mem::take(&mut state.open_primed),
-            )
+            let Some(batch) = state.open.take() else {
+                return Box::pin(std::future::ready(()));
+            };
+            (batch, std::mem::take(&mut state.open_keys))
         };
-        if keys.is_empty() {
-            // Every key was primed while the batch waited: nothing to read.
-            batch.finish(Ok(primed));
-            return None;
-        }
         // Without a cache a key may have been asked for twice.
         let mut seen = HashSet::with_capacity(keys.len());
         keys.retain(|key| seen.insert(key.clone()));
@@ -284,22 +206,12 @@ impl<L: Load> Queued for Inner<L> {
             keys = keys.len(),
         );
         crate::observe::request::count_batch();
-        Some(Box::pin(async move {
+        Box::pin(async move {
             let result = self.load.load(&keys).instrument(span).await;
-            batch.finish(result.map(|mut values| {
-                values.extend(primed);
-                values
-            }));
-        }))
-    }
-}
-
-impl<L: Load> Batch<L> {
-    /// Sets the batch's result and wakes whoever waits for it.
-    fn finish(&self, result: Loaded<L>) {
-        let _ = self.result.set(result);
-        let waiting = std::mem::take(&mut *self.waiting.lock().expect("not poisoned"));
-        waiting.into_iter().for_each(Waker::wake);
+            let _ = batch.result.set(result);
+            let waiting = std::mem::take(&mut *batch.waiting.lock().expect("not poisoned"));
+            waiting.into_iter().for_each(Waker::wake);
+        })
     }
 }
 
@@ -330,9 +242,7 @@ impl Dispatcher {
             state.queued.push(loader);
         } else {
             drop(state);
-            if let Some(statement) = loader.send() {
-                tokio::spawn(statement);
-            }
+            tokio::spawn(loader.send());
         }
     }
 
@@ -348,10 +258,7 @@ impl Dispatcher {
 
     /// The statements of every queued batch.
     fn take_queued(&self) -> Vec<BoxFuture<'static, ()>> {
-        self.unqueue()
-            .into_iter()
-            .filter_map(Queued::send)
-            .collect()
+        self.unqueue().into_iter().map(Queued::send).collect()
     }
 }
 
@@ -430,10 +337,6 @@ impl<F> UntilIdle<F> {
             }
             let batches = self.dispatcher.take_queued();
             if batches.is_empty() {
-                // Batches answered by primed values woke their waiters: go on.
-                if self.signal.woken.load(Ordering::SeqCst) {
-                    continue;
-                }
                 return Poll::Pending;
             }
             crate::observe::request::count_round_trip();
@@ -543,34 +446,6 @@ mod tests {
         assert_eq!(loader.load_one(2).await.unwrap(), Some(4));
         assert_eq!(loader.load_one(3).await.unwrap(), Some(6));
         assert_eq!(calls.load(Ordering::SeqCst), 2);
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn primed_keys_are_answered_without_a_statement_also_while_they_wait() {
-        let (loader, calls, dispatcher) = loader(true);
-        let primer = loader.clone();
-        let read = async {
-            // 1 waits in the open batch when it is primed; 2 is primed before it is asked for;
-            // 3 is not primed, and is loaded.
-            let waiting = loader.load_one(1);
-            let prime = async {
-                tokio::task::yield_now().await;
-                primer.prime([(1, 100), (2, 200)]);
-            };
-            let (first, ()) = futures::join!(waiting, prime);
-            let second = loader.load_one(2).await.unwrap();
-            let third = loader.load_one(3).await.unwrap();
-            (first.unwrap(), second, third)
-        };
-        let read = UntilIdle::new(Box::pin(read), dispatcher.clone()).await;
-        assert_eq!(read, (Some(100), Some(200), Some(6)));
-        assert_eq!(calls.load(Ordering::SeqCst), 1);
-        // Without a cache, priming keeps nothing.
-        let (uncached, calls, dispatcher) = self::loader(false);
-        uncached.prime([(4, 400)]);
-        let read = UntilIdle::new(Box::pin(uncached.load_one(4)), dispatcher).await;
-        assert_eq!(read.unwrap(), Some(8));
-        assert_eq!(calls.load(Ordering::SeqCst), 1);
     }
 
     #[tokio::test]

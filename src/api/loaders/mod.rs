@@ -175,9 +175,7 @@ macro_rules! loader {
 
 mod chains_by_key;
 mod chat_pages_with_deleted;
-mod executions_of_sessions;
 mod notifications_by_session;
-mod pages_across_sessions;
 mod question_counts_by_chat;
 mod question_pages_by_chat;
 mod session_counts_by_chain;
@@ -185,9 +183,7 @@ mod session_pages_by_chain;
 
 pub use chains_by_key::ChainsByKey;
 pub use chat_pages_with_deleted::ChatPagesWithDeleted;
-pub use executions_of_sessions::ExecutionsOfSessions;
 pub use notifications_by_session::NotificationsBySession;
-pub use pages_across_sessions::{PagesAcrossSessions, ReadAcross};
 pub use question_counts_by_chat::QuestionCountsByChat;
 pub use question_pages_by_chat::QuestionPagesByChat;
 pub use session_counts_by_chain::SessionCountsByChain;
@@ -238,12 +234,12 @@ loader!(
 loader!(
     /// Pages of the timeline of a session, stage or execution.
     TimelinePages(scope): TimelinePageKey => page::Page<Arc<TimelineEventRow>>,
-    |store, scope, keys| store.timeline_pages(scope, Parents::Listed, keys)
+    |store, scope, keys| store.timeline_pages(scope, keys)
 );
 loader!(
     /// Pages of the messages of a stage or execution.
     MessagePages(scope): MessagePageKey => CountedPage<Arc<MessageRow>>,
-    |store, scope, keys| store.message_pages(scope, Parents::Listed, keys)
+    |store, scope, keys| store.message_pages(scope, keys)
 );
 loader!(
     /// Pages of the conversations of LLM interactions.
@@ -253,12 +249,12 @@ loader!(
 loader!(
     /// Pages of the LLM interactions of a session, stage or execution.
     LlmInteractionPages(scope): RecordPageKey => CountedPage<Arc<LlmInteractionRow>>,
-    |store, scope, keys| store.llm_interaction_pages(scope, Parents::Listed, keys)
+    |store, scope, keys| store.llm_interaction_pages(scope, keys)
 );
 loader!(
     /// Pages of the MCP interactions of a session, stage or execution.
     McpInteractionPages(scope): RecordPageKey => CountedPage<Arc<McpInteractionRow>>,
-    |store, scope, keys| store.mcp_interaction_pages(scope, Parents::Listed, keys)
+    |store, scope, keys| store.mcp_interaction_pages(scope, keys)
 );
 loader!(
     /// The share links of a session, oldest first.
@@ -299,34 +295,6 @@ loader!(
     /// Token and cost totals under a session, stage or execution.
     TokenUsageBy(scope): Key => TokenUsageRow, |store, scope, keys| store.token_usage_by(scope, keys)
 );
-
-/// Reads ahead: the loads a query's fields will make below its sessions, made across each
-/// session at once, in the same round trip as the rows above them (see `api::read_ahead`).
-/// Each primes the loaders those fields use.
-pub struct ReadAhead {
-    pub executions: Loader<ExecutionsOfSessions>,
-    pub timeline: Across<TimelinePages>,
-    pub message_pages: Across<MessagePages>,
-    pub llm_interaction_pages: Across<LlmInteractionPages>,
-    pub mcp_interaction_pages: Across<McpInteractionPages>,
-}
-
-/// A read-ahead of pages under each stage and under each execution of a session.
-pub struct Across<L: ReadAcross> {
-    stage: Loader<PagesAcrossSessions<L>>,
-    execution: Loader<PagesAcrossSessions<L>>,
-}
-
-impl<L: ReadAcross> Across<L> {
-    /// The read-ahead of a scope's pages (a session's own are keyed by the session already).
-    pub fn get(&self, scope: Scope) -> Option<&Loader<PagesAcrossSessions<L>>> {
-        match scope {
-            Scope::Session => None,
-            Scope::Stage => Some(&self.stage),
-            Scope::Execution => Some(&self.execution),
-        }
-    }
-}
 
 /// One loader of each kind, per scope where a relationship exists at several levels.
 pub struct PerScope<L: Load> {
@@ -404,7 +372,6 @@ pub struct Loaders {
     pub notifications_by_session: Loader<NotificationsBySession>,
     pub session_pages_by_chain: Loader<SessionPagesByChain>,
     pub session_counts_by_chain: Loader<SessionCountsByChain>,
-    pub read_ahead: ReadAhead,
 }
 
 impl Loaders {
@@ -441,49 +408,6 @@ impl Loaders {
                 }
             };
         }
-        macro_rules! across {
-            ($name:ident, $pages:expr) => {
-                Across {
-                    stage: batched!(PagesAcrossSessions::new(
-                        $name {
-                            store: store.clone(),
-                            scope: Scope::Stage,
-                        },
-                        $pages.get(Scope::Stage),
-                    )),
-                    execution: batched!(PagesAcrossSessions::new(
-                        $name {
-                            store: store.clone(),
-                            scope: Scope::Execution,
-                        },
-                        $pages.get(Scope::Execution),
-                    )),
-                }
-            };
-        }
-        let executions: Loader<ByKey<ExecutionRow>> = batched!(ByKey::new(store));
-        let executions_by_stage = batched!(ExecutionsByStage {
-            store: store.clone()
-        });
-        let sub_agents_by_parent = batched!(SubAgentsByParent {
-            store: store.clone()
-        });
-        let timeline = per_scope!(TimelinePages);
-        let message_pages = per_scope!(MessagePages);
-        let llm_interaction_pages = per_scope!(LlmInteractionPages);
-        let mcp_interaction_pages = per_scope!(McpInteractionPages);
-        let read_ahead = ReadAhead {
-            executions: batched!(ExecutionsOfSessions::new(
-                store,
-                &executions,
-                &executions_by_stage,
-                &sub_agents_by_parent,
-            )),
-            timeline: across!(TimelinePages, timeline),
-            message_pages: across!(MessagePages, message_pages),
-            llm_interaction_pages: across!(LlmInteractionPages, llm_interaction_pages),
-            mcp_interaction_pages: across!(McpInteractionPages, mcp_interaction_pages),
-        };
         Self {
             sessions: batched!(ById::new(store)),
             nodes: Nodes {
@@ -498,7 +422,7 @@ impl Loaders {
                 chains: batched!(ById::new(store)),
             },
             stages: batched!(ByKey::new(store)),
-            executions,
+            executions: batched!(ByKey::new(store)),
             timeline_events: batched!(ByKey::new(store)),
             messages: batched!(ByKey::new(store)),
             llm_interactions: batched!(ByKey::new(store)),
@@ -514,8 +438,12 @@ impl Loaders {
             agents_by_session: batched!(AgentsBySession {
                 store: store.clone()
             }),
-            executions_by_stage,
-            sub_agents_by_parent,
+            executions_by_stage: batched!(ExecutionsByStage {
+                store: store.clone()
+            }),
+            sub_agents_by_parent: batched!(SubAgentsByParent {
+                store: store.clone()
+            }),
             user_messages_by_chat: batched!(UserMessagesByChat {
                 store: store.clone()
             }),
@@ -534,10 +462,10 @@ impl Loaders {
             status_changes_by_session: batched!(StatusChangesBySession {
                 store: store.clone()
             }),
-            timeline,
-            message_pages,
-            llm_interaction_pages,
-            mcp_interaction_pages,
+            timeline: per_scope!(TimelinePages),
+            message_pages: per_scope!(MessagePages),
+            llm_interaction_pages: per_scope!(LlmInteractionPages),
+            mcp_interaction_pages: per_scope!(McpInteractionPages),
             chat_pages: batched!(ChatPages {
                 store: store.clone()
             }),
@@ -587,7 +515,6 @@ impl Loaders {
             session_counts_by_chain: batched!(SessionCountsByChain {
                 store: store.clone()
             }),
-            read_ahead,
         }
     }
 }

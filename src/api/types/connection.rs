@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use async_graphql::connection::PageInfo;
-use async_graphql::{ComplexObject, Context, Lookahead, Result, SimpleObject};
+use async_graphql::{ComplexObject, Context, Result, SimpleObject};
 use uuid::Uuid;
 
 use super::{AuditRecord, Chat, ChatUserMessage, LlmInteraction, McpInteraction, Message, loaders};
@@ -136,23 +136,6 @@ connection!(
     |row| record_cursor((row.at, row.id))
 );
 
-/// The key of a page of the children of `parent`, its cursors decoded by `decode`, counting
-/// them all when `counted`: what its field asks its loader for, and what a read-ahead primes.
-pub(crate) fn child_page_key<A, B>(
-    limits: &Limits,
-    parent: Key,
-    args: PageArgs,
-    decode: fn(&str) -> crate::error::Result<(A, B)>,
-    counted: bool,
-) -> crate::error::Result<ChildPageKey<A, B>> {
-    Ok(ChildPageKey {
-        session: parent.session,
-        parent: parent.id,
-        slice: args.slice(limits, decode)?,
-        counted,
-    })
-}
-
 /// One page, through `loader`, of the children of `parent` (by key), with cursors decoded by
 /// `decode`.
 async fn page_of<L, A, B, C>(
@@ -167,22 +150,17 @@ where
     L::Value: Default,
     C: From<L::Value>,
 {
-    let counted = counts_all(&ctx.look_ahead());
-    let key = child_page_key(
-        ctx.data_unchecked::<Limits>(),
-        parent,
-        args,
-        decode,
-        counted,
-    )?;
-    let page = loader.load_one(key).await?.unwrap_or_default();
+    let slice = args.slice(ctx.data_unchecked::<Limits>(), decode)?;
+    let page = loader
+        .load_one(ChildPageKey {
+            session: parent.session,
+            parent: parent.id,
+            slice,
+            counted: ctx.look_ahead().field("totalCount").exists(),
+        })
+        .await?
+        .unwrap_or_default();
     Ok(C::from(page))
-}
-
-/// Whether a connection's selection asks for `totalCount` (only then is every child counted:
-/// a count reads every child of the parent, where a page reads a few).
-pub(crate) fn counts_all(connection: &Lookahead<'_>) -> bool {
-    connection.field("totalCount").exists()
 }
 
 /// A page of the messages of a stage or execution.

@@ -5,7 +5,7 @@ mod access;
 mod audit;
 mod chain;
 mod chat;
-pub(crate) mod connection;
+mod connection;
 mod events;
 mod execution;
 mod interactions;
@@ -21,7 +21,7 @@ mod session;
 mod share_link;
 mod stage;
 mod stats;
-pub(crate) mod timeline;
+mod timeline;
 mod tool_call;
 
 use async_graphql::Context;

@@ -53,34 +53,6 @@ pub struct TimelineFilterInput {
     pub status: Option<Vec<TimelineEventStatus>>,
 }
 
-/// The key of a page of the timeline under `parent` (a session, stage or execution of
-/// `session`): what its field asks its loader for, and what a read-ahead primes.
-pub(crate) fn timeline_page_key(
-    limits: &Limits,
-    parent: Uuid,
-    session: Uuid,
-    args: PageArgs,
-    filter: &TimelineFilterInput,
-) -> crate::error::Result<TimelinePageKey> {
-    let slice = args.slice(limits, |cursor| {
-        Ok(TimelinePosition::decode(cursor, session)?.seen)
-    })?;
-    // In one order, so that fields asking for the same types share a statement.
-    let filter = TimelineFilter {
-        event_types: filter
-            .event_types
-            .as_deref()
-            .map(|types| EventTypes::of(types).to_vec()),
-        statuses: filter.status.clone(),
-    };
-    Ok(TimelinePageKey {
-        session,
-        parent,
-        slice,
-        filter,
-    })
-}
-
 /// One page of the timeline under `parent` (a session, stage or execution of `session`).
 pub(crate) async fn timeline_page(
     ctx: &Context<'_>,
@@ -90,20 +62,26 @@ pub(crate) async fn timeline_page(
     args: PageArgs,
     filter: Option<TimelineFilterInput>,
 ) -> Result<TimelineConnection> {
+    let slice = args.slice(ctx.data_unchecked::<Limits>(), |cursor| {
+        Ok(TimelinePosition::decode(cursor, session)?.seen)
+    })?;
     let filter = filter.unwrap_or_default();
-    let key = timeline_page_key(
-        ctx.data_unchecked::<Limits>(),
-        parent,
-        session,
-        args,
-        &filter,
-    )?;
+    // In one order, so that fields asking for the same types share a statement.
     let types = filter.event_types.as_deref().map(EventTypes::of);
     let by_status = filter.status.is_some();
+    let filter = TimelineFilter {
+        event_types: types.map(EventTypes::to_vec),
+        statuses: filter.status,
+    };
     let page = loaders(ctx)
         .timeline
         .get(scope)
-        .load_one(key)
+        .load_one(TimelinePageKey {
+            session,
+            parent,
+            slice,
+            filter,
+        })
         .await?
         .unwrap_or_default();
     // Each cursor also records how much of the page's streaming events up to it the page
