@@ -143,14 +143,10 @@ async fn same_data(
     pg: &[String],
 ) -> anyhow::Result<()> {
     let (a, b) = (Client::new(ours), Client::new(peer));
-    let failed = |server: &str, error: String| {
-        let error: String = error.chars().take(2000).collect();
-        anyhow::anyhow!("{}: {server} failed: {error}", query.name)
-    };
     let mut items = 0;
     for (x, y) in cf.iter().zip(pg).take(3) {
-        let x = a.json(x).await.map_err(|e| failed("casefile", e))?;
-        let y = b.json(y).await.map_err(|e| failed("PG5", e))?;
+        let x = a.json(x).await.map_err(|e| failed(query, "casefile", &e))?;
+        let y = b.json(y).await.map_err(|e| failed(query, "PG5", &e))?;
         let (x, y) = (queries::normal(&x["data"]), queries::normal(&y["data"]));
         if let Some(diff) = queries::difference("data", &x, &y) {
             anyhow::bail!(
@@ -165,6 +161,12 @@ async fn same_data(
         query.name
     );
     Ok(())
+}
+
+/// A server's failed answer to `query`, its error cut to 2,000 characters.
+fn failed(query: &Query, server: &str, error: &str) -> anyhow::Error {
+    let error: String = error.chars().take(2000).collect();
+    anyhow::anyhow!("{}: {server} failed: {error}", query.name)
 }
 
 /// Measures one cell: warm-up, then `seconds` of load, with CPU and statement counts.
@@ -305,7 +307,7 @@ async fn external(
                 Client::new(&ours)
                     .json(&cf[0])
                     .await
-                    .map_err(|e| anyhow::anyhow!("{}: casefile failed: {e}", query.name))?;
+                    .map_err(|e| failed(query, "casefile", &e))?;
             }
         }
         for clients in [1, 8] {
@@ -410,7 +412,7 @@ async fn embedded(options: &Options, started: Instant) -> anyhow::Result<()> {
         client
             .json(&requests[0])
             .await
-            .map_err(|e| anyhow::anyhow!("{}: casefile (embedded) failed: {e}", query.name))?;
+            .map_err(|e| failed(query, "casefile (embedded)", &e))?;
         for clients in [1, 8] {
             say(
                 started,
