@@ -14,8 +14,8 @@ use uuid::Uuid;
 use super::audit::log::AuditRecordRow;
 use super::page::{Joined, Page, Slice};
 use super::{
-    ChatRow, ChatUserMessageRow, LlmInteractionRow, McpInteractionRow, MessageRow, Record, Scope,
-    SentMessageRow, Store,
+    ChatRow, ChatUserMessageRow, LlmInteractionInPage, McpInteractionInPage, MessageRow, Record,
+    Scope, SentMessageRow, Store,
 };
 use crate::error::Result;
 
@@ -85,15 +85,26 @@ struct Keyset {
     second: &'static str,
 }
 
-/// One page request: a slice of the children of `parent` (of `session`), between two keys, and
+/// One page request: a slice of the children of `parent` (of `session`), between two keys,
 /// whether to count them all (only when the client selected `totalCount`: a count reads every
-/// child of the parent, where a page reads a few).
+/// child of the parent, where a page reads a few), and which payloads to read with them.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ChildPageKey<A, B> {
     pub session: Uuid,
     pub parent: Uuid,
     pub slice: Slice<(A, B)>,
     pub counted: bool,
+    pub payloads: Payloads,
+}
+
+/// The large columns a page of interactions reads with its rows when the query selects them,
+/// saving the statement that would read them after it: an LLM call's request
+/// ([`super::LlmRequestRow`]) and its other payloads ([`super::LlmPayloadRow`],
+/// [`super::McpPayloadRow`]). Pages of other records have none.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Payloads {
+    pub request: bool,
+    pub rest: bool,
 }
 
 /// A page, and how many children its parent has in all (0 when not counted).
@@ -137,21 +148,23 @@ fn in_time_order(parent: &'static str) -> Keyset {
 }
 
 impl Store {
-    /// Pages of the LLM interactions of sessions, stages or executions.
+    /// Pages of the LLM interactions of sessions, stages or executions, with the payloads
+    /// each key asks for.
     pub async fn llm_interaction_pages(
         &self,
         scope: Scope,
         keys: &[RecordPageKey],
-    ) -> Result<HashMap<RecordPageKey, CountedPage<Arc<LlmInteractionRow>>>> {
+    ) -> Result<HashMap<RecordPageKey, CountedPage<Arc<LlmInteractionInPage>>>> {
         self.child_pages(&in_time_order(scope.column()), keys).await
     }
 
-    /// Pages of the MCP interactions of sessions, stages or executions.
+    /// Pages of the MCP interactions of sessions, stages or executions, with their payloads
+    /// when a key asks for them.
     pub async fn mcp_interaction_pages(
         &self,
         scope: Scope,
         keys: &[RecordPageKey],
-    ) -> Result<HashMap<RecordPageKey, CountedPage<Arc<McpInteractionRow>>>> {
+    ) -> Result<HashMap<RecordPageKey, CountedPage<Arc<McpInteractionInPage>>>> {
         self.child_pages(&in_time_order(scope.column()), keys).await
     }
 
@@ -261,7 +274,21 @@ impl Store {
         } = keyset;
         let (a, b) = (A::SQL, B::SQL);
         let table = table.unwrap_or(R::TABLE);
-        let columns = R::COLUMNS;
+        let any = |wanted: fn(&ChildPageKey<A, B>) -> bool| keys.iter().any(wanted);
+        // Payloads are columns only when a key asks for them, and null for the keys of the
+        // batch that did not.
+        let mut columns = R::COLUMNS.to_owned();
+        let [request, rest] = R::PAYLOADS;
+        for (wanted, flag, payload) in [
+            (any(|k| k.payloads.request), "with_request", request),
+            (any(|k| k.payloads.rest), "with_rest", rest),
+        ] {
+            for column in payload.iter().filter(|_| wanted) {
+                columns.push_str(&format!(
+                    ", CASE WHEN k.{flag} THEN {column} END AS {column}"
+                ));
+            }
+        }
         // The parent's session is named too (the session's own children need no more).
         let of_parent = if *parent == "session_id" {
             format!("t.{parent} = k.parent")
@@ -275,43 +302,67 @@ impl Store {
         // The keys are materialized so that each one's count and flags (whether children lie
         // at or before `after`, and at or after `before`: the nearest one, read along the
         // parent's index) are read once per key, and only when wanted: a count only for a key
-        // that asked for one (left out of the statement when none did), a flag only for a key
-        // with that cursor (without one, nothing lies beyond that end). Each page is read from
-        // the end it is taken from, by the one of the two branches its `from_end` switches
-        // on. Absent cursors are the least and greatest keys, so every comparison is one index
-        // range.
-        let total = if keys.iter().any(|k| k.counted) {
+        // that asked for one, a flag only for a key with that cursor (without one, nothing
+        // lies beyond that end). Each page is read from the end it is taken from. What no key
+        // wants is left out of the statement (PostgreSQL sets up every part of a plan at each
+        // run, used or not): the count, a flag no key has the cursor for, the branch of the
+        // direction no key reads in. Absent cursors are the least and greatest keys, so every
+        // comparison is one index range.
+        let total = if any(|k| k.counted) {
             format!(
                 "CASE WHEN k.counted THEN (SELECT count(*) FROM {table} t WHERE {of_parent}) END"
             )
         } else {
             "NULL::bigint".to_owned()
         };
+        let earlier = if any(|k| k.slice.after.is_some()) {
+            format!(
+                "CASE WHEN k.has_after THEN (SELECT TRUE FROM {table} t WHERE {of_parent} \
+                   AND (t.{first}, t.{second}) <= (k.after_a, k.after_b) \
+                 ORDER BY t.{first} DESC, t.{second} DESC LIMIT 1) IS NOT NULL ELSE FALSE END"
+            )
+        } else {
+            "FALSE".to_owned()
+        };
+        let later = if any(|k| k.slice.before.is_some()) {
+            format!(
+                "CASE WHEN k.has_before THEN (SELECT TRUE FROM {table} t WHERE {of_parent} \
+                   AND (t.{first}, t.{second}) >= (k.before_a, k.before_b) \
+                 ORDER BY t.{first}, t.{second} LIMIT 1) IS NOT NULL ELSE FALSE END"
+            )
+        } else {
+            "FALSE".to_owned()
+        };
+        let branch = |gate: &str, order: &str| {
+            format!(
+                "SELECT {columns} FROM {table} t WHERE {gate}{window} \
+                 ORDER BY {order} LIMIT k.lim"
+            )
+        };
+        let (ascending, descending) = (
+            format!("t.{first}, t.{second}"),
+            format!("t.{first} DESC, t.{second} DESC"),
+        );
+        let children = match (any(|k| !k.slice.from_end), any(|k| k.slice.from_end)) {
+            (true, false) => branch("", &ascending),
+            (false, true) => branch("", &descending),
+            _ => format!(
+                "({}) UNION ALL ({})",
+                branch("NOT k.from_end AND ", &ascending),
+                branch("k.from_end AND ", &descending)
+            ),
+        };
         let sql = format!(
             "WITH k AS MATERIALIZED ( \
-                 SELECT k.*, \
-                        {total} AS total, \
-                        CASE WHEN k.has_after THEN (SELECT TRUE FROM {table} t WHERE {of_parent} \
-                           AND (t.{first}, t.{second}) <= (k.after_a, k.after_b) \
-                         ORDER BY t.{first} DESC, t.{second} DESC LIMIT 1) IS NOT NULL \
-                        ELSE FALSE END AS earlier, \
-                        CASE WHEN k.has_before THEN (SELECT TRUE FROM {table} t WHERE {of_parent} \
-                           AND (t.{first}, t.{second}) >= (k.before_a, k.before_b) \
-                         ORDER BY t.{first}, t.{second} LIMIT 1) IS NOT NULL \
-                        ELSE FALSE END AS later \
+                 SELECT k.*, {total} AS total, {earlier} AS earlier, {later} AS later \
                  FROM unnest($1::uuid[], $2::{a}[], $3::{b}[], $4::{a}[], $5::{b}[], \
                              $6::bigint[], $7::boolean[], $8::uuid[], $9::boolean[], \
-                             $10::boolean[], $11::boolean[]) \
+                             $10::boolean[], $11::boolean[], $12::boolean[], $13::boolean[]) \
                       WITH ORDINALITY \
                       AS k(parent, after_a, after_b, before_a, before_b, lim, from_end, session, \
-                           counted, has_after, has_before, ord)) \
+                           counted, has_after, has_before, with_request, with_rest, ord)) \
              SELECT k.ord, k.total, k.earlier, k.later, c.* \
-             FROM k LEFT JOIN LATERAL ( \
-                 (SELECT {columns} FROM {table} t WHERE NOT k.from_end AND {window} \
-                  ORDER BY t.{first}, t.{second} LIMIT k.lim) \
-                 UNION ALL \
-                 (SELECT {columns} FROM {table} t WHERE k.from_end AND {window} \
-                  ORDER BY t.{first} DESC, t.{second} DESC LIMIT k.lim)) c ON TRUE \
+             FROM k LEFT JOIN LATERAL ({children}) c ON TRUE \
              ORDER BY k.ord, c.{first}, c.{second}"
         );
         let least = (A::least(), B::least());
@@ -345,6 +396,8 @@ impl Store {
                     .map(|k| k.slice.before.is_some())
                     .collect::<Vec<_>>(),
             )?;
+            arguments.add(keys.iter().map(|k| k.payloads.request).collect::<Vec<_>>())?;
+            arguments.add(keys.iter().map(|k| k.payloads.rest).collect::<Vec<_>>())?;
             Ok::<_, sqlx::error::BoxDynError>(())
         })();
         bound.map_err(sqlx::Error::Encode)?;

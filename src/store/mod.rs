@@ -59,7 +59,9 @@ use traced::Traced;
 
 use crate::error::Result;
 use crate::observe::metrics::WaitingForConnection;
-pub use child_pages::{CountedPage, MessageKey, MessagePageKey, RecordKey, RecordPageKey};
+pub use child_pages::{
+    CountedPage, MessageKey, MessagePageKey, Payloads, RecordKey, RecordPageKey,
+};
 pub use health::SchemaState;
 pub use records::*;
 pub use search::{HIGHLIGHT_END, HIGHLIGHT_START, MatchedField, SearchMatchKey, SearchMatchRow};

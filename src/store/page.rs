@@ -47,6 +47,15 @@ impl<R> Default for Page<R> {
 }
 
 impl<R> Page<R> {
+    /// The same page, each row mapped by `f`.
+    pub fn map<T>(self, f: impl FnMut(R) -> T) -> Page<T> {
+        Page {
+            rows: self.rows.into_iter().map(f).collect(),
+            has_previous: self.has_previous,
+            has_next: self.has_next,
+        }
+    }
+
     /// The page from what was read for `slice`: up to [`Slice::read`] rows in list order, and
     /// whether rows exist at or before `after` (`earlier`) and at or after `before` (`later`),
     /// which lie beyond the page whichever way it was taken.

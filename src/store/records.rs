@@ -33,6 +33,9 @@ pub trait Record:
     /// The columns read: every one, but for tables whose large columns are read apart, only
     /// when a query asks for them.
     const COLUMNS: &'static str;
+    /// Large columns a page of these records reads only when a key of its statement asks
+    /// for them ([`super::Payloads`]): an LLM call's request's, then the rest.
+    const PAYLOADS: [&'static [&'static str]; 2] = [&[], &[]];
     fn id(&self) -> Uuid;
     /// The session it belongs to; none for a chain version, which belongs to every session
     /// that ran it.
@@ -392,14 +395,20 @@ pub struct LlmInteractionRow {
     #[serde(default)]
     pub sent_message_ids: Option<Vec<Uuid>>,
 }
+/// The columns of [`LlmInteractionRow`].
+macro_rules! llm_interaction_columns {
+    () => {
+        "id, session_id, stage_id, execution_id, interaction_type, model_name, last_message_id, \
+         input_tokens, output_tokens, total_tokens, thinking_tokens, estimated_cost_usd, \
+         duration_ms, error_message, created_at, cached_input_tokens, input_cost_usd, \
+         output_cost_usd, cost_source, pricing_snapshot, sent_message_ids"
+    };
+}
 record!(
     LlmInteractionRow,
     "llm_interactions",
     "LLM interaction",
-    "id, session_id, stage_id, execution_id, interaction_type, model_name, last_message_id, \
-     input_tokens, output_tokens, total_tokens, thinking_tokens, estimated_cost_usd, \
-     duration_ms, error_message, created_at, cached_input_tokens, input_cost_usd, \
-     output_cost_usd, cost_source, pricing_snapshot, sent_message_ids"
+    llm_interaction_columns!()
 );
 
 impl LlmInteractionRow {
@@ -463,12 +472,18 @@ pub struct McpInteractionRow {
     /// Which attempt at its tool call it was, from 1 (1 when it executes no requested call).
     pub attempt: i32,
 }
+/// The columns of [`McpInteractionRow`].
+macro_rules! mcp_interaction_columns {
+    () => {
+        "id, session_id, stage_id, execution_id, interaction_type, server_name, tool_name, \
+         duration_ms, error_message, created_at, tool_call_id, attempt"
+    };
+}
 record!(
     McpInteractionRow,
     "mcp_interactions",
     "MCP interaction",
-    "id, session_id, stage_id, execution_id, interaction_type, server_name, tool_name, \
-     duration_ms, error_message, created_at, tool_call_id, attempt"
+    mcp_interaction_columns!()
 );
 
 /// The arguments, result and tool list of an MCP interaction: read only when asked for.
@@ -486,6 +501,114 @@ record!(
     "MCP interaction",
     "id, session_id, tool_arguments, tool_result, available_tools"
 );
+
+/// An LLM interaction as a page of them reads it: with the payloads the query selects, read by
+/// the same statement (a payload no key asks for is not a column of it).
+#[derive(Debug, Clone)]
+pub struct LlmInteractionInPage {
+    pub interaction: Arc<LlmInteractionRow>,
+    pub request: Option<Arc<LlmRequestRow>>,
+    pub payload: Option<Arc<LlmPayloadRow>>,
+}
+
+/// A column a statement may leave out, or read as null for some rows: `None` either way.
+fn read_if_there<'r, T>(row: &'r PgRow, column: &str) -> sqlx::Result<Option<T>>
+where
+    T: sqlx::Decode<'r, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>,
+{
+    match row.try_get(column) {
+        Err(sqlx::Error::ColumnNotFound(_)) => Ok(None),
+        read => read,
+    }
+}
+
+impl FromRow<'_, PgRow> for LlmInteractionInPage {
+    fn from_row(row: &PgRow) -> sqlx::Result<Self> {
+        let interaction = LlmInteractionRow::from_row(row)?;
+        let (id, session_id) = (interaction.id, interaction.session_id);
+        // The payloads are NOT NULL: null is "not asked for".
+        let request = read_if_there(row, "llm_request")?.map(|llm_request| {
+            Arc::new(LlmRequestRow {
+                id,
+                session_id,
+                llm_request,
+            })
+        });
+        let payload = match read_if_there(row, "llm_response")? {
+            Some(llm_response) => Some(Arc::new(LlmPayloadRow {
+                id,
+                session_id,
+                llm_response,
+                thinking_content: row.try_get("thinking_content")?,
+                response_metadata: row.try_get("response_metadata")?,
+            })),
+            None => None,
+        };
+        Ok(LlmInteractionInPage {
+            interaction: Arc::new(interaction),
+            request,
+            payload,
+        })
+    }
+}
+
+impl Record for LlmInteractionInPage {
+    const TABLE: &'static str = "llm_interactions";
+    const NAME: &'static str = "LLM interaction";
+    const COLUMNS: &'static str = llm_interaction_columns!();
+    const PAYLOADS: [&'static [&'static str]; 2] = [
+        &["llm_request"],
+        &["llm_response", "thinking_content", "response_metadata"],
+    ];
+    fn id(&self) -> Uuid {
+        self.interaction.id
+    }
+    fn session(&self) -> Option<Uuid> {
+        Some(self.interaction.session_id)
+    }
+}
+
+/// An MCP interaction as a page of them reads it: with its payloads when the query selects
+/// them (see [`LlmInteractionInPage`]).
+#[derive(Debug, Clone)]
+pub struct McpInteractionInPage {
+    pub interaction: Arc<McpInteractionRow>,
+    pub payload: Option<Arc<McpPayloadRow>>,
+}
+
+impl FromRow<'_, PgRow> for McpInteractionInPage {
+    fn from_row(row: &PgRow) -> sqlx::Result<Self> {
+        let interaction = McpInteractionRow::from_row(row)?;
+        let payload = match read_if_there(row, "tool_arguments")? {
+            Some(tool_arguments) => Some(Arc::new(McpPayloadRow {
+                id: interaction.id,
+                session_id: interaction.session_id,
+                tool_arguments,
+                tool_result: row.try_get("tool_result")?,
+                available_tools: row.try_get("available_tools")?,
+            })),
+            None => None,
+        };
+        Ok(McpInteractionInPage {
+            interaction: Arc::new(interaction),
+            payload,
+        })
+    }
+}
+
+impl Record for McpInteractionInPage {
+    const TABLE: &'static str = "mcp_interactions";
+    const NAME: &'static str = "MCP interaction";
+    const COLUMNS: &'static str = mcp_interaction_columns!();
+    const PAYLOADS: [&'static [&'static str]; 2] =
+        [&[], &["tool_arguments", "tool_result", "available_tools"]];
+    fn id(&self) -> Uuid {
+        self.interaction.id
+    }
+    fn session(&self) -> Option<Uuid> {
+        Some(self.interaction.session_id)
+    }
+}
 
 #[derive(Debug, Clone, FromRow, serde::Serialize, serde::Deserialize)]
 pub struct ChatRow {

@@ -33,6 +33,7 @@ mod notifications;
 mod operations;
 mod pages;
 mod pagination;
+mod payload_pages;
 mod pool_connections;
 mod prices;
 mod query_api;

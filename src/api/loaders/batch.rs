@@ -143,6 +143,28 @@ impl<L: Load> Loader<L> {
         }
         batch
     }
+
+    /// Keeps `values`, read by another statement (a page that read its rows' payloads with
+    /// them), as if this loader had loaded them: a later `load_one` of one of their keys
+    /// sends nothing. A key already loaded or queued keeps its batch; without a cache (a
+    /// subscription's loaders) nothing is kept.
+    pub fn prime(&self, values: HashMap<L::Key, L::Value>) {
+        if values.is_empty() {
+            return;
+        }
+        let mut state = self.inner.state.lock().expect("not poisoned");
+        let Some(loaded) = &mut state.loaded else {
+            return;
+        };
+        let keys: Vec<L::Key> = values.keys().cloned().collect();
+        let batch = Arc::new(Batch {
+            result: OnceLock::from(Ok(values)),
+            waiting: Mutex::default(),
+        });
+        for key in keys {
+            loaded.entry(key).or_insert_with(|| batch.clone());
+        }
+    }
 }
 
 /// Resolves once the batch has its result.

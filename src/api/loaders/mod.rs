@@ -248,12 +248,12 @@ loader!(
 );
 loader!(
     /// Pages of the LLM interactions of a session, stage or execution.
-    LlmInteractionPages(scope): RecordPageKey => CountedPage<Arc<LlmInteractionRow>>,
+    LlmInteractionPages(scope): RecordPageKey => CountedPage<Arc<LlmInteractionInPage>>,
     |store, scope, keys| store.llm_interaction_pages(scope, keys)
 );
 loader!(
     /// Pages of the MCP interactions of a session, stage or execution.
-    McpInteractionPages(scope): RecordPageKey => CountedPage<Arc<McpInteractionRow>>,
+    McpInteractionPages(scope): RecordPageKey => CountedPage<Arc<McpInteractionInPage>>,
     |store, scope, keys| store.mcp_interaction_pages(scope, keys)
 );
 loader!(

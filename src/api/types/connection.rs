@@ -2,6 +2,7 @@
 //! rule: `<field>Connection`, the plain list deprecated for one release). Each is a page of a
 //! keyset order read by a batched loader, one statement per relationship, with `totalCount`.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_graphql::connection::PageInfo;
@@ -19,11 +20,11 @@ use crate::cursor::{
 };
 use crate::store::audit::log::AuditRecordRow;
 use crate::store::chats::ChatListFilter;
-use crate::store::child_pages::ChildPageKey;
+use crate::store::child_pages::{ChildPageKey, Payloads};
 use crate::store::mcp_search::McpSearchFilter;
 use crate::store::{
     ChatRow, ChatUserMessageRow, CountedPage, Key, LlmInteractionRow, McpInteractionRow,
-    MessageRow, Scope, SentMessageRow, Store,
+    MessageRow, Record, Scope, SentMessageRow, Store,
 };
 
 /// Declares a connection type and its edge type over `$node` (a wrapper of `Arc<$row>`), whose
@@ -150,6 +151,23 @@ where
     L::Value: Default,
     C: From<L::Value>,
 {
+    let page = load_page(ctx, loader, parent, args, Payloads::default(), decode).await?;
+    Ok(C::from(page))
+}
+
+/// What [`page_of`] reads, with the `payloads` of its rows (interactions').
+async fn load_page<L, A, B>(
+    ctx: &Context<'_>,
+    loader: &Loader<L>,
+    parent: Key,
+    args: PageArgs,
+    payloads: Payloads,
+    decode: fn(&str) -> crate::error::Result<(A, B)>,
+) -> Result<L::Value>
+where
+    L: Load<Key = ChildPageKey<A, B>>,
+    L::Value: Default,
+{
     let slice = args.slice(ctx.data_unchecked::<Limits>(), decode)?;
     let page = loader
         .load_one(ChildPageKey {
@@ -157,10 +175,17 @@ where
             parent: parent.id,
             slice,
             counted: ctx.look_ahead().field("totalCount").exists(),
+            payloads,
         })
         .await?
         .unwrap_or_default();
-    Ok(C::from(page))
+    Ok(page)
+}
+
+/// Whether the nodes of the connection being resolved select any of `fields`.
+fn nodes_select(ctx: &Context<'_>, fields: &[&str]) -> bool {
+    let node = ctx.look_ahead().field("edges").field("node");
+    fields.iter().any(|f| node.field(f).exists())
 }
 
 /// A page of the messages of a stage or execution.
@@ -184,26 +209,63 @@ pub(crate) async fn conversation(
     page_of(ctx, loader, interaction, args, decode_message_cursor).await
 }
 
-/// A page of the LLM interactions of a session, stage or execution.
+/// The payloads a page read with its rows, by their rows' keys.
+fn read_in<R: Record, P: Clone>(
+    rows: &[Arc<R>],
+    payload: impl Fn(&R) -> &Option<P>,
+) -> HashMap<Key, P> {
+    (rows.iter())
+        .filter_map(|r| Some((Key::new(r.session()?, r.id()), payload(r).clone()?)))
+        .collect()
+}
+
+/// A page of the LLM interactions of a session, stage or execution. The payloads its nodes
+/// select are read by the page's statement and kept in the loaders their fields ask.
 pub(crate) async fn llm_interactions(
     ctx: &Context<'_>,
     scope: Scope,
     parent: Key,
     args: PageArgs,
 ) -> Result<LlmInteractionConnection> {
-    let loader = loaders(ctx).llm_interaction_pages.get(scope);
-    page_of(ctx, loader, parent, args, decode_record_cursor).await
+    let payloads = Payloads {
+        request: nodes_select(ctx, &["llmRequest"]),
+        rest: nodes_select(ctx, &["llmResponse", "thinkingContent", "responseMetadata"]),
+    };
+    let loaders = loaders(ctx);
+    let loader = loaders.llm_interaction_pages.get(scope);
+    let CountedPage { page, total } =
+        load_page(ctx, loader, parent, args, payloads, decode_record_cursor).await?;
+    loaders
+        .llm_requests
+        .prime(read_in(&page.rows, |r| &r.request));
+    loaders
+        .llm_payloads
+        .prime(read_in(&page.rows, |r| &r.payload));
+    let page = page.map(|r| r.interaction.clone());
+    Ok(CountedPage { page, total }.into())
 }
 
-/// A page of the MCP interactions of a session, stage or execution.
+/// A page of the MCP interactions of a session, stage or execution, with the payloads its
+/// nodes select (see [`llm_interactions`]).
 pub(crate) async fn mcp_interactions(
     ctx: &Context<'_>,
     scope: Scope,
     parent: Key,
     args: PageArgs,
 ) -> Result<McpInteractionConnection> {
-    let loader = loaders(ctx).mcp_interaction_pages.get(scope);
-    page_of(ctx, loader, parent, args, decode_record_cursor).await
+    let payloads = Payloads {
+        request: false,
+        rest: nodes_select(ctx, &["toolArguments", "toolResult", "availableTools"]),
+    };
+    let loaders = loaders(ctx);
+    let loader = loaders.mcp_interaction_pages.get(scope);
+    let CountedPage { page, total } =
+        load_page(ctx, loader, parent, args, payloads, decode_record_cursor).await?;
+    loaders
+        .mcp_payloads
+        .prime(read_in(&page.rows, |r| &r.payload));
+    let page = page.map(|r| r.interaction.clone());
+    Ok(CountedPage { page, total }.into())
 }
 
 /// A page of the chats of a session (the deleted ones only when asked for).
