@@ -284,13 +284,16 @@ async fn a_deep_query_costs_one_statement_per_relationship_level() {
     statements::clear();
     app.data(
         "{ sessions(first: 20) { edges { node {
-           llmInteractionsConnection(first: 100) { edges { node { llmResponse } } } } } } }",
+           llmInteractionsConnection(first: 100) { edges { node { llmResponse responseMetadata } } }
+           mcpInteractionsConnection(first: 100) { edges { node { toolArguments availableTools } } }
+        } } } }",
         json!({}),
     )
     .await;
-    let read = statements::recorded();
+    let read = statements::recorded_by_operations();
     assert!(read.iter().all(|s| !s.contains("llm_request")), "{read:#?}");
-    assert_eq!(reading_payloads(&read), 1, "{read:#?}");
+    assert_eq!(reading_payloads(&read), 2, "{read:#?}");
+    assert_eq!(statements::round_trips(), [1]);
 
     // A page counts its whole list only when the client selected `totalCount` (a count reads
     // every child of the parent, where the page reads a few); the answer is the same.
