@@ -327,12 +327,14 @@ impl Record for SentMessageRow {
     /// order sent (`position`): its execution's conversation up to its last message (see
     /// `migrations/0012_llm_conversations.sql`), or the selection it recorded
     /// (`sent_message_ids`, migration 0101). Every join names the session (the view 0012 made
-    /// joins by id alone, which on a distributed database joins across shards).
+    /// joins by id alone, which on a distributed database joins across shards). The last
+    /// message's place is a subquery so that it bounds the index scan of the conversation, read
+    /// once per call (as a join, the generic plan looked it up again for every message).
     const TABLE: &'static str = "(SELECT m.*, m.sequence_number AS position, li.id AS interaction_id \
             FROM llm_interactions li \
-            JOIN messages last ON last.id = li.last_message_id AND last.session_id = li.session_id \
             JOIN messages m ON m.execution_id = li.execution_id AND m.session_id = li.session_id \
-                           AND m.sequence_number <= last.sequence_number \
+                           AND m.sequence_number <= (SELECT last.sequence_number FROM messages last \
+                               WHERE last.id = li.last_message_id AND last.session_id = li.session_id) \
             WHERE li.sent_message_ids IS NULL \
         UNION ALL \
         SELECT m.*, s.position::integer, li.id \
