@@ -10,22 +10,7 @@ use std::collections::HashMap;
 use serde_json::{Value, json};
 
 use crate::common::TestApp;
-
-/// SplitMix64, seeded per run (printed) so that a failing selection can be made again.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-}
+use crate::common::rng::Rng;
 
 /// A node selection: `id`, then each field maybe, plain, in an inline fragment on `on`, or
 /// under a directive.
@@ -36,7 +21,7 @@ fn node_selection(rng: &mut Rng, on: &str, fields: &[&str]) -> String {
             continue;
         }
         out.push(' ');
-        out.push_str(&match rng.next() % 5 {
+        out.push_str(&match rng.below(5) {
             0 => format!("... on {on} {{ {field} }}"),
             1 => format!("{field} @include(if: false)"),
             2 => format!("{field} @skip(if: false)"),
@@ -87,18 +72,7 @@ async fn payloads_read_with_their_page_answer_as_payloads_read_alone() {
     options.limits.max_response_bytes = 1 << 30;
     let app = TestApp::start_with(options).await;
     casefile::demo::load(&app.store).await.unwrap();
-    let listed = app
-        .data(
-            "{ sessions(first: 100) { edges { node { id } } } }",
-            json!({}),
-        )
-        .await;
-    let sessions: Vec<Value> = listed["sessions"]["edges"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["node"]["id"].clone())
-        .collect();
+    let sessions = app.session_ids(100).await;
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()

@@ -1,6 +1,6 @@
 //! Connections of the pool, as concurrent reads use them.
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::common::TestApp;
 
@@ -21,18 +21,7 @@ async fn concurrent_statements_keep_the_pools_connections() {
         return;
     };
     casefile::demo::load(&app.store).await.unwrap();
-    let listed = app
-        .data(
-            "{ sessions(first: 8) { edges { node { id } } } }",
-            json!({}),
-        )
-        .await;
-    let ids: Vec<Value> = listed["sessions"]["edges"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["node"]["id"].clone())
-        .collect();
+    let ids = app.session_ids(8).await;
     let page = "query($id: ID!) { session(id: $id) { stages { executions {
         timeline(first: 100) { edges { node { content } } }
         messagesConnection(first: 100) { edges { node { content } } }

@@ -14,6 +14,7 @@ use tokio::sync::watch;
 
 use crate::common::TestDb;
 use crate::common::multipart::MultipartSubscription;
+use crate::common::rng::Rng;
 use crate::common::served::Served;
 use crate::common::sse::SseSubscription;
 use crate::common::ws::Subscription;
@@ -33,23 +34,6 @@ const EVENTS: &str = "subscription ($s: ID!, $after: String) {
 
 /// The last writer's notice: followers stop when they have it.
 const LAST: &str = "RUN_FINISHED";
-
-/// A small deterministic generator (splitmix64): a failing run prints its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 /// POSTs a mutation to the writers' process; any error fails the test.
 async fn write(client: &reqwest::Client, addr: SocketAddr, query: &str, vars: Value) -> Value {

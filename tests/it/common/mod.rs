@@ -10,6 +10,7 @@ pub mod cli;
 pub mod fixtures;
 pub mod multipart;
 pub mod process;
+pub mod rng;
 pub mod served;
 pub mod sse;
 pub mod statements;
@@ -183,6 +184,18 @@ impl TestApp {
         let body = self.graphql(query, variables).await;
         assert!(body.get("errors").is_none(), "unexpected errors: {body:#}");
         body["data"].clone()
+    }
+
+    /// The global ids of the newest `first` sessions.
+    pub async fn session_ids(&self, first: usize) -> Vec<Value> {
+        let query = "query($first: Int!) { sessions(first: $first) { edges { node { id } } } }";
+        let listed = self.data(query, json!({ "first": first })).await;
+        nodes(&listed["sessions"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["id"].clone())
+            .collect()
     }
 
     /// POSTs a query that must fail; returns the first error's code and message.
