@@ -7,12 +7,12 @@ use std::hash::Hash;
 use std::sync::Arc;
 
 use chrono::{DateTime, NaiveDate, Utc};
-use sqlx::postgres::{PgArguments, PgHasArrayType, PgRow};
-use sqlx::{Arguments as _, FromRow, Postgres, Row as _};
+use sqlx::postgres::{PgHasArrayType, PgRow};
+use sqlx::{FromRow, Postgres, Row as _};
 use uuid::Uuid;
 
 use super::audit::log::AuditRecordRow;
-use super::page::{Joined, Page, Slice};
+use super::page::{Joined, KeyArrays, Page, Slice};
 use super::{
     ChatRow, ChatUserMessageRow, LlmInteractionInPage, McpInteractionInPage, MessageRow, Record,
     Scope, SentMessageRow, Store,
@@ -279,9 +279,12 @@ impl Store {
         // batch that did not.
         let mut columns = R::COLUMNS.to_owned();
         let [request, rest] = R::PAYLOADS;
+        let with_request = any(|k| k.payloads.request) && !request.is_empty();
+        let with_rest = any(|k| k.payloads.rest) && !rest.is_empty();
+        let (forward, backward) = (any(|k| !k.slice.from_end), any(|k| k.slice.from_end));
         for (wanted, flag, payload) in [
-            (any(|k| k.payloads.request), "with_request", request),
-            (any(|k| k.payloads.rest), "with_rest", rest),
+            (with_request, "with_request", request),
+            (with_rest, "with_rest", rest),
         ] {
             for column in payload.iter().filter(|_| wanted) {
                 columns.push_str(&format!(
@@ -295,27 +298,93 @@ impl Store {
         } else {
             format!("t.{parent} = k.parent AND t.session_id = k.session")
         };
+        // Only what some key of the batch uses is bound and evaluated (PostgreSQL decodes
+        // every array it is sent and sets up every part of a plan at each run, used or not):
+        // a cursor's flag (whether children lie at or before `after`, and at or after
+        // `before`: the nearest one, read along the parent's index) only when a key has that
+        // cursor, a count only when a key asked for one, the branch of a direction only when
+        // a key reads in it, a payload only when a key selects it. Each page is read from the
+        // end it is taken from. The keys are materialized only when a count or a flag is
+        // read, so that each is read once per key.
+        let has_after = any(|k| k.slice.after.is_some());
+        let has_before = any(|k| k.slice.before.is_some());
+        let counted = any(|k| k.counted);
+        let mut k = KeyArrays::default();
+        let encoded = (|| {
+            k.column("parent", "uuid", keys.iter().map(|k| k.parent).collect())?;
+            k.column("session", "uuid", keys.iter().map(|k| k.session).collect())?;
+            k.column(
+                "lim",
+                "bigint",
+                keys.iter().map(|k| k.slice.read()).collect(),
+            )?;
+            // Absent cursors are the least and greatest keys: each page is one index range
+            // (the bounds keep generic plans on the parent's index in its order).
+            let least = (A::least(), B::least());
+            let afters: Vec<(A, B)> = keys
+                .iter()
+                .map(|k| k.slice.after.clone().unwrap_or_else(|| least.clone()))
+                .collect();
+            k.column("after_a", a, afters.iter().map(|k| k.0.clone()).collect())?;
+            k.column("after_b", b, afters.into_iter().map(|k| k.1).collect())?;
+            let greatest = (A::greatest(), B::greatest());
+            let befores: Vec<(A, B)> = keys
+                .iter()
+                .map(|k| k.slice.before.clone().unwrap_or_else(|| greatest.clone()))
+                .collect();
+            k.column("before_a", a, befores.iter().map(|k| k.0.clone()).collect())?;
+            k.column("before_b", b, befores.into_iter().map(|k| k.1).collect())?;
+            if has_after {
+                let flags = keys.iter().map(|k| k.slice.after.is_some()).collect();
+                k.column("has_after", "boolean", flags)?;
+            }
+            if has_before {
+                let flags = keys.iter().map(|k| k.slice.before.is_some()).collect();
+                k.column("has_before", "boolean", flags)?;
+            }
+            if forward && backward {
+                k.column(
+                    "from_end",
+                    "boolean",
+                    keys.iter().map(|k| k.slice.from_end).collect(),
+                )?;
+            }
+            if counted {
+                k.column(
+                    "counted",
+                    "boolean",
+                    keys.iter().map(|k| k.counted).collect(),
+                )?;
+            }
+            if with_request {
+                k.column(
+                    "with_request",
+                    "boolean",
+                    keys.iter().map(|k| k.payloads.request).collect(),
+                )?;
+            }
+            if with_rest {
+                k.column(
+                    "with_rest",
+                    "boolean",
+                    keys.iter().map(|k| k.payloads.rest).collect(),
+                )?;
+            }
+            Ok::<_, sqlx::Error>(())
+        })();
+        encoded?;
         let window = format!(
             "{of_parent} AND (t.{first}, t.{second}) > (k.after_a, k.after_b) \
              AND (t.{first}, t.{second}) < (k.before_a, k.before_b)"
         );
-        // The keys are materialized so that each one's count and flags (whether children lie
-        // at or before `after`, and at or after `before`: the nearest one, read along the
-        // parent's index) are read once per key, and only when wanted: a count only for a key
-        // that asked for one, a flag only for a key with that cursor (without one, nothing
-        // lies beyond that end). Each page is read from the end it is taken from. What no key
-        // wants is left out of the statement (PostgreSQL sets up every part of a plan at each
-        // run, used or not): the count, a flag no key has the cursor for, the branch of the
-        // direction no key reads in. Absent cursors are the least and greatest keys, so every
-        // comparison is one index range.
-        let total = if any(|k| k.counted) {
+        let total = if counted {
             format!(
                 "CASE WHEN k.counted THEN (SELECT count(*) FROM {table} t WHERE {of_parent}) END"
             )
         } else {
             "NULL::bigint".to_owned()
         };
-        let earlier = if any(|k| k.slice.after.is_some()) {
+        let earlier = if has_after {
             format!(
                 "CASE WHEN k.has_after THEN (SELECT TRUE FROM {table} t WHERE {of_parent} \
                    AND (t.{first}, t.{second}) <= (k.after_a, k.after_b) \
@@ -324,7 +393,7 @@ impl Store {
         } else {
             "FALSE".to_owned()
         };
-        let later = if any(|k| k.slice.before.is_some()) {
+        let later = if has_before {
             format!(
                 "CASE WHEN k.has_before THEN (SELECT TRUE FROM {table} t WHERE {of_parent} \
                    AND (t.{first}, t.{second}) >= (k.before_a, k.before_b) \
@@ -343,64 +412,33 @@ impl Store {
             format!("t.{first}, t.{second}"),
             format!("t.{first} DESC, t.{second} DESC"),
         );
-        let children = match (any(|k| !k.slice.from_end), any(|k| k.slice.from_end)) {
-            (true, false) => branch("", &ascending),
-            (false, true) => branch("", &descending),
-            _ => format!(
+        let children = match (forward, backward) {
+            (true, true) => format!(
                 "({}) UNION ALL ({})",
                 branch("NOT k.from_end AND ", &ascending),
                 branch("k.from_end AND ", &descending)
             ),
+            (false, true) => branch("", &descending),
+            _ => branch("", &ascending),
         };
-        let sql = format!(
-            "WITH k AS MATERIALIZED ( \
-                 SELECT k.*, {total} AS total, {earlier} AS earlier, {later} AS later \
-                 FROM unnest($1::uuid[], $2::{a}[], $3::{b}[], $4::{a}[], $5::{b}[], \
-                             $6::bigint[], $7::boolean[], $8::uuid[], $9::boolean[], \
-                             $10::boolean[], $11::boolean[], $12::boolean[], $13::boolean[]) \
-                      WITH ORDINALITY \
-                      AS k(parent, after_a, after_b, before_a, before_b, lim, from_end, session, \
-                           counted, has_after, has_before, with_request, with_rest, ord)) \
-             SELECT k.ord, k.total, k.earlier, k.later, c.* \
-             FROM k LEFT JOIN LATERAL ({children}) c ON TRUE \
-             ORDER BY k.ord, c.{first}, c.{second}"
-        );
-        let least = (A::least(), B::least());
-        let greatest = (A::greatest(), B::greatest());
-        let afters: Vec<(A, B)> = keys
-            .iter()
-            .map(|k| k.slice.after.clone().unwrap_or_else(|| least.clone()))
-            .collect();
-        let befores: Vec<(A, B)> = keys
-            .iter()
-            .map(|k| k.slice.before.clone().unwrap_or_else(|| greatest.clone()))
-            .collect();
-        let mut arguments = PgArguments::default();
-        let bound = (|| {
-            arguments.add(keys.iter().map(|k| k.parent).collect::<Vec<_>>())?;
-            arguments.add(afters.iter().map(|k| k.0.clone()).collect::<Vec<_>>())?;
-            arguments.add(afters.iter().map(|k| k.1.clone()).collect::<Vec<_>>())?;
-            arguments.add(befores.iter().map(|k| k.0.clone()).collect::<Vec<_>>())?;
-            arguments.add(befores.iter().map(|k| k.1.clone()).collect::<Vec<_>>())?;
-            arguments.add(keys.iter().map(|k| k.slice.read()).collect::<Vec<_>>())?;
-            arguments.add(keys.iter().map(|k| k.slice.from_end).collect::<Vec<_>>())?;
-            arguments.add(keys.iter().map(|k| k.session).collect::<Vec<_>>())?;
-            arguments.add(keys.iter().map(|k| k.counted).collect::<Vec<_>>())?;
-            arguments.add(
-                keys.iter()
-                    .map(|k| k.slice.after.is_some())
-                    .collect::<Vec<_>>(),
-            )?;
-            arguments.add(
-                keys.iter()
-                    .map(|k| k.slice.before.is_some())
-                    .collect::<Vec<_>>(),
-            )?;
-            arguments.add(keys.iter().map(|k| k.payloads.request).collect::<Vec<_>>())?;
-            arguments.add(keys.iter().map(|k| k.payloads.rest).collect::<Vec<_>>())?;
-            Ok::<_, sqlx::error::BoxDynError>(())
-        })();
-        bound.map_err(sqlx::Error::Encode)?;
+        let relation = k.relation();
+        let sql = if counted || has_after || has_before {
+            format!(
+                "WITH k AS MATERIALIZED ( \
+                     SELECT k.*, {total} AS total, {earlier} AS earlier, {later} AS later \
+                     FROM {relation}) \
+                 SELECT k.ord, k.total, k.earlier, k.later, c.* \
+                 FROM k LEFT JOIN LATERAL ({children}) c ON TRUE \
+                 ORDER BY k.ord, c.{first}, c.{second}"
+            )
+        } else {
+            format!(
+                "SELECT k.ord, NULL::bigint AS total, FALSE AS earlier, FALSE AS later, c.* \
+                 FROM {relation} LEFT JOIN LATERAL ({children}) c ON TRUE \
+                 ORDER BY k.ord, c.{first}, c.{second}"
+            )
+        };
+        let arguments = k.into_arguments();
         let rows: Vec<Row<R>> = sqlx::query_as_with(&sql, arguments)
             .fetch_all(self.reader().await?.traced())
             .await?;

@@ -2,8 +2,8 @@
 //! statement brings back for it (the rows, and whether rows lie on either side of them), and
 //! that statement for lists kept newest first.
 
-use sqlx::postgres::PgRow;
-use sqlx::{FromRow, Postgres, QueryBuilder, Row as _};
+use sqlx::postgres::{PgArguments, PgRow};
+use sqlx::{Arguments as _, Encode, FromRow, Postgres, QueryBuilder, Row as _, Type};
 use uuid::Uuid;
 
 use super::{RecordKey, Store};
@@ -24,6 +24,59 @@ impl<K> Slice<K> {
     /// page on the side it is taken from.
     pub(super) fn read(&self) -> i64 {
         self.size + 1
+    }
+}
+
+/// The keys of a statement that reads the pages of many parents at once: one array per column,
+/// unnested together as `k` (numbered by `k.ord`). A statement binds only the columns some key
+/// of its batch uses: PostgreSQL decodes every array it is sent and sets up every expression of
+/// its plan at each run, used or not.
+#[derive(Default)]
+pub(super) struct KeyArrays {
+    columns: Vec<&'static str>,
+    arrays: Vec<String>,
+    arguments: PgArguments,
+    bound: usize,
+}
+
+impl KeyArrays {
+    /// Adds the column `name` (of SQL type `sql`), one value per key.
+    pub fn column<T>(&mut self, name: &'static str, sql: &str, values: Vec<T>) -> sqlx::Result<()>
+    where
+        Vec<T>: for<'q> Encode<'q, Postgres> + Type<Postgres> + Send,
+    {
+        let number = self.bind(values)?;
+        self.arrays.push(format!("${number}::{sql}[]"));
+        self.columns.push(name);
+        Ok(())
+    }
+
+    /// Binds a parameter of the statement that is not a key column; its number (`$n`).
+    pub fn bind<T>(&mut self, value: T) -> sqlx::Result<usize>
+    where
+        T: for<'q> Encode<'q, Postgres> + Type<Postgres> + Send,
+    {
+        self.arguments.add(value).map_err(sqlx::Error::Encode)?;
+        self.bound += 1;
+        Ok(self.bound)
+    }
+
+    /// The number the next parameter bound will have.
+    pub fn next_parameter(&self) -> usize {
+        self.bound + 1
+    }
+
+    /// `unnest(…) WITH ORDINALITY AS k(…, ord)`.
+    pub fn relation(&self) -> String {
+        format!(
+            "unnest({}) WITH ORDINALITY AS k({}, ord)",
+            self.arrays.join(", "),
+            self.columns.join(", ")
+        )
+    }
+
+    pub fn into_arguments(self) -> PgArguments {
+        self.arguments
     }
 }
 

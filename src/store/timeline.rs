@@ -3,11 +3,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use sqlx::FromRow;
 use sqlx::postgres::PgArguments;
-use sqlx::{Arguments as _, FromRow};
 use uuid::Uuid;
 
-use super::page::{Joined, Page, Slice};
+use super::page::{Joined, KeyArrays, Page, Slice};
 use super::{Scope, Store, TimelineEventRow};
 use crate::error::Result;
 use crate::model::{TimelineEventStatus, TimelineEventType, db_name};
@@ -138,15 +138,34 @@ fn pages_statement(
     filter: &TimelineFilter,
     keys: &[TimelinePageKey],
 ) -> Result<(String, PgArguments)> {
-    let parents: Vec<Uuid> = keys.iter().map(|k| k.parent).collect();
+    let any = |wanted: fn(&TimelinePageKey) -> bool| keys.iter().any(wanted);
+    let (has_after, has_before) = (
+        any(|k| k.slice.after.is_some()),
+        any(|k| k.slice.before.is_some()),
+    );
+    let (forward, backward) = (any(|k| !k.slice.from_end), any(|k| k.slice.from_end));
+    let mut k = KeyArrays::default();
+    k.column("parent", "uuid", keys.iter().map(|k| k.parent).collect())?;
+    k.column("session", "uuid", keys.iter().map(|k| k.session).collect())?;
+    k.column(
+        "lim",
+        "bigint",
+        keys.iter().map(|k| k.slice.read()).collect(),
+    )?;
     // Sequence numbers start at 1, so 0 and `END` bound the whole timeline.
-    let afters: Vec<i64> = keys.iter().map(|k| k.slice.after.unwrap_or(0)).collect();
-    let befores: Vec<i64> = keys.iter().map(|k| k.slice.before.unwrap_or(END)).collect();
-    let limits: Vec<i64> = keys.iter().map(|k| k.slice.read()).collect();
-    let from_end: Vec<bool> = keys.iter().map(|k| k.slice.from_end).collect();
-    let sessions: Vec<Uuid> = keys.iter().map(|k| k.session).collect();
+    let afters = keys.iter().map(|k| k.slice.after.unwrap_or(0)).collect();
+    k.column("after_seq", "bigint", afters)?;
+    let befores = keys.iter().map(|k| k.slice.before.unwrap_or(END)).collect();
+    k.column("before_seq", "bigint", befores)?;
+    if forward && backward {
+        let from_end = keys.iter().map(|k| k.slice.from_end).collect();
+        k.column("from_end", "boolean", from_end)?;
+    }
+    let (matches, filter_params) = filter.condition(k.next_parameter());
+    for values in filter_params {
+        k.bind(values)?;
+    }
     let column = scope.column();
-    let (matches, filter_params) = filter.condition(7);
     // The parent's session is named too (a session's own timeline needs no more).
     let of_parent = match scope {
         Scope::Session => format!("t.{column} = k.parent{matches}"),
@@ -157,48 +176,60 @@ fn pages_statement(
     );
     // Whether events lie on either side of a key's page: the nearest one, read along the
     // (parent, sequence_number) index (an EXISTS may be planned as a scan of the table), and
-    // only for a key with that cursor (without one, the bound is past every sequence number).
-    // The keys are materialized so this is read once per key, not once per row. Each page
-    // is read from the end it is taken from (so LIMIT takes the events next to it), by the
-    // one of the two branches its `from_end` switches on.
-    let sql = format!(
-        "WITH k AS MATERIALIZED ( \
-             SELECT k.*, \
-                    CASE WHEN k.after_seq > 0 THEN (SELECT TRUE FROM timeline_events t \
-                     WHERE {of_parent} AND t.sequence_number <= k.after_seq \
-                     ORDER BY t.sequence_number DESC LIMIT 1) IS NOT NULL \
-                    ELSE FALSE END AS earlier, \
-                    CASE WHEN k.before_seq < {END} THEN (SELECT TRUE FROM timeline_events t \
-                     WHERE {of_parent} AND t.sequence_number >= k.before_seq \
-                     ORDER BY t.sequence_number LIMIT 1) IS NOT NULL \
-                    ELSE FALSE END AS later \
-             FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::bigint[], $5::boolean[], \
-                         $6::uuid[]) \
-                  WITH ORDINALITY AS k(parent, after_seq, before_seq, lim, from_end, session, ord)) \
-         SELECT k.ord, k.earlier, k.later, e.* \
-         FROM k LEFT JOIN LATERAL ( \
-             (SELECT * FROM timeline_events_live t WHERE NOT k.from_end AND {window} \
-              ORDER BY t.sequence_number LIMIT k.lim) \
-             UNION ALL \
-             (SELECT * FROM timeline_events_live t WHERE k.from_end AND {window} \
-              ORDER BY t.sequence_number DESC LIMIT k.lim)) e ON TRUE \
-         ORDER BY k.ord, e.sequence_number"
-    );
-    let mut arguments = PgArguments::default();
-    let bound = (|| {
-        arguments.add(&parents)?;
-        arguments.add(&afters)?;
-        arguments.add(&befores)?;
-        arguments.add(&limits)?;
-        arguments.add(&from_end)?;
-        arguments.add(&sessions)?;
-        for values in &filter_params {
-            arguments.add(values)?;
-        }
-        Ok::<_, sqlx::error::BoxDynError>(())
-    })();
-    bound.map_err(sqlx::Error::Encode)?;
-    Ok((sql, arguments))
+    // only when a key of the batch has that cursor (without one, the bound is past every
+    // sequence number); then the keys are materialized so that this is read once per key, not
+    // once per row. Each page is read from the end it is taken from (so LIMIT takes the events
+    // next to it); a batch reading both ways has both branches, which `from_end` switches.
+    let earlier = if has_after {
+        format!(
+            "CASE WHEN k.after_seq > 0 THEN (SELECT TRUE FROM timeline_events t \
+             WHERE {of_parent} AND t.sequence_number <= k.after_seq \
+             ORDER BY t.sequence_number DESC LIMIT 1) IS NOT NULL ELSE FALSE END"
+        )
+    } else {
+        "FALSE".to_owned()
+    };
+    let later = if has_before {
+        format!(
+            "CASE WHEN k.before_seq < {END} THEN (SELECT TRUE FROM timeline_events t \
+             WHERE {of_parent} AND t.sequence_number >= k.before_seq \
+             ORDER BY t.sequence_number LIMIT 1) IS NOT NULL ELSE FALSE END"
+        )
+    } else {
+        "FALSE".to_owned()
+    };
+    let branch = |gate: &str, order: &str| {
+        format!(
+            "SELECT * FROM timeline_events_live t WHERE {gate}{window} \
+             ORDER BY t.sequence_number{order} LIMIT k.lim"
+        )
+    };
+    let events = match (forward, backward) {
+        (true, true) => format!(
+            "({}) UNION ALL ({})",
+            branch("NOT k.from_end AND ", ""),
+            branch("k.from_end AND ", " DESC")
+        ),
+        (false, true) => branch("", " DESC"),
+        _ => branch("", ""),
+    };
+    let relation = k.relation();
+    let sql = if has_after || has_before {
+        format!(
+            "WITH k AS MATERIALIZED ( \
+                 SELECT k.*, {earlier} AS earlier, {later} AS later FROM {relation}) \
+             SELECT k.ord, k.earlier, k.later, e.* \
+             FROM k LEFT JOIN LATERAL ({events}) e ON TRUE \
+             ORDER BY k.ord, e.sequence_number"
+        )
+    } else {
+        format!(
+            "SELECT k.ord, FALSE AS earlier, FALSE AS later, e.* \
+             FROM {relation} LEFT JOIN LATERAL ({events}) e ON TRUE \
+             ORDER BY k.ord, e.sequence_number"
+        )
+    };
+    Ok((sql, k.into_arguments()))
 }
 
 /// Columns of `timeline_events_live` for a replay, with content and metadata left out (not even
