@@ -309,70 +309,38 @@ impl Store {
         let has_after = any(|k| k.slice.after.is_some());
         let has_before = any(|k| k.slice.before.is_some());
         let counted = any(|k| k.counted);
-        let mut k = KeyArrays::default();
-        let encoded = (|| {
-            k.column("parent", "uuid", keys.iter().map(|k| k.parent).collect())?;
-            k.column("session", "uuid", keys.iter().map(|k| k.session).collect())?;
-            k.column(
-                "lim",
-                "bigint",
-                keys.iter().map(|k| k.slice.read()).collect(),
-            )?;
-            // Absent cursors are the least and greatest keys: each page is one index range
-            // (the bounds keep generic plans on the parent's index in its order).
-            let least = (A::least(), B::least());
-            let afters: Vec<(A, B)> = keys
-                .iter()
-                .map(|k| k.slice.after.clone().unwrap_or_else(|| least.clone()))
+        let mut k = KeyArrays::pages(keys.iter().map(|k| (k.parent, k.session, k.slice.read())))?;
+        // Absent cursors are the least and greatest keys: each page is one index range
+        // (the bounds keep generic plans on the parent's index in its order).
+        let cursors = [
+            (
+                ["after_a", "after_b"],
+                (A::least(), B::least()),
+                keys.iter()
+                    .map(|k| k.slice.after.clone())
+                    .collect::<Vec<_>>(),
+            ),
+            (
+                ["before_a", "before_b"],
+                (A::greatest(), B::greatest()),
+                keys.iter().map(|k| k.slice.before.clone()).collect(),
+            ),
+        ];
+        for ([name_a, name_b], end, cursors) in cursors {
+            let bounds: Vec<(A, B)> = cursors
+                .into_iter()
+                .map(|cursor| cursor.unwrap_or_else(|| end.clone()))
                 .collect();
-            k.column("after_a", a, afters.iter().map(|k| k.0.clone()).collect())?;
-            k.column("after_b", b, afters.into_iter().map(|k| k.1).collect())?;
-            let greatest = (A::greatest(), B::greatest());
-            let befores: Vec<(A, B)> = keys
-                .iter()
-                .map(|k| k.slice.before.clone().unwrap_or_else(|| greatest.clone()))
-                .collect();
-            k.column("before_a", a, befores.iter().map(|k| k.0.clone()).collect())?;
-            k.column("before_b", b, befores.into_iter().map(|k| k.1).collect())?;
-            if has_after {
-                let flags = keys.iter().map(|k| k.slice.after.is_some()).collect();
-                k.column("has_after", "boolean", flags)?;
-            }
-            if has_before {
-                let flags = keys.iter().map(|k| k.slice.before.is_some()).collect();
-                k.column("has_before", "boolean", flags)?;
-            }
-            if forward && backward {
-                k.column(
-                    "from_end",
-                    "boolean",
-                    keys.iter().map(|k| k.slice.from_end).collect(),
-                )?;
-            }
-            if counted {
-                k.column(
-                    "counted",
-                    "boolean",
-                    keys.iter().map(|k| k.counted).collect(),
-                )?;
-            }
-            if with_request {
-                k.column(
-                    "with_request",
-                    "boolean",
-                    keys.iter().map(|k| k.payloads.request).collect(),
-                )?;
-            }
-            if with_rest {
-                k.column(
-                    "with_rest",
-                    "boolean",
-                    keys.iter().map(|k| k.payloads.rest).collect(),
-                )?;
-            }
-            Ok::<_, sqlx::Error>(())
-        })();
-        encoded?;
+            k.column(name_a, a, bounds.iter().map(|k| k.0.clone()).collect())?;
+            k.column(name_b, b, bounds.into_iter().map(|k| k.1).collect())?;
+        }
+        let each = |flag: fn(&ChildPageKey<A, B>) -> bool| keys.iter().map(flag);
+        k.flag("has_after", has_after, each(|k| k.slice.after.is_some()))?;
+        k.flag("has_before", has_before, each(|k| k.slice.before.is_some()))?;
+        k.flag("from_end", forward && backward, each(|k| k.slice.from_end))?;
+        k.flag("counted", counted, each(|k| k.counted))?;
+        k.flag("with_request", with_request, each(|k| k.payloads.request))?;
+        k.flag("with_rest", with_rest, each(|k| k.payloads.rest))?;
         let window = format!(
             "{of_parent} AND (t.{first}, t.{second}) > (k.after_a, k.after_b) \
              AND (t.{first}, t.{second}) < (k.before_a, k.before_b)"

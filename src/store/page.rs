@@ -40,6 +40,34 @@ pub(super) struct KeyArrays {
 }
 
 impl KeyArrays {
+    /// The keys of pages: `parent`, its `session`, and `lim`, the rows each page reads.
+    pub fn pages(pages: impl Iterator<Item = (Uuid, Uuid, i64)>) -> sqlx::Result<Self> {
+        let (mut parents, mut sessions, mut limits) = (Vec::new(), Vec::new(), Vec::new());
+        for (parent, session, limit) in pages {
+            parents.push(parent);
+            sessions.push(session);
+            limits.push(limit);
+        }
+        let mut keys = KeyArrays::default();
+        keys.column("parent", "uuid", parents)?;
+        keys.column("session", "uuid", sessions)?;
+        keys.column("lim", "bigint", limits)?;
+        Ok(keys)
+    }
+
+    /// Adds the boolean column `name` when some key uses it (`wanted`).
+    pub fn flag(
+        &mut self,
+        name: &'static str,
+        wanted: bool,
+        values: impl Iterator<Item = bool>,
+    ) -> sqlx::Result<()> {
+        if wanted {
+            self.column(name, "boolean", values.collect())?;
+        }
+        Ok(())
+    }
+
     /// Adds the column `name` (of SQL type `sql`), one value per key.
     pub fn column<T>(&mut self, name: &'static str, sql: &str, values: Vec<T>) -> sqlx::Result<()>
     where

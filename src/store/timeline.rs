@@ -144,23 +144,14 @@ fn pages_statement(
         any(|k| k.slice.before.is_some()),
     );
     let (forward, backward) = (any(|k| !k.slice.from_end), any(|k| k.slice.from_end));
-    let mut k = KeyArrays::default();
-    k.column("parent", "uuid", keys.iter().map(|k| k.parent).collect())?;
-    k.column("session", "uuid", keys.iter().map(|k| k.session).collect())?;
-    k.column(
-        "lim",
-        "bigint",
-        keys.iter().map(|k| k.slice.read()).collect(),
-    )?;
+    let mut k = KeyArrays::pages(keys.iter().map(|k| (k.parent, k.session, k.slice.read())))?;
     // Sequence numbers start at 1, so 0 and `END` bound the whole timeline.
     let afters = keys.iter().map(|k| k.slice.after.unwrap_or(0)).collect();
     k.column("after_seq", "bigint", afters)?;
     let befores = keys.iter().map(|k| k.slice.before.unwrap_or(END)).collect();
     k.column("before_seq", "bigint", befores)?;
-    if forward && backward {
-        let from_end = keys.iter().map(|k| k.slice.from_end).collect();
-        k.column("from_end", "boolean", from_end)?;
-    }
+    let from_end = keys.iter().map(|k| k.slice.from_end);
+    k.flag("from_end", forward && backward, from_end)?;
     let (matches, filter_params) = filter.condition(k.next_parameter());
     for values in filter_params {
         k.bind(values)?;
