@@ -12,7 +12,7 @@ use sqlx::{FromRow, Postgres, Row as _};
 use uuid::Uuid;
 
 use super::audit::log::AuditRecordRow;
-use super::page::{Joined, KeyArrays, Page, Slice};
+use super::page::{Joined, KeyArrays, Page, PerKey, Slice, either_end};
 use super::{
     ChatRow, ChatUserMessageRow, LlmInteractionInPage, McpInteractionInPage, MessageRow, Record,
     Scope, SentMessageRow, Store,
@@ -345,67 +345,53 @@ impl Store {
             "{of_parent} AND (t.{first}, t.{second}) > (k.after_a, k.after_b) \
              AND (t.{first}, t.{second}) < (k.before_a, k.before_b)"
         );
-        let total = if counted {
-            format!(
-                "CASE WHEN k.counted THEN (SELECT count(*) FROM {table} t WHERE {of_parent}) END"
-            )
-        } else {
-            "NULL::bigint".to_owned()
+        let total = PerKey {
+            name: "total",
+            read: counted.then(|| {
+                format!(
+                    "CASE WHEN k.counted THEN (SELECT count(*) FROM {table} t WHERE {of_parent}) END"
+                )
+            }),
+            otherwise: "NULL::bigint",
         };
-        let earlier = if has_after {
-            format!(
-                "CASE WHEN k.has_after THEN (SELECT TRUE FROM {table} t WHERE {of_parent} \
-                   AND (t.{first}, t.{second}) <= (k.after_a, k.after_b) \
-                 ORDER BY t.{first} DESC, t.{second} DESC LIMIT 1) IS NOT NULL ELSE FALSE END"
-            )
-        } else {
-            "FALSE".to_owned()
+        let earlier = PerKey {
+            name: "earlier",
+            read: has_after.then(|| {
+                format!(
+                    "CASE WHEN k.has_after THEN (SELECT TRUE FROM {table} t WHERE {of_parent} \
+                       AND (t.{first}, t.{second}) <= (k.after_a, k.after_b) \
+                     ORDER BY t.{first} DESC, t.{second} DESC LIMIT 1) IS NOT NULL ELSE FALSE END"
+                )
+            }),
+            otherwise: "FALSE",
         };
-        let later = if has_before {
-            format!(
-                "CASE WHEN k.has_before THEN (SELECT TRUE FROM {table} t WHERE {of_parent} \
-                   AND (t.{first}, t.{second}) >= (k.before_a, k.before_b) \
-                 ORDER BY t.{first}, t.{second} LIMIT 1) IS NOT NULL ELSE FALSE END"
-            )
-        } else {
-            "FALSE".to_owned()
+        let later = PerKey {
+            name: "later",
+            read: has_before.then(|| {
+                format!(
+                    "CASE WHEN k.has_before THEN (SELECT TRUE FROM {table} t WHERE {of_parent} \
+                       AND (t.{first}, t.{second}) >= (k.before_a, k.before_b) \
+                     ORDER BY t.{first}, t.{second} LIMIT 1) IS NOT NULL ELSE FALSE END"
+                )
+            }),
+            otherwise: "FALSE",
         };
-        let branch = |gate: &str, order: &str| {
+        let children = either_end(forward, backward, |gate, descending| {
+            let order = if descending {
+                format!("t.{first} DESC, t.{second} DESC")
+            } else {
+                format!("t.{first}, t.{second}")
+            };
             format!(
                 "SELECT {columns} FROM {table} t WHERE {gate}{window} \
                  ORDER BY {order} LIMIT k.lim"
             )
-        };
-        let (ascending, descending) = (
-            format!("t.{first}, t.{second}"),
-            format!("t.{first} DESC, t.{second} DESC"),
+        });
+        let sql = k.statement(
+            &[total, earlier, later],
+            &children,
+            &format!("c.{first}, c.{second}"),
         );
-        let children = match (forward, backward) {
-            (true, true) => format!(
-                "({}) UNION ALL ({})",
-                branch("NOT k.from_end AND ", &ascending),
-                branch("k.from_end AND ", &descending)
-            ),
-            (false, true) => branch("", &descending),
-            _ => branch("", &ascending),
-        };
-        let relation = k.relation();
-        let sql = if counted || has_after || has_before {
-            format!(
-                "WITH k AS MATERIALIZED ( \
-                     SELECT k.*, {total} AS total, {earlier} AS earlier, {later} AS later \
-                     FROM {relation}) \
-                 SELECT k.ord, k.total, k.earlier, k.later, c.* \
-                 FROM k LEFT JOIN LATERAL ({children}) c ON TRUE \
-                 ORDER BY k.ord, c.{first}, c.{second}"
-            )
-        } else {
-            format!(
-                "SELECT k.ord, NULL::bigint AS total, FALSE AS earlier, FALSE AS later, c.* \
-                 FROM {relation} LEFT JOIN LATERAL ({children}) c ON TRUE \
-                 ORDER BY k.ord, c.{first}, c.{second}"
-            )
-        };
         let arguments = k.into_arguments();
         let rows: Vec<Row<R>> = sqlx::query_as_with(&sql, arguments)
             .fetch_all(self.reader().await?.traced())

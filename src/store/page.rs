@@ -36,7 +36,6 @@ pub(super) struct KeyArrays {
     columns: Vec<&'static str>,
     arrays: Vec<String>,
     arguments: PgArguments,
-    bound: usize,
 }
 
 impl KeyArrays {
@@ -85,26 +84,77 @@ impl KeyArrays {
         T: for<'q> Encode<'q, Postgres> + Type<Postgres> + Send,
     {
         self.arguments.add(value).map_err(sqlx::Error::Encode)?;
-        self.bound += 1;
-        Ok(self.bound)
+        Ok(self.arguments.len())
     }
 
     /// The number the next parameter bound will have.
     pub fn next_parameter(&self) -> usize {
-        self.bound + 1
+        self.arguments.len() + 1
     }
 
-    /// `unnest(…) WITH ORDINALITY AS k(…, ord)`.
-    pub fn relation(&self) -> String {
-        format!(
+    /// The statement that joins each key (`k`) to its page: `rows`, a subquery on `k` (see
+    /// [`either_end`]), aliased `c`, in key order then `order`. Each [`PerKey`] value is read
+    /// once per key: the keys are then materialized (not re-read per row); when no key wants
+    /// any of them, the keys are a plain `unnest` and the values their constants.
+    pub fn statement(&self, per_key: &[PerKey], rows: &str, order: &str) -> String {
+        let relation = format!(
             "unnest({}) WITH ORDINALITY AS k({}, ord)",
             self.arrays.join(", "),
             self.columns.join(", ")
-        )
+        );
+        let named = |value: &dyn Fn(&PerKey) -> String| {
+            per_key
+                .iter()
+                .map(|v| format!("{} AS {}", value(v), v.name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        if per_key.iter().any(|v| v.read.is_some()) {
+            let read = named(&|v| v.read.clone().unwrap_or_else(|| v.otherwise.to_owned()));
+            let columns = named(&|v| format!("k.{}", v.name));
+            format!(
+                "WITH k AS MATERIALIZED (SELECT k.*, {read} FROM {relation}) \
+                 SELECT k.ord, {columns}, c.* FROM k LEFT JOIN LATERAL ({rows}) c ON TRUE \
+                 ORDER BY k.ord, {order}"
+            )
+        } else {
+            let constants = named(&|v| v.otherwise.to_owned());
+            format!(
+                "SELECT k.ord, {constants}, c.* FROM {relation} \
+                 LEFT JOIN LATERAL ({rows}) c ON TRUE ORDER BY k.ord, {order}"
+            )
+        }
     }
 
     pub fn into_arguments(self) -> PgArguments {
         self.arguments
+    }
+}
+
+/// A value a page statement reads once per key (a count, whether rows lie beyond a cursor):
+/// `read`, its expression on `k`, when some key of the batch wants it; else `otherwise`.
+pub(super) struct PerKey {
+    pub name: &'static str,
+    pub read: Option<String>,
+    pub otherwise: &'static str,
+}
+
+/// The rows of each key's page, read from the end it is taken from (so LIMIT takes the rows
+/// next to its cursor): `branch(gate, descending)` is one direction's subquery; a batch that
+/// reads both ways has both, which `k.from_end` switches.
+pub(super) fn either_end(
+    forward: bool,
+    backward: bool,
+    branch: impl Fn(&str, bool) -> String,
+) -> String {
+    match (forward, backward) {
+        (true, true) => format!(
+            "({}) UNION ALL ({})",
+            branch("NOT k.from_end AND ", false),
+            branch("k.from_end AND ", true)
+        ),
+        (false, true) => branch("", true),
+        _ => branch("", false),
     }
 }
 

@@ -7,7 +7,7 @@ use sqlx::FromRow;
 use sqlx::postgres::PgArguments;
 use uuid::Uuid;
 
-use super::page::{Joined, KeyArrays, Page, Slice};
+use super::page::{Joined, KeyArrays, Page, PerKey, Slice, either_end};
 use super::{Scope, Store, TimelineEventRow};
 use crate::error::Result;
 use crate::model::{TimelineEventStatus, TimelineEventType, db_name};
@@ -171,55 +171,36 @@ fn pages_statement(
     // sequence number); then the keys are materialized so that this is read once per key, not
     // once per row. Each page is read from the end it is taken from (so LIMIT takes the events
     // next to it); a batch reading both ways has both branches, which `from_end` switches.
-    let earlier = if has_after {
-        format!(
-            "CASE WHEN k.after_seq > 0 THEN (SELECT TRUE FROM timeline_events t \
-             WHERE {of_parent} AND t.sequence_number <= k.after_seq \
-             ORDER BY t.sequence_number DESC LIMIT 1) IS NOT NULL ELSE FALSE END"
-        )
-    } else {
-        "FALSE".to_owned()
+    let earlier = PerKey {
+        name: "earlier",
+        read: has_after.then(|| {
+            format!(
+                "CASE WHEN k.after_seq > 0 THEN (SELECT TRUE FROM timeline_events t \
+                 WHERE {of_parent} AND t.sequence_number <= k.after_seq \
+                 ORDER BY t.sequence_number DESC LIMIT 1) IS NOT NULL ELSE FALSE END"
+            )
+        }),
+        otherwise: "FALSE",
     };
-    let later = if has_before {
-        format!(
-            "CASE WHEN k.before_seq < {END} THEN (SELECT TRUE FROM timeline_events t \
-             WHERE {of_parent} AND t.sequence_number >= k.before_seq \
-             ORDER BY t.sequence_number LIMIT 1) IS NOT NULL ELSE FALSE END"
-        )
-    } else {
-        "FALSE".to_owned()
+    let later = PerKey {
+        name: "later",
+        read: has_before.then(|| {
+            format!(
+                "CASE WHEN k.before_seq < {END} THEN (SELECT TRUE FROM timeline_events t \
+                 WHERE {of_parent} AND t.sequence_number >= k.before_seq \
+                 ORDER BY t.sequence_number LIMIT 1) IS NOT NULL ELSE FALSE END"
+            )
+        }),
+        otherwise: "FALSE",
     };
-    let branch = |gate: &str, order: &str| {
+    let events = either_end(forward, backward, |gate, descending| {
+        let order = if descending { " DESC" } else { "" };
         format!(
             "SELECT * FROM timeline_events_live t WHERE {gate}{window} \
              ORDER BY t.sequence_number{order} LIMIT k.lim"
         )
-    };
-    let events = match (forward, backward) {
-        (true, true) => format!(
-            "({}) UNION ALL ({})",
-            branch("NOT k.from_end AND ", ""),
-            branch("k.from_end AND ", " DESC")
-        ),
-        (false, true) => branch("", " DESC"),
-        _ => branch("", ""),
-    };
-    let relation = k.relation();
-    let sql = if has_after || has_before {
-        format!(
-            "WITH k AS MATERIALIZED ( \
-                 SELECT k.*, {earlier} AS earlier, {later} AS later FROM {relation}) \
-             SELECT k.ord, k.earlier, k.later, e.* \
-             FROM k LEFT JOIN LATERAL ({events}) e ON TRUE \
-             ORDER BY k.ord, e.sequence_number"
-        )
-    } else {
-        format!(
-            "SELECT k.ord, FALSE AS earlier, FALSE AS later, e.* \
-             FROM {relation} LEFT JOIN LATERAL ({events}) e ON TRUE \
-             ORDER BY k.ord, e.sequence_number"
-        )
-    };
+    });
+    let sql = k.statement(&[earlier, later], &events, "c.sequence_number");
     Ok((sql, k.into_arguments()))
 }
 
