@@ -77,12 +77,13 @@ impl KeyPart for DateTime<Utc> {
 
 /// A relationship's order: the rows of a table (the record's own, unless another table or a
 /// subquery is named) under their parent's column, by two columns that together tell every row
-/// apart.
+/// apart. `indexed`: an index on `(parent, first, second)` serves it.
 struct Keyset {
     table: Option<&'static str>,
     parent: &'static str,
     first: &'static str,
     second: &'static str,
+    indexed: bool,
 }
 
 /// One page request: a slice of the children of `parent` (of `session`), between two keys,
@@ -137,6 +138,17 @@ pub type RecordKey = (DateTime<Utc>, Uuid);
 /// A page of a list of records in time order.
 pub type RecordPageKey = ChildPageKey<DateTime<Utc>, Uuid>;
 
+/// Messages under their parent's column (a stage's or an execution's), in conversation order.
+fn messages_in_order(scope: Scope) -> Keyset {
+    Keyset {
+        table: None,
+        parent: scope.column(),
+        first: "execution_id",
+        second: "sequence_number",
+        indexed: true,
+    }
+}
+
 /// Records under their parent's column, in time order.
 fn in_time_order(parent: &'static str) -> Keyset {
     Keyset {
@@ -144,6 +156,7 @@ fn in_time_order(parent: &'static str) -> Keyset {
         parent,
         first: "created_at",
         second: "id",
+        indexed: true,
     }
 }
 
@@ -206,6 +219,7 @@ impl Store {
             parent: "session_id",
             first: "at",
             second: "id",
+            indexed: true,
         };
         self.child_pages(&keyset, keys).await
     }
@@ -216,13 +230,7 @@ impl Store {
         scope: Scope,
         keys: &[MessagePageKey],
     ) -> Result<HashMap<MessagePageKey, CountedPage<Arc<MessageRow>>>> {
-        let keyset = Keyset {
-            table: None,
-            parent: scope.column(),
-            first: "execution_id",
-            second: "sequence_number",
-        };
-        self.child_pages(&keyset, keys).await
+        self.child_pages(&messages_in_order(scope), keys).await
     }
 
     /// Pages of the conversations of LLM interactions: exactly the messages sent to the model,
@@ -236,8 +244,54 @@ impl Store {
             parent: "interaction_id",
             first: "execution_id",
             second: "position",
+            // A view.
+            indexed: false,
         };
         self.child_pages(&keyset, keys).await
+    }
+
+    /// How PostgreSQL runs the statement of these pages of LLM interactions on the plan it
+    /// keeps for it ([`Store::explain_generic`]), for the tests that check which index serves it.
+    pub async fn explain_llm_interaction_pages(
+        &self,
+        scope: Scope,
+        keys: &[RecordPageKey],
+    ) -> Result<String> {
+        self.explain_child_pages::<LlmInteractionInPage, _, _>(&in_time_order(scope.column()), keys)
+            .await
+    }
+
+    /// The same for pages of MCP interactions.
+    pub async fn explain_mcp_interaction_pages(
+        &self,
+        scope: Scope,
+        keys: &[RecordPageKey],
+    ) -> Result<String> {
+        self.explain_child_pages::<McpInteractionInPage, _, _>(&in_time_order(scope.column()), keys)
+            .await
+    }
+
+    /// The same for pages of messages.
+    pub async fn explain_message_pages(
+        &self,
+        scope: Scope,
+        keys: &[MessagePageKey],
+    ) -> Result<String> {
+        self.explain_child_pages::<MessageRow, _, _>(&messages_in_order(scope), keys)
+            .await
+    }
+
+    async fn explain_child_pages<R: Record, A: KeyPart, B: KeyPart>(
+        &self,
+        keyset: &Keyset,
+        keys: &[ChildPageKey<A, B>],
+    ) -> Result<String> {
+        let (sql, k) = child_pages_statement::<R, A, B>(keyset, keys)?;
+        let arguments: Vec<String> = sqlx::query_scalar_with(&k.as_text(), k.into_arguments())
+            .fetch_one(self.reader().await?.traced())
+            .await?;
+        let [plan] = self.explain_generic([(sql.as_str(), arguments)]).await?;
+        Ok(plan)
     }
 
     async fn child_pages<R: Record, A: KeyPart, B: KeyPart>(
@@ -266,132 +320,7 @@ impl Store {
         if keys.is_empty() {
             return Ok(HashMap::new());
         }
-        let Keyset {
-            table,
-            parent,
-            first,
-            second,
-        } = keyset;
-        let (a, b) = (A::SQL, B::SQL);
-        let table = table.unwrap_or(R::TABLE);
-        let any = |wanted: fn(&ChildPageKey<A, B>) -> bool| keys.iter().any(wanted);
-        // Payloads are columns only when a key asks for them, and null for the keys of the
-        // batch that did not.
-        let mut columns = R::COLUMNS.to_owned();
-        let [request, rest] = R::PAYLOADS;
-        let with_request = any(|k| k.payloads.request) && !request.is_empty();
-        let with_rest = any(|k| k.payloads.rest) && !rest.is_empty();
-        let (forward, backward) = (any(|k| !k.slice.from_end), any(|k| k.slice.from_end));
-        for (wanted, flag, payload) in [
-            (with_request, "with_request", request),
-            (with_rest, "with_rest", rest),
-        ] {
-            for column in payload.iter().filter(|_| wanted) {
-                columns.push_str(&format!(
-                    ", CASE WHEN k.{flag} THEN {column} END AS {column}"
-                ));
-            }
-        }
-        // The parent's session is named too (the session's own children need no more).
-        let of_parent = if *parent == "session_id" {
-            format!("t.{parent} = k.parent")
-        } else {
-            format!("t.{parent} = k.parent AND t.session_id = k.session")
-        };
-        // Only what some key of the batch uses is bound and evaluated (PostgreSQL decodes
-        // every array it is sent and sets up every part of a plan at each run, used or not):
-        // a cursor's flag (whether children lie at or before `after`, and at or after
-        // `before`: the nearest one, read along the parent's index) only when a key has that
-        // cursor, a count only when a key asked for one, the branch of a direction only when
-        // a key reads in it, a payload only when a key selects it. Each page is read from the
-        // end it is taken from. The keys are materialized only when a count or a flag is
-        // read, so that each is read once per key.
-        let has_after = any(|k| k.slice.after.is_some());
-        let has_before = any(|k| k.slice.before.is_some());
-        let counted = any(|k| k.counted);
-        let mut k = KeyArrays::pages(keys.iter().map(|k| (k.parent, k.session, k.slice.read())))?;
-        // Absent cursors are the least and greatest keys: each page is one index range
-        // (the bounds keep generic plans on the parent's index in its order).
-        let cursors = [
-            (
-                ["after_a", "after_b"],
-                (A::least(), B::least()),
-                keys.iter()
-                    .map(|k| k.slice.after.clone())
-                    .collect::<Vec<_>>(),
-            ),
-            (
-                ["before_a", "before_b"],
-                (A::greatest(), B::greatest()),
-                keys.iter().map(|k| k.slice.before.clone()).collect(),
-            ),
-        ];
-        for ([name_a, name_b], end, cursors) in cursors {
-            let bounds: Vec<(A, B)> = cursors
-                .into_iter()
-                .map(|cursor| cursor.unwrap_or_else(|| end.clone()))
-                .collect();
-            k.column(name_a, a, bounds.iter().map(|k| k.0.clone()).collect())?;
-            k.column(name_b, b, bounds.into_iter().map(|k| k.1).collect())?;
-        }
-        let each = |flag: fn(&ChildPageKey<A, B>) -> bool| keys.iter().map(flag);
-        k.flag("has_after", has_after, each(|k| k.slice.after.is_some()))?;
-        k.flag("has_before", has_before, each(|k| k.slice.before.is_some()))?;
-        k.flag("from_end", forward && backward, each(|k| k.slice.from_end))?;
-        k.flag("counted", counted, each(|k| k.counted))?;
-        k.flag("with_request", with_request, each(|k| k.payloads.request))?;
-        k.flag("with_rest", with_rest, each(|k| k.payloads.rest))?;
-        let window = format!(
-            "{of_parent} AND (t.{first}, t.{second}) > (k.after_a, k.after_b) \
-             AND (t.{first}, t.{second}) < (k.before_a, k.before_b)"
-        );
-        let total = PerKey {
-            name: "total",
-            read: counted.then(|| {
-                format!(
-                    "CASE WHEN k.counted THEN (SELECT count(*) FROM {table} t WHERE {of_parent}) END"
-                )
-            }),
-            otherwise: "NULL::bigint",
-        };
-        let earlier = PerKey {
-            name: "earlier",
-            read: has_after.then(|| {
-                format!(
-                    "CASE WHEN k.has_after THEN (SELECT TRUE FROM {table} t WHERE {of_parent} \
-                       AND (t.{first}, t.{second}) <= (k.after_a, k.after_b) \
-                     ORDER BY t.{first} DESC, t.{second} DESC LIMIT 1) IS NOT NULL ELSE FALSE END"
-                )
-            }),
-            otherwise: "FALSE",
-        };
-        let later = PerKey {
-            name: "later",
-            read: has_before.then(|| {
-                format!(
-                    "CASE WHEN k.has_before THEN (SELECT TRUE FROM {table} t WHERE {of_parent} \
-                       AND (t.{first}, t.{second}) >= (k.before_a, k.before_b) \
-                     ORDER BY t.{first}, t.{second} LIMIT 1) IS NOT NULL ELSE FALSE END"
-                )
-            }),
-            otherwise: "FALSE",
-        };
-        let children = either_end(forward, backward, |gate, descending| {
-            let order = if descending {
-                format!("t.{first} DESC, t.{second} DESC")
-            } else {
-                format!("t.{first}, t.{second}")
-            };
-            format!(
-                "SELECT {columns} FROM {table} t WHERE {gate}{window} \
-                 ORDER BY {order} LIMIT k.lim"
-            )
-        });
-        let sql = k.statement(
-            &[total, earlier, later],
-            &children,
-            &format!("c.{first}, c.{second}"),
-        );
+        let (sql, k) = child_pages_statement::<R, A, B>(keyset, keys)?;
         let arguments = k.into_arguments();
         let rows: Vec<Row<R>> = sqlx::query_as_with(&sql, arguments)
             .fetch_all(self.reader().await?.traced())
@@ -412,4 +341,151 @@ impl Store {
             })
             .collect())
     }
+}
+
+/// The statement that reads every page of `keys` in `keyset`'s order, and its keys.
+fn child_pages_statement<R: Record, A: KeyPart, B: KeyPart>(
+    keyset: &Keyset,
+    keys: &[ChildPageKey<A, B>],
+) -> Result<(String, KeyArrays)> {
+    let Keyset {
+        table,
+        parent,
+        first,
+        second,
+        indexed,
+    } = keyset;
+    let (a, b) = (A::SQL, B::SQL);
+    let table = table.unwrap_or(R::TABLE);
+    let any = |wanted: fn(&ChildPageKey<A, B>) -> bool| keys.iter().any(wanted);
+    // Payloads are columns only when a key asks for them, and null for the keys of the
+    // batch that did not.
+    let mut columns = R::COLUMNS.to_owned();
+    let [request, rest] = R::PAYLOADS;
+    let with_request = any(|k| k.payloads.request) && !request.is_empty();
+    let with_rest = any(|k| k.payloads.rest) && !rest.is_empty();
+    let (forward, backward) = (any(|k| !k.slice.from_end), any(|k| k.slice.from_end));
+    for (wanted, flag, payload) in [
+        (with_request, "with_request", request),
+        (with_rest, "with_rest", rest),
+    ] {
+        for column in payload.iter().filter(|_| wanted) {
+            columns.push_str(&format!(
+                ", CASE WHEN k.{flag} THEN {column} END AS {column}"
+            ));
+        }
+    }
+    // The parent's session is named too (the session's own children need no more).
+    let of_parent = if *parent == "session_id" {
+        format!("t.{parent} = k.parent")
+    } else {
+        format!("t.{parent} = k.parent AND t.session_id = k.session")
+    };
+    // Only what some key of the batch uses is bound and evaluated (PostgreSQL decodes
+    // every array it is sent and sets up every part of a plan at each run, used or not):
+    // a cursor's flag (whether children lie at or before `after`, and at or after
+    // `before`: the nearest one, read along the parent's index) only when a key has that
+    // cursor, a count only when a key asked for one, the branch of a direction only when
+    // a key reads in it, a payload only when a key selects it. Each page is read from the
+    // end it is taken from. The keys are materialized only when a count or a flag is
+    // read, so that each is read once per key.
+    let has_after = any(|k| k.slice.after.is_some());
+    let has_before = any(|k| k.slice.before.is_some());
+    let counted = any(|k| k.counted);
+    let mut k = KeyArrays::pages(keys.iter().map(|k| (k.parent, k.session, k.slice.read())))?;
+    // Absent cursors are the least and greatest keys: each page is one index range
+    // (the bounds keep generic plans on the parent's index in its order).
+    let cursors = [
+        (
+            ["after_a", "after_b"],
+            (A::least(), B::least()),
+            keys.iter()
+                .map(|k| k.slice.after.clone())
+                .collect::<Vec<_>>(),
+        ),
+        (
+            ["before_a", "before_b"],
+            (A::greatest(), B::greatest()),
+            keys.iter().map(|k| k.slice.before.clone()).collect(),
+        ),
+    ];
+    for ([name_a, name_b], end, cursors) in cursors {
+        let bounds: Vec<(A, B)> = cursors
+            .into_iter()
+            .map(|cursor| cursor.unwrap_or_else(|| end.clone()))
+            .collect();
+        k.column(name_a, a, bounds.iter().map(|k| k.0.clone()).collect())?;
+        k.column(name_b, b, bounds.into_iter().map(|k| k.1).collect())?;
+    }
+    let each = |flag: fn(&ChildPageKey<A, B>) -> bool| keys.iter().map(flag);
+    k.flag("has_after", has_after, each(|k| k.slice.after.is_some()))?;
+    k.flag("has_before", has_before, each(|k| k.slice.before.is_some()))?;
+    k.flag("from_end", forward && backward, each(|k| k.slice.from_end))?;
+    k.flag("counted", counted, each(|k| k.counted))?;
+    k.flag("with_request", with_request, each(|k| k.payloads.request))?;
+    k.flag("with_rest", with_rest, each(|k| k.payloads.rest))?;
+    // Each bound names the parent first where the parent's index serves the order: only
+    // that index can then serve the range, and generic plans read it. (Named only by the
+    // equality, a generic plan may read the session's index in the same order and filter:
+    // a whole session per page.)
+    let (row, parent_bound) = if *indexed && parent != first {
+        (format!("t.{parent}, t.{first}, t.{second}"), "k.parent, ")
+    } else {
+        (format!("t.{first}, t.{second}"), "")
+    };
+    let bound = |op: &str, [a, b]: [&str; 2]| format!("({row}) {op} ({parent_bound}k.{a}, k.{b})");
+    let window = format!(
+        "{of_parent} AND {} AND {}",
+        bound(">", ["after_a", "after_b"]),
+        bound("<", ["before_a", "before_b"])
+    );
+    let total = PerKey {
+        name: "total",
+        read: counted.then(|| {
+            format!(
+                "CASE WHEN k.counted THEN (SELECT count(*) FROM {table} t WHERE {of_parent}) END"
+            )
+        }),
+        otherwise: "NULL::bigint",
+    };
+    let earlier = PerKey {
+        name: "earlier",
+        read: has_after.then(|| {
+            format!(
+                "CASE WHEN k.has_after THEN (SELECT TRUE FROM {table} t WHERE {of_parent} \
+                   AND {} ORDER BY t.{first} DESC, t.{second} DESC LIMIT 1) IS NOT NULL \
+                 ELSE FALSE END",
+                bound("<=", ["after_a", "after_b"])
+            )
+        }),
+        otherwise: "FALSE",
+    };
+    let later = PerKey {
+        name: "later",
+        read: has_before.then(|| {
+            format!(
+                "CASE WHEN k.has_before THEN (SELECT TRUE FROM {table} t WHERE {of_parent} \
+                   AND {} ORDER BY t.{first}, t.{second} LIMIT 1) IS NOT NULL ELSE FALSE END",
+                bound(">=", ["before_a", "before_b"])
+            )
+        }),
+        otherwise: "FALSE",
+    };
+    let children = either_end(forward, backward, |gate, descending| {
+        let order = if descending {
+            format!("t.{first} DESC, t.{second} DESC")
+        } else {
+            format!("t.{first}, t.{second}")
+        };
+        format!(
+            "SELECT {columns} FROM {table} t WHERE {gate}{window} \
+             ORDER BY {order} LIMIT k.lim"
+        )
+    });
+    let sql = k.statement(
+        &[total, earlier, later],
+        &children,
+        &format!("c.{first}, c.{second}"),
+    );
+    Ok((sql, k))
 }

@@ -3,7 +3,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use sqlx::Executor as _;
 use uuid::Uuid;
 
 use super::{
@@ -87,46 +86,24 @@ const EXECUTIONS_BY_STAGE: &str = concat!(
 
 impl Store {
     /// How a connection runs the statements that load a session list's stages (for `sessions`)
-    /// and their agents (for `stages`): `EXPLAIN (VERBOSE) EXECUTE` of each as a prepared
-    /// statement, as it runs on its tenth execution as much as on its first.
+    /// and their agents (for `stages`), on the plan it keeps for each ([`Store::explain_generic`]).
     pub async fn explain_list_loaders(
         &self,
         sessions: &[Uuid],
         stages: &[Key],
     ) -> Result<[String; 2]> {
-        let mut conn = self.connection().await?;
-        let mut explain = async |sql: &str, lists: &[Vec<Uuid>]| -> Result<String> {
-            let types = vec!["uuid[]"; lists.len()].join(", ");
-            let arrays: Vec<String> = lists
-                .iter()
-                .map(|ids| {
-                    let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
-                    format!("'{{{}}}'", ids.join(","))
-                })
-                .collect();
-            conn.execute(format!("PREPARE casefile_explained ({types}) AS {sql}").as_str())
-                .await?;
-            let lines: Vec<String> = sqlx::query_scalar(&format!(
-                "EXPLAIN (VERBOSE) EXECUTE casefile_explained({})",
-                arrays.join(", ")
-            ))
-            .fetch_all(&mut *conn)
-            .await?;
-            conn.execute("DEALLOCATE casefile_explained").await?;
-            Ok(lines.join("\n"))
+        let array = |ids: &[Uuid]| {
+            let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
+            format!("{{{}}}", ids.join(","))
         };
         let (stage_ids, stage_sessions) = key_columns(stages);
-        let plans = async {
-            Ok([
-                explain(STAGES_BY_SESSION, &[sessions.to_vec()]).await?,
-                explain(EXECUTIONS_BY_STAGE, &[stage_ids, stage_sessions]).await?,
-            ])
-        }
-        .await;
-        if plans.is_err() {
-            // It may still hold the prepared statement; no later borrower should find it.
-            conn.close_on_drop();
-        }
-        plans
+        self.explain_generic([
+            (STAGES_BY_SESSION, vec![array(sessions)]),
+            (
+                EXECUTIONS_BY_STAGE,
+                vec![array(&stage_ids), array(&stage_sessions)],
+            ),
+        ])
+        .await
     }
 }

@@ -179,6 +179,49 @@ impl Store {
         Ok(lines.join("\n"))
     }
 
+    /// How a connection runs statements on the plan it keeps for a prepared statement (the
+    /// generic plan: made once, then run for any arguments): `EXPLAIN (VERBOSE) EXECUTE` of each
+    /// statement, prepared, with its arguments as text (each a literal of its parameter's type).
+    /// A plan chosen for particular arguments may read an index the kept one does not.
+    async fn explain_generic<const N: usize>(
+        &self,
+        statements: [(&str, Vec<String>); N],
+    ) -> Result<[String; N]> {
+        use sqlx::Executor as _;
+        let mut conn = self.connection().await?;
+        let mut plans = Vec::with_capacity(N);
+        let explained = async {
+            conn.execute("SET plan_cache_mode = force_generic_plan")
+                .await?;
+            for (sql, arguments) in statements {
+                conn.execute(format!("PREPARE casefile_explained AS {sql}").as_str())
+                    .await?;
+                let literals: Vec<String> = arguments
+                    .iter()
+                    .map(|a| format!("'{}'", a.replace('\'', "''")))
+                    .collect();
+                let lines: Vec<String> = sqlx::query_scalar(&format!(
+                    "EXPLAIN (VERBOSE) EXECUTE casefile_explained({})",
+                    literals.join(", ")
+                ))
+                .fetch_all(&mut *conn)
+                .await?;
+                conn.execute("DEALLOCATE casefile_explained").await?;
+                plans.push(lines.join("\n"));
+            }
+            conn.execute("RESET plan_cache_mode").await?;
+            Ok::<_, crate::error::Error>(())
+        }
+        .await;
+        if let Err(error) = explained {
+            // It may still hold the prepared statement and the setting; no later borrower
+            // should find them.
+            conn.close_on_drop();
+            return Err(error);
+        }
+        Ok(plans.try_into().expect("one plan per statement"))
+    }
+
     /// Rows of one table by id; ids that do not exist are simply absent. On a table sharded by
     /// session this reads every shard: only for ids that come without their session (a global
     /// id), or for `sessions`, whose id is the session.

@@ -126,6 +126,15 @@ impl KeyArrays {
         }
     }
 
+    /// A statement that reads back, with these arguments, the arrays they bind, as text (for
+    /// explaining the statement with its arguments written out: see [`Store::explain_generic`]).
+    /// Every parameter must be a key column.
+    pub fn as_text(&self) -> String {
+        debug_assert_eq!(self.arrays.len(), self.arguments.len());
+        let texts: Vec<String> = self.arrays.iter().map(|a| format!("{a}::text")).collect();
+        format!("SELECT ARRAY[{}]::text[]", texts.join(", "))
+    }
+
     pub fn into_arguments(self) -> PgArguments {
         self.arguments
     }

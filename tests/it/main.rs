@@ -31,6 +31,7 @@ mod message_pages;
 mod notification_list;
 mod notifications;
 mod operations;
+mod page_plans;
 mod pages;
 mod pagination;
 mod payload_pages;
