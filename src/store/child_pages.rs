@@ -287,11 +287,7 @@ impl Store {
         keys: &[ChildPageKey<A, B>],
     ) -> Result<String> {
         let (sql, k) = child_pages_statement::<R, A, B>(keyset, keys)?;
-        let arguments: Vec<String> = sqlx::query_scalar_with(&k.as_text(), k.into_arguments())
-            .fetch_one(self.reader().await?.traced())
-            .await?;
-        let [plan] = self.explain_generic([(sql.as_str(), arguments)]).await?;
-        Ok(plan)
+        self.explain_page_statement(&sql, k).await
     }
 
     async fn child_pages<R: Record, A: KeyPart, B: KeyPart>(

@@ -36,6 +36,8 @@ pub(super) struct KeyArrays {
     columns: Vec<&'static str>,
     arrays: Vec<String>,
     arguments: PgArguments,
+    /// Every parameter, cast to its type (`$n::type`).
+    parameters: Vec<String>,
 }
 
 impl KeyArrays {
@@ -72,24 +74,22 @@ impl KeyArrays {
     where
         Vec<T>: for<'q> Encode<'q, Postgres> + Type<Postgres> + Send,
     {
-        let number = self.bind(values)?;
-        self.arrays.push(format!("${number}::{sql}[]"));
+        let parameter = self.bind(values, &format!("{sql}[]"))?;
+        self.arrays.push(parameter);
         self.columns.push(name);
         Ok(())
     }
 
-    /// Binds a parameter of the statement that is not a key column; its number (`$n`).
-    pub fn bind<T>(&mut self, value: T) -> sqlx::Result<usize>
+    /// Binds a parameter of the statement that is not a key column, of SQL type `sql`: the
+    /// parameter, cast to its type (`$n::type`).
+    pub fn bind<T>(&mut self, value: T, sql: &str) -> sqlx::Result<String>
     where
         T: for<'q> Encode<'q, Postgres> + Type<Postgres> + Send,
     {
         self.arguments.add(value).map_err(sqlx::Error::Encode)?;
-        Ok(self.arguments.len())
-    }
-
-    /// The number the next parameter bound will have.
-    pub fn next_parameter(&self) -> usize {
-        self.arguments.len() + 1
+        let parameter = format!("${}::{sql}", self.arguments.len());
+        self.parameters.push(parameter.clone());
+        Ok(parameter)
     }
 
     /// The statement that joins each key (`k`) to its page: `rows`, a subquery on `k` (see
@@ -126,17 +126,31 @@ impl KeyArrays {
         }
     }
 
-    /// A statement that reads back, with these arguments, the arrays they bind, as text (for
+    /// A statement that reads back, with these arguments, each parameter as text (for
     /// explaining the statement with its arguments written out: see [`Store::explain_generic`]).
-    /// Every parameter must be a key column.
     pub fn as_text(&self) -> String {
-        debug_assert_eq!(self.arrays.len(), self.arguments.len());
-        let texts: Vec<String> = self.arrays.iter().map(|a| format!("{a}::text")).collect();
+        let texts: Vec<String> = self
+            .parameters
+            .iter()
+            .map(|p| format!("{p}::text"))
+            .collect();
         format!("SELECT ARRAY[{}]::text[]", texts.join(", "))
     }
 
     pub fn into_arguments(self) -> PgArguments {
         self.arguments
+    }
+}
+
+impl Store {
+    /// How PostgreSQL runs a page statement over `k` on the plan a connection keeps for it
+    /// ([`Store::explain_generic`]).
+    pub(super) async fn explain_page_statement(&self, sql: &str, k: KeyArrays) -> Result<String> {
+        let arguments: Vec<String> = sqlx::query_scalar_with(&k.as_text(), k.into_arguments())
+            .fetch_one(self.reader().await?.traced())
+            .await?;
+        let [plan] = self.explain_generic([(sql, arguments)]).await?;
+        Ok(plan)
     }
 }
 

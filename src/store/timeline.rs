@@ -4,7 +4,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use sqlx::FromRow;
-use sqlx::postgres::PgArguments;
 use uuid::Uuid;
 
 use super::page::{Joined, KeyArrays, Page, PerKey, Slice, either_end};
@@ -30,28 +29,38 @@ pub struct TimelineFilter {
     pub statuses: Option<Vec<TimelineEventStatus>>,
 }
 
+/// The names the database stores for `values`.
+fn names<T: Copy + serde::Serialize>(values: &[T]) -> Vec<String> {
+    values.iter().map(|&v| db_name(v)).collect()
+}
+
 impl TimelineFilter {
-    /// The condition on `t` (a timeline row) and the parameters it takes, numbered from
-    /// `$first`. Absent parts add nothing, so the plan is the unfiltered one's; a type filter
-    /// reads the (parent, event_type, sequence_number) indexes.
-    fn condition(&self, first: usize) -> (String, Vec<Vec<String>>) {
+    /// The condition on `t` (a timeline row), its parameters bound in `k`. Absent parts add
+    /// nothing, so the plan is the unfiltered one's; a type filter reads the (parent,
+    /// event_type, sequence_number) indexes.
+    fn condition(&self, k: &mut KeyArrays) -> sqlx::Result<String> {
         let mut sql = String::new();
-        let mut params = Vec::new();
-        if let Some(types) = &self.event_types {
-            sql.push_str(&format!(
-                " AND t.event_type = ANY(${}::text[])",
-                first + params.len()
-            ));
-            params.push(types.iter().map(|&t| db_name(t)).collect());
+        for (column, values) in [
+            ("event_type", self.event_types.as_deref().map(names)),
+            ("status", self.statuses.as_deref().map(names)),
+        ] {
+            match values {
+                // One value is an equality: the plan kept for the statement then reads the
+                // type index in sequence order (for a list it cannot know how many values
+                // come, nor that the index's order is theirs, and may walk the parent's
+                // whole timeline to filter it).
+                Some(mut one) if one.len() == 1 => {
+                    let value = k.bind(one.remove(0), "text")?;
+                    sql.push_str(&format!(" AND t.{column} = {value}"));
+                }
+                Some(many) => {
+                    let values = k.bind(many, "text[]")?;
+                    sql.push_str(&format!(" AND t.{column} = ANY({values})"));
+                }
+                None => {}
+            }
         }
-        if let Some(statuses) = &self.statuses {
-            sql.push_str(&format!(
-                " AND t.status = ANY(${}::text[])",
-                first + params.len()
-            ));
-            params.push(statuses.iter().map(|&s| db_name(s)).collect());
-        }
-        (sql, params)
+        Ok(sql)
     }
 }
 
@@ -89,8 +98,8 @@ impl Store {
             #[sqlx(flatten)]
             event: Joined<TimelineEventRow>,
         }
-        let (sql, arguments) = pages_statement(scope, filter, keys)?;
-        let rows: Vec<Row> = sqlx::query_as_with(&sql, arguments)
+        let (sql, k) = pages_statement(scope, filter, keys)?;
+        let rows: Vec<Row> = sqlx::query_as_with(&sql, k.into_arguments())
             .fetch_all(self.reader().await?.traced())
             .await?;
         let mut read: Vec<(Vec<Arc<TimelineEventRow>>, bool, bool)> =
@@ -109,26 +118,23 @@ impl Store {
             .collect())
     }
 
-    /// How PostgreSQL reads these pages (keys with one filter): `EXPLAIN` of the very statement,
-    /// for checking that the indexes serve it.
+    /// How PostgreSQL reads these pages (keys with one filter) on the plan a connection keeps
+    /// for their statement, for checking that the indexes serve it.
     pub async fn explain_timeline_pages(
         &self,
         scope: Scope,
         filter: &TimelineFilter,
         keys: &[TimelinePageKey],
     ) -> Result<String> {
-        let (sql, arguments) = pages_statement(scope, filter, keys)?;
-        let lines: Vec<String> = sqlx::query_scalar_with(&format!("EXPLAIN {sql}"), arguments)
-            .fetch_all(self.reader().await?.traced())
-            .await?;
-        Ok(lines.join("\n"))
+        let (sql, k) = pages_statement(scope, filter, keys)?;
+        self.explain_page_statement(&sql, k).await
     }
 }
 
 /// Past every sequence number: the `before` of a page without one.
 const END: i64 = i64::MAX;
 
-/// The statement that reads every page of `keys` (which share `filter`), and its arguments:
+/// The statement that reads every page of `keys` (which share `filter`), and its keys:
 /// each key is joined laterally to its own ordered, limited slice (read from either end), so
 /// different parents may ask for different slices; it is an outer join, so a key whose page is
 /// empty still brings back whether events exist at or before its `after` and at or after its
@@ -137,7 +143,7 @@ fn pages_statement(
     scope: Scope,
     filter: &TimelineFilter,
     keys: &[TimelinePageKey],
-) -> Result<(String, PgArguments)> {
+) -> Result<(String, KeyArrays)> {
     let any = |wanted: fn(&TimelinePageKey) -> bool| keys.iter().any(wanted);
     let (has_after, has_before) = (
         any(|k| k.slice.after.is_some()),
@@ -152,10 +158,7 @@ fn pages_statement(
     k.column("before_seq", "bigint", befores)?;
     let from_end = keys.iter().map(|k| k.slice.from_end);
     k.flag("from_end", forward && backward, from_end)?;
-    let (matches, filter_params) = filter.condition(k.next_parameter());
-    for values in filter_params {
-        k.bind(values)?;
-    }
+    let matches = filter.condition(&mut k)?;
     let column = scope.column();
     // The parent's session is named too (a session's own timeline needs no more).
     let of_parent = match scope {
@@ -201,7 +204,7 @@ fn pages_statement(
         )
     });
     let sql = k.statement(&[earlier, later], &events, "c.sequence_number");
-    Ok((sql, k.into_arguments()))
+    Ok((sql, k))
 }
 
 /// Columns of `timeline_events_live` for a replay, with content and metadata left out (not even

@@ -2,7 +2,9 @@
 //! connection keeps for it, reads its parent's own index, never its whole session's rows.
 
 use casefile::store::page::Slice;
-use casefile::store::{MessagePageKey, Payloads, RecordPageKey, Scope};
+use casefile::store::{
+    MessagePageKey, Payloads, RecordPageKey, Scope, TimelineFilter, TimelinePageKey,
+};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -55,6 +57,15 @@ async fn an_agents_pages_read_its_own_index_in_a_long_session() {
             PER_AGENT,
         ),
         (
+            "INSERT INTO timeline_events (id, session_id, stage_id, execution_id, \
+                 sequence_number, event_type, status, content, metadata) \
+             SELECT gen_random_uuid(), e.session_id, e.stage_id, e.id, \
+                 row_number() OVER (ORDER BY e.stage_id, e.agent_index, n), 'llm_response', \
+                 'completed', 'token', '{}' \
+             FROM agent_executions e, generate_series(1, $2) n WHERE e.session_id = $1",
+            PER_AGENT,
+        ),
+        (
             "INSERT INTO messages (id, session_id, stage_id, execution_id, sequence_number, role, \
              content) \
          SELECT gen_random_uuid(), e.session_id, e.stage_id, e.id, n, 'assistant', 'step' \
@@ -71,7 +82,7 @@ async fn an_agents_pages_read_its_own_index_in_a_long_session() {
     }
     for statement in [
         "RESET session_replication_role",
-        "ANALYZE agent_executions, llm_interactions, mcp_interactions, messages",
+        "ANALYZE agent_executions, llm_interactions, mcp_interactions, messages, timeline_events",
     ] {
         sqlx::query(statement).execute(&mut *conn).await.unwrap();
     }
@@ -164,6 +175,39 @@ async fn an_agents_pages_read_its_own_index_in_a_long_session() {
             let plan = app.store.explain_message_pages(scope, &keys).await.unwrap();
             let label = format!("messages by {scope:?}, after {after:?}");
             assert_reads_only(&plan, own_index, "messages", &label);
+        }
+    }
+    // Timelines, by sequence number: the agent's or the stage's own (parent, sequence) index.
+    for (scope, parents, own_index) in [
+        (
+            Scope::Execution,
+            &agents[..],
+            "timeline_events_execution_idx",
+        ),
+        (Scope::Stage, &stages[..], "timeline_events_stage_idx"),
+    ] {
+        for after in [None, Some(1_000)] {
+            let keys: Vec<TimelinePageKey> = parents
+                .iter()
+                .map(|&parent| TimelinePageKey {
+                    session,
+                    parent,
+                    slice: Slice {
+                        after,
+                        before: None,
+                        size: 20,
+                        from_end: false,
+                    },
+                    filter: TimelineFilter::default(),
+                })
+                .collect();
+            let plan = app
+                .store
+                .explain_timeline_pages(scope, &TimelineFilter::default(), &keys)
+                .await
+                .unwrap();
+            let label = format!("timeline by {scope:?}, after {after:?}");
+            assert_reads_only(&plan, own_index, "timeline_events", &label);
         }
     }
     app.stop().await;
