@@ -179,10 +179,11 @@ impl Store {
         Ok(lines.join("\n"))
     }
 
-    /// How a connection runs statements on the plan it keeps for a prepared statement (the
-    /// generic plan: made once, then run for any arguments): `EXPLAIN (VERBOSE) EXECUTE` of each
-    /// statement, prepared, with its arguments as text (each a literal of its parameter's type).
-    /// A plan chosen for particular arguments may read an index the kept one does not.
+    /// How a connection runs statements: `EXPLAIN (VERBOSE) EXECUTE` of each, prepared, with its
+    /// arguments as text (each a literal of its parameter's type). Connections keep one generic
+    /// plan per prepared statement (`db::with_session_settings`), made without the arguments:
+    /// this shows that plan, where `EXPLAIN` of a statement with bound arguments shows one made
+    /// for them, which may read an index the kept one does not.
     async fn explain_generic<const N: usize>(
         &self,
         statements: [(&str, Vec<String>); N],
@@ -191,8 +192,6 @@ impl Store {
         let mut conn = self.connection().await?;
         let mut plans = Vec::with_capacity(N);
         let explained = async {
-            conn.execute("SET plan_cache_mode = force_generic_plan")
-                .await?;
             for (sql, arguments) in statements {
                 conn.execute(format!("PREPARE casefile_explained AS {sql}").as_str())
                     .await?;
@@ -209,13 +208,11 @@ impl Store {
                 conn.execute("DEALLOCATE casefile_explained").await?;
                 plans.push(lines.join("\n"));
             }
-            conn.execute("RESET plan_cache_mode").await?;
             Ok::<_, crate::error::Error>(())
         }
         .await;
         if let Err(error) = explained {
-            // It may still hold the prepared statement and the setting; no later borrower
-            // should find them.
+            // It may still hold the prepared statement; no later borrower should find it.
             conn.close_on_drop();
             return Err(error);
         }

@@ -29,9 +29,10 @@ pub struct TimelineFilter {
     pub statuses: Option<Vec<TimelineEventStatus>>,
 }
 
-/// The names the database stores for `values`.
+/// The names the database stores for `values`, each once (`[A, A]` is one value).
 fn names<T: Copy + serde::Serialize>(values: &[T]) -> Vec<String> {
-    values.iter().map(|&v| db_name(v)).collect()
+    let names: std::collections::BTreeSet<String> = values.iter().map(|&v| db_name(v)).collect();
+    names.into_iter().collect()
 }
 
 impl TimelineFilter {
@@ -44,11 +45,10 @@ impl TimelineFilter {
             ("event_type", self.event_types.as_deref().map(names)),
             ("status", self.statuses.as_deref().map(names)),
         ] {
+            // One value is an equality: the plan kept for the statement then reads the type
+            // index in sequence order. (For an array it cannot know how many values come, nor
+            // how rare they are, and may walk the parent's whole timeline to filter it.)
             match values {
-                // One value is an equality: the plan kept for the statement then reads the
-                // type index in sequence order (for a list it cannot know how many values
-                // come, nor that the index's order is theirs, and may walk the parent's
-                // whole timeline to filter it).
                 Some(mut one) if one.len() == 1 => {
                     let value = k.bind(one.remove(0), "text")?;
                     sql.push_str(&format!(" AND t.{column} = {value}"));
