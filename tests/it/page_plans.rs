@@ -104,12 +104,7 @@ async fn an_agents_pages_read_its_own_index_in_a_long_session() {
     drop(conn);
 
     // First pages, and pages after a cursor (which also probe for rows before it).
-    let slices = [None, Some(middle)].map(|after| Slice {
-        after,
-        before: None,
-        size: 20,
-        from_end: false,
-    });
+    let slices = [None, Some(middle)].map(page_after);
     for slice in &slices {
         for (scope, parents, own_index) in [
             (Scope::Execution, &agents[..], "execution_idx"),
@@ -162,12 +157,7 @@ async fn an_agents_pages_read_its_own_index_in_a_long_session() {
                 .map(|&parent| MessagePageKey {
                     session,
                     parent,
-                    slice: Slice {
-                        after,
-                        before: None,
-                        size: 20,
-                        from_end: false,
-                    },
+                    slice: page_after(after),
                     counted: false,
                     payloads: Payloads::default(),
                 })
@@ -192,12 +182,7 @@ async fn an_agents_pages_read_its_own_index_in_a_long_session() {
                 .map(|&parent| TimelinePageKey {
                     session,
                     parent,
-                    slice: Slice {
-                        after,
-                        before: None,
-                        size: 20,
-                        from_end: false,
-                    },
+                    slice: page_after(after),
                     filter: TimelineFilter::default(),
                 })
                 .collect();
@@ -211,6 +196,16 @@ async fn an_agents_pages_read_its_own_index_in_a_long_session() {
         }
     }
     app.stop().await;
+}
+
+/// The 20 rows after `after` (from the start without it).
+fn page_after<K>(after: Option<K>) -> Slice<K> {
+    Slice {
+        after,
+        before: None,
+        size: 20,
+        from_end: false,
+    }
 }
 
 /// The plan reads `table` only along `index`, and is the kept (generic) plan.
