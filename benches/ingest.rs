@@ -1,24 +1,41 @@
-//! Ingest benchmark: how fast streamed content goes in through the public GraphQL API, and how
-//! many bytes the database writes per appended byte (WAL, measured with pg_current_wal_lsn),
-//! against the quadratic baseline of appending by UPDATE. Prints figures; asserts nothing about
-//! speed (these machines are shared and noisy).
+//! Ingest benchmark: how fast streamed content goes in through the public GraphQL API, and what
+//! the database writes for it (WAL, measured with pg_current_wal_insert_lsn; rows, from
+//! pg_stat_user_tables). Prints figures; asserts nothing about speed (these machines are shared
+//! and noisy).
+//!
+//! Streams are closed-loop clients, each on its own keep-alive connection: one
+//! `appendTimelineContent` per request, sent when the previous one is acknowledged, token-sized
+//! deltas with offsets; an event is finished after 200 appends and the next one created. Two
+//! layouts: one stream per session (many sessions running at once) and every stream in one
+//! session (one orchestrator's parallel agents, one agent each).
 //!
 //!     cargo bench --bench ingest                      # embedded, and local PostgreSQL if reachable
 //!     DATABASE_URL=postgres://… cargo bench --bench ingest
+//!     cargo bench --bench ingest -- --seconds 5 --streams 1,10,50,200 --only postgresql
 //!     cargo bench --bench ingest -- --token cf_…      # the server requires tokens
 
 #[path = "common/app.rs"]
 mod app;
+#[path = "common/args.rs"]
+mod args;
 #[path = "../tests/it/common/mod.rs"]
 mod common;
+#[allow(dead_code)] // response sizes: the read benchmark's
+#[path = "common/http_load.rs"]
+mod http_load;
 #[path = "common/token.rs"]
 mod token;
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use serde_json::{Value, json};
 
 use common::TestApp;
+use http_load::{Connection, Outcome, Run};
+
+/// Appends per timeline event before it is finished and the stream's next one created.
+const PER_EVENT: usize = 200;
 
 /// Token-sized chunks of varied text (so compression does not flatter either design).
 fn chunks(n: usize, seed: u64) -> Vec<String> {
@@ -51,6 +68,7 @@ fn chunks(n: usize, seed: u64) -> Vec<String> {
         .collect()
 }
 
+/// The WAL's insert position.
 async fn wal_lsn(app: &TestApp) -> String {
     sqlx::query_scalar("SELECT pg_current_wal_insert_lsn()::text")
         .fetch_one(app.store.pool())
@@ -58,6 +76,7 @@ async fn wal_lsn(app: &TestApp) -> String {
         .unwrap()
 }
 
+/// WAL bytes written since `since`.
 async fn wal_since(app: &TestApp, since: &str) -> i64 {
     sqlx::query_scalar("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::pg_lsn)::bigint")
         .bind(since)
@@ -66,24 +85,62 @@ async fn wal_since(app: &TestApp, since: &str) -> i64 {
         .unwrap()
 }
 
+/// Rows inserted, updated and deleted in every table so far. Backends flush their statistics
+/// when idle, at most once a second: read until they stop moving (or give up after a few
+/// seconds, when something else writes).
+async fn rows_written(app: &TestApp) -> Option<i64> {
+    let read = || async {
+        sqlx::query_scalar::<_, Option<i64>>(
+            "SELECT sum(n_tup_ins + n_tup_upd + n_tup_del)::bigint FROM pg_stat_user_tables",
+        )
+        .fetch_one(app.store.pool())
+        .await
+        .ok()
+        .flatten()
+    };
+    let mut last = read().await;
+    for _ in 0..5 {
+        tokio::time::sleep(Duration::from_millis(1_100)).await;
+        let now = read().await;
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    last
+}
+
 async fn gql(app: &TestApp, query: &str, variables: Value) -> Value {
     let body = app.graphql(query, variables).await;
     assert!(body.get("errors").is_none(), "{body}");
     body["data"].clone()
 }
 
-/// A running execution to stream under.
-async fn execution(app: &TestApp) -> String {
+async fn session(app: &TestApp) -> String {
     let s = gql(
         app,
         "mutation { createSession(input: { alertType: \"Bench\", chainId: \"bench\" }) { uuid } }",
         json!({}),
     )
     .await;
-    let st = gql(app, "mutation ($s: ID!) { createStage(input: { sessionId: $s, stageIndex: 0, name: \"Bench\" }) { uuid } }",
-        json!({ "s": s["createSession"]["uuid"] })).await;
-    let e = gql(app, "mutation ($s: ID!) { createAgentExecution(input: { stageId: $s, agentIndex: 1, agentName: \"Bench\", iterationStrategy: \"react\" }) { uuid } }",
-        json!({ "s": st["createStage"]["uuid"] })).await;
+    s["createSession"]["uuid"].as_str().unwrap().to_owned()
+}
+
+/// A stage of `agents` agents running in parallel.
+async fn stage(app: &TestApp, session: &str, agents: usize) -> String {
+    // One agent alone; several in parallel, all of them to succeed.
+    let (parallel, policy) = match agents {
+        1 => (Value::Null, Value::Null),
+        _ => (json!("MULTI_AGENT"), json!("ALL")),
+    };
+    let st = gql(app, "mutation ($s: ID!, $n: Int!, $p: ParallelType, $sp: SuccessPolicy) { createStage(input: { sessionId: $s, stageIndex: 0, name: \"Bench\", expectedAgentCount: $n, parallelType: $p, successPolicy: $sp }) { uuid } }",
+        json!({ "s": session, "n": agents, "p": parallel, "sp": policy })).await;
+    st["createStage"]["uuid"].as_str().unwrap().to_owned()
+}
+
+async fn execution(app: &TestApp, stage: &str, agent_index: usize) -> String {
+    let e = gql(app, "mutation ($s: ID!, $i: Int!) { createAgentExecution(input: { stageId: $s, agentIndex: $i, agentName: \"Bench\", iterationStrategy: \"react\" }) { uuid } }",
+        json!({ "s": stage, "i": agent_index })).await;
     e["createAgentExecution"]["uuid"]
         .as_str()
         .unwrap()
@@ -91,35 +148,164 @@ async fn execution(app: &TestApp) -> String {
 }
 
 async fn event(app: &TestApp, execution: &str) -> String {
-    let e = gql(app, "mutation ($e: ID!) { createTimelineEvent(input: { executionId: $e, eventType: LLM_RESPONSE }) { uuid } }",
-        json!({ "e": execution })).await;
+    let e = gql(app, CREATE_EVENT, json!({ "e": execution })).await;
     e["createTimelineEvent"]["uuid"]
         .as_str()
         .unwrap()
         .to_owned()
 }
 
+const CREATE_EVENT: &str = "mutation ($e: ID!) { createTimelineEvent(input: { executionId: $e, eventType: LLM_RESPONSE }) { uuid } }";
+const FINISH_EVENT: &str = "mutation ($e: ID!) { finishTimelineEvent(input: { eventId: $e, status: COMPLETED }) { status } }";
 const APPEND: &str = "mutation ($e: ID!, $o: Int!, $d: String!) { appendTimelineContent(input: { eventId: $e, offset: $o, delta: $d }) { end } }";
 const INGEST: &str =
     "mutation ($ops: [IngestOperation!]!) { ingest(operations: $ops) { __typename } }";
 
-/// Appends `chunks` to one event, one mutation each. Returns (appends/s, WAL bytes per byte).
-async fn one_event(app: &TestApp, execution: &str, chunks: &[String]) -> (f64, f64) {
-    let event = event(app, execution).await;
-    let lsn = wal_lsn(app).await;
-    let started = Instant::now();
-    let mut offset = 0;
-    for chunk in chunks {
-        gql(app, APPEND, json!({ "e": event, "o": offset, "d": chunk })).await;
-        offset += chunk.chars().count();
-    }
-    let rate = chunks.len() as f64 / started.elapsed().as_secs_f64();
-    gql(app, "mutation ($e: ID!) { finishTimelineEvent(input: { eventId: $e, status: COMPLETED }) { status } }", json!({ "e": event })).await;
-    let bytes: usize = chunks.iter().map(String::len).sum();
-    (rate, wal_since(app, &lsn).await as f64 / bytes as f64)
+/// How the streams are spread over sessions.
+#[derive(Clone, Copy)]
+enum Layout {
+    /// Each stream is the one agent of its own session.
+    SessionPerStream,
+    /// Every stream is one agent of one stage of one session.
+    OneSession,
 }
 
-/// Appends `chunks` to one event in batches of `batch` per `ingest` mutation.
+impl Layout {
+    fn label(self) -> &'static str {
+        match self {
+            Layout::SessionPerStream => "a session per stream",
+            Layout::OneSession => "one session",
+        }
+    }
+
+    /// A running execution per stream.
+    async fn executions(self, app: &TestApp, streams: usize) -> Vec<String> {
+        let mut executions = Vec::with_capacity(streams);
+        match self {
+            Layout::SessionPerStream => {
+                for _ in 0..streams {
+                    let stage = stage(app, &session(app).await, 1).await;
+                    executions.push(execution(app, &stage, 1).await);
+                }
+            }
+            Layout::OneSession => {
+                let stage = stage(app, &session(app).await, streams).await;
+                for agent in 1..=streams {
+                    executions.push(execution(app, &stage, agent).await);
+                }
+            }
+        }
+        executions
+    }
+}
+
+fn request(query: &str, variables: Value) -> Bytes {
+    Bytes::from(json!({ "query": query, "variables": variables }).to_string())
+}
+
+/// Sends one request that must succeed; its body.
+async fn must(connection: &mut Connection, body: Bytes) -> Result<Value, String> {
+    match connection.send(body).await {
+        Outcome::Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| e.to_string()),
+        Outcome::Failed(why) => Err(why),
+    }
+}
+
+/// One stream until `deadline`: events of [`PER_EVENT`] single appends, each created and
+/// finished around them (their latencies are not counted). Returns the appends' run and the
+/// bytes they carried.
+async fn stream(
+    connection: &mut Connection,
+    execution: &str,
+    seed: u64,
+    deadline: Instant,
+) -> (Run, usize) {
+    let mut run = Run::default();
+    let mut bytes = 0;
+    let mut round = 0;
+    while Instant::now() < deadline {
+        round += 1;
+        let created = match must(connection, request(CREATE_EVENT, json!({ "e": execution }))).await
+        {
+            Ok(created) => created,
+            Err(why) => {
+                run.failed(why);
+                break;
+            }
+        };
+        let event = created["data"]["createTimelineEvent"]["uuid"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let mut offset = 0;
+        for chunk in chunks(PER_EVENT, seed * 1_000 + round) {
+            if Instant::now() >= deadline {
+                break;
+            }
+            // Built by hand, as a client would keep a template: the deltas need no escaping.
+            let body = format!(
+                r#"{{"query":"{APPEND}","variables":{{"e":"{event}","o":{offset},"d":"{chunk}"}}}}"#
+            );
+            let sent = Instant::now();
+            match connection.send(Bytes::from(body)).await {
+                Outcome::Ok(_) => {
+                    run.latencies_us.push(sent.elapsed().as_micros() as u64);
+                    bytes += chunk.len();
+                    offset += chunk.chars().count();
+                }
+                Outcome::Failed(why) => {
+                    run.failed(why);
+                    break;
+                }
+            }
+        }
+        if let Err(why) = must(connection, request(FINISH_EVENT, json!({ "e": event }))).await {
+            run.failed(why);
+            break;
+        }
+    }
+    (run, bytes)
+}
+
+/// One cell of the table: `executions.len()` streams for `seconds`, on a thread of their own.
+async fn streams(app: &TestApp, executions: Vec<String>, seconds: f64) -> (Run, usize) {
+    let url = app.url("/graphql");
+    let token = app.token.clone();
+    let thread = std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async move {
+                let mut connections = Vec::new();
+                for _ in &executions {
+                    connections.push(Connection::open(&url, token.as_deref()).await.unwrap());
+                }
+                let started = Instant::now();
+                let deadline = started + Duration::from_secs_f64(seconds);
+                let each = executions
+                    .iter()
+                    .zip(connections.iter_mut())
+                    .enumerate()
+                    .map(|(i, (execution, connection))| {
+                        stream(connection, execution, i as u64 + 7, deadline)
+                    });
+                let done = futures::future::join_all(each).await;
+                let elapsed = started.elapsed();
+                let bytes = done.iter().map(|(_, b)| b).sum();
+                (
+                    Run::joined(done.into_iter().map(|(r, _)| r), elapsed),
+                    bytes,
+                )
+            })
+    });
+    tokio::task::spawn_blocking(move || thread.join().unwrap())
+        .await
+        .unwrap()
+}
+
+/// Appends `chunks` to one event in batches of `batch` per `ingest` mutation. Returns
+/// (appends/s, WAL bytes per appended byte).
 async fn one_event_batched(
     app: &TestApp,
     execution: &str,
@@ -142,27 +328,9 @@ async fn one_event_batched(
         gql(app, INGEST, json!({ "ops": ops })).await;
     }
     let rate = chunks.len() as f64 / started.elapsed().as_secs_f64();
-    gql(app, "mutation ($e: ID!) { finishTimelineEvent(input: { eventId: $e, status: COMPLETED }) { status } }", json!({ "e": event })).await;
+    gql(app, FINISH_EVENT, json!({ "e": event })).await;
     let bytes: usize = chunks.iter().map(String::len).sum();
     (rate, wal_since(app, &lsn).await as f64 / bytes as f64)
-}
-
-/// `events` events streamed at once, `per_event` single appends each. Returns appends/s.
-async fn concurrent_events(app: &TestApp, execution: &str, events: usize, per_event: usize) -> f64 {
-    let mut ids = Vec::new();
-    for _ in 0..events {
-        ids.push(event(app, execution).await);
-    }
-    let started = Instant::now();
-    let streams = ids.iter().enumerate().map(|(i, event)| async move {
-        let mut offset = 0;
-        for chunk in chunks(per_event, i as u64 + 7) {
-            gql(app, APPEND, json!({ "e": event, "o": offset, "d": chunk })).await;
-            offset += chunk.chars().count();
-        }
-    });
-    futures::future::join_all(streams).await;
-    (events * per_event) as f64 / started.elapsed().as_secs_f64()
 }
 
 /// The design avoided: appending by rewriting the growing text with UPDATE.
@@ -185,50 +353,126 @@ async fn update_baseline(app: &TestApp, chunks: &[String]) -> f64 {
             .unwrap();
     }
     let bytes: usize = chunks.iter().map(String::len).sum();
-    wal_since(app, &lsn).await as f64 / bytes as f64
+    let wal = wal_since(app, &lsn).await as f64 / bytes as f64;
+    sqlx::query("DROP TABLE bench_naive")
+        .execute(pool)
+        .await
+        .unwrap();
+    wal
 }
 
-async fn run(label: &str, url: Option<String>, token: Option<&str>) {
+struct Options {
+    seconds: f64,
+    streams: Vec<usize>,
+    only: Option<String>,
+}
+
+impl Options {
+    fn from_args() -> Options {
+        let args: Vec<String> = std::env::args().collect();
+        let value = |name: &str| {
+            args.iter()
+                .position(|a| a == name)
+                .and_then(|i| args.get(i + 1).cloned())
+        };
+        Options {
+            seconds: args::arg("--seconds", 5.0),
+            streams: value("--streams")
+                .unwrap_or_else(|| "1,10,50,200".to_owned())
+                .split(',')
+                .map(|n| {
+                    n.trim()
+                        .parse()
+                        .expect("--streams: numbers, comma-separated")
+                })
+                .collect(),
+            only: value("--only"),
+        }
+    }
+
+    fn runs(&self, label: &str) -> bool {
+        self.only.as_deref().is_none_or(|only| only == label)
+    }
+}
+
+fn per(value: f64, count: f64) -> String {
+    if count > 0.0 {
+        format!("{:.0}", value / count)
+    } else {
+        "–".to_owned()
+    }
+}
+
+async fn run(label: &str, url: Option<String>, token: Option<&str>, options: &Options) {
     let app = app::start(url, token).await;
-    let exec = execution(&app).await;
-    let stream = chunks(2_000, 42);
-    one_event(&app, &exec, &chunks(200, 1)).await; // warm-up
-    let (rate, wal) = one_event(&app, &exec, &stream).await;
+    // Warm-up: plans, pool connections, the first pages of every table.
+    let warm = Layout::SessionPerStream.executions(&app, 2).await;
+    streams(&app, warm, 1.0).await;
+
+    println!("\n{label}:\n");
     println!(
-        "{label}: one event, 2,000 single appends: {rate:.0} appends/s, {wal:.1} WAL bytes per appended byte"
+        "| layout | streams | appends/s | p50 ms | p99 ms | WAL B/append | WAL B/byte | rows/append | failed |"
     );
-    let (rate, wal) = one_event_batched(&app, &exec, &chunks(10_000, 43), 50).await;
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for layout in [Layout::SessionPerStream, Layout::OneSession] {
+        for &n in &options.streams {
+            let executions = layout.executions(&app, n).await;
+            let rows_before = rows_written(&app).await;
+            let lsn = wal_lsn(&app).await;
+            let (run, bytes) = streams(&app, executions, options.seconds).await;
+            let wal = wal_since(&app, &lsn).await as f64;
+            let rows_after = rows_written(&app).await;
+            let appends = run.ok() as f64;
+            let rows = match (rows_before, rows_after) {
+                (Some(b), Some(a)) => format!("{:.2}", (a - b) as f64 / appends.max(1.0)),
+                _ => "–".to_owned(),
+            };
+            let failed = match &run.first_failure {
+                Some(why) => format!("{} ({})", run.failures, &why[..why.len().min(120)]),
+                None => "0".to_owned(),
+            };
+            println!(
+                "| {} | {n} | {:.0} | {:.2} | {:.2} | {} | {:.1} | {rows} | {failed} |",
+                layout.label(),
+                run.per_second(),
+                run.percentile_ms(0.5),
+                run.percentile_ms(0.99),
+                per(wal, appends),
+                wal / bytes.max(1) as f64,
+            );
+        }
+    }
+    let execution = Layout::SessionPerStream.executions(&app, 1).await.remove(0);
+    let (rate, wal) = one_event_batched(&app, &execution, &chunks(10_000, 43), 50).await;
     println!(
-        "{label}: one event, 10,000 appends in ingest batches of 50: {rate:.0} appends/s, {wal:.1} WAL bytes per appended byte"
-    );
-    let rate = concurrent_events(&app, &exec, 50, 100).await;
-    println!(
-        "{label}: 50 concurrent events, 100 single appends each: {rate:.0} appends/s in total"
+        "\n{label}: one event, 10,000 appends in `ingest` batches of 50: {rate:.0} appends/s, {wal:.1} WAL bytes per appended byte"
     );
     for n in [500, 2_000] {
         let baseline = update_baseline(&app, &chunks(n, 42)).await;
         println!(
             "{label}: baseline UPDATE-append of {n} chunks: {baseline:.1} WAL bytes per appended byte"
         );
-        sqlx::query("DROP TABLE bench_naive")
-            .execute(app.store.pool())
-            .await
-            .unwrap();
     }
     app.stop().await;
 }
 
 #[tokio::main]
 async fn main() {
+    let options = Options::from_args();
     let token = token::from_args_or_env();
     let token = token.as_deref();
-    run("embedded", None, token).await;
+    if options.runs("embedded") {
+        run("embedded", None, token, &options).await;
+    }
+    if !options.runs("postgresql") {
+        return;
+    }
     let url = std::env::var("DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
     match sqlx::PgPool::connect(&url).await {
         Ok(pool) => {
             pool.close().await;
-            run("postgresql", Some(url), token).await;
+            run("postgresql", Some(url), token, &options).await;
         }
         Err(err) => println!("postgresql: skipped ({err})"),
     }

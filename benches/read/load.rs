@@ -6,10 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt as _, Full};
-use hyper::header::{self, HeaderValue};
-use serde::Deserialize;
 
+use crate::http_load::{Connection, Outcome, Run};
 use crate::servers::Server;
 
 /// A client bound to one server: one connection, its token on every request.
@@ -18,19 +16,6 @@ pub struct Client {
     http: reqwest::Client,
     url: String,
     token: Option<String>,
-}
-
-/// Only whether a response carries GraphQL errors (the data is skipped without being built).
-#[derive(Deserialize)]
-struct Envelope {
-    #[serde(default)]
-    errors: Option<Vec<serde_json::Value>>,
-}
-
-/// What one request came back with.
-pub enum Outcome {
-    Ok(usize),
-    Failed(String),
 }
 
 impl Client {
@@ -78,119 +63,15 @@ impl Client {
     }
 }
 
-/// Latencies and counts of one measured run.
-#[derive(Default)]
-pub struct Run {
-    /// Per successful request, in microseconds, sorted.
-    pub latencies_us: Vec<u64>,
-    pub failures: u64,
-    pub first_failure: Option<String>,
-    pub bytes: u64,
-    pub elapsed: Duration,
-}
-
-impl Run {
-    pub fn ok(&self) -> u64 {
-        self.latencies_us.len() as u64
-    }
-
-    pub fn percentile_ms(&self, p: f64) -> f64 {
-        if self.latencies_us.is_empty() {
-            return f64::NAN;
-        }
-        let i = ((self.latencies_us.len() - 1) as f64 * p).round() as usize;
-        self.latencies_us[i] as f64 / 1000.0
-    }
-
-    pub fn per_second(&self) -> f64 {
-        self.ok() as f64 / self.elapsed.as_secs_f64()
-    }
-
-    /// Mean response size.
-    pub fn mean_bytes(&self) -> u64 {
-        self.bytes.checked_div(self.ok()).unwrap_or(0)
-    }
-}
-
 /// Where timed load goes.
 struct Target {
     url: String,
     token: Option<String>,
 }
 
-/// One client's connection for timed load: raw HTTP/1.1 through hyper, no pool, no JSON
-/// parsing unless the body may carry errors. The load generator shares the machine's two
-/// cores with the servers, so it is kept as lean as wrk.
-struct Connection {
-    sender: hyper::client::conn::http1::SendRequest<Full<Bytes>>,
-    uri: hyper::Uri,
-    authorization: Option<HeaderValue>,
-}
-
-impl Connection {
-    async fn open(server: &Target) -> Result<Connection, String> {
-        let uri: hyper::Uri = server.url.parse().map_err(|e| format!("{e}"))?;
-        let authority = uri.authority().ok_or("no host in the URL")?.as_str();
-        let stream = tokio::net::TcpStream::connect(authority)
-            .await
-            .map_err(|e| e.to_string())?;
-        stream.set_nodelay(true).map_err(|e| e.to_string())?;
-        let (sender, connection) =
-            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-                .await
-                .map_err(|e| e.to_string())?;
-        tokio::spawn(connection);
-        let authorization = server
-            .token
-            .as_ref()
-            .map(|t| HeaderValue::from_str(&format!("Bearer {t}")).unwrap());
-        Ok(Connection {
-            sender,
-            uri,
-            authorization,
-        })
-    }
-
-    async fn outcome(&mut self, body: &Bytes) -> Outcome {
-        // Origin form (`/graphql`) in the request line, as browsers and wrk send it.
-        let path = self.uri.path_and_query().map_or("/", |p| p.as_str());
-        let mut request = hyper::Request::post(path)
-            .header(header::HOST, self.uri.authority().unwrap().as_str())
-            .header(header::CONTENT_TYPE, "application/json");
-        if let Some(authorization) = &self.authorization {
-            request = request.header(header::AUTHORIZATION, authorization.clone());
-        }
-        let request = request.body(Full::new(body.clone())).unwrap();
-        let response = match self.sender.send_request(request).await {
-            Ok(response) => response,
-            Err(e) => return Outcome::Failed(e.to_string()),
-        };
-        let status = response.status();
-        let bytes = match response.into_body().collect().await {
-            Ok(collected) => collected.to_bytes(),
-            Err(e) => return Outcome::Failed(e.to_string()),
-        };
-        if !status.is_success() {
-            return Outcome::Failed(format!(
-                "HTTP {status}: {}",
-                String::from_utf8_lossy(&bytes[..bytes.len().min(300)])
-            ));
-        }
-        // Both servers write compact JSON: a top-level `errors` key contains this pattern, and
-        // so may a nested one, which the full parse then tells apart.
-        if memchr::memmem::find(&bytes, b"\"errors\":").is_none() {
-            return Outcome::Ok(bytes.len());
-        }
-        match serde_json::from_slice::<Envelope>(&bytes) {
-            Ok(Envelope { errors: None }) => Outcome::Ok(bytes.len()),
-            Ok(Envelope {
-                errors: Some(errors),
-            }) => Outcome::Failed(format!(
-                "GraphQL errors: {}",
-                serde_json::Value::from(errors)
-            )),
-            Err(e) => Outcome::Failed(format!("not JSON: {e}")),
-        }
+impl Target {
+    async fn connect(&self) -> Result<Connection, String> {
+        Connection::open(&self.url, self.token.as_deref()).await
     }
 }
 
@@ -227,7 +108,7 @@ async fn run_on_this_thread(
 ) -> Run {
     let mut connections = Vec::with_capacity(clients);
     for _ in 0..clients {
-        match Connection::open(server).await {
+        match server.connect().await {
             Ok(connection) => connections.push(connection),
             Err(why) => {
                 return Run {
@@ -250,16 +131,15 @@ async fn run_on_this_thread(
                 let mut i = c * bodies.len() / clients.max(1);
                 while Instant::now() < deadline {
                     let sent = Instant::now();
-                    match connection.outcome(&bodies[i % bodies.len()]).await {
+                    match connection.send(bodies[i % bodies.len()].clone()).await {
                         Outcome::Ok(bytes) => {
                             run.latencies_us.push(sent.elapsed().as_micros() as u64);
-                            run.bytes += bytes as u64;
+                            run.bytes += bytes.len() as u64;
                         }
                         Outcome::Failed(why) => {
-                            run.failures += 1;
-                            run.first_failure.get_or_insert(why);
+                            run.failed(why);
                             // The connection may be gone: start a new one.
-                            match Connection::open(server).await {
+                            match server.connect().await {
                                 Ok(fresh) => connection = fresh,
                                 Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
                             }
@@ -270,16 +150,6 @@ async fn run_on_this_thread(
                 run
             }
         });
-    let mut all = Run::default();
-    for run in futures::future::join_all(workers).await {
-        all.latencies_us.extend(run.latencies_us);
-        all.failures += run.failures;
-        all.bytes += run.bytes;
-        if all.first_failure.is_none() {
-            all.first_failure = run.first_failure;
-        }
-    }
-    all.elapsed = started.elapsed();
-    all.latencies_us.sort_unstable();
-    all
+    let runs = futures::future::join_all(workers).await;
+    Run::joined(runs, started.elapsed())
 }

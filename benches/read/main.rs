@@ -11,6 +11,8 @@
 //! per-request and per-statement costs show, and payloads padded to tens of KB with one session
 //! of multi-megabyte payloads (`casefile_read_bench`), where JSON handling dominates.
 
+#[path = "../common/http_load.rs"]
+mod http_load;
 #[path = "../../tests/it/common/process.rs"]
 mod process;
 #[path = "../common/token.rs"]

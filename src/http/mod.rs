@@ -87,6 +87,7 @@ pub fn router(
     closing: watch::Receiver<bool>,
 ) -> anyhow::Result<Router> {
     let limits = options.limits;
+    let store = store.grouping_appends(options.append_groups);
     let origins = Arc::new(OriginPolicy::new(options, auth.mode())?);
     let cors = cors(origins.cors_origins(), &options.cors_allow_headers)?;
     let live = options.live;

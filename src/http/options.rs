@@ -12,6 +12,7 @@ use crate::auth::AuthOptions;
 use crate::live::LiveOptions;
 use crate::options::parse_seconds;
 use crate::retention::RetentionOptions;
+use crate::store::write::append_groups::AppendGroupOptions;
 
 /// How the HTTP edge behaves.
 #[derive(Debug, Clone, Args)]
@@ -36,6 +37,9 @@ pub struct HttpOptions {
 
     #[command(flatten)]
     pub notifications: NotificationOptions,
+
+    #[command(flatten)]
+    pub append_groups: AppendGroupOptions,
 
     /// The origin browsers see this server at, when it is behind a TLS-terminating proxy
     /// (`https://casefile.example.com`): what "same origin" means for WebSocket and SSE

@@ -29,6 +29,8 @@ pub const DB_POOL_WAITING: &str = "casefile_db_pool_waiting";
 pub const INGEST_OPERATIONS: &str = "casefile_ingest_operations_total";
 pub const INGEST_BATCHED_OPERATIONS: &str = "casefile_ingest_batched_operations_total";
 pub const INGEST_APPENDED_BYTES: &str = "casefile_ingest_appended_bytes_total";
+pub const APPEND_GROUP_SIZE: &str = "casefile_append_group_size";
+pub const APPEND_GROUPS_FAILED: &str = "casefile_append_groups_failed_total";
 pub const RETENTION_DELETED: &str = "casefile_retention_deleted_total";
 
 /// Distinct operation names kept as label values.
@@ -47,6 +49,9 @@ const SECONDS_BUCKETS: &[f64] = &[
 ];
 /// Statements and batches per operation (the statement bound is one per relationship).
 const COUNT_BUCKETS: &[f64] = &[0.0, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 34.0, 55.0, 100.0];
+
+/// Appends per group (a group holds at most `limits::BATCH`).
+const GROUP_BUCKETS: &[f64] = &[1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0];
 
 /// The process's recorder (installed on first use; every server of the process shares it).
 pub fn handle() -> &'static PrometheusHandle {
@@ -71,6 +76,9 @@ pub fn handle() -> &'static PrometheusHandle {
                     Matcher::Full(GRAPHQL_SQL_STATEMENTS.to_owned()),
                     COUNT_BUCKETS,
                 )
+            })
+            .and_then(|b| {
+                b.set_buckets_for_metric(Matcher::Full(APPEND_GROUP_SIZE.to_owned()), GROUP_BUCKETS)
             })
             .expect("bucket lists are not empty")
             .build_recorder();
@@ -170,6 +178,14 @@ fn describe() {
         INGEST_APPENDED_BYTES,
         Unit::Bytes,
         "Bytes of timeline text stored by appends (retried ones count once)"
+    );
+    describe_histogram!(
+        APPEND_GROUP_SIZE,
+        "Single appends stored together in one statement and one commit"
+    );
+    describe_counter!(
+        APPEND_GROUPS_FAILED,
+        "Append groups whose statement failed (each of their appends was then decided alone)"
     );
     describe_counter!(
         RETENTION_DELETED,

@@ -56,6 +56,7 @@ use uuid::Uuid;
 
 use lease::{Lease, Leased};
 use traced::Traced;
+use write::append_groups::{AppendGroupOptions, AppendGroups};
 
 use crate::error::Result;
 use crate::observe::metrics::WaitingForConnection;
@@ -93,6 +94,8 @@ pub struct Store {
     pool: PgPool,
     /// Where this operation's reads keep their connection between statements, if it has one.
     lease: Option<Arc<Lease>>,
+    /// Where single appends wait to be stored together.
+    appends: Arc<AppendGroups>,
 }
 
 /// A connection for one read: the operation's own, or one from the pool.
@@ -130,7 +133,27 @@ impl DerefMut for Reader {
 
 impl Store {
     pub fn new(pool: PgPool) -> Self {
-        Self { pool, lease: None }
+        let appends = AppendGroups::new(pool.clone(), AppendGroupOptions::default());
+        Self {
+            pool,
+            lease: None,
+            appends,
+        }
+    }
+
+    /// The store whose single appends are grouped as `options` say (a server's own: every
+    /// store cloned from it shares its groups).
+    pub fn grouping_appends(&self, options: AppendGroupOptions) -> Store {
+        Store {
+            pool: self.pool.clone(),
+            lease: self.lease.clone(),
+            appends: AppendGroups::new(self.pool.clone(), options),
+        }
+    }
+
+    /// Where single appends are stored together.
+    pub fn append_groups(&self) -> &AppendGroups {
+        &self.appends
     }
 
     pub fn pool(&self) -> &PgPool {
@@ -143,6 +166,7 @@ impl Store {
         Store {
             pool: self.pool.clone(),
             lease: Some(Lease::new(self.pool.clone())),
+            appends: self.appends.clone(),
         }
     }
 

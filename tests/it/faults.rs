@@ -212,6 +212,177 @@ async fn writer_survives_sigkill(storage: Storage) {
     storage.remove().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_streams_retrying_through_a_sigkill_store_each_append_once() {
+    let dir = std::env::temp_dir().join(format!("casefile-faults-{}", Uuid::new_v4()));
+    streams_survive_sigkill(Storage::Embedded(dir)).await;
+    match std::env::var("DATABASE_URL") {
+        Ok(url) if !url.is_empty() => {
+            let db = TestDb::start().await;
+            let url = db.url().expect("an external database has a URL");
+            streams_survive_sigkill(Storage::External(Box::new(db), url)).await;
+        }
+        _ => {
+            eprintln!("the external-database half of this test is skipped: DATABASE_URL is not set")
+        }
+    }
+}
+
+const EVENTS_PAGE: &str = "query ($id: ID!, $after: String) { session(id: $id) { eventsConnection(first: 100, after: $after) { edges { node { sequence firstSequence category action } } pageInfo { hasNextPage endCursor } } } }";
+const CREATE_PARALLEL_STAGE: &str = "mutation ($id: UUID!, $s: ID!) { createStage(input: { id: $id, sessionId: $s, stageIndex: 0, name: \"Triage\", expectedAgentCount: 4, parallelType: MULTI_AGENT, successPolicy: ALL }) { uuid } }";
+const CREATE_AGENT: &str = "mutation ($id: UUID!, $s: ID!, $i: Int!) { createAgentExecution(input: { id: $id, stageId: $s, agentIndex: $i, agentName: \"Agent\", iterationStrategy: \"react\" }) { uuid } }";
+
+/// Streams appending at once (4 agents of one session, and 4 sessions of one agent each), single
+/// appends only, so they are stored in groups; the server is killed mid-stream and each writer
+/// resends what was not answered. Every event holds exactly its text, and every session's log
+/// one position per append, without gaps.
+async fn streams_survive_sigkill(storage: Storage) {
+    let mut server = Served::start(storage.args()).await;
+    let (addr_tx, addr_rx) = tokio::sync::watch::channel(server.addr);
+    let client = reqwest::Client::new();
+    let shared = Uuid::now_v7();
+    let mut setup: Vec<(&str, Value)> = vec![(CREATE_SESSION, json!({ "id": shared }))];
+    let shared_stage = Uuid::now_v7();
+    setup.push((
+        CREATE_PARALLEL_STAGE,
+        json!({ "id": shared_stage, "s": shared }),
+    ));
+    // (session, event) per stream.
+    let mut streams = Vec::new();
+    for agent in 1..=4 {
+        let (execution, event) = (Uuid::now_v7(), Uuid::now_v7());
+        setup.push((
+            CREATE_AGENT,
+            json!({ "id": execution, "s": shared_stage, "i": agent }),
+        ));
+        setup.push((CREATE_EVENT, json!({ "id": event, "e": execution })));
+        streams.push((shared, event));
+    }
+    for _ in 0..4 {
+        let (session, stage, execution, event) = (
+            Uuid::now_v7(),
+            Uuid::now_v7(),
+            Uuid::now_v7(),
+            Uuid::now_v7(),
+        );
+        setup.push((CREATE_SESSION, json!({ "id": session })));
+        setup.push((CREATE_STAGE, json!({ "id": stage, "s": session })));
+        setup.push((CREATE_EXECUTION, json!({ "id": execution, "s": stage })));
+        setup.push((CREATE_EVENT, json!({ "id": event, "e": execution })));
+        streams.push((session, event));
+    }
+    for (query, vars) in &setup {
+        until_answered(&client, &addr_rx, query, vars).await;
+    }
+
+    const PIECES: usize = 60;
+    let texts: Vec<Vec<String>> = (0..streams.len())
+        .map(|s| {
+            (0..PIECES)
+                .map(|i| format!("s{s} piece {i:02} ✓; "))
+                .collect()
+        })
+        .collect();
+    let done = Arc::new(AtomicUsize::new(0));
+    let retried = Arc::new(AtomicUsize::new(0));
+    let writers: Vec<_> = streams
+        .iter()
+        .zip(&texts)
+        .map(|((_, event), pieces)| {
+            let (event, pieces) = (*event, pieces.clone());
+            let (done, retried, addr_rx) = (done.clone(), retried.clone(), addr_rx.clone());
+            tokio::spawn(async move {
+                let client = reqwest::Client::new();
+                let mut offset = 0;
+                for piece in &pieces {
+                    let vars = json!({ "e": event, "o": offset, "d": piece });
+                    let (_, tries) = until_answered(&client, &addr_rx, APPEND, &vars).await;
+                    retried.fetch_add(tries - 1, Ordering::SeqCst);
+                    done.fetch_add(1, Ordering::SeqCst);
+                    offset += piece.chars().count();
+                }
+            })
+        })
+        .collect();
+
+    let total = streams.len() * PIECES;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while done.load(Ordering::SeqCst) < total / 4 {
+        assert!(Instant::now() < deadline, "the writers made no progress");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    server.kill();
+    let killed_at = done.load(Ordering::SeqCst);
+    assert!(killed_at < total, "the writers finished before the kill");
+    let server = Served::start(storage.args()).await;
+    addr_tx.send(server.addr).unwrap();
+    for writer in writers {
+        tokio::time::timeout(Duration::from_secs(60), writer)
+            .await
+            .expect("the writer finishes")
+            .unwrap();
+    }
+    assert!(
+        retried.load(Ordering::SeqCst) >= 1,
+        "no append had to be resent: the kill missed the streams"
+    );
+
+    let (_, rx) = tokio::sync::watch::channel(server.addr);
+    for ((session, event), pieces) in streams.iter().zip(&texts) {
+        let (data, _) = until_answered(&client, &rx, CONTENT, &json!({ "id": session })).await;
+        let content = data["session"]["stages"][0]["executions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|e| e["timeline"]["edges"].as_array().unwrap().clone())
+            .find(|edge| edge["node"]["uuid"] == json!(event))
+            .unwrap()["node"]["content"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert_eq!(
+            content,
+            pieces.concat(),
+            "killed after {killed_at} of {total} appends"
+        );
+    }
+    for session in [shared, streams[4].0] {
+        let per_session = streams.iter().filter(|(s, _)| *s == session).count() * PIECES;
+        let (mut sequences, mut appends, mut after) = (Vec::new(), 0, Value::Null);
+        loop {
+            let (data, _) = until_answered(
+                &client,
+                &rx,
+                EVENTS_PAGE,
+                &json!({ "id": session, "after": after }),
+            )
+            .await;
+            let page = &data["session"]["eventsConnection"];
+            for edge in page["edges"].as_array().unwrap() {
+                let node = &edge["node"];
+                assert_eq!(
+                    node["sequence"], node["firstSequence"],
+                    "a page is one position per event"
+                );
+                sequences.push(node["sequence"].as_i64().unwrap());
+                appends += usize::from(node["category"] == "LLM" && node["action"] == "STREAM");
+            }
+            if page["pageInfo"]["hasNextPage"] != json!(true) {
+                break;
+            }
+            after = page["pageInfo"]["endCursor"].clone();
+        }
+        let expected: Vec<i64> = (1..=sequences.len() as i64).collect();
+        assert_eq!(sequences, expected, "positions with gaps or repeats");
+        assert_eq!(
+            appends, per_session,
+            "appends stored more or less than once"
+        );
+    }
+    drop(server);
+    storage.remove().await;
+}
+
 /// A private PostgreSQL cluster, run as the `postgres` OS user (PostgreSQL refuses root).
 struct Cluster {
     dir: PathBuf,

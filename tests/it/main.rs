@@ -1,6 +1,7 @@
 //! Integration tests: the real server on a fresh database, spoken to over HTTP.
 
 mod access;
+mod append_groups;
 mod audit;
 mod bad_input;
 mod chains;

@@ -469,14 +469,11 @@ impl Mutation {
     ) -> Result<TimelineAppend> {
         let append = input.into_command()?;
         let (event_id, offset) = (append.event_id, append.offset);
-        // Most appends are an agent's next tokens: one statement, committed on its own.
+        // Most appends are an agent's next tokens, stored with the others that arrive with
+        // them; the rest are decided alone.
         let store = ctx.data_unchecked::<Store>();
-        let at_end = {
-            // Returned before any transaction below takes one (the embedded pool has one).
-            let mut connection = store.connection().await?;
-            timeline::append_at_end(&mut connection, &append).await?
-        };
-        let done = match at_end {
+        let grouped = store.append_groups().append(&append).await?;
+        let done = match grouped {
             Some(done) => {
                 committed(ctx);
                 done

@@ -11,6 +11,7 @@
 //! checked by the same functions, and `lifecycle` holds how a session's and its executions'
 //! statuses move together.
 
+pub mod append_groups;
 pub mod chains;
 pub mod chats;
 pub mod executions;

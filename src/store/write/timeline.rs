@@ -134,8 +134,8 @@ pub struct Appended {
     pub stored_bytes: usize,
 }
 
-/// Refuses an append that no state of its event could take.
-fn check_append(append: &Append) -> Result<i64> {
+/// Refuses an append that no state of its event could take; its length in characters.
+pub(super) fn check_append(append: &Append) -> Result<i64> {
     let delta_len = append.delta.chars().count() as i64;
     if delta_len == 0 {
         return Err(Error::bad_input("`delta` must not be empty"));
@@ -152,7 +152,7 @@ fn check_append(append: &Append) -> Result<i64> {
 
 impl Appended {
     /// The whole of `append` (of `delta_len` characters) was stored.
-    fn whole(append: &Append, delta_len: i64) -> Appended {
+    pub(super) fn whole(append: &Append, delta_len: i64) -> Appended {
         Appended {
             end: append.offset + delta_len,
             stored: delta_len,
@@ -181,18 +181,10 @@ async fn append_if_at_end(conn: &mut PgConnection, append: &Append) -> Result<Op
     )
 }
 
-/// The common append, new text where the stored text ends, as one statement committed on its
-/// own (`conn` must not be in a transaction); `None` when the append is anything else (a
-/// retry, an overlap, a gap, a finished or missing event): [`append`] decides it then, in a
-/// transaction.
-pub async fn append_at_end(conn: &mut PgConnection, append: &Append) -> Result<Option<Appended>> {
-    let delta_len = check_append(append)?;
-    Ok(match append_if_at_end(conn, append).await? {
-        Some((_, _, true)) => Some(Appended::whole(append, delta_len)),
-        _ => None,
-    })
-}
-
+/// Decides an append alone, in the transaction `conn` holds: stores it where its event's
+/// text ends, acknowledges a resent chunk, applies the new part of an overlap, and refuses a
+/// gap, a finished or missing event, or text past the limit. (Most appends are stored in
+/// groups instead, see [`super::append_groups`]; those a group did not store come here.)
 pub async fn append(
     conn: &mut PgConnection,
     owners: &mut Owners,
