@@ -258,7 +258,6 @@ pub fn describe(constraint: &str) -> Option<&'static str> {
         "timeline_event_chunks_pkey" => "content was already appended at this offset",
         "timeline_event_chunks_content_check" => "`delta` must not be empty",
         "timeline_event_chunks_start_offset_check" => "`offset` must be 0 or more",
-        "timeline_event_chunks_event_id_fkey" => "the timeline event does not exist",
         "api_tokens_name_key" => "a token of this name exists (names are never reused)",
         "api_tokens_name_check" => {
             "a token `name` is 1–100 letters, digits, '.', '_' or '-', starting with a letter or \

@@ -3,7 +3,7 @@
 //! failing the others.
 
 use serde_json::{Value, json};
-use sqlx::PgPool;
+use sqlx::{Connection as _, PgPool};
 use uuid::Uuid;
 
 use crate::common::TestApp;
@@ -188,5 +188,80 @@ async fn two_appends_to_one_event_sent_together_store_in_offset_order() {
             }
         }
     }
+    app.stop().await;
+}
+
+/// The chunks of a streaming event go with it when its session is deleted (a purge), even
+/// when an append is committing at that moment: the deletion waits for the event's stream.
+#[tokio::test]
+async fn a_deleted_streaming_event_leaves_no_chunk_behind() {
+    let app = TestApp::start().await;
+    let a = Agent { app: &app };
+    let chunks_of = |event: Uuid| {
+        let pool = app.store.pool().clone();
+        async move {
+            sqlx::query_scalar::<_, i64>(
+                "SELECT count(*) FROM timeline_event_chunks WHERE event_id = $1",
+            )
+            .bind(event)
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+        }
+    };
+    let streaming = || async {
+        let session = a.session().await;
+        let stage = a.stage(&session, 0, 1, None).await;
+        let execution = a.execution(&stage, 1, "Doomed").await;
+        let (event, _) = a.event(&execution, "STREAMING").await;
+        stream(&a, &event, &["one ".to_owned(), "two ".to_owned()]).await;
+        (
+            Uuid::parse_str(&session).unwrap(),
+            Uuid::parse_str(&event).unwrap(),
+        )
+    };
+    let delete = "DELETE FROM sessions WHERE id = $1";
+
+    let (session, event) = streaming().await;
+    assert_eq!(chunks_of(event).await, 2);
+    sqlx::query(delete)
+        .bind(session)
+        .execute(app.store.pool())
+        .await
+        .unwrap();
+    assert_eq!(chunks_of(event).await, 0);
+
+    let Some(url) = app.db.url() else {
+        eprintln!(
+            "the half of this test with an append committing meanwhile is skipped: it needs two \
+             connections, an external PostgreSQL (DATABASE_URL)"
+        );
+        app.stop().await;
+        return;
+    };
+    let (session, event) = streaming().await;
+    let mut appending = sqlx::PgConnection::connect(&url).await.unwrap();
+    let mut tx = appending.begin().await.unwrap();
+    let stored: bool = sqlx::query_scalar(
+        "SELECT stored FROM append_timeline_chunks(ARRAY[$1::uuid], ARRAY[8::bigint], ARRAY['three'], 1000)",
+    )
+    .bind(event)
+    .fetch_one(&mut *tx)
+    .await
+    .unwrap();
+    assert!(stored);
+    let pool = app.store.pool().clone();
+    let deleting = tokio::spawn(async move {
+        sqlx::query(delete)
+            .bind(session)
+            .execute(&pool)
+            .await
+            .unwrap();
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(!deleting.is_finished(), "the deletion waits for the append");
+    tx.commit().await.unwrap();
+    deleting.await.unwrap();
+    assert_eq!(chunks_of(event).await, 0, "the committed chunk went too");
     app.stop().await;
 }

@@ -610,3 +610,58 @@ async fn a_subscriber_holding_too_many_bytes_is_cut_off() {
     hub.stop().await;
     app.stop().await;
 }
+
+/// The follower's read keeps a plan that reads only what is new and the gaps asked for, along
+/// the log's key, however long the log is (not a walk of the whole log filtered).
+#[tokio::test]
+async fn the_followers_read_keeps_a_plan_along_the_logs_key() {
+    let app = TestApp::start().await;
+    let pool = app.store.pool();
+    // A log much longer than one read, as under a steady stream of appends.
+    sqlx::query(
+        "INSERT INTO live_changes (session_id, position) \
+         SELECT gen_random_uuid(), n FROM generate_series(1, 20000) n",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+    sqlx::query("ANALYZE live_changes")
+        .execute(pool)
+        .await
+        .unwrap();
+    let last: i64 = sqlx::query_scalar("SELECT max(id) - 10 FROM live_changes")
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    let plan = app
+        .store
+        .explain_read_change_log(last, &[last - 5, last - 3])
+        .await
+        .unwrap();
+    let log_scans: Vec<&str> = plan
+        .lines()
+        .filter(|l| l.contains("on public.live_changes "))
+        .collect();
+    assert_eq!(log_scans.len(), 2, "{plan}");
+    assert!(
+        log_scans
+            .iter()
+            .all(|l| l.contains("Index Scan using live_changes_pkey")),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("Index Cond: (live_changes.id > $1)"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("Index Cond: ((live_changes_1.id = ANY ($2))"),
+        "{plan}"
+    );
+    assert!(
+        !plan
+            .lines()
+            .any(|l| l.contains("Filter:") && l.contains("live_changes")),
+        "a filtered walk of the log: {plan}"
+    );
+    app.stop().await;
+}
