@@ -1,6 +1,7 @@
 //! The benchmarked server: casefile on a fresh database (embedded, or on the PostgreSQL at
-//! `url`), with no fair-use limit (one client measuring capacity would measure the limit), and
-//! with `token` (see `token.rs`) as its first admin when given, sent by every request.
+//! `url`), with no fair-use limit on rate or concurrency (one client measuring capacity would
+//! measure the limit), and with `token` (see `token.rs`) as its first admin when given, sent by
+//! every request.
 
 use crate::common::{TestApp, TestDb};
 use casefile::http::HttpOptions;
@@ -8,6 +9,8 @@ use casefile::http::HttpOptions;
 pub async fn start(url: Option<String>, token: Option<&str>) -> TestApp {
     let mut options = HttpOptions::default();
     options.throttle.rate_limit_per_second = 0;
+    // Hundreds of streams of one identity at once: as many as the process serves.
+    options.throttle.max_concurrent_per_identity = options.throttle.max_concurrent_requests;
     if token.is_some() {
         options.auth.mode = casefile::auth::AuthMode::Tokens;
     }

@@ -98,20 +98,26 @@ impl Storage {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_writer_retrying_through_a_sigkill_stores_exactly_what_it_meant() {
+/// Runs `check` on an embedded data directory, then on a fresh database of the external
+/// PostgreSQL when there is one (saying so when there is not).
+async fn on_both_databases<F: Future<Output = ()>>(check: impl Fn(Storage) -> F) {
     let dir = std::env::temp_dir().join(format!("casefile-faults-{}", Uuid::new_v4()));
-    writer_survives_sigkill(Storage::Embedded(dir)).await;
+    check(Storage::Embedded(dir)).await;
     match std::env::var("DATABASE_URL") {
         Ok(url) if !url.is_empty() => {
             let db = TestDb::start().await;
             let url = db.url().expect("an external database has a URL");
-            writer_survives_sigkill(Storage::External(Box::new(db), url)).await;
+            check(Storage::External(Box::new(db), url)).await;
         }
         _ => {
             eprintln!("the external-database half of this test is skipped: DATABASE_URL is not set")
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_retrying_through_a_sigkill_stores_exactly_what_it_meant() {
+    on_both_databases(writer_survives_sigkill).await;
 }
 
 async fn writer_survives_sigkill(storage: Storage) {
@@ -214,18 +220,7 @@ async fn writer_survives_sigkill(storage: Storage) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_streams_retrying_through_a_sigkill_store_each_append_once() {
-    let dir = std::env::temp_dir().join(format!("casefile-faults-{}", Uuid::new_v4()));
-    streams_survive_sigkill(Storage::Embedded(dir)).await;
-    match std::env::var("DATABASE_URL") {
-        Ok(url) if !url.is_empty() => {
-            let db = TestDb::start().await;
-            let url = db.url().expect("an external database has a URL");
-            streams_survive_sigkill(Storage::External(Box::new(db), url)).await;
-        }
-        _ => {
-            eprintln!("the external-database half of this test is skipped: DATABASE_URL is not set")
-        }
-    }
+    on_both_databases(streams_survive_sigkill).await;
 }
 
 const EVENTS_PAGE: &str = "query ($id: ID!, $after: String) { session(id: $id) { eventsConnection(first: 100, after: $after) { edges { node { sequence firstSequence category action } } pageInfo { hasNextPage endCursor } } } }";
