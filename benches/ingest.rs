@@ -13,6 +13,7 @@
 //!     DATABASE_URL=postgres://… cargo bench --bench ingest
 //!     cargo bench --bench ingest -- --seconds 5 --streams 1,10,50,200 --only postgresql
 //!     cargo bench --bench ingest -- --token cf_…      # the server requires tokens
+//!     cargo bench --bench ingest -- --groups-in-flight 4 --group-window-us 200
 
 #[path = "common/app.rs"]
 mod app;
@@ -31,6 +32,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use serde_json::{Value, json};
 
+use casefile::http::HttpOptions;
+use casefile::store::write::append_groups::AppendGroupOptions;
 use common::TestApp;
 use http_load::{Connection, Outcome, Run};
 
@@ -354,6 +357,8 @@ struct Options {
     seconds: f64,
     streams: Vec<usize>,
     only: Option<String>,
+    /// The server's grouping of single appends (`--groups-in-flight`, `--group-window-us`).
+    groups: AppendGroupOptions,
 }
 
 impl Options {
@@ -364,6 +369,7 @@ impl Options {
                 .position(|a| a == name)
                 .and_then(|i| args.get(i + 1).cloned())
         };
+        let defaults = AppendGroupOptions::default();
         Options {
             seconds: args::arg("--seconds", 5.0),
             streams: value("--streams")
@@ -376,6 +382,16 @@ impl Options {
                 })
                 .collect(),
             only: value("--only"),
+            groups: AppendGroupOptions {
+                append_groups_in_flight: args::arg(
+                    "--groups-in-flight",
+                    defaults.append_groups_in_flight,
+                ),
+                append_group_window_us: args::arg(
+                    "--group-window-us",
+                    defaults.append_group_window_us,
+                ),
+            },
         }
     }
 
@@ -393,12 +409,27 @@ fn per(value: f64, count: f64) -> String {
 }
 
 async fn run(label: &str, url: Option<String>, token: Option<&str>, options: &Options) {
-    let app = app::start(url, token).await;
+    let server = HttpOptions {
+        append_groups: options.groups,
+        ..HttpOptions::default()
+    };
+    let app = app::start(url, token, server).await;
     // Warm-up: plans, pool connections, the first pages of every table.
     let warm = Layout::SessionPerStream.executions(&app, 2).await;
     streams(&app, warm, 1.0).await;
+    // The statistics of a database in use (autovacuum's first pass, within a minute of the
+    // first writes): without them every connection keeps plans made for empty tables (the
+    // change log follower's read scanning the whole session event log each time), a state a
+    // deployment leaves in its first minute and these short runs would never leave.
+    sqlx::query("ANALYZE")
+        .execute(app.store.pool())
+        .await
+        .unwrap();
 
-    println!("\n{label}:\n");
+    println!(
+        "\n{label} (append groups: {} in flight, a {} µs window):\n",
+        options.groups.append_groups_in_flight, options.groups.append_group_window_us
+    );
     println!(
         "| layout | streams | appends/s | p50 ms | p99 ms | WAL B/append | WAL B/byte | rows/append | failed |"
     );

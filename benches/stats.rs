@@ -174,7 +174,7 @@ async fn main() {
         println!("stats: skipped, no PostgreSQL at DATABASE_URL ({err})");
         return;
     }
-    let app = app::start(Some(url), token.as_deref()).await;
+    let app = app::start(Some(url), token.as_deref(), Default::default()).await;
     let started = Instant::now();
     load(&app, sessions).await;
     let (interactions, rollups): (i64, i64) = sqlx::query_as(

@@ -1,13 +1,12 @@
 //! The benchmarked server: casefile on a fresh database (embedded, or on the PostgreSQL at
 //! `url`), with no fair-use limit on rate or concurrency (one client measuring capacity would
 //! measure the limit), and with `token` (see `token.rs`) as its first admin when given, sent by
-//! every request.
+//! every request. Its other options are the caller's.
 
 use crate::common::{TestApp, TestDb};
 use casefile::http::HttpOptions;
 
-pub async fn start(url: Option<String>, token: Option<&str>) -> TestApp {
-    let mut options = HttpOptions::default();
+pub async fn start(url: Option<String>, token: Option<&str>, mut options: HttpOptions) -> TestApp {
     options.throttle.rate_limit_per_second = 0;
     // Hundreds of streams of one identity at once: as many as the process serves.
     options.throttle.max_concurrent_per_identity = options.throttle.max_concurrent_requests;

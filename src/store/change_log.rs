@@ -56,6 +56,8 @@ const SNAPSHOT: &str = "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bi
 /// a range of the log's key: as `id > $1 OR id = ANY($2)`, the plan every connection keeps (made
 /// without the values) walked the whole log in id order and filtered it, a read that grew with
 /// the log (4 ms a read at 2,000 appends a second, PostgreSQL's costliest statement then).
+/// Each change's event is looked up by its key (the limit keeps it a look-up): as a join, a plan
+/// kept from while the event log was small scanned all of it on every read.
 fn read_change_log_statement() -> String {
     format!(
         "SELECT s.*, c.* FROM ({SNAPSHOT}) s \
@@ -66,7 +68,9 @@ fn read_change_log_statement() -> String {
                  UNION ALL \
                  SELECT id, session_id, position FROM live_changes \
                  WHERE id = ANY($2) AND id <= $1) l \
-             JOIN session_events e ON e.session_id = l.session_id AND e.position = l.position \
+             CROSS JOIN LATERAL (SELECT * FROM session_events e \
+                                 WHERE e.session_id = l.session_id AND e.position = l.position \
+                                 LIMIT 1) e \
              ORDER BY l.id LIMIT $3) c ON true"
     )
 }

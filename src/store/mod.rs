@@ -88,6 +88,12 @@ impl Scope {
     }
 }
 
+/// A connection from the pool, its wait counted (`casefile_db_pool_waiting`).
+pub(crate) async fn connection(pool: &PgPool) -> Result<PoolConnection<Postgres>> {
+    let _waiting = WaitingForConnection::start();
+    Ok(pool.acquire().await?)
+}
+
 /// The database, seen as the queries casefile runs on it.
 #[derive(Clone)]
 pub struct Store {
@@ -174,17 +180,13 @@ impl Store {
     async fn reader(&self) -> Result<Reader> {
         Ok(match &self.lease {
             Some(lease) => Reader::Leased(lease.connection().await?),
-            None => {
-                let _waiting = WaitingForConnection::start();
-                Reader::Pooled(self.pool.acquire().await?)
-            }
+            None => Reader::Pooled(connection(&self.pool).await?),
         })
     }
 
     /// A connection for a write of one statement, which commits on its own.
     pub async fn connection(&self) -> Result<PoolConnection<Postgres>> {
-        let _waiting = WaitingForConnection::start();
-        Ok(self.pool.acquire().await?)
+        connection(&self.pool).await
     }
 
     /// A transaction for a write.

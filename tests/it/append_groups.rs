@@ -96,6 +96,31 @@ async fn concurrent_streams_store_each_append_once_in_order() {
         .iter()
         .map(|(_, e)| Uuid::parse_str(e).unwrap())
         .collect();
+    // What a group records of its appends is what the trigger records of one: each event's
+    // appends, in position order, cover its text end to end, with the event's place.
+    for (event, pieces) in ids.iter().zip(&pieces) {
+        let recorded: Vec<(i32, i32, bool)> = sqlx::query_as(
+            "SELECT v.start_offset, v.end_offset, \
+                    (v.stage_id, v.execution_id, v.sequence_number) \
+                        = (e.stage_id, e.execution_id, e.sequence_number) \
+             FROM session_events v JOIN timeline_events e ON e.id = v.entity_id \
+             WHERE v.entity_id = $1 AND v.kind = 'event_appended' ORDER BY v.position",
+        )
+        .bind(event)
+        .fetch_all(app.store.pool())
+        .await
+        .unwrap();
+        let mut end = 0;
+        let expected: Vec<(i32, i32, bool)> = pieces
+            .iter()
+            .map(|piece| {
+                let start = end;
+                end += piece.chars().count() as i32;
+                (start, end, true)
+            })
+            .collect();
+        assert_eq!(recorded, expected);
+    }
     let (chunks, commits): (i64, i64) = sqlx::query_as(
         "SELECT count(*), count(DISTINCT xmin::text) FROM timeline_event_chunks \
          WHERE event_id = ANY($1)",

@@ -625,7 +625,16 @@ async fn the_followers_read_keeps_a_plan_along_the_logs_key() {
     .execute(pool)
     .await
     .unwrap();
-    sqlx::query("ANALYZE live_changes")
+    // And an event log as small as a new database's, whose statistics say so: the plan made
+    // now is the one a connection keeps while the log grows.
+    sqlx::query(
+        "INSERT INTO session_events (session_id, position, kind, entity_id) \
+         SELECT gen_random_uuid(), 1, 'session', gen_random_uuid() FROM generate_series(1, 400)",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+    sqlx::query("ANALYZE live_changes, session_events")
         .execute(pool)
         .await
         .unwrap();
@@ -662,6 +671,13 @@ async fn the_followers_read_keeps_a_plan_along_the_logs_key() {
             .lines()
             .any(|l| l.contains("Filter:") && l.contains("live_changes")),
         "a filtered walk of the log: {plan}"
+    );
+    // Each change's event is found by its own look-up, never by a join that reads the event
+    // log whole (a hash join over it, chosen while it was small).
+    assert!(plan.contains("on public.session_events"), "{plan}");
+    assert!(
+        !plan.contains("Hash"),
+        "a join over the whole event log: {plan}"
     );
     app.stop().await;
 }

@@ -12,10 +12,11 @@
 //! size limit) is handed back to be decided alone, in a transaction ([`timeline::append`]), so
 //! one bad append never fails the others. A group holds at most one append per event (a second
 //! waits for the next group), so each is decided against what its event had stored. The
-//! statement (`append_timeline_chunks`, migration 0112) locks the group's streams in key order
-//! and inserts its chunks in the order of their sessions' event-order keys: the triggers that
-//! number the chunks at commit take those locks in the one order (`locks.rs`), so groups in
-//! flight together never deadlock.
+//! statement (`append_timeline_chunks`, migrations 0112 and 0114) locks the group's streams
+//! and then its sessions' event orders, each in key order (the one order, `locks.rs`), so
+//! groups in flight together never deadlock; it records the appends in their sessions' event
+//! logs itself, set-wise, where a chunk stored any other way is recorded by a trigger per row.
+//! It runs as a transaction of its own, so those locks are held only to its commit.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, OnceLock};
@@ -181,7 +182,7 @@ async fn append_group(pool: &PgPool, appends: &[&Append]) -> Result<Vec<bool>> {
     let events: Vec<Uuid> = appends.iter().map(|a| a.event_id).collect();
     let offsets: Vec<i64> = appends.iter().map(|a| a.offset).collect();
     let deltas: Vec<&str> = appends.iter().map(|a| a.delta.as_str()).collect();
-    let mut connection = pool.acquire().await?;
+    let mut connection = crate::store::connection(pool).await?;
     let stored: Vec<bool> = sqlx::query_scalar(
         "SELECT stored FROM append_timeline_chunks($1::uuid[], $2::bigint[], $3::text[], $4)",
     )

@@ -5,9 +5,11 @@
 //! the trigger that records a change takes its session's, and holds it until commit).
 //! Stage, execution and event rows are locked only under their session's lock, so they need no
 //! order of their own. A single mutation locks one session and then the streams it ends; a
-//! single append locks one stream and nothing else. A batch's operations would lock in the
-//! order they come in (an append's stream, then a later operation's session), so a batch takes
-//! all its locks up front with a [`LockPlan`] and its operations find them held.
+//! single append locks one stream and nothing else; a group of appends (`append_groups.rs`)
+//! locks its streams and then its sessions' event orders, each set by key, in its statement.
+//! A batch's operations would lock in the order they come in (an append's stream, then a later
+//! operation's session), so a batch takes all its locks up front with a [`LockPlan`] and its
+//! operations find them held.
 
 use std::collections::{BTreeSet, HashMap};
 
