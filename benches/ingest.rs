@@ -417,14 +417,6 @@ async fn run(label: &str, url: Option<String>, token: Option<&str>, options: &Op
     // Warm-up: plans, pool connections, the first pages of every table.
     let warm = Layout::SessionPerStream.executions(&app, 2).await;
     streams(&app, warm, 1.0).await;
-    // The statistics of a database in use (autovacuum's first pass, within a minute of the
-    // first writes): without them every connection keeps plans made for empty tables (the
-    // change log follower's read scanning the whole session event log each time), a state a
-    // deployment leaves in its first minute and these short runs would never leave.
-    sqlx::query("ANALYZE")
-        .execute(app.store.pool())
-        .await
-        .unwrap();
 
     println!(
         "\n{label} (append groups: {} in flight, a {} µs window):\n",
