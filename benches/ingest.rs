@@ -5,15 +5,16 @@
 //!
 //! Streams are closed-loop clients, each on its own keep-alive connection: one
 //! `appendTimelineContent` per request, sent when the previous one is acknowledged, token-sized
-//! deltas with offsets; an event is finished after 200 appends and the next one created. Two
-//! layouts: one stream per session (many sessions running at once) and every stream in one
-//! session (one orchestrator's parallel agents, one agent each).
+//! deltas with offsets; an event is finished after 200 appends (`--appends-per-event`) and the
+//! next one created. Two layouts: one stream per session (many sessions running at once) and
+//! every stream in one session (one orchestrator's parallel agents, one agent each).
 //!
 //!     cargo bench --bench ingest                      # embedded, and local PostgreSQL if reachable
 //!     DATABASE_URL=postgres://… cargo bench --bench ingest
 //!     cargo bench --bench ingest -- --seconds 5 --streams 1,10,50,200 --only postgresql
 //!     cargo bench --bench ingest -- --token cf_…      # the server requires tokens
 //!     cargo bench --bench ingest -- --groups-in-flight 4 --group-window-us 200
+//!     cargo bench --bench ingest -- --appends-per-event 20   # events finish ten times as often
 
 #[path = "common/app.rs"]
 mod app;
@@ -37,7 +38,8 @@ use casefile::store::write::append_groups::AppendGroupOptions;
 use common::TestApp;
 use http_load::{Connection, Outcome, Run};
 
-/// Appends per timeline event before it is finished and the stream's next one created.
+/// Appends per timeline event before it is finished and the stream's next one created, unless
+/// `--appends-per-event` says otherwise.
 const PER_EVENT: usize = 200;
 
 /// Token-sized chunks of varied text (so compression does not flatter either design).
@@ -203,13 +205,14 @@ async fn must(connection: &mut Connection, body: Bytes) -> Result<Value, String>
     }
 }
 
-/// One stream until `deadline`: events of [`PER_EVENT`] single appends, each created and
-/// finished around them (their latencies are not counted). Returns the appends' run and the
-/// bytes they carried.
+/// One stream until `deadline`: events of `per_event` single appends, each created and finished
+/// around them (their latencies are not counted). Returns the appends' run and the bytes they
+/// carried.
 async fn stream(
     connection: &mut Connection,
     execution: &str,
     seed: u64,
+    per_event: usize,
     deadline: Instant,
 ) -> (Run, usize) {
     let mut run = Run::default();
@@ -230,7 +233,7 @@ async fn stream(
             .unwrap()
             .to_owned();
         let mut offset = 0;
-        for chunk in chunks(PER_EVENT, seed * 1_000 + round) {
+        for chunk in chunks(per_event, seed * 1_000 + round) {
             if Instant::now() >= deadline {
                 break;
             }
@@ -260,7 +263,12 @@ async fn stream(
 }
 
 /// One cell of the table: `executions.len()` streams for `seconds`, on a thread of their own.
-async fn streams(app: &TestApp, executions: Vec<String>, seconds: f64) -> (Run, usize) {
+async fn streams(
+    app: &TestApp,
+    executions: Vec<String>,
+    seconds: f64,
+    per_event: usize,
+) -> (Run, usize) {
     let url = app.url("/graphql");
     let token = app.token.clone();
     let thread = std::thread::spawn(move || {
@@ -280,7 +288,7 @@ async fn streams(app: &TestApp, executions: Vec<String>, seconds: f64) -> (Run, 
                     .zip(connections.iter_mut())
                     .enumerate()
                     .map(|(i, (execution, connection))| {
-                        stream(connection, execution, i as u64 + 7, deadline)
+                        stream(connection, execution, i as u64 + 7, per_event, deadline)
                     });
                 let done = futures::future::join_all(each).await;
                 let elapsed = started.elapsed();
@@ -357,6 +365,9 @@ struct Options {
     seconds: f64,
     streams: Vec<usize>,
     only: Option<String>,
+    /// Appends per event (`--appends-per-event`): fewer make event creations and finishes,
+    /// which take the session's lock, a larger share of the load.
+    per_event: usize,
     /// The server's grouping of single appends (`--groups-in-flight`, `--group-window-us`).
     groups: AppendGroupOptions,
 }
@@ -382,6 +393,7 @@ impl Options {
                 })
                 .collect(),
             only: value("--only"),
+            per_event: args::arg("--appends-per-event", PER_EVENT),
             groups: AppendGroupOptions {
                 append_groups_in_flight: args::arg(
                     "--groups-in-flight",
@@ -416,11 +428,13 @@ async fn run(label: &str, url: Option<String>, token: Option<&str>, options: &Op
     let app = app::start(url, token, server).await;
     // Warm-up: plans, pool connections, the first pages of every table.
     let warm = Layout::SessionPerStream.executions(&app, 2).await;
-    streams(&app, warm, 1.0).await;
+    streams(&app, warm, 1.0, options.per_event).await;
 
     println!(
-        "\n{label} (append groups: {} in flight, a {} µs window):\n",
-        options.groups.append_groups_in_flight, options.groups.append_group_window_us
+        "\n{label} (append groups: {} in flight, a {} µs window; {} appends per event):\n",
+        options.groups.append_groups_in_flight,
+        options.groups.append_group_window_us,
+        options.per_event
     );
     println!(
         "| layout | streams | appends/s | p50 ms | p99 ms | WAL B/append | WAL B/byte | rows/append | failed |"
@@ -431,7 +445,7 @@ async fn run(label: &str, url: Option<String>, token: Option<&str>, options: &Op
             let executions = layout.executions(&app, n).await;
             let rows_before = rows_written(&app).await;
             let lsn = wal_lsn(&app).await;
-            let (run, bytes) = streams(&app, executions, options.seconds).await;
+            let (run, bytes) = streams(&app, executions, options.seconds, options.per_event).await;
             let wal = wal_since(&app, &lsn).await as f64;
             let rows_after = rows_written(&app).await;
             let appends = run.ok() as f64;

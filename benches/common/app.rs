@@ -4,6 +4,7 @@
 //! every request. Its other options are the caller's.
 
 use crate::common::{TestApp, TestDb};
+use casefile::db::DatabaseArgs;
 use casefile::http::HttpOptions;
 
 pub async fn start(url: Option<String>, token: Option<&str>, mut options: HttpOptions) -> TestApp {
@@ -13,7 +14,10 @@ pub async fn start(url: Option<String>, token: Option<&str>, mut options: HttpOp
     if token.is_some() {
         options.auth.mode = casefile::auth::AuthMode::Tokens;
     }
-    let mut app = TestApp::start_on(TestDb::start_on(url).await, options).await;
+    // The pool a server opens by default, not the tests' smaller one: writers queued on a
+    // session's lock hold pool connections, and a benchmark should meet that as a server would.
+    let pool = casefile::options::defaults::<DatabaseArgs>().db_max_connections;
+    let mut app = TestApp::start_on(TestDb::start_pooled(url, pool).await, options).await;
     if let Some(token) = token {
         casefile::store::tokens::create_first_admin(
             app.store.pool(),

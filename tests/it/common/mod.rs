@@ -27,6 +27,9 @@ use casefile::http::HttpOptions;
 use casefile::server::Server;
 use casefile::store::Store;
 
+/// Connections a test's pool may open to an external server.
+const TEST_POOL: u32 = 5;
+
 /// A fresh, migrated database that removes itself on [`TestDb::stop`].
 pub struct TestDb {
     pub db: Database,
@@ -49,7 +52,21 @@ impl TestDb {
         Self::start_tuned(url, DbTimeouts::default()).await
     }
 
+    /// As [`TestDb::start_on`], with a pool of `max_connections` to an external server (the
+    /// tests' is smaller than a server's; a benchmark wants the server's).
+    pub async fn start_pooled(url: Option<String>, max_connections: u32) -> TestDb {
+        Self::start_sized(url, DbTimeouts::default(), max_connections).await
+    }
+
     async fn start_tuned(url: Option<String>, timeouts: DbTimeouts) -> TestDb {
+        Self::start_sized(url, timeouts, TEST_POOL).await
+    }
+
+    async fn start_sized(
+        url: Option<String>,
+        timeouts: DbTimeouts,
+        max_connections: u32,
+    ) -> TestDb {
         let (db, external) = match url {
             Some(url) if !url.is_empty() => {
                 let admin: PgConnectOptions = url.parse().expect("DATABASE_URL parses");
@@ -60,9 +77,13 @@ impl TestDb {
                     .await
                     .unwrap();
                 conn.close().await.unwrap();
-                let db = Database::external_with(admin.clone().database(&name), 5, &timeouts)
-                    .await
-                    .unwrap();
+                let db = Database::external_with(
+                    admin.clone().database(&name),
+                    max_connections,
+                    &timeouts,
+                )
+                .await
+                .unwrap();
                 (db, Some((admin, name)))
             }
             _ => {
