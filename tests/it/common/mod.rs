@@ -44,22 +44,18 @@ impl TestDb {
 
     /// A fresh database whose pooled connections set these timeouts on themselves.
     pub async fn start_with(timeouts: DbTimeouts) -> TestDb {
-        Self::start_tuned(std::env::var("DATABASE_URL").ok(), timeouts).await
+        Self::start_sized(std::env::var("DATABASE_URL").ok(), timeouts, TEST_POOL).await
     }
 
     /// A fresh database on the PostgreSQL at `url`, or embedded when `None` (or empty).
     pub async fn start_on(url: Option<String>) -> TestDb {
-        Self::start_tuned(url, DbTimeouts::default()).await
+        Self::start_sized(url, DbTimeouts::default(), TEST_POOL).await
     }
 
     /// As [`TestDb::start_on`], with a pool of `max_connections` to an external server (the
     /// tests' is smaller than a server's; a benchmark wants the server's).
     pub async fn start_pooled(url: Option<String>, max_connections: u32) -> TestDb {
         Self::start_sized(url, DbTimeouts::default(), max_connections).await
-    }
-
-    async fn start_tuned(url: Option<String>, timeouts: DbTimeouts) -> TestDb {
-        Self::start_sized(url, timeouts, TEST_POOL).await
     }
 
     async fn start_sized(
