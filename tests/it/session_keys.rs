@@ -196,7 +196,8 @@ async fn a_record_of_another_session_with_the_same_id_is_never_read_in_its_place
     app.stop().await;
 }
 
-/// A look-up of a record's session by its id alone (`Owners::session_of`).
+/// A look-up of a record's session by its id alone (`Owners::session_of`, or the statement that
+/// creates or finishes an event when it is sent alone).
 fn is_session_lookup(statement: &str) -> bool {
     statement.contains("SELECT session_id FROM ") && statement.contains("WHERE id = $1")
 }

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::common::{TestApp, nodes};
+use crate::common::{TestApp, nodes, statements};
 
 /// A small client for the mutations, used by the write-side tests.
 pub struct Agent<'a> {
@@ -650,6 +650,143 @@ async fn appends_apply_exactly_once_and_refuse_gaps() {
             .await
             .unwrap();
     assert_eq!(left, 0);
+    app.stop().await;
+}
+
+/// What a mutation sent to PostgreSQL since the last `clear`, leaving out reads of the caller's
+/// token and sqlx's look-ups of a type (once per connection): `Ok` when it was a single
+/// statement containing `call`, else every statement.
+fn sent(call: &str) -> Result<(), Vec<String>> {
+    let sent: Vec<String> = statements::recorded_by_operations()
+        .into_iter()
+        .filter(|s| !s.contains("api_tokens") && !s.contains("::regtype::oid"))
+        .collect();
+    match sent.as_slice() {
+        [one] if one.contains(call) => Ok(()),
+        _ => Err(sent),
+    }
+}
+
+/// Creating an event under a running execution and finishing a streaming event are one
+/// statement each, sent alone (no transaction around it holds the session's lock across round
+/// trips); what that statement declines is decided step by step in a transaction, with the
+/// answers it always gave.
+#[tokio::test]
+async fn an_event_is_created_and_finished_in_one_statement_each() {
+    let app = TestApp::start().await;
+    // This test's runtime runs the server too: every statement it causes is recorded here.
+    let _recording = statements::record_on_this_thread();
+    let a = Agent { app: &app };
+    let session = a.session().await;
+    let stage = a.stage(&session, 0, 1, None).await;
+    let exec = a.execution(&stage, 1, "Agent").await;
+
+    // The first event of a pending execution starts it: a transaction.
+    statements::clear();
+    let (first, seq) = a.event(&exec, "STREAMING").await;
+    let steps = sent("create_timeline_event(").unwrap_err();
+    assert!(steps.iter().any(|s| s.starts_with("COMMIT")), "{steps:?}");
+    assert_eq!(seq, 1);
+    let status: String =
+        sqlx::query_scalar("SELECT status FROM agent_executions WHERE id = $1::uuid")
+            .bind(&exec)
+            .fetch_one(app.store.pool())
+            .await
+            .unwrap();
+    assert_eq!(status, "active");
+
+    // Then one statement each.
+    statements::clear();
+    let (event, seq) = a.event(&exec, "STREAMING").await;
+    sent("create_timeline_event(").unwrap();
+    assert_eq!(seq, 2);
+    a.append(&event, 0, "Pods ").await;
+    a.append(&event, 5, "restart").await;
+    let finish = "mutation ($id: ID!, $s: TimelineEventStatus!) { finishTimelineEvent(input: { eventId: $id, status: $s }) { content status sequenceNumber } }";
+    statements::clear();
+    let done = a.ok(finish, json!({ "id": event, "s": "COMPLETED" })).await;
+    sent("finish_timeline_event(").unwrap();
+    assert_eq!(
+        done["finishTimelineEvent"],
+        json!({ "content": "Pods restart", "status": "COMPLETED", "sequenceNumber": 2 })
+    );
+    assert_eq!(
+        a.content(&event).await,
+        ("Pods restart".into(), "COMPLETED".into())
+    );
+    let chunks: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM timeline_event_chunks WHERE event_id = $1::uuid")
+            .bind(&event)
+            .fetch_one(app.store.pool())
+            .await
+            .unwrap();
+    assert_eq!(chunks, 0, "the finish folded the chunks into the event");
+
+    // The same finish again: declined, then answered as a retry; a different one refused.
+    statements::clear();
+    let again = a.ok(finish, json!({ "id": event, "s": "COMPLETED" })).await;
+    assert_eq!(again, done);
+    assert!(sent("finish_timeline_event(").is_err());
+    let r = app
+        .graphql(finish, json!({ "id": event, "s": "FAILED" }))
+        .await;
+    assert_eq!(code(&r), "CONFLICT", "{r}");
+
+    // A client-chosen id: claimed in the one statement; its retry gets the same event back,
+    // another request under it is refused.
+    let create = "mutation ($v: CreateTimelineEventInput!) { createTimelineEvent(input: $v) { uuid sequenceNumber content } }";
+    let id = uuid::Uuid::now_v7().to_string();
+    let input = json!({ "id": id, "executionId": exec, "eventType": "LLM_THINKING", "status": "COMPLETED", "content": "think" });
+    statements::clear();
+    let made = a.ok(create, json!({ "v": input })).await;
+    sent("create_timeline_event(").unwrap();
+    assert_eq!(made["createTimelineEvent"]["sequenceNumber"], 3);
+    assert_eq!(a.ok(create, json!({ "v": input })).await, made);
+    let mut other = input.clone();
+    other["content"] = json!("other");
+    let r = app.graphql(create, json!({ "v": other })).await;
+    assert_eq!(code(&r), "CONFLICT", "{r}");
+    // An id another record of the kind holds, without a receipt (a restored event, say).
+    let r = app
+        .graphql(
+            create,
+            json!({ "v": { "id": first, "executionId": exec, "eventType": "LLM_THINKING" } }),
+        )
+        .await;
+    assert_eq!(code(&r), "CONFLICT", "{r}");
+
+    // Missing records and finished executions are refused as before, naming them.
+    let missing = uuid::Uuid::now_v7().to_string();
+    let r = app
+        .graphql(
+            create,
+            json!({ "v": { "executionId": missing, "eventType": "LLM_THINKING" } }),
+        )
+        .await;
+    assert_eq!(code(&r), "NOT_FOUND", "{r}");
+    let r = app
+        .graphql(finish, json!({ "id": missing, "s": "COMPLETED" }))
+        .await;
+    assert_eq!(code(&r), "NOT_FOUND", "{r}");
+    a.finish(&exec, "COMPLETED", None).await;
+    let r = app
+        .graphql(
+            create,
+            json!({ "v": { "executionId": exec, "eventType": "LLM_THINKING" } }),
+        )
+        .await;
+    assert_eq!(code(&r), "CONFLICT", "{r}");
+    assert!(message(&r).contains("is already completed"), "{r}");
+    // The event left streaming was closed with its execution, keeping what it had.
+    assert_eq!(a.content(&first).await, (String::new(), "COMPLETED".into()));
+    let sequence: Vec<i64> = sqlx::query_scalar(
+        "SELECT sequence_number FROM timeline_events WHERE session_id = $1::uuid ORDER BY 1",
+    )
+    .bind(&session)
+    .fetch_all(app.store.pool())
+    .await
+    .unwrap();
+    assert_eq!(sequence, [1, 2, 3], "no number taken by a refused create");
     app.stop().await;
 }
 

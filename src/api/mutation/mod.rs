@@ -100,6 +100,40 @@ where
     Ok(value)
 }
 
+/// Runs a write that is one statement in the common case: `at_once` on a connection of its
+/// own, where the statement commits as it ends and holds its locks only while it runs; when it
+/// declines (`None`, having written nothing), `decided` runs in a transaction, as
+/// [`transaction`] runs it. `at_once` must change no session's status: it names no caller for
+/// the status history.
+pub(crate) async fn at_once_or_decided<A, T, F, G>(
+    ctx: &Context<'_>,
+    args: A,
+    at_once: F,
+    decided: G,
+) -> Result<T>
+where
+    A: Sync,
+    T: Send,
+    F: for<'c> Fn(&'c mut PgConnection, &'c A) -> BoxFuture<'c, crate::error::Result<Option<T>>>
+        + Sync,
+    G: for<'c> Fn(&'c mut PgConnection, &'c A) -> BoxFuture<'c, crate::error::Result<T>> + Sync,
+{
+    let store = ctx.data_unchecked::<Store>();
+    let (args_ref, at_once) = (&args, &at_once);
+    let done = retry::retrying(|| async move {
+        let mut conn = store.connection().await?;
+        at_once(&mut conn, args_ref).await
+    })
+    .await?;
+    match done {
+        Some(value) => {
+            committed(ctx);
+            Ok(value)
+        }
+        None => transaction(ctx, Audit::Caller, args, decided).await,
+    }
+}
+
 /// Who is calling the running mutation and from where, for its audit record.
 fn origin(ctx: &Context<'_>) -> Result<Origin> {
     let request = ctx.data_opt::<RequestInfo>();
@@ -410,9 +444,16 @@ impl Mutation {
         #[graphql(desc = "What to record.")] input: CreateTimelineEventInput,
     ) -> Result<TimelineEvent> {
         let new = input.into_command()?;
-        let row = transaction(ctx, Audit::Caller, new, |c, new| {
-            Box::pin(async move { timeline::create(c, &mut Owners::default(), new).await })
-        })
+        let row = at_once_or_decided(
+            ctx,
+            new,
+            |c, new| Box::pin(timeline::create_at_once(c, new)),
+            |c, new| {
+                Box::pin(
+                    async move { timeline::create_decided(c, &mut Owners::default(), new).await },
+                )
+            },
+        )
         .await?;
         Ok(TimelineEvent(row.into()))
     }
@@ -428,9 +469,16 @@ impl Mutation {
         #[graphql(desc = "What to record.")] input: RecordSystemNoticeInput,
     ) -> Result<TimelineEvent> {
         let new = input.into_command()?;
-        let row = transaction(ctx, Audit::Caller, new, |c, new| {
-            Box::pin(async move { timeline::create(c, &mut Owners::default(), new).await })
-        })
+        let row = at_once_or_decided(
+            ctx,
+            new,
+            |c, new| Box::pin(timeline::create_at_once(c, new)),
+            |c, new| {
+                Box::pin(
+                    async move { timeline::create_decided(c, &mut Owners::default(), new).await },
+                )
+            },
+        )
         .await?;
         Ok(TimelineEvent(row.into()))
     }
@@ -505,9 +553,16 @@ impl Mutation {
         #[graphql(desc = "What to record.")] input: FinishTimelineEventInput,
     ) -> Result<TimelineEvent> {
         let finish = input.into_command()?;
-        let row = transaction(ctx, Audit::Caller, finish, |c, finish| {
-            Box::pin(async move { timeline::finish(c, &mut Owners::default(), finish).await })
-        })
+        let row = at_once_or_decided(
+            ctx,
+            finish,
+            |c, finish| Box::pin(timeline::finish_at_once(c, finish)),
+            |c, finish| {
+                Box::pin(async move {
+                    timeline::finish_decided(c, &mut Owners::default(), finish).await
+                })
+            },
+        )
         .await?;
         Ok(TimelineEvent(row.into()))
     }

@@ -48,8 +48,7 @@ async fn claim(
     operation: &str,
     request: &impl Serialize,
 ) -> Result<Claim> {
-    let hash =
-        Sha256::digest(serde_json::to_vec(request).map_err(|e| Error::Internal(e.to_string()))?);
+    let hash = request_hash(request)?;
     let inserted = sqlx::query(
         "INSERT INTO create_receipts (id, session_id, operation, request_hash) VALUES ($1, $2, $3, $4) \
          ON CONFLICT (id) DO NOTHING",
@@ -76,6 +75,12 @@ async fn claim(
             "id {id} was already used by a different request ({previous_operation})"
         )))
     }
+}
+
+/// What a receipt keeps of a request, to tell a retry from a different request under its id.
+pub(crate) fn request_hash(request: &impl Serialize) -> Result<Vec<u8>> {
+    let json = serde_json::to_vec(request).map_err(|e| Error::Internal(e.to_string()))?;
+    Ok(Sha256::digest(json).to_vec())
 }
 
 /// Refuses a client-chosen `id` that a record of `table` already has, in any session. Keys

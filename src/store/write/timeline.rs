@@ -10,6 +10,12 @@
 //! Appends carry their offset (in characters) and are exactly-once: a chunk already applied
 //! (a retry) is acknowledged without writing, an overlapping one applies only its new part
 //! after checking the overlap matches, and a gap is refused.
+//!
+//! Creating and finishing an event are one statement each in the common case (a running
+//! execution, a streaming event), which a mutation sends alone: it commits at once, holding its
+//! session's lock only while it runs, where a transaction of several statements held it across
+//! round trips while the session's other agents queued. The statement declines anything else,
+//! which is then decided step by step in a transaction that writes through the same statement.
 
 use serde::Serialize;
 use serde_json::Value as Json;
@@ -17,15 +23,16 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::locks::{Owners, Target, lock_stream, lock_streams_of};
+use super::receipts::request_hash;
 use super::{
     check_json, check_text, fetch, id_taken, is_retry, limits, lock_running_execution,
     lock_session, snake,
 };
 use crate::error::{Error, Result};
 use crate::model::{ExecutionStatus, TimelineEventStatus, TimelineEventType};
+use crate::store::TimelineEventRow;
 use crate::store::records::timeline_event_columns;
 use crate::store::traced::traced;
-use crate::store::{Key, TimelineEventRow};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct NewEvent {
@@ -46,11 +53,30 @@ impl NewEvent {
     }
 }
 
+/// The operation a client-chosen event id is claimed for (`recordSystemNotice` creates events
+/// the same way).
+const CREATE: &str = "createTimelineEvent";
+
+/// Creates an event (in a batch, whose locks are taken): in one statement when it can, else
+/// step by step ([`create_decided`]).
 pub async fn create(
     conn: &mut PgConnection,
     owners: &mut Owners,
     new: &NewEvent,
 ) -> Result<TimelineEventRow> {
+    check_new(new)?;
+    let session_id = owners
+        .session_of(conn, Target::Execution(new.execution_id))
+        .await?;
+    let id = new.id.unwrap_or_else(Uuid::now_v7);
+    match insert_if_running(conn, Some(session_id), id, new, receipt(new)?).await? {
+        Some(event) => Ok(event),
+        None => create_decided(conn, owners, new).await,
+    }
+}
+
+/// Refuses an event no execution could take.
+fn check_new(new: &NewEvent) -> Result<()> {
     if !matches!(
         new.status,
         TimelineEventStatus::Streaming | TimelineEventStatus::Completed
@@ -59,32 +85,54 @@ pub async fn create(
             "a timeline event is created `STREAMING`, or `COMPLETED` when it is instant",
         ));
     }
-    new.check()?;
+    new.check()
+}
+
+/// What a create claims a client-chosen id with: the operation and the request's hash.
+fn receipt(new: &NewEvent) -> Result<Option<(&'static str, Vec<u8>)>> {
+    new.id
+        .map(|_| request_hash(new).map(|hash| (CREATE, hash)))
+        .transpose()
+}
+
+/// Creates the event in one statement, sent alone so it commits at once: when its execution
+/// is running and the id, if the client chose it, is new. `None`, having written nothing, for
+/// anything else.
+pub async fn create_at_once(
+    conn: &mut PgConnection,
+    new: &NewEvent,
+) -> Result<Option<TimelineEventRow>> {
+    check_new(new)?;
+    let id = new.id.unwrap_or_else(Uuid::now_v7);
+    insert_if_running(conn, None, id, new, receipt(new)?).await
+}
+
+/// Creates the event step by step, in the transaction `conn` holds: a retry answered with the
+/// event it made, a pending execution started, a finished one or a reused id refused.
+pub async fn create_decided(
+    conn: &mut PgConnection,
+    owners: &mut Owners,
+    new: &NewEvent,
+) -> Result<TimelineEventRow> {
+    check_new(new)?;
     let session_id = owners
         .session_of(conn, Target::Execution(new.execution_id))
         .await?;
     let id = new.id.unwrap_or_else(Uuid::now_v7);
     // Session first, as everywhere: the receipt is claimed under the session lock.
     lock_session(conn, session_id).await?;
-    if is_retry(
-        conn,
-        new.id,
-        session_id,
-        ("createTimelineEvent", "timeline_events"),
-        new,
-    )
-    .await?
-    {
+    if is_retry(conn, new.id, session_id, (CREATE, "timeline_events"), new).await? {
         return fetch::<TimelineEventRow>(conn, session_id, id).await;
     }
-    let (session, execution) =
-        lock_running_execution(conn, session_id, new.execution_id, "a timeline event").await?;
-    insert(conn, id, session.id, execution.stage_id, execution.id, new).await
+    lock_running_execution(conn, session_id, new.execution_id, "a timeline event").await?;
+    insert_if_running(conn, Some(session_id), id, new, None)
+        .await?
+        .ok_or_else(|| Error::Internal(format!("event {id} not created under held locks")))
 }
 
-/// Inserts an event with the session's next sequence number. The session row is locked by the
-/// caller, so concurrent writers to one session take numbers one at a time: 1, 2, 3, … with no
-/// gap (a rolled-back transaction gives its number back).
+/// Inserts an event with its session's next sequence number (`insert_timeline_event`,
+/// migration 0115), under a session the caller has locked: a chat's question, recorded under
+/// the execution that will answer it before it runs.
 pub(crate) async fn insert(
     conn: &mut PgConnection,
     id: Uuid,
@@ -93,25 +141,72 @@ pub(crate) async fn insert(
     execution_id: Uuid,
     new: &NewEvent,
 ) -> Result<TimelineEventRow> {
-    let event: TimelineEventRow = sqlx::query_as(concat!(
-        "INSERT INTO timeline_events (id, session_id, stage_id, execution_id, sequence_number, \
-            event_type, status, content, metadata) \
-         VALUES ($1, $2, $3, $4, \
-            (SELECT coalesce(max(sequence_number), 0) + 1 FROM timeline_events WHERE session_id = $2), \
-            $5, $6, $7, $8) RETURNING ", timeline_event_columns!()),
-    )
-    .bind(id)
+    sqlx::query_as(concat!(
+        "SELECT ",
+        timeline_event_columns!(),
+        " FROM insert_timeline_event($1, $2, $3, $4, $5, $6, $7, $8)"
+    ))
     .bind(session_id)
     .bind(stage_id)
     .bind(execution_id)
+    .bind(id)
     .bind(new.event_type)
     .bind(new.status)
     .bind(&new.content)
     .bind(&new.metadata)
     .fetch_one(traced(conn))
     .await
-    .map_err(|e| id_taken(e, id))?;
-    Ok(event)
+    .map_err(|e| id_taken(e, id))
+}
+
+/// Creates an event under its execution's session, found by the execution's id.
+const CREATE_FINDING_SESSION: &str = concat!(
+    "SELECT ",
+    timeline_event_columns!(),
+    " FROM create_timeline_event((SELECT session_id FROM agent_executions WHERE id = $1), \
+        $1, $2, $3, $4, $5, $6, $7, $8)"
+);
+
+/// Creates an event under its execution's session, given (`$9`).
+const CREATE_IN_SESSION: &str = concat!(
+    "SELECT ",
+    timeline_event_columns!(),
+    " FROM create_timeline_event($9, $1, $2, $3, $4, $5, $6, $7, $8)"
+);
+
+/// Inserts the event with its session's next sequence number (`create_timeline_event`,
+/// migration 0115), when its execution is running (and claims its id for `receipt`); `None`,
+/// having written nothing, otherwise. The statement locks the session's row first, as
+/// numbering needs.
+async fn insert_if_running(
+    conn: &mut PgConnection,
+    session_id: Option<Uuid>,
+    id: Uuid,
+    new: &NewEvent,
+    receipt: Option<(&str, Vec<u8>)>,
+) -> Result<Option<TimelineEventRow>> {
+    let (operation, hash) = receipt.unzip();
+    let statement = match session_id {
+        Some(_) => CREATE_IN_SESSION,
+        None => CREATE_FINDING_SESSION,
+    };
+    let query = sqlx::query_as(statement)
+        .bind(new.execution_id)
+        .bind(id)
+        .bind(operation)
+        .bind(hash)
+        .bind(new.event_type)
+        .bind(new.status)
+        .bind(&new.content)
+        .bind(&new.metadata);
+    let query = match session_id {
+        Some(session_id) => query.bind(session_id),
+        None => query,
+    };
+    query
+        .fetch_optional(traced(conn))
+        .await
+        .map_err(|e| id_taken(e, id))
 }
 
 /// One piece of streamed content.
@@ -288,11 +383,25 @@ pub struct Finish {
     pub mcp_interaction_id: Option<Uuid>,
 }
 
+/// Finishes an event (in a batch, whose locks are taken): in one statement when it can, else
+/// step by step ([`finish_decided`]).
 pub async fn finish(
     conn: &mut PgConnection,
     owners: &mut Owners,
     finish: &Finish,
 ) -> Result<TimelineEventRow> {
+    check_finish(finish)?;
+    let session_id = owners
+        .session_of(conn, Target::Event(finish.event_id))
+        .await?;
+    match fold(conn, Some(session_id), finish).await? {
+        Some(event) => Ok(event),
+        None => finish_decided(conn, owners, finish).await,
+    }
+}
+
+/// Refuses an ending no event could take.
+fn check_finish(finish: &Finish) -> Result<()> {
     if finish.status == TimelineEventStatus::Streaming {
         return Err(Error::bad_input("`STREAMING` is not a final status"));
     }
@@ -302,6 +411,28 @@ pub async fn finish(
     if let Some(metadata) = &finish.metadata {
         check_json("metadata", metadata, limits::SMALL_JSON)?;
     }
+    Ok(())
+}
+
+/// Finishes the event in one statement, sent alone so it commits at once: when it is streaming
+/// and its links name interactions of its session. `None`, having written nothing, for
+/// anything else.
+pub async fn finish_at_once(
+    conn: &mut PgConnection,
+    finish: &Finish,
+) -> Result<Option<TimelineEventRow>> {
+    check_finish(finish)?;
+    fold(conn, None, finish).await
+}
+
+/// Finishes the event step by step, in the transaction `conn` holds: a repeated finish
+/// answered with the event, a finished event or a bad link refused.
+pub async fn finish_decided(
+    conn: &mut PgConnection,
+    owners: &mut Owners,
+    finish: &Finish,
+) -> Result<TimelineEventRow> {
+    check_finish(finish)?;
     let session_id = owners
         .session_of(conn, Target::Event(finish.event_id))
         .await?;
@@ -341,9 +472,12 @@ pub async fn finish(
         finish.mcp_interaction_id,
     )
     .await?;
-    let content = finish.content.clone().unwrap_or(current.content);
-    let event = Key::new(session_id, finish.event_id);
-    fold(conn, event, finish.status, &content, finish).await
+    fold(conn, Some(session_id), finish).await?.ok_or_else(|| {
+        Error::Internal(format!(
+            "event {} not finished under held locks",
+            finish.event_id
+        ))
+    })
 }
 
 /// Refuses links to LLM and MCP interactions that do not exist or belong to another session.
@@ -391,36 +525,46 @@ async fn check_link(
     }
 }
 
-/// Writes the final content into the event row (one row write for the whole stream) and drops
-/// its chunks.
+/// Finishes an event of the session found by the event's id.
+const FINISH_FINDING_SESSION: &str = concat!(
+    "SELECT ",
+    timeline_event_columns!(),
+    " FROM finish_timeline_event((SELECT session_id FROM timeline_events WHERE id = $1), \
+        $1, $2, $3, $4, $5, $6)"
+);
+
+/// Finishes an event of the session given (`$7`).
+const FINISH_IN_SESSION: &str = concat!(
+    "SELECT ",
+    timeline_event_columns!(),
+    " FROM finish_timeline_event($7, $1, $2, $3, $4, $5, $6)"
+);
+
+/// Writes the final content (the streamed text when `finish` gives none) into the event row,
+/// one row write for the whole stream, and drops its chunks (`finish_timeline_event`,
+/// migration 0115), when the event is streaming and its links are good; `None`, having
+/// written nothing, otherwise.
 async fn fold(
     conn: &mut PgConnection,
-    event: Key,
-    status: TimelineEventStatus,
-    content: &str,
+    session_id: Option<Uuid>,
     finish: &Finish,
-) -> Result<TimelineEventRow> {
-    sqlx::query("DELETE FROM timeline_event_chunks WHERE event_id = $1 AND session_id = $2")
-        .bind(event.id)
-        .bind(event.session)
-        .execute(traced(&mut *conn))
-        .await?;
-    Ok(sqlx::query_as(concat!(
-        "UPDATE timeline_events SET status = $2, content = $3, metadata = coalesce($4, metadata), \
-            llm_interaction_id = coalesce($5, llm_interaction_id), \
-            mcp_interaction_id = coalesce($6, mcp_interaction_id), updated_at = now() \
-         WHERE id = $1 AND session_id = $7 RETURNING ",
-        timeline_event_columns!()
-    ))
-    .bind(event.id)
-    .bind(status)
-    .bind(content)
-    .bind(&finish.metadata)
-    .bind(finish.llm_interaction_id)
-    .bind(finish.mcp_interaction_id)
-    .bind(event.session)
-    .fetch_one(traced(conn))
-    .await?)
+) -> Result<Option<TimelineEventRow>> {
+    let statement = match session_id {
+        Some(_) => FINISH_IN_SESSION,
+        None => FINISH_FINDING_SESSION,
+    };
+    let query = sqlx::query_as(statement)
+        .bind(finish.event_id)
+        .bind(finish.status)
+        .bind(&finish.content)
+        .bind(&finish.metadata)
+        .bind(finish.llm_interaction_id)
+        .bind(finish.mcp_interaction_id);
+    let query = match session_id {
+        Some(session_id) => query.bind(session_id),
+        None => query,
+    };
+    Ok(query.fetch_optional(traced(conn)).await?)
 }
 
 /// Closes the still-streaming events of a finishing execution of this session with the same
@@ -446,22 +590,11 @@ pub(crate) async fn close_streaming_events(
             llm_interaction_id: None,
             mcp_interaction_id: None,
         };
-        // Read under the lock: every append so far is in.
-        let content: String = sqlx::query_scalar(
-            "SELECT content FROM timeline_events_live WHERE id = $1 AND session_id = $2",
-        )
-        .bind(event_id)
-        .bind(session_id)
-        .fetch_one(traced(&mut *conn))
-        .await?;
-        fold(
-            conn,
-            Key::new(session_id, event_id),
-            status,
-            &content,
-            &finish,
-        )
-        .await?;
+        fold(conn, Some(session_id), &finish)
+            .await?
+            .ok_or_else(|| {
+                Error::Internal(format!("event {event_id} not closed under held locks"))
+            })?;
     }
     Ok(())
 }
