@@ -134,6 +134,21 @@ where
     }
 }
 
+/// Creates a timeline event (`createTimelineEvent`, `recordSystemNotice`): in one statement
+/// when it can, else step by step in a transaction.
+async fn create_event(ctx: &Context<'_>, new: timeline::NewEvent) -> Result<TimelineEvent> {
+    let row = at_once_or_decided(
+        ctx,
+        new,
+        |c, new| Box::pin(timeline::create_at_once(c, new)),
+        |c, new| {
+            Box::pin(async move { timeline::create_decided(c, &mut Owners::default(), new).await })
+        },
+    )
+    .await?;
+    Ok(TimelineEvent(row.into()))
+}
+
 /// Who is calling the running mutation and from where, for its audit record.
 fn origin(ctx: &Context<'_>) -> Result<Origin> {
     let request = ctx.data_opt::<RequestInfo>();
@@ -443,19 +458,7 @@ impl Mutation {
         ctx: &Context<'_>,
         #[graphql(desc = "What to record.")] input: CreateTimelineEventInput,
     ) -> Result<TimelineEvent> {
-        let new = input.into_command()?;
-        let row = at_once_or_decided(
-            ctx,
-            new,
-            |c, new| Box::pin(timeline::create_at_once(c, new)),
-            |c, new| {
-                Box::pin(
-                    async move { timeline::create_decided(c, &mut Owners::default(), new).await },
-                )
-            },
-        )
-        .await?;
-        Ok(TimelineEvent(row.into()))
+        create_event(ctx, input.into_command()?).await
     }
 
     /// Records a warning or error for an agent (an MCP server unavailable, a fallback model
@@ -468,19 +471,7 @@ impl Mutation {
         ctx: &Context<'_>,
         #[graphql(desc = "What to record.")] input: RecordSystemNoticeInput,
     ) -> Result<TimelineEvent> {
-        let new = input.into_command()?;
-        let row = at_once_or_decided(
-            ctx,
-            new,
-            |c, new| Box::pin(timeline::create_at_once(c, new)),
-            |c, new| {
-                Box::pin(
-                    async move { timeline::create_decided(c, &mut Owners::default(), new).await },
-                )
-            },
-        )
-        .await?;
-        Ok(TimelineEvent(row.into()))
+        create_event(ctx, input.into_command()?).await
     }
 
     /// A ticket to one session's plain event stream (`GET /sessions/{id}/events?ticket=…`), for
