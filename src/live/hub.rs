@@ -1,8 +1,9 @@
 //! The per-process hub: follows the change log once per process and fans each change out to
 //! the subscribers of its session.
 //!
-//! It wakes on a NOTIFY from any process (external PostgreSQL), on a commit in this process,
-//! and once a second regardless. Each subscriber has a queue of its own ([`super::queue`]);
+//! It wakes on a commit in this process, on another process's announcement of its commits
+//! (external PostgreSQL: [`super::listen`]), and once a second regardless, which is how it
+//! finds what a writer that does not announce committed. Each subscriber has a queue of its own ([`super::queue`]);
 //! publishing never waits for one.
 
 use std::collections::{HashMap, HashSet};
@@ -49,12 +50,15 @@ impl Subscribers {
 pub struct Hub {
     pub(super) store: Store,
     options: HubOptions,
-    /// This process as a reader of the log (its heartbeat row).
-    reader: Uuid,
+    /// This process as a reader of the log (its heartbeat row), and as the sender of its
+    /// announcements.
+    pub(super) reader: Uuid,
     /// When the log was last read, and how far behind its end this process was then.
     health: Mutex<FollowerHealth>,
     subscribers: Mutex<Subscribers>,
     wake: Notify,
+    /// This process committed changes the other processes have not been told of yet.
+    pub(super) announcements: Notify,
     stop: watch::Sender<bool>,
     pump: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
@@ -102,6 +106,7 @@ impl Hub {
             }),
             subscribers: Mutex::new(Subscribers::default()),
             wake: Notify::new(),
+            announcements: Notify::new(),
             stop,
             pump: Mutex::new(None),
         });
@@ -140,9 +145,16 @@ impl Hub {
         metrics::gauge!(CHANGE_LOG_BACKLOG).set(backlog as f64);
     }
 
-    /// Something was committed here: deliver it without waiting for the next tick.
-    pub fn poke(&self) {
+    /// Changes may be in the log: read it without waiting for the next tick.
+    pub(super) fn poke(&self) {
         self.wake.notify_one();
+    }
+
+    /// Changes were committed here: deliver them without waiting for the next tick, and tell
+    /// the other processes (commits that come while one announcement is sent share the next).
+    pub fn committed(&self) {
+        self.wake.notify_one();
+        self.announcements.notify_one();
     }
 
     /// Changes of one session from now on.

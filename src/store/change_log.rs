@@ -1,12 +1,12 @@
 //! The change log (`live_changes`, written by triggers with each session event; see
 //! `migrations/0008_session_events.sql` and `0007_change_log_readers.sql`) as its follower reads
-//! it: which session's which position is new.
+//! it: which session's which position is new; and the announcement that wakes the followers.
 
 use std::collections::HashSet;
 use std::time::Duration;
 
 use sqlx::postgres::PgRow;
-use sqlx::{FromRow, Row as _};
+use sqlx::{FromRow, PgExecutor, Row as _};
 use uuid::Uuid;
 
 use super::Store;
@@ -73,6 +73,21 @@ fn read_change_log_statement() -> String {
                                  LIMIT 1) e \
              ORDER BY l.id LIMIT $3) c ON true"
     )
+}
+
+/// The channel the processes sharing a database announce their commits on.
+pub const CHANGES_CHANNEL: &str = "casefile_live";
+
+/// Tells the processes listening that changes were committed: a transaction of its own, sent
+/// after the commits it announces (one that notifies holds the database's notification lock
+/// through its commit). `from` names the announcer, which can then skip its own.
+pub async fn announce_changes<'c>(executor: impl PgExecutor<'c>, from: &str) -> Result<()> {
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(CHANGES_CHANNEL)
+        .bind(from)
+        .execute(executor)
+        .await?;
+    Ok(())
 }
 
 /// The most changes one prune checks for age (a minute of 200 appends a second is 12,000).

@@ -11,9 +11,9 @@ use serde_json::{Value, json};
 use sqlx::Connection as _;
 use uuid::Uuid;
 
-use crate::common::TestDb;
 use crate::common::served::Served;
 use crate::common::ws::Subscription;
+use crate::common::{LISTEN_CONNECTIONS, TestDb};
 
 /// POSTs a GraphQL request; `None` when no answer came (connection refused or cut, timeout).
 async fn post(
@@ -675,9 +675,9 @@ async fn postgresql_restarted_under_a_running_server() {
     let mut conn = sqlx::postgres::PgConnection::connect(&url).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let listening: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity WHERE query ILIKE 'LISTEN%casefile_live%'",
-        )
+        let listening: i64 = sqlx::query_scalar(&format!(
+            "SELECT count(*) FROM pg_stat_activity WHERE {LISTEN_CONNECTIONS}"
+        ))
         .fetch_one(&mut conn)
         .await
         .unwrap();

@@ -2,10 +2,10 @@
 
 use serde_json::{Value, json};
 
-use crate::common::TestApp;
 use crate::common::served::Served;
 use crate::common::sse::SseSubscription;
 use crate::common::ws::Subscription;
+use crate::common::{LISTEN_CONNECTIONS, TestApp};
 use crate::write_api::Agent;
 
 const TIMELINE: &str =
@@ -323,10 +323,10 @@ async fn two_processes_on_one_postgresql_deliver_every_update() {
     assert_eq!(text, first.concat());
 
     // The other process's LISTEN connection drops: it catches up from the last change it read.
-    let killed: i64 = sqlx::query_scalar(
+    let killed: i64 = sqlx::query_scalar(&format!(
         "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
-         WHERE datname = current_database() AND query ILIKE 'LISTEN%'",
-    )
+         WHERE datname = current_database() AND {LISTEN_CONNECTIONS}"
+    ))
     .fetch_one(app.store.pool())
     .await
     .unwrap();

@@ -164,8 +164,7 @@ fn origin(ctx: &Context<'_>) -> Result<Origin> {
 /// Counts a mutation that committed, and has its changes delivered.
 fn committed(ctx: &Context<'_>) {
     metrics::counter!(INGEST_OPERATIONS, "mutation" => ctx.field().name().to_owned()).increment(1);
-    // Deliver to this process's subscribers now rather than at the hub's next tick.
-    ctx.data_unchecked::<Arc<Hub>>().poke();
+    ctx.data_unchecked::<Arc<Hub>>().committed();
 }
 
 /// What an append did.

@@ -27,6 +27,11 @@ use casefile::http::HttpOptions;
 use casefile::server::Server;
 use casefile::store::Store;
 
+/// The `pg_stat_activity` rows of casefile's LISTEN connections: their last statement is the
+/// LISTEN, or an announcement of the process's commits sent on them since.
+pub const LISTEN_CONNECTIONS: &str = "(query ILIKE 'LISTEN%casefile_live%' \
+     OR query LIKE 'SELECT pg_notify($1, $2)')";
+
 /// Connections a test's pool may open to an external server.
 const TEST_POOL: u32 = 5;
 
