@@ -15,6 +15,7 @@
 //!     cargo bench --bench ingest -- --token cf_…      # the server requires tokens
 //!     cargo bench --bench ingest -- --groups-in-flight 4 --group-window-us 200
 //!     cargo bench --bench ingest -- --appends-per-event 20   # events finish ten times as often
+//!     cargo bench --bench ingest -- --other-processes 2       # replicas following the log
 
 #[path = "common/app.rs"]
 mod app;
@@ -28,12 +29,15 @@ mod http_load;
 #[path = "common/token.rs"]
 mod token;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use serde_json::{Value, json};
 
 use casefile::http::HttpOptions;
+use casefile::live::{Hub, HubOptions};
+use casefile::store::Store;
 use casefile::store::write::append_groups::AppendGroupOptions;
 use common::TestApp;
 use http_load::{Connection, Outcome, Run};
@@ -370,6 +374,9 @@ struct Options {
     per_event: usize,
     /// The server's grouping of single appends (`--groups-in-flight`, `--group-window-us`).
     groups: AppendGroupOptions,
+    /// Other processes following the change log (`--other-processes`, PostgreSQL only), as
+    /// replicas do: the server then announces its commits to them.
+    other_processes: usize,
 }
 
 impl Options {
@@ -394,6 +401,7 @@ impl Options {
                 .collect(),
             only: value("--only"),
             per_event: args::arg("--appends-per-event", PER_EVENT),
+            other_processes: args::arg("--other-processes", 0),
             groups: AppendGroupOptions {
                 append_groups_in_flight: args::arg(
                     "--groups-in-flight",
@@ -425,13 +433,21 @@ async fn run(label: &str, url: Option<String>, token: Option<&str>, options: &Op
         append_groups: options.groups,
         ..HttpOptions::default()
     };
-    let app = app::start(url, token, server).await;
+    let others = match &url {
+        Some(_) => options.other_processes,
+        None => 0,
+    };
+    let app = app::start(url.clone(), token, server).await;
+    let followers = match &url {
+        Some(url) if others > 0 => other_processes(&app, url, others).await,
+        _ => Vec::new(),
+    };
     // Warm-up: plans, pool connections, the first pages of every table.
     let warm = Layout::SessionPerStream.executions(&app, 2).await;
     streams(&app, warm, 1.0, options.per_event).await;
 
     println!(
-        "\n{label} (append groups: {} in flight, a {} µs window; {} appends per event):\n",
+        "\n{label} (append groups: {} in flight, a {} µs window; {} appends per event; {others} other processes following):\n",
         options.groups.append_groups_in_flight,
         options.groups.append_group_window_us,
         options.per_event
@@ -479,7 +495,32 @@ async fn run(label: &str, url: Option<String>, token: Option<&str>, options: &Op
             "{label}: baseline UPDATE-append of {n} chunks: {baseline:.1} WAL bytes per appended byte"
         );
     }
+    for follower in followers {
+        follower.stop().await;
+    }
     app.stop().await;
+}
+
+/// `n` followers of the benchmark's database beside its server, each on a pool of its own as a
+/// replica's would be, started before the server's next heartbeat tells it they are there.
+async fn other_processes(app: &TestApp, server_url: &str, n: usize) -> Vec<Arc<Hub>> {
+    let name: String = sqlx::query_scalar("SELECT current_database()")
+        .fetch_one(app.store.pool())
+        .await
+        .unwrap();
+    let (base, _) = server_url.rsplit_once('/').unwrap();
+    let mut followers = Vec::new();
+    for _ in 0..n {
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(3)
+            .connect(&format!("{base}/{name}"))
+            .await
+            .unwrap();
+        followers.push(Hub::start(Store::new(pool), 64).await.unwrap());
+    }
+    // The server learns of other readers at its heartbeat (every 5 s).
+    tokio::time::sleep(HubOptions::with_buffer(1).heartbeat_every + Duration::from_secs(1)).await;
+    followers
 }
 
 #[tokio::main]

@@ -7,6 +7,7 @@
 //! publishing never waits for one.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -59,6 +60,10 @@ pub struct Hub {
     wake: Notify,
     /// This process committed changes the other processes have not been told of yet.
     pub(super) announcements: Notify,
+    /// Another process follows the log (as of this one's last heartbeat): only then are this
+    /// process's commits announced. One that starts is told from the next heartbeat on, and
+    /// finds what was committed before by its periodic read.
+    others_follow: AtomicBool,
     stop: watch::Sender<bool>,
     pump: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
@@ -92,8 +97,13 @@ impl Hub {
         let follower = Follower::start(&store, options.max_gaps).await?;
         let reader = Uuid::now_v7();
         // Hold the log from here on, before anything is read.
-        store
-            .change_log_heartbeat(reader, &reader_name(), follower.position())
+        let others_follow = store
+            .change_log_heartbeat(
+                reader,
+                &reader_name(),
+                follower.position(),
+                options.reader_timeout,
+            )
             .await?;
         let (stop, _) = watch::channel(false);
         let hub = Arc::new(Hub {
@@ -107,6 +117,7 @@ impl Hub {
             subscribers: Mutex::new(Subscribers::default()),
             wake: Notify::new(),
             announcements: Notify::new(),
+            others_follow: AtomicBool::new(others_follow),
             stop,
             pump: Mutex::new(None),
         });
@@ -154,7 +165,9 @@ impl Hub {
     /// the other processes (commits that come while one announcement is sent share the next).
     pub fn committed(&self) {
         self.wake.notify_one();
-        self.announcements.notify_one();
+        if self.others_follow.load(Ordering::Relaxed) {
+            self.announcements.notify_one();
+        }
     }
 
     /// Changes of one session from now on.
@@ -273,14 +286,15 @@ async fn pump(hub: Arc<Hub>, mut follower: Follower, mut stop: watch::Receiver<b
         if heartbeat.elapsed() >= hub.options.heartbeat_every {
             heartbeat = Instant::now();
             let position = follower.position();
-            if let Err(err) = hub
+            match hub
                 .store
-                .change_log_heartbeat(hub.reader, &name, position)
+                .change_log_heartbeat(hub.reader, &name, position, hub.options.reader_timeout)
                 .await
             {
-                tracing::warn!(
+                Ok(others) => hub.others_follow.store(others, Ordering::Relaxed),
+                Err(err) => tracing::warn!(
                     "recording this process's place in the live change log failed: {err}"
-                );
+                ),
             }
         }
         if pruned.elapsed() >= hub.options.prune_every {

@@ -171,24 +171,32 @@ impl Store {
         epoch.ok_or_else(|| sqlx::Error::RowNotFound.into())
     }
 
-    /// Records how far this process (`reader`) has read the log, now.
+    /// Records how far this process (`reader`) has read the log, now; returns whether another
+    /// reader was heard from within `alive_within` (someone to announce this process's commits
+    /// to).
     pub async fn change_log_heartbeat(
         &self,
         reader: Uuid,
         name: &str,
         position: i64,
-    ) -> Result<()> {
-        sqlx::query(
-            "INSERT INTO change_log_readers (reader_id, name, position) VALUES ($1, $2, $3) \
-             ON CONFLICT (reader_id) DO UPDATE \
-             SET position = excluded.position, heartbeat_at = clock_timestamp()",
+        alive_within: Duration,
+    ) -> Result<bool> {
+        let others = sqlx::query_scalar(
+            "WITH beat AS ( \
+                 INSERT INTO change_log_readers (reader_id, name, position) VALUES ($1, $2, $3) \
+                 ON CONFLICT (reader_id) DO UPDATE \
+                 SET position = excluded.position, heartbeat_at = clock_timestamp()) \
+             SELECT EXISTS (SELECT FROM change_log_readers \
+                            WHERE reader_id <> $1 \
+                              AND heartbeat_at > clock_timestamp() - make_interval(secs => $4))",
         )
         .bind(reader)
         .bind(name)
         .bind(position)
-        .execute(self.reader().await?.traced())
+        .bind(alive_within.as_secs_f64())
+        .fetch_one(self.reader().await?.traced())
         .await?;
-        Ok(())
+        Ok(others)
     }
 
     /// This process stops reading the log (it no longer holds the log back).

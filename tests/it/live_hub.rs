@@ -308,7 +308,7 @@ fn transition(change: &Change) -> (Option<SessionStatus>, Option<SessionStatus>)
 }
 
 #[tokio::test]
-async fn commits_are_announced_after_they_commit_once_per_burst() {
+async fn commits_are_announced_after_they_commit_once_per_burst_when_another_process_follows() {
     let Some((app, url)) = TestApp::start_external("LISTEN").await else {
         return;
     };
@@ -316,18 +316,35 @@ async fn commits_are_announced_after_they_commit_once_per_burst() {
     let (session, exec) = running_execution(&a).await;
     let mut listener = sqlx::postgres::PgListener::connect(&url).await.unwrap();
     listener.listen("casefile_live").await.unwrap();
-    // The set-up's own announcements, which may still be on their way.
-    heard(&mut listener).await;
+    let messages = |n: usize| -> Value {
+        let ops: Vec<Value> = (0..n)
+            .map(|i| json!({ "appendMessage": { "executionId": exec, "role": "USER", "content": format!("m{i}") } }))
+            .collect();
+        json!({ "ops": ops })
+    };
+    let batch = "mutation ($ops: [IngestOperation!]!) { ingest(operations: $ops) { __typename } }";
+
+    // Alone on its database, the server tells no one.
+    a.ok(batch, messages(1)).await;
+    let payloads = heard(&mut listener).await;
+    assert!(payloads.is_empty(), "announced to no one: {payloads:?}");
+
+    // Another process follows the log: from the server's next heartbeat on, it announces.
+    let other = Hub::start(app.store.clone(), 64).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        a.ok(batch, messages(1)).await;
+        if !heard(&mut listener).await.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server never announced its commits to the process that follows"
+        );
+    }
 
     // 50 changes in one transaction: one announcement, by the process that committed them.
-    let ops: Vec<Value> = (0..50)
-        .map(|i| json!({ "appendMessage": { "executionId": exec, "role": "USER", "content": format!("m{i}") } }))
-        .collect();
-    a.ok(
-        "mutation ($ops: [IngestOperation!]!) { ingest(operations: $ops) { __typename } }",
-        json!({ "ops": ops }),
-    )
-    .await;
+    a.ok(batch, messages(50)).await;
     let payloads = heard(&mut listener).await;
     assert_eq!(
         payloads.len(),
@@ -341,9 +358,8 @@ async fn commits_are_announced_after_they_commit_once_per_burst() {
 
     // The commit itself notifies no one (a transaction that notifies holds the database's
     // notification lock through its commit): a change written by hand is not announced, and
-    // reaches the hub's subscribers by its periodic read of the log.
-    let hub = Hub::start(app.store.clone(), 64).await.unwrap();
-    let mut own = hub.subscribe(session.parse().unwrap());
+    // reaches the other process's subscribers by its periodic read of the log.
+    let mut own = other.subscribe(session.parse().unwrap());
     sqlx::query("UPDATE sessions SET author = 'by hand' WHERE id = $1::uuid")
         .bind(&session)
         .execute(app.store.pool())
@@ -353,7 +369,7 @@ async fn commits_are_announced_after_they_commit_once_per_burst() {
     assert!(payloads.is_empty(), "a commit notified: {payloads:?}");
     next_of_kind(&mut own, ChangeKind::Session).await;
     drop((listener, own));
-    hub.stop().await;
+    other.stop().await;
     app.stop().await;
 }
 

@@ -334,7 +334,7 @@ async fn the_change_log_is_pruned_by_age_even_past_a_reader_that_lags() {
     let pool = app.store.pool().clone();
     // A reader that is alive but stuck at the start.
     app.store
-        .change_log_heartbeat(Uuid::now_v7(), "stuck", 0)
+        .change_log_heartbeat(Uuid::now_v7(), "stuck", 0, Duration::from_secs(300))
         .await
         .unwrap();
     let create =
