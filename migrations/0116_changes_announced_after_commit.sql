@@ -6,10 +6,11 @@
 -- transactions/s with the notification, 11,182 without).
 --
 -- The functions below are the ones those migrations created, without the notification. The
--- process that committed announces instead (src/live/listen.rs): one NOTIFY of its own after
--- its commits, at most one in flight, the ones owed meanwhile folded into the next. A writer
--- that does not announce (a binary from before this migration, SQL by hand) is still read by
--- every process within its follower's periodic read (a second).
+-- process that committed announces instead, when another process follows the change log
+-- (src/live/listen.rs): one NOTIFY of its own after its commits, at most one in flight, the
+-- ones owed meanwhile folded into the next. A writer that does not announce (a binary from
+-- before this migration, SQL by hand) is still read by every process within its follower's
+-- periodic read (a second).
 
 CREATE OR REPLACE FUNCTION record_session_event() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
