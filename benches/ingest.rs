@@ -433,15 +433,14 @@ async fn run(label: &str, url: Option<String>, token: Option<&str>, options: &Op
         append_groups: options.groups,
         ..HttpOptions::default()
     };
-    let others = match &url {
-        Some(_) => options.other_processes,
-        None => 0,
-    };
     let app = app::start(url.clone(), token, server).await;
     let followers = match &url {
-        Some(url) if others > 0 => other_processes(&app, url, others).await,
+        Some(url) if options.other_processes > 0 => {
+            other_processes(&app, url, options.other_processes).await
+        }
         _ => Vec::new(),
     };
+    let others = followers.len();
     // Warm-up: plans, pool connections, the first pages of every table.
     let warm = Layout::SessionPerStream.executions(&app, 2).await;
     streams(&app, warm, 1.0, options.per_event).await;

@@ -3,8 +3,8 @@
 //!
 //! It wakes on a commit in this process, on another process's announcement of its commits
 //! (external PostgreSQL: [`super::listen`]), and once a second regardless, which is how it
-//! finds what a writer that does not announce committed. Each subscriber has a queue of its own ([`super::queue`]);
-//! publishing never waits for one.
+//! finds what a writer that does not announce committed. Each subscriber has a queue of its
+//! own ([`super::queue`]); publishing never waits for one.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
