@@ -1,6 +1,7 @@
 //! Ingest benchmark: how fast streamed content goes in through the public GraphQL API, and what
 //! the database writes for it (WAL, measured with pg_current_wal_insert_lsn; rows, from
-//! pg_stat_user_tables). Prints figures; asserts nothing about speed (these machines are shared
+//! pg_stat_user_tables) and what it costs in CPU (the server's: this process less the load
+//! generator's thread; PostgreSQL's: its backends for the database, from `/proc`). Prints figures; asserts nothing about speed (these machines are shared
 //! and noisy).
 //!
 //! Streams are closed-loop clients, each on its own keep-alive connection: one
@@ -23,6 +24,8 @@ mod app;
 mod args;
 #[path = "../tests/it/common/mod.rs"]
 mod common;
+#[path = "common/cpu.rs"]
+mod cpu;
 #[allow(dead_code)] // response sizes: the read benchmark's
 #[path = "common/http_load.rs"]
 mod http_load;
@@ -40,6 +43,7 @@ use casefile::live::{Hub, HubOptions};
 use casefile::store::Store;
 use casefile::store::write::append_groups::AppendGroupOptions;
 use common::TestApp;
+use cpu::Backends;
 use http_load::{Connection, Outcome, Run};
 
 /// Appends per timeline event before it is finished and the stream's next one created, unless
@@ -266,13 +270,21 @@ async fn stream(
     (run, bytes)
 }
 
+/// What a cell's streams did: their run, the bytes they appended, and the CPU ticks their
+/// thread spent (the load generator's own).
+struct Streamed {
+    run: Run,
+    bytes: usize,
+    load_ticks: u64,
+}
+
 /// One cell of the table: `executions.len()` streams for `seconds`, on a thread of their own.
 async fn streams(
     app: &TestApp,
     executions: Vec<String>,
     seconds: f64,
     per_event: usize,
-) -> (Run, usize) {
+) -> Streamed {
     let url = app.url("/graphql");
     let token = app.token.clone();
     let thread = std::thread::spawn(move || {
@@ -281,6 +293,7 @@ async fn streams(
             .build()
             .unwrap()
             .block_on(async move {
+                let ticks = cpu::thread_ticks();
                 let mut connections = Vec::new();
                 for _ in &executions {
                     connections.push(Connection::open(&url, token.as_deref()).await.unwrap());
@@ -296,11 +309,11 @@ async fn streams(
                     });
                 let done = futures::future::join_all(each).await;
                 let elapsed = started.elapsed();
-                let bytes = done.iter().map(|(_, b)| b).sum();
-                (
-                    Run::joined(done.into_iter().map(|(r, _)| r), elapsed),
-                    bytes,
-                )
+                Streamed {
+                    bytes: done.iter().map(|(_, b)| b).sum(),
+                    run: Run::joined(done.into_iter().map(|(r, _)| r), elapsed),
+                    load_ticks: cpu::thread_ticks() - ticks,
+                }
             })
     });
     tokio::task::spawn_blocking(move || thread.join().unwrap())
@@ -375,7 +388,8 @@ struct Options {
     /// The server's grouping of single appends (`--groups-in-flight`, `--group-window-us`).
     groups: AppendGroupOptions,
     /// Other processes following the change log (`--other-processes`, PostgreSQL only), as
-    /// replicas do: the server then announces its commits to them.
+    /// replicas do: the server then announces its commits to them. (They run in this process,
+    /// so their CPU counts as the server's.)
     other_processes: usize,
 }
 
@@ -452,15 +466,39 @@ async fn run(label: &str, url: Option<String>, token: Option<&str>, options: &Op
         options.per_event
     );
     println!(
-        "| layout | streams | appends/s | p50 ms | p99 ms | WAL B/append | WAL B/byte | rows/append | failed |"
+        "| layout | streams | appends/s | p50 ms | p99 ms | WAL B/append | WAL B/byte | rows/append | server CPU µs/append | PostgreSQL CPU µs/append | failed |"
     );
-    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    let database: String = sqlx::query_scalar("SELECT current_database()")
+        .fetch_one(app.store.pool())
+        .await
+        .unwrap();
+    // The embedded database runs inside this process: its CPU is the server's.
+    let postgres = url.is_some().then_some(app.store.pool());
     for layout in [Layout::SessionPerStream, Layout::OneSession] {
         for &n in &options.streams {
             let executions = layout.executions(&app, n).await;
             let rows_before = rows_written(&app).await;
             let lsn = wal_lsn(&app).await;
-            let (run, bytes) = streams(&app, executions, options.seconds, options.per_event).await;
+            let backends = match postgres {
+                Some(pool) => Some(Backends::of(pool, &database).await),
+                None => None,
+            };
+            let process = cpu::process_ticks(std::process::id());
+            let Streamed {
+                run,
+                bytes,
+                load_ticks,
+            } = streams(&app, executions, options.seconds, options.per_event).await;
+            let server_ticks = cpu::process_ticks(std::process::id())
+                .saturating_sub(process)
+                .saturating_sub(load_ticks);
+            let postgres_ticks = match (postgres, backends) {
+                (Some(pool), Some(before)) => {
+                    Some(Backends::of(pool, &database).await.since(&before))
+                }
+                _ => None,
+            };
             let wal = wal_since(&app, &lsn).await as f64;
             let rows_after = rows_written(&app).await;
             let appends = run.ok() as f64;
@@ -472,14 +510,17 @@ async fn run(label: &str, url: Option<String>, token: Option<&str>, options: &Op
                 Some(why) => format!("{} ({})", run.failures, &why[..why.len().min(120)]),
                 None => "0".to_owned(),
             };
+            let micros = |ticks: u64| per(cpu::ticks_ms(ticks) * 1000.0, appends);
             println!(
-                "| {} | {n} | {:.0} | {:.2} | {:.2} | {} | {:.1} | {rows} | {failed} |",
+                "| {} | {n} | {:.0} | {:.2} | {:.2} | {} | {:.1} | {rows} | {} | {} | {failed} |",
                 layout.label(),
                 run.per_second(),
                 run.percentile_ms(0.5),
                 run.percentile_ms(0.99),
                 per(wal, appends),
                 wal / bytes.max(1) as f64,
+                micros(server_ticks),
+                postgres_ticks.map_or("–".to_owned(), micros),
             );
         }
     }

@@ -11,6 +11,9 @@
 //! per-request and per-statement costs show, and payloads padded to tens of KB with one session
 //! of multi-megabyte payloads (`casefile_read_bench`), where JSON handling dominates.
 
+#[allow(dead_code)] // the calling thread's ticks: the ingest benchmark's
+#[path = "../common/cpu.rs"]
+mod cpu;
 #[path = "../common/http_load.rs"]
 mod http_load;
 #[path = "../../tests/it/common/process.rs"]
@@ -187,7 +190,6 @@ async fn measure(
         Duration::from_secs_f64(options.warmup),
     )
     .await;
-    let ticks_ms = 1000.0 / servers::clock_ticks();
     if let Some(pg) = postgres {
         pg.reset().await;
     }
@@ -195,7 +197,7 @@ async fn measure(
         Some(pg) => Some(pg.backends().await),
         None => None,
     };
-    let cpu_before = servers::cpu_ticks(server.pid());
+    let cpu_before = cpu::process_ticks(server.pid());
     let run = load::run(
         server,
         requests,
@@ -203,7 +205,7 @@ async fn measure(
         Duration::from_secs_f64(options.seconds),
     )
     .await;
-    let cpu = servers::cpu_ticks(server.pid()).saturating_sub(cpu_before);
+    let cpu = cpu::process_ticks(server.pid()).saturating_sub(cpu_before);
     let per = |total: f64| total / run.ok().max(1) as f64;
     let (pg_cpu_ms, statements) = match (postgres, pg_before) {
         (Some(pg), Some(before)) => {
@@ -212,7 +214,7 @@ async fn measure(
                 Some(n) => Ok(per(n as f64)),
                 None => Err("n/a".to_owned()),
             };
-            (Some(per(ticks as f64 * ticks_ms)), statements)
+            (Some(per(cpu::ticks_ms(ticks))), statements)
         }
         _ => (None, Err("–".to_owned())),
     };
@@ -238,7 +240,7 @@ async fn measure(
         p99: run.percentile_ms(0.99),
         rps: run.per_second(),
         failures: run.failures,
-        server_cpu_ms: per(cpu as f64 * ticks_ms),
+        server_cpu_ms: per(cpu::ticks_ms(cpu)),
         pg_cpu_ms,
         statements,
         bytes: run.mean_bytes(),

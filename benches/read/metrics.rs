@@ -1,11 +1,9 @@
 //! What PostgreSQL spends on a measured run: CPU of the bench database's backends (from
 //! `/proc`) and statements executed (from `pg_stat_statements`, when it is loaded).
 
-use std::collections::HashMap;
-
 use sqlx::PgPool;
 
-use crate::servers::cpu_ticks;
+use crate::cpu::Backends;
 
 /// Statements that are not a request's: casefile's change-log follower and LISTEN, catalog
 /// queries (PostGraphile's introspection, sqlx's type lookups) and this monitor's own.
@@ -19,9 +17,6 @@ pub struct Postgres {
     /// Why statements cannot be counted, if they cannot.
     pub statements_unavailable: Option<String>,
 }
-
-/// CPU ticks of the bench database's backends at one moment.
-pub struct Backends(HashMap<u32, u64>);
 
 impl Postgres {
     pub async fn connect(url: &str, database: &str) -> anyhow::Result<Postgres> {
@@ -55,19 +50,9 @@ impl Postgres {
         &self.pool
     }
 
+    /// CPU ticks of the bench database's backends at this moment.
     pub async fn backends(&self) -> Backends {
-        let pids: Vec<i32> = sqlx::query_scalar(
-            "SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
-        )
-        .bind(&self.database)
-        .fetch_all(&self.pool)
-        .await
-        .unwrap_or_default();
-        Backends(
-            pids.into_iter()
-                .map(|p| (p as u32, cpu_ticks(p as u32)))
-                .collect(),
-        )
+        Backends::of(&self.pool, &self.database).await
     }
 
     /// Starts counting statements afresh.
@@ -92,15 +77,5 @@ impl Postgres {
         .fetch_one(&self.pool)
         .await
         .ok()
-    }
-}
-
-impl Backends {
-    /// Ticks spent since `before` by the backends alive now (new ones from zero).
-    pub fn since(&self, before: &Backends) -> u64 {
-        self.0
-            .iter()
-            .map(|(pid, ticks)| ticks.saturating_sub(*before.0.get(pid).unwrap_or(&0)))
-            .sum()
     }
 }

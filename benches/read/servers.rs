@@ -90,26 +90,3 @@ impl Drop for Server {
         let _ = self.child.wait();
     }
 }
-
-/// Clock ticks per second (for `/proc/<pid>/stat` times).
-pub fn clock_ticks() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(100.0)
-}
-
-/// utime + stime of a process (all its threads), in clock ticks; 0 once it is gone.
-pub fn cpu_ticks(pid: u32) -> u64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return 0;
-    };
-    // Fields after the command name (which may hold spaces) start at the state, field 3.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let field = |n: usize| fields.get(n - 3).and_then(|v| v.parse::<u64>().ok());
-    field(14).unwrap_or(0) + field(15).unwrap_or(0)
-}

@@ -39,7 +39,7 @@ pub fn route(options: &MetricsOptions) -> MethodRouter<AppState> {
     let token = options.token.as_deref().map(Arc::from);
     get(move |State(state): State<AppState>, headers: HeaderMap| {
         let scrape = Scrape {
-            store: state.store,
+            store: state.store.clone(),
             token,
         };
         async move { render(&scrape, &headers) }

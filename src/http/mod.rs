@@ -47,9 +47,21 @@ pub use pages::EXAMPLE_QUERY;
 pub use serve::serve;
 use throttle::Throttle;
 
-/// What every handler shares.
+/// What every handler shares, behind one pointer: axum clones the state for every extractor
+/// and middleware that takes it, so a clone must cost one reference count, not one per field.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// The parts of [`AppState`].
+pub struct Shared {
     /// Runs GraphQL operations.
     pub runner: Runner,
     pub store: Store,
@@ -92,7 +104,7 @@ pub fn router(
     let cors = cors(origins.cors_origins(), &options.cors_allow_headers)?;
     let live = options.live;
     let slots = SubscriptionSlots::new(live.max_subscriptions, live.subscriptions_per_identity());
-    let state = AppState {
+    let state = AppState(Arc::new(Shared {
         runner: build_runner(
             store.clone(),
             hub.clone(),
@@ -126,7 +138,7 @@ pub fn router(
             "--max-websockets-per-identity",
             "close one first",
         ),
-    };
+    }));
     // Layers run outside in: the media type first, then the identity, both before the body
     // is read.
     let graphql_routes = || {

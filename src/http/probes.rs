@@ -57,7 +57,7 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
     };
     let follower = state.hub.follower();
     let change_log = if follower.since_last_read() <= FOLLOWER_STALE_AFTER {
-        json!({ "ok": true, "backlog": follower.backlog })
+        json!({ "ok": true, "backlog": follower.backlog, "reads": follower.reads })
     } else {
         fail(format!(
             "the live change log was last read {:.1} s ago (backlog {}): subscribers are not \

@@ -189,8 +189,8 @@ pub async fn upgrade(
                 max_operations: state.live.max_subscriptions_per_connection,
             };
             let runner = BoundedRunner {
-                runner: state.runner,
-                throttle: state.throttle,
+                runner: state.runner.clone(),
+                throttle: state.throttle.clone(),
             };
             serve(socket, runner, connection).await
         })

@@ -3,7 +3,9 @@
 //!
 //! It wakes on a commit in this process, on another process's announcement of its commits
 //! (external PostgreSQL: [`super::listen`]), and once a second regardless, which is how it
-//! finds what a writer that does not announce committed. Each subscriber has a queue of its
+//! finds what a writer that does not announce committed. While nobody here subscribes, commits
+//! and announcements do not wake it: the once-a-second read keeps its place in the log, and the
+//! database is not asked again after every commit for changes nobody here will be sent. Each subscriber has a queue of its
 //! own ([`super::queue`]); publishing never waits for one.
 
 use std::collections::{HashMap, HashSet};
@@ -57,6 +59,9 @@ pub struct Hub {
     /// When the log was last read, and how far behind its end this process was then.
     health: Mutex<FollowerHealth>,
     subscribers: Mutex<Subscribers>,
+    /// Someone here subscribes (written under the subscribers' lock): only then do commits
+    /// and announcements wake the pump.
+    watched: AtomicBool,
     wake: Notify,
     /// This process committed changes the other processes have not been told of yet.
     pub(super) announcements: Notify,
@@ -75,6 +80,8 @@ pub struct FollowerHealth {
     /// Log ids past the last one read (of changes not read yet, and of transactions still
     /// running or rolled back).
     pub backlog: i64,
+    /// Reads of the log since this process started.
+    pub reads: u64,
 }
 
 impl FollowerHealth {
@@ -113,8 +120,10 @@ impl Hub {
             health: Mutex::new(FollowerHealth {
                 read_at: Instant::now(),
                 backlog: 0,
+                reads: 0,
             }),
             subscribers: Mutex::new(Subscribers::default()),
+            watched: AtomicBool::new(false),
             wake: Notify::new(),
             announcements: Notify::new(),
             others_follow: AtomicBool::new(others_follow),
@@ -149,22 +158,28 @@ impl Hub {
     }
 
     fn followed(&self, backlog: i64) {
-        *self.health.lock().expect("hub lock") = FollowerHealth {
+        let mut health = self.health.lock().expect("hub lock");
+        *health = FollowerHealth {
             read_at: Instant::now(),
             backlog,
+            reads: health.reads + 1,
         };
+        drop(health);
         metrics::gauge!(CHANGE_LOG_BACKLOG).set(backlog as f64);
     }
 
-    /// Changes may be in the log: read it without waiting for the next tick.
+    /// Changes may be in the log: read it without waiting for the next tick, if anyone here
+    /// is waiting for them.
     pub(super) fn poke(&self) {
-        self.wake.notify_one();
+        if self.watched.load(Ordering::Relaxed) {
+            self.wake.notify_one();
+        }
     }
 
     /// Changes were committed here: deliver them without waiting for the next tick, and tell
     /// the other processes (commits that come while one announcement is sent share the next).
     pub fn committed(&self) {
-        self.wake.notify_one();
+        self.poke();
         if self.others_follow.load(Ordering::Relaxed) {
             self.announcements.notify_one();
         }
@@ -179,18 +194,24 @@ impl Hub {
             .entry(session)
             .or_default()
             .push(queue.clone());
+        self.watch();
         Receiver::new(queue)
     }
 
     /// Session creations and status changes of every session from now on.
     pub fn subscribe_feed(&self) -> Receiver {
         let queue = Arc::new(Queue::default());
-        self.subscribers
-            .lock()
-            .expect("hub lock")
-            .feed
-            .push(queue.clone());
+        let mut subscribers = self.subscribers.lock().expect("hub lock");
+        subscribers.feed.push(queue.clone());
+        self.watch();
         Receiver::new(queue)
+    }
+
+    /// A subscriber came (the caller holds the subscribers' lock): commits wake the pump from
+    /// now on, and it reads what was committed since its last read.
+    fn watch(&self) {
+        self.watched.store(true, Ordering::Relaxed);
+        self.wake.notify_one();
     }
 
     fn publish(&self, change: Change) {
@@ -227,6 +248,10 @@ impl Hub {
     fn wanted(&self, rows: Vec<LoggedChange>) -> Vec<SessionEventRow> {
         let mut subscribers = self.subscribers.lock().expect("hub lock");
         subscribers.forget_closed();
+        self.watched.store(
+            !subscribers.feed.is_empty() || !subscribers.sessions.is_empty(),
+            Ordering::Relaxed,
+        );
         rows.into_iter()
             .map(|logged| logged.event)
             .filter(|change| {

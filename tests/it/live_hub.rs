@@ -1,7 +1,7 @@
 //! The per-process hub that feeds live subscriptions: late commits, failed reads, start-up,
-//! the dashboard feed, one announcement per burst of commits, pruning below every reader's position, a log
-//! pruned past a process or reset by a crash, the bound on awaited ids, and slow subscribers'
-//! byte budget.
+//! commits read at once only while watched, the dashboard feed, one announcement per burst of
+//! commits, pruning below every reader's position, a log pruned past a process or reset by a
+//! crash, the bound on awaited ids, and slow subscribers' byte budget.
 
 use std::time::Duration;
 
@@ -152,6 +152,69 @@ async fn a_first_subscriber_gets_no_changes_from_before_it_subscribed() {
         (next["kind"].as_str(), next["message"]["content"].as_str()),
         (Some("MESSAGE"), Some("after")),
         "the first change after subscribing is the new one"
+    );
+    sub.disconnect().await;
+    app.stop().await;
+}
+
+/// Reads of the change log by the server's hub, as `/readyz` reports them.
+async fn follower_reads(app: &TestApp) -> u64 {
+    let ready: Value = app
+        .client
+        .get(app.url("/readyz"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    ready["checks"]["change_log"]["reads"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no count of reads in {ready}"))
+}
+
+#[tokio::test]
+async fn commits_wake_the_follower_only_while_someone_here_subscribes() {
+    const MESSAGE: &str = "mutation ($e: ID!, $c: String!) { appendMessage(input: { executionId: $e, role: USER, content: $c }) { uuid } }";
+    let app = TestApp::start().await;
+    let a = Agent { app: &app };
+    let (session, exec) = running_execution(&a).await;
+    // Nobody here subscribes: commits leave the log to the once-a-second read.
+    let started = std::time::Instant::now();
+    let before = follower_reads(&app).await;
+    for i in 0..40 {
+        a.ok(MESSAGE, json!({ "e": exec, "c": format!("unwatched {i}") }))
+            .await;
+    }
+    let reads = follower_reads(&app).await - before;
+    let ticks = started.elapsed().as_secs() + 2;
+    assert!(
+        reads <= ticks,
+        "40 commits nobody watches took {reads} reads of the log in {:?}",
+        started.elapsed()
+    );
+    // Someone does: each commit is read at once, not at the next tick (ten ticks would take
+    // about ten seconds).
+    let mut sub = Subscription::start(
+        app.addr,
+        false,
+        json!({}),
+        "subscription ($s: ID!) { session(id: $s) { kind message { content } } }",
+        json!({ "s": session }),
+    )
+    .await;
+    assert_eq!(sub.next().await.unwrap()["session"]["kind"], "SESSION");
+    let started = std::time::Instant::now();
+    for i in 0..10 {
+        let content = format!("watched {i}");
+        a.ok(MESSAGE, json!({ "e": exec, "c": content })).await;
+        let next = sub.next().await.unwrap()["session"].clone();
+        assert_eq!(next["message"]["content"], content.as_str());
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "ten watched commits took {:?} to be delivered one after another",
+        started.elapsed()
     );
     sub.disconnect().await;
     app.stop().await;

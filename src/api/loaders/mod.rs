@@ -2,9 +2,10 @@
 //! so a query costs one SQL statement per loader per level, however many rows it touches
 //! ([`batch`] says how levels are told apart). Each loader delegates to one `Store` query
 //! (`WHERE key = ANY($1)`); all of them are built per request in [`Loaders::new`], so their
-//! caches never outlive a request. A relationship from a row at hand is keyed by the row's
-//! [`Key`] (id within session), so that its statement names the sessions it reads; only the
-//! records of global ids ([`Nodes`]) and sessions themselves are loaded by id.
+//! caches never outlive a request ([`OperationLoaders`] builds them when a field first needs
+//! one). A relationship from a row at hand is keyed by the row's [`Key`] (id within session),
+//! so that its statement names the sessions it reads; only the records of global ids
+//! ([`Nodes`]) and sessions themselves are loaded by id.
 //!
 //! A share link's loaders are bound to its session: each key says which sessions it reads
 //! ([`Reach`]), each record by id which session it belongs to, and anything beyond the link's
@@ -14,7 +15,7 @@ mod batch;
 
 use std::collections::HashMap;
 use std::marker::PhantomData;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use uuid::Uuid;
 
@@ -324,6 +325,39 @@ pub struct Nodes {
     pub chats: Loader<ById<ChatRow>>,
     pub chat_user_messages: Loader<ById<ChatUserMessageRow>>,
     pub chains: Loader<ById<ChainRow>>,
+}
+
+/// An operation's loaders, built when a field first asks for one: about seventy allocations
+/// that an operation answered from its own result (an append's `end`) never needs.
+pub struct OperationLoaders {
+    built: OnceLock<Loaders>,
+    store: Store,
+    dispatcher: Arc<Dispatcher>,
+    cached: bool,
+    bound: Option<Uuid>,
+}
+
+impl OperationLoaders {
+    /// The loaders [`Loaders::new`] will build from these, once asked.
+    pub fn new(
+        store: &Store,
+        dispatcher: &Arc<Dispatcher>,
+        cached: bool,
+        bound: Option<Uuid>,
+    ) -> Self {
+        Self {
+            built: OnceLock::new(),
+            store: store.clone(),
+            dispatcher: dispatcher.clone(),
+            cached,
+            bound,
+        }
+    }
+
+    pub fn get(&self) -> &Loaders {
+        self.built
+            .get_or_init(|| Loaders::new(&self.store, &self.dispatcher, self.cached, self.bound))
+    }
 }
 
 /// Every loader of one request.

@@ -33,7 +33,8 @@ use futures::stream::{self, BoxStream};
 use tracing::{Instrument as _, Span};
 use uuid::Uuid;
 
-use super::{CasefileSchema, Loaders, loaders::Dispatcher, loaders::UntilIdle};
+use super::CasefileSchema;
+use super::loaders::{Dispatcher, OperationLoaders, UntilIdle};
 use crate::api::Limits;
 use crate::auth::Identity;
 use crate::observe::in_span::InSpan;
@@ -189,7 +190,7 @@ impl Runner {
         };
         request.set_parsed_query(document);
         let request = request
-            .data(Loaders::new(&store, &dispatcher, cached, bound))
+            .data(OperationLoaders::new(&store, &dispatcher, cached, bound))
             .data(store)
             .data(size.clone());
         Ok(Admitted {

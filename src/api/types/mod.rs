@@ -26,7 +26,7 @@ mod tool_call;
 
 use async_graphql::Context;
 
-use super::loaders::Loaders;
+use super::loaders::{Loaders, OperationLoaders};
 use crate::error::{Error, Result};
 
 pub use access::{ApiToken, SessionHistoryEntry, Viewer};
@@ -56,7 +56,7 @@ pub use timeline::{TimelineConnection, TimelineEvent, TimelineEventEdge};
 pub use tool_call::RequestedToolCall;
 
 pub(crate) fn loaders<'a>(ctx: &Context<'a>) -> &'a Loaders {
-    ctx.data_unchecked::<Loaders>()
+    ctx.data_unchecked::<OperationLoaders>().get()
 }
 
 /// A parent that foreign keys guarantee; its absence is a bug, not a client error.
