@@ -1,8 +1,8 @@
 //! Ingest benchmark: how fast streamed content goes in through the public GraphQL API, and what
 //! the database writes for it (WAL, measured with pg_current_wal_insert_lsn; rows, from
 //! pg_stat_user_tables) and what it costs in CPU (the server's: this process less the load
-//! generator's thread; PostgreSQL's: its backends for the database, from `/proc`). Prints figures; asserts nothing about speed (these machines are shared
-//! and noisy).
+//! generator's thread; PostgreSQL's: its backends for the database, from `/proc`). Prints
+//! figures; asserts nothing about speed (these machines are shared and noisy).
 //!
 //! Streams are closed-loop clients, each on its own keep-alive connection: one
 //! `appendTimelineContent` per request, sent when the previous one is acknowledged, token-sized
@@ -448,9 +448,13 @@ async fn run(label: &str, url: Option<String>, token: Option<&str>, options: &Op
         ..HttpOptions::default()
     };
     let app = app::start(url.clone(), token, server).await;
+    let database: String = sqlx::query_scalar("SELECT current_database()")
+        .fetch_one(app.store.pool())
+        .await
+        .unwrap();
     let followers = match &url {
         Some(url) if options.other_processes > 0 => {
-            other_processes(&app, url, options.other_processes).await
+            other_processes(url, &database, options.other_processes).await
         }
         _ => Vec::new(),
     };
@@ -469,10 +473,6 @@ async fn run(label: &str, url: Option<String>, token: Option<&str>, options: &Op
         "| layout | streams | appends/s | p50 ms | p99 ms | WAL B/append | WAL B/byte | rows/append | server CPU µs/append | PostgreSQL CPU µs/append | failed |"
     );
     println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
-    let database: String = sqlx::query_scalar("SELECT current_database()")
-        .fetch_one(app.store.pool())
-        .await
-        .unwrap();
     // The embedded database runs inside this process: its CPU is the server's.
     let postgres = url.is_some().then_some(app.store.pool());
     for layout in [Layout::SessionPerStream, Layout::OneSession] {
@@ -543,11 +543,7 @@ async fn run(label: &str, url: Option<String>, token: Option<&str>, options: &Op
 
 /// `n` followers of the benchmark's database beside its server, each on a pool of its own as a
 /// replica's would be, started before the server's next heartbeat tells it they are there.
-async fn other_processes(app: &TestApp, server_url: &str, n: usize) -> Vec<Arc<Hub>> {
-    let name: String = sqlx::query_scalar("SELECT current_database()")
-        .fetch_one(app.store.pool())
-        .await
-        .unwrap();
+async fn other_processes(server_url: &str, name: &str, n: usize) -> Vec<Arc<Hub>> {
     let (base, _) = server_url.rsplit_once('/').unwrap();
     let mut followers = Vec::new();
     for _ in 0..n {

@@ -5,8 +5,8 @@
 //! (external PostgreSQL: [`super::listen`]), and once a second regardless, which is how it
 //! finds what a writer that does not announce committed. While nobody here subscribes, commits
 //! and announcements do not wake it: the once-a-second read keeps its place in the log, and the
-//! database is not asked again after every commit for changes nobody here will be sent. Each subscriber has a queue of its
-//! own ([`super::queue`]); publishing never waits for one.
+//! database is not asked again after every commit for changes nobody here will be sent. Each
+//! subscriber has a queue of its own ([`super::queue`]); publishing never waits for one.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -158,13 +158,12 @@ impl Hub {
     }
 
     fn followed(&self, backlog: i64) {
-        let mut health = self.health.lock().expect("hub lock");
-        *health = FollowerHealth {
-            read_at: Instant::now(),
-            backlog,
-            reads: health.reads + 1,
-        };
-        drop(health);
+        {
+            let mut health = self.health.lock().expect("hub lock");
+            health.read_at = Instant::now();
+            health.backlog = backlog;
+            health.reads += 1;
+        }
         metrics::gauge!(CHANGE_LOG_BACKLOG).set(backlog as f64);
     }
 

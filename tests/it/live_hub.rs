@@ -129,14 +129,11 @@ async fn a_change_whose_reading_failed_is_read_again() {
     app.stop().await;
 }
 
-#[tokio::test]
-async fn a_first_subscriber_gets_no_changes_from_before_it_subscribed() {
-    let app = TestApp::start().await;
-    let a = Agent { app: &app };
-    // Work nobody here watches.
-    let (session, exec) = running_execution(&a).await;
-    a.ok("mutation ($e: ID!) { appendMessage(input: { executionId: $e, role: USER, content: \"before\" }) { uuid } }", json!({ "e": exec })).await;
-    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+const APPEND_MESSAGE: &str = "mutation ($e: ID!, $c: String!) { appendMessage(input: { executionId: $e, role: USER, content: $c }) { uuid } }";
+
+/// A subscription to `session`'s changes with their messages' content, past its first message
+/// (the session as it stands).
+async fn session_messages(app: &TestApp, session: &str) -> Subscription {
     let mut sub = Subscription::start(
         app.addr,
         false,
@@ -146,7 +143,21 @@ async fn a_first_subscriber_gets_no_changes_from_before_it_subscribed() {
     )
     .await;
     assert_eq!(sub.next().await.unwrap()["session"]["kind"], "SESSION");
-    a.ok("mutation ($e: ID!) { appendMessage(input: { executionId: $e, role: USER, content: \"after\" }) { uuid } }", json!({ "e": exec })).await;
+    sub
+}
+
+#[tokio::test]
+async fn a_first_subscriber_gets_no_changes_from_before_it_subscribed() {
+    let app = TestApp::start().await;
+    let a = Agent { app: &app };
+    // Work nobody here watches.
+    let (session, exec) = running_execution(&a).await;
+    a.ok(APPEND_MESSAGE, json!({ "e": exec, "c": "before" }))
+        .await;
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let mut sub = session_messages(&app, &session).await;
+    a.ok(APPEND_MESSAGE, json!({ "e": exec, "c": "after" }))
+        .await;
     let next = sub.next().await.unwrap()["session"].clone();
     assert_eq!(
         (next["kind"].as_str(), next["message"]["content"].as_str()),
@@ -175,7 +186,6 @@ async fn follower_reads(app: &TestApp) -> u64 {
 
 #[tokio::test]
 async fn commits_wake_the_follower_only_while_someone_here_subscribes() {
-    const MESSAGE: &str = "mutation ($e: ID!, $c: String!) { appendMessage(input: { executionId: $e, role: USER, content: $c }) { uuid } }";
     let app = TestApp::start().await;
     let a = Agent { app: &app };
     let (session, exec) = running_execution(&a).await;
@@ -183,8 +193,11 @@ async fn commits_wake_the_follower_only_while_someone_here_subscribes() {
     let started = std::time::Instant::now();
     let before = follower_reads(&app).await;
     for i in 0..40 {
-        a.ok(MESSAGE, json!({ "e": exec, "c": format!("unwatched {i}") }))
-            .await;
+        a.ok(
+            APPEND_MESSAGE,
+            json!({ "e": exec, "c": format!("unwatched {i}") }),
+        )
+        .await;
     }
     let reads = follower_reads(&app).await - before;
     let ticks = started.elapsed().as_secs() + 2;
@@ -195,19 +208,12 @@ async fn commits_wake_the_follower_only_while_someone_here_subscribes() {
     );
     // Someone does: each commit is read at once, not at the next tick (ten ticks would take
     // about ten seconds).
-    let mut sub = Subscription::start(
-        app.addr,
-        false,
-        json!({}),
-        "subscription ($s: ID!) { session(id: $s) { kind message { content } } }",
-        json!({ "s": session }),
-    )
-    .await;
-    assert_eq!(sub.next().await.unwrap()["session"]["kind"], "SESSION");
+    let mut sub = session_messages(&app, &session).await;
     let started = std::time::Instant::now();
     for i in 0..10 {
         let content = format!("watched {i}");
-        a.ok(MESSAGE, json!({ "e": exec, "c": content })).await;
+        a.ok(APPEND_MESSAGE, json!({ "e": exec, "c": content }))
+            .await;
         let next = sub.next().await.unwrap()["session"].clone();
         assert_eq!(next["message"]["content"], content.as_str());
     }
