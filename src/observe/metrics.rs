@@ -15,6 +15,7 @@ pub const GRAPHQL_REQUEST_DURATION: &str = "casefile_graphql_request_duration_se
 pub const GRAPHQL_LOADER_BATCHES: &str = "casefile_graphql_loader_batches";
 pub const GRAPHQL_SQL_STATEMENTS: &str = "casefile_graphql_sql_statements";
 pub const GRAPHQL_LOADER_ROUND_TRIPS: &str = "casefile_graphql_loader_round_trips";
+pub const GRAPHQL_VALIDATIONS: &str = "casefile_graphql_validations_total";
 pub const HTTP_REQUESTS: &str = "casefile_http_requests_total";
 pub const HTTP_REQUEST_DURATION: &str = "casefile_http_request_duration_seconds";
 pub const OPEN_STREAMS: &str = "casefile_open_streams";
@@ -120,6 +121,11 @@ fn describe() {
     describe_histogram!(
         GRAPHQL_LOADER_ROUND_TRIPS,
         "Times one query or mutation waited for DataLoader batches (those of one wave run concurrently)"
+    );
+    describe_counter!(
+        GRAPHQL_VALIDATIONS,
+        "Operations validated, by pass: in full (`full`), or by the verdict kept from an earlier \
+         full pass of the same document and operation, checking only their variables (`kept`)"
     );
     describe_histogram!(
         GRAPHQL_SQL_STATEMENTS,

@@ -23,6 +23,7 @@ mod hardening;
 mod http;
 mod input_limits;
 mod integrity;
+mod kept_verdicts;
 mod lifecycle;
 mod limits;
 mod list_plans;

@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 use async_graphql::extensions::{
     Extension, ExtensionContext, ExtensionFactory, NextExecute, NextValidation,
 };
-use async_graphql::{Response, ServerError, ValidationResult, Value};
+use async_graphql::{Response, SchemaEnv, ServerError, ValidationResult, Value};
 
 use super::codes::code_validation_error;
 
@@ -24,12 +24,23 @@ impl Figures {
     }
 }
 
-/// Installs the check on the checking schema.
-pub struct Check;
+/// Installs the check on a checking schema; keeps the schema's types (its registry) for the
+/// verdicts checked without it (see [`super::verdicts`]).
+#[derive(Clone, Default)]
+pub struct Check {
+    schema: Arc<OnceLock<SchemaEnv>>,
+}
+
+impl Check {
+    /// The schema's types, once it has checked an operation.
+    pub fn schema(&self) -> Option<&SchemaEnv> {
+        self.schema.get()
+    }
+}
 
 impl ExtensionFactory for Check {
     fn create(&self) -> Arc<dyn Extension> {
-        Arc::new(Check)
+        Arc::new(self.clone())
     }
 }
 
@@ -44,6 +55,7 @@ impl Extension for Check {
             errors.iter_mut().for_each(code_validation_error);
             errors
         })?;
+        self.schema.get_or_init(|| ctx.schema_env.clone());
         if let Some(figures) = ctx.data_opt::<Figures>() {
             let _ = figures.0.set(result);
         }

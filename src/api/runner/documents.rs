@@ -13,6 +13,7 @@ use moka::sync::Cache;
 
 use super::apart::heavy;
 use super::codes::parse_failed;
+use super::verdicts::Verdicts;
 use super::{limits, text};
 use crate::api::Limits;
 
@@ -48,6 +49,8 @@ pub fn selected_operation<'a>(
 pub struct Parsed {
     pub document: ExecutableDocument,
     pub selections: u64,
+    /// Its operations' validation verdicts (shared by every copy of the kept document).
+    pub verdicts: Arc<Verdicts>,
     /// Tokens of its text.
     tokens: usize,
 }
@@ -105,6 +108,7 @@ impl Documents {
         Ok(Arc::new(Parsed {
             document,
             selections,
+            verdicts: Arc::default(),
             tokens,
         }))
     }

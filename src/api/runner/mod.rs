@@ -20,6 +20,7 @@ pub mod persisted;
 mod report;
 pub mod response_size;
 mod text;
+mod verdicts;
 
 use std::any::TypeId;
 use std::sync::Arc;
@@ -38,6 +39,7 @@ use super::loaders::{Dispatcher, OperationLoaders, UntilIdle};
 use crate::api::Limits;
 use crate::auth::Identity;
 use crate::observe::in_span::InSpan;
+use crate::observe::metrics::GRAPHQL_VALIDATIONS;
 use crate::observe::request::{OPERATION_WORK, OperationWork};
 use crate::store::Store;
 use apart::Apart;
@@ -50,6 +52,7 @@ pub use limits::{CostBudget, coded_error};
 use persisted::PersistedQueries;
 use report::Report;
 use response_size::ResponseSize;
+use verdicts::Verdicts;
 
 /// Documents expanding to more selections than this are validated off the runtime's worker
 /// threads (see [`apart`]): a few milliseconds of work and more.
@@ -67,6 +70,11 @@ struct Inner {
     schema: CasefileSchema,
     /// Validates in full and keeps the figures; executes nothing.
     checker: CasefileSchema,
+    /// Computes the figures alone (the fast pass), for an operation whose verdict is kept but
+    /// whose cost reads its variables; executes nothing.
+    figures: CasefileSchema,
+    /// The checker's extension, which holds the schema's types once it has run.
+    check: Check,
     store: Store,
     limits: Limits,
     documents: Documents,
@@ -104,9 +112,15 @@ impl Runner {
         // recursion depth, 32 unless told: the same bound as the text's nesting.
         let build = || build().limit_recursive_depth(limits.max_query_nesting);
         let schema = build().validation_mode(ValidationMode::Fast).finish();
+        let check = Check::default();
         Runner(Arc::new(Inner {
             schema,
-            checker: build().extension(Check).finish(),
+            checker: build().extension(check.clone()).finish(),
+            figures: build()
+                .validation_mode(ValidationMode::Fast)
+                .extension(Check::default())
+                .finish(),
+            check,
             introspection,
             store,
             limits,
@@ -140,13 +154,16 @@ impl Runner {
         let Parsed {
             document,
             selections,
+            verdicts,
             ..
         } = parsed;
         if let Err(err) = limits::check_shape(&inner.limits, &document) {
             return Err(vec![err]);
         }
 
-        let mut figures = self.validate(&request, &document, selections).await?;
+        let mut figures = self
+            .validate(&request, &document, selections, &verdicts)
+            .await?;
         // Introspection, priced by what it answers (async-graphql counted each of its fields
         // once; that stays, as the walk's own cost).
         let weigh = || {
@@ -201,9 +218,55 @@ impl Runner {
         })
     }
 
-    /// Validates the document in full (on the checker), and its figures: depth, cost.
+    /// Validates the operation, and its figures: depth, cost. In full (on the checker) the first
+    /// time; after that by its kept verdict (see [`verdicts`]).
     async fn validate(
         &self,
+        request: &Request,
+        document: &ExecutableDocument,
+        selections: u64,
+        verdicts: &Verdicts,
+    ) -> Result<ValidationResult, Vec<ServerError>> {
+        let inner = &self.0;
+        let operation_name = request.operation_name.as_deref();
+        let schema = inner.check.schema();
+        if let (Some(verdict), Some(schema)) = (verdicts.get(operation_name), schema) {
+            metrics::counter!(GRAPHQL_VALIDATIONS, "pass" => "kept").increment(1);
+            let (mut errors, figures) = verdict.check(&schema.registry, &request.variables);
+            let figures = match figures {
+                Some(figures) => Ok(figures),
+                None => {
+                    self.figures(&inner.figures, request, document, selections)
+                        .await
+                }
+            };
+            return match figures {
+                Ok(figures) if errors.is_empty() => Ok(figures),
+                Ok(_) => Err(errors),
+                Err(more) => {
+                    errors.extend(more);
+                    Err(errors)
+                }
+            };
+        }
+        metrics::counter!(GRAPHQL_VALIDATIONS, "pass" => "full").increment(1);
+        let figures = self
+            .figures(&inner.checker, request, document, selections)
+            .await?;
+        // A verdict is kept for the documents sent over and over, which are small; a larger one
+        // (validated off the worker threads) is not walked again to list its arguments here.
+        if let Some(schema) = inner.check.schema()
+            && selections <= VALIDATED_APART
+        {
+            verdicts.keep(&schema.registry, document, operation_name, figures);
+        }
+        Ok(figures)
+    }
+
+    /// The figures `checker` computes for the request's operation, or its validation errors.
+    async fn figures(
+        &self,
+        checker: &CasefileSchema,
         request: &Request,
         document: &ExecutableDocument,
         selections: u64,
@@ -215,7 +278,7 @@ impl Runner {
         probe.operation_name = request.operation_name.clone();
         probe.set_parsed_query(document.clone());
         let checked = Apart::new(
-            Box::pin(self.0.checker.execute(probe)),
+            Box::pin(checker.execute(probe)),
             selections > VALIDATED_APART,
         )
         .await;
