@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::common::TestApp;
+use crate::operations::{sample, scrape};
 
 async fn post(app: &TestApp, query: &str, operation: Option<&str>, variables: &Value) -> Value {
     let mut request = app
@@ -17,22 +18,12 @@ async fn post(app: &TestApp, query: &str, operation: Option<&str>, variables: &V
 }
 
 async fn kept_validations(app: &TestApp) -> f64 {
-    let metrics = app
-        .client
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    metrics
-        .lines()
-        .find_map(|line| {
-            line.strip_prefix("casefile_graphql_validations_total{pass=\"kept\"} ")
-                .map(|value| value.parse().unwrap())
-        })
-        .unwrap_or(0.0)
+    sample(
+        &scrape(app).await,
+        "casefile_graphql_validations_total",
+        &["pass=\"kept\""],
+    )
+    .unwrap_or(0.0)
 }
 
 /// A document, the operation to run, variables its full pass accepts, and variables it refuses

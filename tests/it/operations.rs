@@ -12,7 +12,7 @@ use crate::write_api::Agent;
 use casefile::http::{HttpOptions, MetricsOptions};
 
 /// The value of the first sample of `name` whose labels include every one of `labels`.
-fn sample(metrics: &str, name: &str, labels: &[&str]) -> Option<f64> {
+pub fn sample(metrics: &str, name: &str, labels: &[&str]) -> Option<f64> {
     metrics.lines().find_map(|line| {
         let (series, value) = line.rsplit_once(' ')?;
         let (metric, rest) = series.split_once('{').unwrap_or((series, ""));
@@ -20,7 +20,7 @@ fn sample(metrics: &str, name: &str, labels: &[&str]) -> Option<f64> {
     })
 }
 
-async fn scrape(app: &TestApp) -> String {
+pub async fn scrape(app: &TestApp) -> String {
     let response = app.client.get(app.url("/metrics")).send().await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     assert!(
