@@ -304,6 +304,10 @@ pub fn describe(constraint: &str) -> Option<&'static str> {
             "the session's event order was written by another transaction at once; retry"
         }
         "session_events_position_check" => "event positions start at 1",
+        "session_events_run_check" => {
+            "a run of appends in the event order holds 2–1,000 appends, each with its event, \
+             place and characters"
+        }
         "session_feed_position_check" => "feed positions start at 1",
         "event_stream_tickets_ticket_hash_check" => "a stream ticket's hash is 32 bytes",
         "event_stream_tickets_role_check" => "`role` is not one of its values",

@@ -187,8 +187,27 @@ where
     Ok(to.map(|to| Transition { to, from }))
 }
 
-pub(super) const COLUMNS: &str = "session_id, position, kind, entity_id, stage_id, execution_id, \
-    sequence_number, start_offset, end_offset, status, previous_status, created_at";
+/// The longest run a row of the log holds (`migrations/0117`: a group's appends to one session,
+/// at most a group's size, as its check says): the row holding a position is at most this far
+/// above it.
+const LONGEST_RUN: i64 = 1_000;
+
+/// Each row `s` of `session_events` as the changes it records (`e`, with the columns a
+/// [`SessionEventRow`] reads): itself, or, for a row holding a run of a group's appends to its
+/// session (`migrations/0117`), one change per append, at its position.
+pub(super) const EXPANDED: &str = "CROSS JOIN LATERAL ( \
+        SELECT s.session_id, s.position, s.kind, s.entity_id, s.stage_id, s.execution_id, \
+               s.sequence_number, s.start_offset, s.end_offset, s.status, s.previous_status, \
+               s.created_at \
+        WHERE s.run_events IS NULL \
+        UNION ALL \
+        SELECT s.session_id, s.position - cardinality(s.run_events) + r.i, s.kind, r.event, \
+               r.stage_id, r.execution_id, r.sequence_number, r.start_offset, r.end_offset, \
+               NULL, NULL, s.created_at \
+        FROM unnest(s.run_events, s.run_stages, s.run_executions, s.run_sequences, \
+                    s.run_starts, s.run_ends) WITH ORDINALITY \
+             AS r (event, stage_id, execution_id, sequence_number, start_offset, end_offset, i) \
+        WHERE s.run_events IS NOT NULL) e";
 
 /// Which of a session's events a page of its event log reads: those strictly between `after`
 /// and `before`, of these kinds, stages and executions (each: any when empty). The executions
@@ -215,7 +234,12 @@ impl EventRange {
             arguments.add(&self.kinds)?;
             arguments.add(&self.stages)?;
             arguments.add(&self.executions)?;
-            arguments.add(limit)
+            arguments.add(limit)?;
+            // The rows to read: a run holding positions below `before` may end above it.
+            arguments.add(
+                self.before
+                    .map_or(i64::MAX, |before| before.saturating_add(LONGEST_RUN)),
+            )
         })();
         bound.map_err(sqlx::Error::Encode)?;
         Ok(arguments)
@@ -223,15 +247,51 @@ impl EventRange {
 }
 
 /// The statement of a page of the event log, read along the primary key from either end.
+///
+/// A row of the log may hold a run of appends (`migrations/0117`), so the page is read in two
+/// steps. First the rows that record at least one of its changes (a run, when one of its appends
+/// is in range and passes the filters; `$8` bounds the rows a run below `before` may end at), in
+/// key order, at most `limit`: the page's changes are within them. Then the changes of those
+/// rows, in order; unfiltered, only of the rows needed to fill the page (the changes each row
+/// records in range are known from its bounds), so a page of runs expands about `limit` changes,
+/// not `limit` runs.
 fn range_statement(prefix: &str, backward: bool) -> String {
     let order = if backward { "DESC" } else { "ASC" };
+    // Whether a change (or a plain row) `of` passes the stage and execution filters.
+    let passes = |of: &str| {
+        format!(
+            "(cardinality($5::uuid[]) = 0 OR {of}.stage_id = ANY($5)) \
+             AND (cardinality($6::uuid[]) = 0 OR {of}.execution_id = ANY($6) \
+                  OR {of}.kind = 'execution')"
+        )
+    };
+    let (row_passes, change_passes) = (passes("s"), passes("e"));
     format!(
-        "{prefix}SELECT {COLUMNS} FROM session_events \
-         WHERE session_id = $1 AND position > $2 AND position < $3 \
-           AND (cardinality($4::change_kind[]) = 0 OR kind = ANY($4)) \
-           AND (cardinality($5::uuid[]) = 0 OR stage_id = ANY($5)) \
-           AND (cardinality($6::uuid[]) = 0 OR execution_id = ANY($6) OR kind = 'execution') \
-         ORDER BY position {order} LIMIT $7"
+        "{prefix}SELECT e.* FROM ( \
+             SELECT s.*, coalesce(sum(least(s.position, $3 - 1) \
+                                      - greatest(s.position \
+                                                 - coalesce(cardinality(s.run_events), 1) + 1, \
+                                                 $2 + 1) + 1) \
+                                  OVER (ORDER BY s.position {order} \
+                                        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) \
+                        AS changes_before \
+             FROM (SELECT s.* FROM session_events s \
+                   WHERE s.session_id = $1 AND s.position > $2 AND s.position < $8 \
+                     AND (s.position < $3 \
+                          OR (s.run_events IS NOT NULL \
+                              AND s.position - cardinality(s.run_events) + 1 < $3)) \
+                     AND (cardinality($4::change_kind[]) = 0 OR s.kind = ANY($4)) \
+                     AND ((cardinality($5::uuid[]) = 0 AND cardinality($6::uuid[]) = 0) \
+                          OR CASE WHEN s.run_events IS NULL THEN {row_passes} \
+                                  ELSE EXISTS (SELECT FROM (VALUES (1)) AS one {EXPANDED} \
+                                               WHERE e.position > $2 AND e.position < $3 \
+                                                 AND {change_passes}) END) \
+                   ORDER BY s.position {order} LIMIT $7) s) s \
+         {EXPANDED} \
+         WHERE (s.changes_before < $7 OR cardinality($5::uuid[]) > 0 \
+                OR cardinality($6::uuid[]) > 0) \
+           AND e.position > $2 AND e.position < $3 AND {change_passes} \
+         ORDER BY e.position {order} LIMIT $7"
     )
 }
 
@@ -272,15 +332,12 @@ impl Store {
         after: i64,
         limit: i64,
     ) -> Result<Vec<SessionEventRow>> {
-        Ok(sqlx::query_as(&format!(
-            "SELECT {COLUMNS} FROM session_events \
-             WHERE session_id = $1 AND position > $2 ORDER BY position LIMIT $3"
-        ))
-        .bind(session)
-        .bind(after)
-        .bind(limit)
-        .fetch_all(self.reader().await?.traced())
-        .await?)
+        let range = EventRange {
+            session,
+            after,
+            ..EventRange::default()
+        };
+        self.session_events_in(&range, false, limit).await
     }
 
     /// The position of a session's latest event (0 when it has none).

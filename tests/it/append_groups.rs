@@ -2,8 +2,11 @@
 //! in order, positions without gaps, and an append a group cannot store decided alone without
 //! failing the others.
 
+use std::collections::HashMap;
+
+use casefile::store::session_events::{ChangeKind, SessionEventRow};
 use serde_json::{Value, json};
-use sqlx::{Connection as _, PgPool};
+use sqlx::Connection as _;
 use uuid::Uuid;
 
 use crate::common::TestApp;
@@ -13,15 +16,21 @@ fn code(body: &Value) -> Option<&str> {
     body["errors"][0]["extensions"]["code"].as_str()
 }
 
+/// A timeline event's place: its stage, execution and sequence number.
+type Place = (Option<Uuid>, Option<Uuid>, Option<i64>);
+
+/// A session's changes as its event log reads them.
+async fn log(app: &TestApp, session: &str) -> Vec<SessionEventRow> {
+    app.store
+        .session_events_after(Uuid::parse_str(session).unwrap(), 0, 1_000_000)
+        .await
+        .unwrap()
+}
+
 /// A session's positions: how many, and the highest.
-async fn positions(pool: &PgPool, session: &str) -> (i64, i64) {
-    sqlx::query_as(
-        "SELECT count(*), coalesce(max(position), 0) FROM session_events WHERE session_id = $1",
-    )
-    .bind(Uuid::parse_str(session).unwrap())
-    .fetch_one(pool)
-    .await
-    .unwrap()
+async fn positions(app: &TestApp, session: &str) -> (i64, i64) {
+    let log = log(app, session).await;
+    (log.len() as i64, log.last().map_or(0, |row| row.position))
 }
 
 /// Streams `pieces` into `event`, one single append each, each sent once the last is answered.
@@ -64,7 +73,7 @@ async fn concurrent_streams_store_each_append_once_in_order() {
         .collect();
     let mut before = Vec::new();
     for session in &sessions {
-        before.push(positions(app.store.pool(), session).await);
+        before.push(positions(&app, session).await);
     }
 
     futures::future::join_all(
@@ -84,7 +93,7 @@ async fn concurrent_streams_store_each_append_once_in_order() {
     // One chunk and one position per append, numbered without gaps.
     for (session, (count, last)) in sessions.iter().zip(before) {
         let streams = events.iter().filter(|(s, _)| s == session).count() as i64;
-        let (count_after, last_after) = positions(app.store.pool(), session).await;
+        let (count_after, last_after) = positions(&app, session).await;
         assert_eq!(count_after - count, streams * PIECES as i64);
         assert_eq!(last_after - last, streams * PIECES as i64);
         assert_eq!(
@@ -96,20 +105,37 @@ async fn concurrent_streams_store_each_append_once_in_order() {
         .iter()
         .map(|(_, e)| Uuid::parse_str(e).unwrap())
         .collect();
+    let mut logs = Vec::new();
+    for session in &sessions {
+        logs.push(log(&app, session).await);
+    }
+    let places: HashMap<Uuid, Place> = sqlx::query_as(
+        "SELECT id, stage_id, execution_id, sequence_number FROM timeline_events \
+         WHERE id = ANY($1)",
+    )
+    .bind(&ids)
+    .fetch_all(app.store.pool())
+    .await
+    .unwrap()
+    .into_iter()
+    .map(|(id, stage, execution, sequence)| (id, (Some(stage), Some(execution), Some(sequence))))
+    .collect();
     // What a group records of its appends is what the trigger records of one: each event's
     // appends, in position order, cover its text end to end, with the event's place.
     for (event, pieces) in ids.iter().zip(&pieces) {
-        let recorded: Vec<(i32, i32, bool)> = sqlx::query_as(
-            "SELECT v.start_offset, v.end_offset, \
-                    (v.stage_id, v.execution_id, v.sequence_number) \
-                        = (e.stage_id, e.execution_id, e.sequence_number) \
-             FROM session_events v JOIN timeline_events e ON e.id = v.entity_id \
-             WHERE v.entity_id = $1 AND v.kind = 'event_appended' ORDER BY v.position",
-        )
-        .bind(event)
-        .fetch_all(app.store.pool())
-        .await
-        .unwrap();
+        let recorded: Vec<(i32, i32, bool)> = logs
+            .iter()
+            .flatten()
+            .filter(|row| row.entity_id == *event && row.kind == ChangeKind::EventAppended)
+            .map(|row| {
+                let place = places[event];
+                (
+                    row.start_offset.unwrap(),
+                    row.end_offset.unwrap(),
+                    (row.stage_id, row.execution_id, row.sequence_number) == place,
+                )
+            })
+            .collect();
         let mut end = 0;
         let expected: Vec<(i32, i32, bool)> = pieces
             .iter()
@@ -187,7 +213,7 @@ async fn an_append_a_group_cannot_store_is_decided_alone() {
         a.content(&gapped).await,
         (String::new(), "STREAMING".to_owned())
     );
-    let (count, last) = positions(app.store.pool(), &session).await;
+    let (count, last) = positions(&app, &session).await;
     assert_eq!(count, last, "positions 1..{last} have gaps");
     app.stop().await;
 }
@@ -288,5 +314,274 @@ async fn a_deleted_streaming_event_leaves_no_chunk_behind() {
     tx.commit().await.unwrap();
     deleting.await.unwrap();
     assert_eq!(chunks_of(event).await, 0, "the committed chunk went too");
+    app.stop().await;
+}
+
+/// A change as the test compares it: position, kind, event, its place, and the characters.
+type Change = (
+    i64,
+    ChangeKind,
+    Uuid,
+    Option<Uuid>,
+    Option<Uuid>,
+    Option<i64>,
+    Option<i32>,
+    Option<i32>,
+);
+
+fn change(row: &SessionEventRow) -> Change {
+    (
+        row.position,
+        row.kind,
+        row.entity_id,
+        row.stage_id,
+        row.execution_id,
+        row.sequence_number,
+        row.start_offset,
+        row.end_offset,
+    )
+}
+
+/// A row of `session_events` as stored: its columns, and its run's arrays when it holds one.
+#[derive(sqlx::FromRow)]
+struct StoredRow {
+    position: i64,
+    kind: ChangeKind,
+    entity_id: Uuid,
+    stage_id: Option<Uuid>,
+    execution_id: Option<Uuid>,
+    sequence_number: Option<i64>,
+    start_offset: Option<i32>,
+    end_offset: Option<i32>,
+    run_events: Option<Vec<Uuid>>,
+    run_stages: Option<Vec<Uuid>>,
+    run_executions: Option<Vec<Uuid>>,
+    run_sequences: Option<Vec<i64>>,
+    run_starts: Option<Vec<i32>>,
+    run_ends: Option<Vec<i32>>,
+}
+
+/// A session's changes from its stored rows, expanded here (independently of the store's SQL),
+/// and how many of those rows hold a run.
+async fn stored_changes(app: &TestApp, session: Uuid) -> (Vec<Change>, usize) {
+    let rows: Vec<StoredRow> = sqlx::query_as(
+        "SELECT position, kind, entity_id, stage_id, execution_id, sequence_number, \
+                start_offset, end_offset, run_events, run_stages, run_executions, \
+                run_sequences, run_starts, run_ends \
+         FROM session_events WHERE session_id = $1 ORDER BY position",
+    )
+    .bind(session)
+    .fetch_all(app.store.pool())
+    .await
+    .unwrap();
+    let mut changes = Vec::new();
+    let mut runs = 0;
+    for row in rows {
+        let Some(events) = row.run_events else {
+            changes.push((
+                row.position,
+                row.kind,
+                row.entity_id,
+                row.stage_id,
+                row.execution_id,
+                row.sequence_number,
+                row.start_offset,
+                row.end_offset,
+            ));
+            continue;
+        };
+        runs += 1;
+        let (stages, executions) = (row.run_stages.unwrap(), row.run_executions.unwrap());
+        let (sequences, starts) = (row.run_sequences.unwrap(), row.run_starts.unwrap());
+        let ends = row.run_ends.unwrap();
+        let first = row.position - events.len() as i64 + 1;
+        for (i, event) in events.into_iter().enumerate() {
+            changes.push((
+                first + i as i64,
+                ChangeKind::EventAppended,
+                event,
+                Some(stages[i]),
+                Some(executions[i]),
+                Some(sequences[i]),
+                Some(starts[i]),
+                Some(ends[i]),
+            ));
+        }
+    }
+    (changes, runs)
+}
+
+/// Stores `appends` (event, offset, text) as one group, as the group driver does.
+async fn group(app: &TestApp, appends: &[(&str, i64, &str)]) {
+    let events: Vec<Uuid> = appends
+        .iter()
+        .map(|(e, _, _)| Uuid::parse_str(e).unwrap())
+        .collect();
+    let starts: Vec<i64> = appends.iter().map(|(_, o, _)| *o).collect();
+    let deltas: Vec<&str> = appends.iter().map(|(_, _, d)| *d).collect();
+    let mut tx = app.store.pool().begin().await.unwrap();
+    let stored: Vec<bool> =
+        sqlx::query_scalar("SELECT stored FROM append_timeline_chunks($1, $2, $3, 1000000)")
+            .bind(&events)
+            .bind(&starts)
+            .bind(&deltas)
+            .fetch_all(&mut *tx)
+            .await
+            .unwrap();
+    tx.commit().await.unwrap();
+    assert!(stored.iter().all(|s| *s), "{stored:?}");
+}
+
+#[tokio::test]
+async fn a_groups_appends_to_one_session_read_as_the_changes_they_are() {
+    use casefile::store::session_events::EventRange;
+
+    let app = TestApp::start().await;
+    let a = Agent { app: &app };
+    let session = a.session().await;
+    let stage = a.stage(&session, 0, 2, Some("ALL")).await;
+    let (left, right) = (
+        a.execution(&stage, 1, "Left").await,
+        a.execution(&stage, 2, "Right").await,
+    );
+    let (l1, _) = a.event(&left, "STREAMING").await;
+    let (l2, _) = a.event(&left, "STREAMING").await;
+    let (r1, _) = a.event(&right, "STREAMING").await;
+    let other = a.session().await;
+    let other_stage = a.stage(&other, 0, 1, None).await;
+    let other_execution = a.execution(&other_stage, 1, "Other").await;
+    let (o1, _) = a.event(&other_execution, "STREAMING").await;
+
+    // Three appends to the session and one to another in one group, a plain change, a group of
+    // two, a single append, and another group of three.
+    group(
+        &app,
+        &[
+            (&l1, 0, "l1a"),
+            (&r1, 0, "r1a"),
+            (&o1, 0, "o"),
+            (&l2, 0, "l2a"),
+        ],
+    )
+    .await;
+    a.event(&right, "STREAMING").await;
+    group(&app, &[(&r1, 3, "r1b"), (&l1, 3, "l1b")]).await;
+    group(&app, &[(&l2, 3, "l2b")]).await;
+    group(&app, &[(&l1, 6, "l1c"), (&l2, 6, "l2c"), (&r1, 6, "r1c")]).await;
+
+    let id = Uuid::parse_str(&session).unwrap();
+    let (expected, runs) = stored_changes(&app, id).await;
+    assert_eq!(runs, 3, "{expected:?}");
+    let last = expected.len() as i64;
+    assert_eq!(
+        expected.iter().map(|c| c.0).collect::<Vec<_>>(),
+        (1..=last).collect::<Vec<_>>()
+    );
+    // The appends are the texts sent, in the order sent.
+    let appended: Vec<(Uuid, i32, i32)> = expected
+        .iter()
+        .filter(|c| c.1 == ChangeKind::EventAppended)
+        .map(|c| (c.2, c.6.unwrap(), c.7.unwrap()))
+        .collect();
+    let [l1, l2, r1] = [&l1, &l2, &r1].map(|e| Uuid::parse_str(e).unwrap());
+    assert_eq!(
+        appended,
+        [
+            (l1, 0, 3),
+            (r1, 0, 3),
+            (l2, 0, 3),
+            (r1, 3, 6),
+            (l1, 3, 6),
+            (l2, 3, 6),
+            (l1, 6, 9),
+            (l2, 6, 9),
+            (r1, 6, 9)
+        ]
+    );
+
+    // Every page, either way, filtered or not, is the stored changes' slice.
+    let stage_id = Uuid::parse_str(&stage).unwrap();
+    let right_id = Uuid::parse_str(&right).unwrap();
+    let filters: [(Vec<ChangeKind>, Vec<Uuid>, Vec<Uuid>); 5] = [
+        (vec![], vec![], vec![]),
+        (vec![ChangeKind::EventAppended], vec![], vec![]),
+        (vec![ChangeKind::EventCreated], vec![], vec![]),
+        (vec![], vec![stage_id], vec![]),
+        (vec![], vec![], vec![right_id]),
+    ];
+    let mut pages = 0;
+    for (kinds, stages, executions) in &filters {
+        for after in 0..=last {
+            for before in [None, Some(after + 2), Some(after + 5)] {
+                let range = EventRange {
+                    session: id,
+                    after,
+                    before,
+                    kinds: kinds.clone(),
+                    stages: stages.clone(),
+                    executions: executions.clone(),
+                };
+                let matching: Vec<Change> = expected
+                    .iter()
+                    .filter(|c| c.0 > after && before.is_none_or(|b| c.0 < b))
+                    .filter(|c| kinds.is_empty() || kinds.contains(&c.1))
+                    .filter(|c| stages.is_empty() || c.3.is_some_and(|s| stages.contains(&s)))
+                    .filter(|c| {
+                        executions.is_empty()
+                            || c.1 == ChangeKind::Execution
+                            || c.4.is_some_and(|x| executions.contains(&x))
+                    })
+                    .cloned()
+                    .collect();
+                for limit in [1, 3, 100] {
+                    for backward in [false, true] {
+                        let page: Vec<Change> = app
+                            .store
+                            .session_events_in(&range, backward, limit)
+                            .await
+                            .unwrap()
+                            .iter()
+                            .map(change)
+                            .collect();
+                        let mut want = matching.clone();
+                        if backward {
+                            want.reverse();
+                        }
+                        want.truncate(limit as usize);
+                        assert_eq!(page, want, "{range:?} backward {backward} limit {limit}");
+                        pages += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(pages > 1000);
+
+    // The change log's follower reads each position as the change it is.
+    let read = app.store.read_change_log(0, &[], 10_000).await.unwrap();
+    let followed: Vec<Change> = read
+        .rows
+        .iter()
+        .filter(|c| c.event.session_id == id)
+        .map(|c| change(&c.event))
+        .collect();
+    assert_eq!(followed, expected);
+    // And each append's text is found from the change.
+    let log = log(&app, &session).await;
+    let appends: Vec<&SessionEventRow> = log
+        .iter()
+        .filter(|r| r.kind == ChangeKind::EventAppended)
+        .collect();
+    let texts = app.store.appended_texts(&appends).await.unwrap();
+    let sent: Vec<String> = appends
+        .iter()
+        .map(|r| texts[&(id, r.position)].text.clone().unwrap())
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            "l1a", "r1a", "l2a", "r1b", "l1b", "l2b", "l1c", "l2c", "r1c"
+        ]
+    );
     app.stop().await;
 }

@@ -917,13 +917,14 @@ async fn sixteen_concurrent_writers_get_gapless_sequence_numbers() {
     .unwrap();
     assert_eq!(stored, all);
     // The session's one order of everything has no gap either, whatever the commits' order.
-    let positions: Vec<i64> = sqlx::query_scalar(
-        "SELECT position FROM session_events WHERE session_id = $1::uuid ORDER BY 1",
-    )
-    .bind(&session)
-    .fetch_all(app.store.pool())
-    .await
-    .unwrap();
+    let positions: Vec<i64> = app
+        .store
+        .session_events_after(uuid::Uuid::parse_str(&session).unwrap(), 0, 1_000_000)
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.position)
+        .collect();
     assert!(positions.len() > 2 * 16 * PER_WRITER, "{}", positions.len());
     assert_eq!(positions, (1..=positions.len() as i64).collect::<Vec<_>>());
     app.stop().await;
