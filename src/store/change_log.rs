@@ -10,7 +10,7 @@ use sqlx::{FromRow, PgExecutor, Row as _};
 use uuid::Uuid;
 
 use super::Store;
-use super::session_events::{EXPANDED, SessionEventRow};
+use super::session_events::{SessionEventRow, change_at};
 use crate::error::Result;
 
 /// A change as the log announced it: its log id, and the session event.
@@ -57,8 +57,7 @@ const SNAPSHOT: &str = "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bi
 /// without the values) walked the whole log in id order and filtered it, a read that grew with
 /// the log (4 ms a read at 2,000 appends a second, PostgreSQL's costliest statement then).
 /// Each change's event is looked up by its key (the limit keeps it a look-up): as a join, a plan
-/// kept from while the event log was small scanned all of it on every read. The row holding a
-/// position is the first at or above it (a run of appends ends at its row's position).
+/// kept from while the event log was small scanned all of it on every read.
 fn read_change_log_statement() -> String {
     format!(
         "SELECT s.*, c.* FROM ({SNAPSHOT}) s \
@@ -69,12 +68,9 @@ fn read_change_log_statement() -> String {
                  UNION ALL \
                  SELECT id, session_id, position FROM live_changes \
                  WHERE id = ANY($2) AND id <= $1) l \
-             CROSS JOIN LATERAL ( \
-                 SELECT e.* FROM (SELECT * FROM session_events s \
-                                  WHERE s.session_id = l.session_id AND s.position >= l.position \
-                                  ORDER BY s.position LIMIT 1) s \
-                 {EXPANDED} WHERE e.position = l.position) e \
-             ORDER BY l.id LIMIT $3) c ON true"
+             {change} \
+             ORDER BY l.id LIMIT $3) c ON true",
+        change = change_at("l.session_id", "l.position"),
     )
 }
 

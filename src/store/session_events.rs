@@ -195,7 +195,7 @@ const LONGEST_RUN: i64 = 1_000;
 /// Each row `s` of `session_events` as the changes it records (`e`, with the columns a
 /// [`SessionEventRow`] reads): itself, or, for a row holding a run of a group's appends to its
 /// session (`migrations/0117`), one change per append, at its position.
-pub(super) const EXPANDED: &str = "CROSS JOIN LATERAL ( \
+const EXPANDED: &str = "CROSS JOIN LATERAL ( \
         SELECT s.session_id, s.position, s.kind, s.entity_id, s.stage_id, s.execution_id, \
                s.sequence_number, s.start_offset, s.end_offset, s.status, s.previous_status, \
                s.created_at \
@@ -208,6 +208,33 @@ pub(super) const EXPANDED: &str = "CROSS JOIN LATERAL ( \
                     s.run_starts, s.run_ends) WITH ORDINALITY \
              AS r (event, stage_id, execution_id, sequence_number, start_offset, end_offset, i) \
         WHERE s.run_events IS NOT NULL) e";
+
+/// The change at `{position}` of `{session}`'s log (`e`, with the columns a [`SessionEventRow`]
+/// reads), found by one probe of the key: the first row at or above the position is the row that
+/// holds it, itself or one append of its run, taken from the run by its index (expanding the run
+/// would read all of it for each of its positions).
+pub(super) fn change_at(session: &str, position: &str) -> String {
+    let of_run = |plain: &str, run: &str| {
+        format!("CASE WHEN s.run_events IS NULL THEN s.{plain} ELSE s.{run}[s.k] END AS {plain}")
+    };
+    format!(
+        "CROSS JOIN LATERAL ( \
+             SELECT s.session_id, s.at AS position, s.kind, {entity}, {stage}, {execution}, \
+                    {sequence}, {start}, {end}, s.status, s.previous_status, s.created_at \
+             FROM (SELECT s.*, {position} AS at, \
+                          cardinality(s.run_events) - (s.position - {position}) AS k \
+                   FROM session_events s \
+                   WHERE s.session_id = {session} AND s.position >= {position} \
+                   ORDER BY s.position LIMIT 1) s \
+             WHERE s.position = s.at OR s.k >= 1) e",
+        entity = of_run("entity_id", "run_events"),
+        stage = of_run("stage_id", "run_stages"),
+        execution = of_run("execution_id", "run_executions"),
+        sequence = of_run("sequence_number", "run_sequences"),
+        start = of_run("start_offset", "run_starts"),
+        end = of_run("end_offset", "run_ends"),
+    )
+}
 
 /// Which of a session's events a page of its event log reads: those strictly between `after`
 /// and `before`, of these kinds, stages and executions (each: any when empty). The executions
