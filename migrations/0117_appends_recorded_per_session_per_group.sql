@@ -2,9 +2,9 @@
 -- per session, not one per append: the row at the position of the session's last append in the
 -- group, holding every append of the group to that session (each one's event, with its stage,
 -- execution and sequence number, and the characters it covers) in position order, ending at the
--- row's position. A group numbers a session's
--- appends consecutively under the session's event-order lock, so those positions are exactly
--- the row's run, and no other row falls inside it.
+-- row's position. A group numbers a session's appends consecutively under the session's
+-- event-order lock, so those positions are exactly the row's run, and no other row falls
+-- inside it.
 --
 -- With many agents streaming into one session, a group holds many appends of that session:
 -- their log rows and index entries, about half of the WAL an append wrote (the other half is
