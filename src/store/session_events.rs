@@ -191,6 +191,9 @@ where
 /// at most a group's size, as its check says): the row holding a position is at most this far
 /// above it.
 const LONGEST_RUN: i64 = 1_000;
+// A group holds at most `limits::BATCH` appends (`write/append_groups.rs`), so no group writes a
+// run the check refuses.
+const _: () = assert!(super::write::limits::BATCH as i64 <= LONGEST_RUN);
 
 /// Each row `s` of `session_events` as the changes it records (`e`, with the columns a
 /// [`SessionEventRow`] reads): itself, or, for a row holding a run of a group's appends to its
