@@ -937,11 +937,27 @@ const INVARIANTS: &[(&str, &str)] = &[
          WHERE e.status <> 'streaming'",
     ),
     (
-        "chunks that do not continue their event's content exactly",
-        "SELECT count(*) FROM (SELECT c.start_offset, char_length(e.content) + coalesce(sum(char_length(c.content)) \
-         OVER (PARTITION BY c.event_id ORDER BY c.start_offset ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) \
-         AS expected FROM timeline_event_chunks c JOIN timeline_events e ON e.id = c.event_id) x \
+        "pieces (chunks and texts in the log) that do not continue their streaming event's content exactly",
+        "SELECT count(*) FROM (SELECT p.start_offset, char_length(e.content) + coalesce(sum(p.end_offset - p.start_offset) \
+         OVER (PARTITION BY e.id ORDER BY p.start_offset ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) \
+         AS expected FROM timeline_events e CROSS JOIN LATERAL ( \
+             SELECT c.start_offset, c.start_offset + char_length(c.content) AS end_offset \
+             FROM timeline_event_chunks c WHERE c.event_id = e.id AND c.session_id = e.session_id \
+             UNION ALL SELECT l.start_offset, l.end_offset FROM logged_event_text(e.session_id, e.id) l) p \
+         WHERE e.status = 'streaming') x \
          WHERE start_offset <> expected",
+    ),
+    (
+        "recorded ends of events that are not streaming, or past their event's text",
+        "SELECT count(*) FROM streaming_event_ends x LEFT JOIN timeline_events_live e \
+         ON e.id = x.event_id AND e.session_id = x.session_id \
+         WHERE e.status IS DISTINCT FROM 'streaming' OR x.end_offset > char_length(e.content)",
+    ),
+    (
+        "fold records of events that are not streaming",
+        "SELECT count(*) FROM streaming_event_folds f LEFT JOIN timeline_events e \
+         ON e.id = f.event_id AND e.session_id = f.session_id \
+         WHERE e.status IS DISTINCT FROM 'streaming'",
     ),
 ];
 

@@ -380,9 +380,10 @@ impl Store {
         .await?)
     }
 
-    /// The text of each append (by session and position), read once: from its chunk (by key: the
-    /// cost does not grow with the stream), or from the folded event when the event finished in
-    /// the meantime.
+    /// The text of each append (by session and position), read once: from the log row that
+    /// records it (`migrations/0120`: a grouped append's text is kept there), else from its chunk
+    /// (by key: the cost does not grow with the stream), or from the folded event when the event
+    /// finished in the meantime.
     pub async fn appended_texts(
         &self,
         appends: &[&SessionEventRow],
@@ -399,13 +400,20 @@ impl Store {
             .collect();
         let ends: Vec<i32> = appends.iter().map(|r| r.end_offset.unwrap_or(0)).collect();
         let found: Vec<(Uuid, i64, TimelineEventType, Option<String>)> = sqlx::query_as(
-            "SELECT k.session_id, k.position, e.event_type, coalesce(c.content, \
+            "SELECT k.session_id, k.position, e.event_type, coalesce(l.delta, c.content, \
                     CASE WHEN e.status <> 'streaming' \
                          THEN substr(e.content, k.start_offset + 1, k.end_offset - k.start_offset) END) \
              FROM unnest($1::uuid[], $2::bigint[], $3::uuid[], $4::int[], $5::int[]) \
                   AS k(session_id, position, event_id, start_offset, end_offset) \
              JOIN timeline_events e ON e.id = k.event_id AND e.session_id = k.session_id \
-             LEFT JOIN timeline_event_chunks c ON c.event_id = k.event_id \
+             LEFT JOIN LATERAL ( \
+                 SELECT CASE WHEN s.run_events IS NULL THEN s.delta \
+                             ELSE s.run_deltas[cardinality(s.run_events) - (s.position - k.position)] \
+                        END AS delta \
+                 FROM session_events s \
+                 WHERE s.session_id = k.session_id AND s.position >= k.position \
+                 ORDER BY s.position LIMIT 1) l ON true \
+             LEFT JOIN timeline_event_chunks c ON l.delta IS NULL AND c.event_id = k.event_id \
                     AND c.start_offset = k.start_offset AND c.session_id = k.session_id",
         )
         .bind(&sessions)

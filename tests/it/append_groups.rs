@@ -90,7 +90,7 @@ async fn concurrent_streams_store_each_append_once_in_order() {
             (pieces.concat(), "STREAMING".to_owned())
         );
     }
-    // One chunk and one position per append, numbered without gaps.
+    // One position per append, numbered without gaps.
     for (session, (count, last)) in sessions.iter().zip(before) {
         let streams = events.iter().filter(|(s, _)| s == session).count() as i64;
         let (count_after, last_after) = positions(&app, session).await;
@@ -147,15 +147,23 @@ async fn concurrent_streams_store_each_append_once_in_order() {
             .collect();
         assert_eq!(recorded, expected);
     }
+    let session_ids: Vec<Uuid> = sessions
+        .iter()
+        .map(|s| Uuid::parse_str(s).unwrap())
+        .collect();
     let (chunks, commits): (i64, i64) = sqlx::query_as(
-        "SELECT count(*), count(DISTINCT xmin::text) FROM timeline_event_chunks \
-         WHERE event_id = ANY($1)",
+        "SELECT (SELECT count(*) FROM timeline_event_chunks WHERE event_id = ANY($1)), \
+                (SELECT count(DISTINCT xmin::text) FROM session_events \
+                 WHERE session_id = ANY($2) AND kind = 'event_appended')",
     )
     .bind(&ids)
+    .bind(&session_ids)
     .fetch_one(app.store.pool())
     .await
     .unwrap();
-    assert_eq!(chunks, (events.len() * PIECES) as i64);
+    // A grouped append's text is in the log row that records it.
+    assert_eq!(chunks, 0);
+    let chunks = (events.len() * PIECES) as i64;
     // Eight streams at once: appends that came together were committed together.
     assert!(
         commits < chunks,
@@ -242,17 +250,19 @@ async fn two_appends_to_one_event_sent_together_store_in_offset_order() {
     app.stop().await;
 }
 
-/// The chunks of a streaming event go with it when its session is deleted (a purge), even
-/// when an append is committing at that moment: the deletion waits for the event's stream.
+/// The chunks of a streaming event and the record of where its text ends go with it when its
+/// session is deleted (a purge), even when an append is committing at that moment: the deletion
+/// waits for the event's stream.
 #[tokio::test]
-async fn a_deleted_streaming_event_leaves_no_chunk_behind() {
+async fn a_deleted_streaming_event_leaves_nothing_behind() {
     let app = TestApp::start().await;
     let a = Agent { app: &app };
-    let chunks_of = |event: Uuid| {
+    let kept_for = |event: Uuid| {
         let pool = app.store.pool().clone();
         async move {
             sqlx::query_scalar::<_, i64>(
-                "SELECT count(*) FROM timeline_event_chunks WHERE event_id = $1",
+                "SELECT (SELECT count(*) FROM timeline_event_chunks WHERE event_id = $1) \
+                      + (SELECT count(*) FROM streaming_event_ends WHERE event_id = $1)",
             )
             .bind(event)
             .fetch_one(&pool)
@@ -265,7 +275,11 @@ async fn a_deleted_streaming_event_leaves_no_chunk_behind() {
         let stage = a.stage(&session, 0, 1, None).await;
         let execution = a.execution(&stage, 1, "Doomed").await;
         let (event, _) = a.event(&execution, "STREAMING").await;
+        // Grouped: its text in the log, its end recorded.
         stream(&a, &event, &["one ".to_owned(), "two ".to_owned()]).await;
+        // An overlap, decided alone: a chunk.
+        let overlap = a.append(&event, 4, "two three").await;
+        assert_eq!(overlap["data"]["appendTimelineContent"]["applied"], 5);
         (
             Uuid::parse_str(&session).unwrap(),
             Uuid::parse_str(&event).unwrap(),
@@ -274,13 +288,13 @@ async fn a_deleted_streaming_event_leaves_no_chunk_behind() {
     let delete = "DELETE FROM sessions WHERE id = $1";
 
     let (session, event) = streaming().await;
-    assert_eq!(chunks_of(event).await, 2);
+    assert_eq!(kept_for(event).await, 2);
     sqlx::query(delete)
         .bind(session)
         .execute(app.store.pool())
         .await
         .unwrap();
-    assert_eq!(chunks_of(event).await, 0);
+    assert_eq!(kept_for(event).await, 0);
 
     let Some(url) = app.db.url() else {
         eprintln!(
@@ -294,7 +308,7 @@ async fn a_deleted_streaming_event_leaves_no_chunk_behind() {
     let mut appending = sqlx::PgConnection::connect(&url).await.unwrap();
     let mut tx = appending.begin().await.unwrap();
     let stored: bool = sqlx::query_scalar(
-        "SELECT stored FROM append_timeline_chunks(ARRAY[$1::uuid], ARRAY[8::bigint], ARRAY['three'], 1000)",
+        "SELECT stored FROM append_timeline_chunks(ARRAY[$1::uuid], ARRAY[13::bigint], ARRAY['four'], 1000)",
     )
     .bind(event)
     .fetch_one(&mut *tx)
@@ -313,7 +327,11 @@ async fn a_deleted_streaming_event_leaves_no_chunk_behind() {
     assert!(!deleting.is_finished(), "the deletion waits for the append");
     tx.commit().await.unwrap();
     deleting.await.unwrap();
-    assert_eq!(chunks_of(event).await, 0, "the committed chunk went too");
+    assert_eq!(
+        kept_for(event).await,
+        0,
+        "the committed append's end went too"
+    );
     app.stop().await;
 }
 
@@ -413,6 +431,12 @@ async fn stored_changes(app: &TestApp, session: Uuid) -> (Vec<Change>, usize) {
 
 /// Stores `appends` (event, offset, text) as one group, as the group driver does.
 async fn group(app: &TestApp, appends: &[(&str, i64, &str)]) {
+    let stored = try_group(app, appends).await;
+    assert!(stored.iter().all(|s| *s), "{stored:?}");
+}
+
+/// Offers `appends` (event, offset, text) as one group: which of them it stored.
+async fn try_group(app: &TestApp, appends: &[(&str, i64, &str)]) -> Vec<bool> {
     let events: Vec<Uuid> = appends
         .iter()
         .map(|(e, _, _)| Uuid::parse_str(e).unwrap())
@@ -429,7 +453,7 @@ async fn group(app: &TestApp, appends: &[(&str, i64, &str)]) {
             .await
             .unwrap();
     tx.commit().await.unwrap();
-    assert!(stored.iter().all(|s| *s), "{stored:?}");
+    stored
 }
 
 #[tokio::test]
@@ -583,5 +607,231 @@ async fn a_groups_appends_to_one_session_read_as_the_changes_they_are() {
             "l1a", "r1a", "l2a", "r1b", "l1b", "l2b", "l1c", "l2c", "r1c"
         ]
     );
+    app.stop().await;
+}
+
+/// The text of each append to `session`, in position order, as the change log's readers find it.
+async fn appended_texts(app: &TestApp, session: &str) -> Vec<String> {
+    let id = Uuid::parse_str(session).unwrap();
+    let log = log(app, session).await;
+    let appends: Vec<&SessionEventRow> = log
+        .iter()
+        .filter(|r| r.kind == ChangeKind::EventAppended)
+        .collect();
+    let texts = app.store.appended_texts(&appends).await.unwrap();
+    appends
+        .iter()
+        .map(|r| texts[&(id, r.position)].text.clone().unwrap())
+        .collect()
+}
+
+/// How many rows of `table` are about `event`.
+async fn rows_of(app: &TestApp, table: &str, event: &str) -> i64 {
+    sqlx::query_scalar(&format!("SELECT count(*) FROM {table} WHERE event_id = $1"))
+        .bind(Uuid::parse_str(event).unwrap())
+        .fetch_one(app.store.pool())
+        .await
+        .unwrap()
+}
+
+/// A grouped append's text is kept in the log row that records it (a run's or a plain row's),
+/// not in a chunk; readers see it with the chunks other writers store, in offset order; and
+/// where an event's text ends is found again from the log when the unlogged record of it is
+/// gone (as a crash leaves it).
+#[tokio::test]
+async fn a_grouped_appends_text_lives_in_the_log_and_its_end_survives_a_crash() {
+    let app = TestApp::start().await;
+    let a = Agent { app: &app };
+    let session = a.session().await;
+    let stage = a.stage(&session, 0, 2, Some("ALL")).await;
+    let (left, right) = (
+        a.execution(&stage, 1, "Left").await,
+        a.execution(&stage, 2, "Right").await,
+    );
+    let (l, _) = a.event(&left, "STREAMING").await;
+    let (r, _) = a.event(&right, "STREAMING").await;
+
+    group(&app, &[(&l, 0, "ab"), (&r, 0, "xy")]).await; // a run
+    group(&app, &[(&l, 2, "cd")]).await; // a plain row
+    assert_eq!(rows_of(&app, "timeline_event_chunks", &l).await, 0);
+    // An overlap is decided alone: its new part is a chunk.
+    let overlap = a.append(&l, 2, "cdef").await;
+    assert_eq!(
+        overlap["data"]["appendTimelineContent"]["applied"], 2,
+        "{overlap:#}"
+    );
+    assert_eq!(rows_of(&app, "timeline_event_chunks", &l).await, 1);
+    // The next group finds the end past the chunk.
+    group(&app, &[(&l, 6, "gh"), (&r, 2, "zw")]).await;
+    let streaming = "STREAMING".to_owned();
+    assert_eq!(
+        a.content(&l).await,
+        ("abcdefgh".to_owned(), streaming.clone())
+    );
+    assert_eq!(a.content(&r).await, ("xyzw".to_owned(), streaming.clone()));
+    assert_eq!(rows_of(&app, "timeline_event_chunks", &r).await, 0);
+
+    // A crash empties the unlogged table: the ends are read from the log again.
+    sqlx::query("TRUNCATE streaming_event_ends")
+        .execute(app.store.pool())
+        .await
+        .unwrap();
+    assert_eq!(
+        try_group(&app, &[(&l, 6, "no"), (&r, 2, "no")]).await,
+        [false, false],
+        "an append behind the end"
+    );
+    assert_eq!(try_group(&app, &[(&l, 9, "no")]).await, [false], "a gap");
+    group(&app, &[(&l, 8, "ij"), (&r, 4, "!")]).await;
+    assert_eq!(
+        a.content(&l).await,
+        ("abcdefghij".to_owned(), streaming.clone())
+    );
+    assert_eq!(a.content(&r).await, ("xyzw!".to_owned(), streaming));
+
+    // Each append's text is read from its change.
+    let sent = ["ab", "xy", "cd", "ef", "gh", "zw", "ij", "!"];
+    assert_eq!(appended_texts(&app, &session).await, sent);
+
+    // Finishing folds every piece into the event and forgets its end; the log keeps its texts.
+    let done = a
+        .ok(
+            "mutation ($e: ID!) { finishTimelineEvent(input: { eventId: $e, status: COMPLETED }) { content status } }",
+            json!({ "e": l }),
+        )
+        .await;
+    assert_eq!(done["finishTimelineEvent"]["content"], "abcdefghij");
+    assert_eq!(rows_of(&app, "timeline_event_chunks", &l).await, 0);
+    assert_eq!(rows_of(&app, "streaming_event_ends", &l).await, 0);
+    assert_eq!(rows_of(&app, "streaming_event_ends", &r).await, 1);
+    assert_eq!(appended_texts(&app, &session).await, sent);
+    app.stop().await;
+}
+
+/// The log position each event's pieces are folded through, if any.
+async fn folded_through(app: &TestApp, event: &str) -> Option<i64> {
+    sqlx::query_scalar("SELECT position FROM streaming_event_folds WHERE event_id = $1")
+        .bind(Uuid::parse_str(event).unwrap())
+        .fetch_optional(app.store.pool())
+        .await
+        .unwrap()
+}
+
+/// A session's log passing a multiple of 1,000 positions folds its streaming events' pieces into
+/// a chunk each (an event with none since, and one whose stream another transaction holds, as
+/// far as each can be): readers see the same text, and the change log the same appends.
+#[tokio::test]
+async fn a_sessions_pieces_are_folded_into_chunks_as_its_log_grows() {
+    let app = TestApp::start().await;
+    let a = Agent { app: &app };
+    let session = a.session().await;
+    let stage = a.stage(&session, 0, 3, Some("ALL")).await;
+    let (left, right, idle_execution) = (
+        a.execution(&stage, 1, "Left").await,
+        a.execution(&stage, 2, "Right").await,
+        a.execution(&stage, 3, "Idle").await,
+    );
+    let (l, _) = a.event(&left, "STREAMING").await;
+    let (r, _) = a.event(&right, "STREAMING").await;
+    let (idle, _) = a.event(&idle_execution, "STREAMING").await;
+    group(&app, &[(&idle, 0, "waiting")]).await;
+    let (mut left_text, mut right_text) = (String::new(), String::new());
+    let mut round = 0;
+    while positions(&app, &session).await.1 < 1_000 {
+        let (lp, rp) = (format!("l{round} "), format!("r{round} "));
+        let (lo, ro) = (left_text.len() as i64, right_text.len() as i64);
+        group(&app, &[(&l, lo, &lp), (&r, ro, &rp)]).await;
+        left_text.push_str(&lp);
+        right_text.push_str(&rp);
+        round += 1;
+    }
+    // The group that passed 1,000 folded what was below it.
+    let folded = folded_through(&app, &l)
+        .await
+        .expect("the left stream was folded");
+    assert!(folded >= 990, "{folded}");
+    assert_eq!(folded_through(&app, &r).await, Some(folded));
+    assert_eq!(
+        folded_through(&app, &idle).await,
+        Some(folded),
+        "no pieces since: marked"
+    );
+    assert_eq!(rows_of(&app, "timeline_event_chunks", &l).await, 1);
+    assert_eq!(rows_of(&app, "timeline_event_chunks", &idle).await, 1);
+    let streaming = "STREAMING".to_owned();
+    assert_eq!(a.content(&l).await, (left_text.clone(), streaming.clone()));
+    assert_eq!(a.content(&r).await, (right_text.clone(), streaming.clone()));
+    assert_eq!(
+        a.content(&idle).await,
+        ("waiting".to_owned(), streaming.clone())
+    );
+    // Where the texts end is found past the folds when the unlogged record is gone.
+    sqlx::query("TRUNCATE streaming_event_ends")
+        .execute(app.store.pool())
+        .await
+        .unwrap();
+    let (lo, ro) = (left_text.len() as i64, right_text.len() as i64);
+    assert_eq!(
+        try_group(&app, &[(&l, lo - 1, "x"), (&r, ro + 1, "x")]).await,
+        [false, false]
+    );
+
+    // A stream held by another transaction is not waited for: its event is folded next time.
+    let held = match app.db.url() {
+        Some(url) => {
+            let mut other = sqlx::PgConnection::connect(&url).await.unwrap();
+            sqlx::query("SELECT pg_advisory_lock(stream_lock_key($1))")
+                .bind(Uuid::parse_str(&idle).unwrap())
+                .execute(&mut other)
+                .await
+                .unwrap();
+            Some(other)
+        }
+        None => {
+            eprintln!(
+                "the part of this test with a stream held elsewhere is skipped: it needs a second \
+                 connection, an external PostgreSQL (DATABASE_URL)"
+            );
+            None
+        }
+    };
+    while positions(&app, &session).await.1 < 2_000 {
+        let (lp, rp) = (format!("l{round} "), format!("r{round} "));
+        let (lo, ro) = (left_text.len() as i64, right_text.len() as i64);
+        group(&app, &[(&l, lo, &lp), (&r, ro, &rp)]).await;
+        left_text.push_str(&lp);
+        right_text.push_str(&rp);
+        round += 1;
+    }
+    let again = folded_through(&app, &l).await.unwrap();
+    assert!(again >= 1_990, "{again}");
+    if let Some(other) = held {
+        assert_eq!(
+            folded_through(&app, &idle).await,
+            Some(folded),
+            "held: not folded"
+        );
+        other.close().await.unwrap();
+    }
+    assert_eq!(rows_of(&app, "timeline_event_chunks", &l).await, 2);
+    assert_eq!(a.content(&l).await, (left_text.clone(), streaming.clone()));
+    assert_eq!(a.content(&r).await, (right_text.clone(), streaming.clone()));
+    assert_eq!(a.content(&idle).await, ("waiting".to_owned(), streaming));
+    // The change log still reads each append's own text.
+    let texts = appended_texts(&app, &session).await;
+    assert_eq!(texts.concat().len(), left_text.len() + right_text.len() + 7);
+    assert_eq!(texts[0], "waiting");
+    assert_eq!(texts[1..3], ["l0 ", "r0 "]);
+
+    // Finishing folds everything into the event and forgets its folds.
+    let done = a
+        .ok(
+            "mutation ($e: ID!) { finishTimelineEvent(input: { eventId: $e, status: COMPLETED }) { content } }",
+            json!({ "e": l }),
+        )
+        .await;
+    assert_eq!(done["finishTimelineEvent"]["content"], left_text);
+    assert_eq!(rows_of(&app, "timeline_event_chunks", &l).await, 0);
+    assert_eq!(folded_through(&app, &l).await, None);
     app.stop().await;
 }

@@ -23,11 +23,13 @@ use crate::common::cli::{DataDir, casefile, stdout};
 
 /// Every table whose rows belong to a session (through `session_id`), except the live change
 /// log, which is pruned by its own rules.
-const SESSION_TABLES: [&str; 17] = [
+const SESSION_TABLES: [&str; 19] = [
     "stages",
     "agent_executions",
     "timeline_events",
     "timeline_event_chunks",
+    "streaming_event_ends",
+    "streaming_event_folds",
     "messages",
     "tool_calls",
     "llm_interactions",

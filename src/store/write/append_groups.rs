@@ -15,8 +15,10 @@
 //! statement (`append_timeline_chunks`, migrations 0112 and 0114) locks the group's streams
 //! and then its sessions' event orders, each in key order (the one order, `locks.rs`), so
 //! groups in flight together never deadlock; it records the appends in their sessions' event
-//! logs itself, set-wise, where a chunk stored any other way is recorded by a trigger per row.
-//! It runs as a transaction of its own, so those locks are held only to its commit.
+//! logs itself, set-wise, one row per session (migration 0117), and keeps each append's text in
+//! that row rather than in a chunk of its own (0120): a chunk stored any other way is recorded
+//! by a trigger per row. It runs as a transaction of its own, so those locks are held only to
+//! its commit.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, OnceLock};

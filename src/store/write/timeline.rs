@@ -1,11 +1,13 @@
 //! Timeline events: created when streaming starts, appended to while they stream, finished once.
 //!
-//! Streaming content is stored without write amplification: each append inserts one immutable
-//! chunk row `(event_id, start_offset, content)` instead of rewriting the event row, whose
-//! growing text PostgreSQL would copy whole on every UPDATE (quadratic I/O over a long stream).
-//! Readers see the event through the `timeline_events_live` view, which concatenates the chunks
-//! so far. Finishing folds the chunks into the event row once and deletes them, so the write
-//! cost of an event stays linear in its length.
+//! Streaming content is stored without write amplification: each append inserts immutable rows
+//! instead of rewriting the event row, whose growing text PostgreSQL would copy whole on every
+//! UPDATE (quadratic I/O over a long stream). An append decided here inserts a chunk row
+//! `(event_id, start_offset, content)`; a grouped one (`append_groups.rs`) keeps its text in the
+//! session event log row that records it (migration 0120). Readers see the event through the
+//! `timeline_events_live` view, which concatenates the pieces so far. Finishing folds them into
+//! the event row once and deletes the chunks, so the write cost of an event stays linear in its
+//! length.
 //!
 //! Appends carry their offset (in characters) and are exactly-once: a chunk already applied
 //! (a retry) is acknowledged without writing, an overlapping one applies only its new part
@@ -256,7 +258,7 @@ impl Appended {
     }
 }
 
-/// What `append_timeline_chunk` found (see `migrations/0009_append_in_one_statement.sql`): the
+/// What `append_timeline_chunk` found (see `migrations/0120_appended_text_in_the_event_log.sql`): the
 /// event's status, where its text ended, and whether the chunk was stored.
 type AtEnd = (TimelineEventStatus, i64, bool);
 
