@@ -954,8 +954,8 @@ const INVARIANTS: &[(&str, &str)] = &[
          WHERE e.status IS DISTINCT FROM 'streaming' OR x.end_offset > char_length(e.content)",
     ),
     (
-        "fold records of events that are not streaming",
-        "SELECT count(*) FROM streaming_event_folds f LEFT JOIN timeline_events e \
+        "records of texts in the log of events that are not streaming",
+        "SELECT count(*) FROM event_texts_in_log f LEFT JOIN timeline_events e \
          ON e.id = f.event_id AND e.session_id = f.session_id \
          WHERE e.status IS DISTINCT FROM 'streaming'",
     ),

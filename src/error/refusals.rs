@@ -308,6 +308,12 @@ pub fn describe(constraint: &str) -> Option<&'static str> {
             "a run of appends in the event order holds 2–1,000 appends, each with its event, \
              place and characters"
         }
+        "session_events_delta_check" => {
+            "an append's text in the event order covers its characters, once per append of a run"
+        }
+        "streaming_event_ends_pkey" | "event_texts_in_log_pkey" => {
+            "a streaming event's text was appended to by another transaction at once; retry"
+        }
         "session_feed_position_check" => "feed positions start at 1",
         "event_stream_tickets_ticket_hash_check" => "a stream ticket's hash is 32 bytes",
         "event_stream_tickets_role_check" => "`role` is not one of its values",

@@ -381,7 +381,7 @@ impl Store {
     }
 
     /// The text of each append (by session and position), read once: from the log row that
-    /// records it (`migrations/0120`: a grouped append's text is kept there), else from its chunk
+    /// records it (`migrations/0119`: a grouped append's text is kept there), else from its chunk
     /// (by key: the cost does not grow with the stream), or from the folded event when the event
     /// finished in the meantime.
     pub async fn appended_texts(

@@ -250,8 +250,8 @@ async fn two_appends_to_one_event_sent_together_store_in_offset_order() {
     app.stop().await;
 }
 
-/// The chunks of a streaming event and the record of where its text ends go with it when its
-/// session is deleted (a purge), even when an append is committing at that moment: the deletion
+/// The chunks of a streaming event and the records of where its text ends and is go with it when
+/// its session is deleted (a purge), even when an append is committing at that moment: the deletion
 /// waits for the event's stream.
 #[tokio::test]
 async fn a_deleted_streaming_event_leaves_nothing_behind() {
@@ -262,7 +262,8 @@ async fn a_deleted_streaming_event_leaves_nothing_behind() {
         async move {
             sqlx::query_scalar::<_, i64>(
                 "SELECT (SELECT count(*) FROM timeline_event_chunks WHERE event_id = $1) \
-                      + (SELECT count(*) FROM streaming_event_ends WHERE event_id = $1)",
+                      + (SELECT count(*) FROM streaming_event_ends WHERE event_id = $1) \
+                      + (SELECT count(*) FROM event_texts_in_log WHERE event_id = $1)",
             )
             .bind(event)
             .fetch_one(&pool)
@@ -275,7 +276,7 @@ async fn a_deleted_streaming_event_leaves_nothing_behind() {
         let stage = a.stage(&session, 0, 1, None).await;
         let execution = a.execution(&stage, 1, "Doomed").await;
         let (event, _) = a.event(&execution, "STREAMING").await;
-        // Grouped: its text in the log, its end recorded.
+        // Grouped: its text in the log, recorded as there, its end kept.
         stream(&a, &event, &["one ".to_owned(), "two ".to_owned()]).await;
         // An overlap, decided alone: a chunk.
         let overlap = a.append(&event, 4, "two three").await;
@@ -288,7 +289,7 @@ async fn a_deleted_streaming_event_leaves_nothing_behind() {
     let delete = "DELETE FROM sessions WHERE id = $1";
 
     let (session, event) = streaming().await;
-    assert_eq!(kept_for(event).await, 2);
+    assert_eq!(kept_for(event).await, 3);
     sqlx::query(delete)
         .bind(session)
         .execute(app.store.pool())
@@ -703,14 +704,16 @@ async fn a_grouped_appends_text_lives_in_the_log_and_its_end_survives_a_crash() 
     assert_eq!(done["finishTimelineEvent"]["content"], "abcdefghij");
     assert_eq!(rows_of(&app, "timeline_event_chunks", &l).await, 0);
     assert_eq!(rows_of(&app, "streaming_event_ends", &l).await, 0);
+    assert_eq!(rows_of(&app, "event_texts_in_log", &l).await, 0);
     assert_eq!(rows_of(&app, "streaming_event_ends", &r).await, 1);
+    assert_eq!(rows_of(&app, "event_texts_in_log", &r).await, 1);
     assert_eq!(appended_texts(&app, &session).await, sent);
     app.stop().await;
 }
 
 /// The log position each event's pieces are folded through, if any.
 async fn folded_through(app: &TestApp, event: &str) -> Option<i64> {
-    sqlx::query_scalar("SELECT position FROM streaming_event_folds WHERE event_id = $1")
+    sqlx::query_scalar("SELECT after_position FROM event_texts_in_log WHERE event_id = $1")
         .bind(Uuid::parse_str(event).unwrap())
         .fetch_optional(app.store.pool())
         .await

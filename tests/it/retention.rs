@@ -29,7 +29,7 @@ const SESSION_TABLES: [&str; 19] = [
     "timeline_events",
     "timeline_event_chunks",
     "streaming_event_ends",
-    "streaming_event_folds",
+    "event_texts_in_log",
     "messages",
     "tool_calls",
     "llm_interactions",

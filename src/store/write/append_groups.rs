@@ -16,7 +16,7 @@
 //! and then its sessions' event orders, each in key order (the one order, `locks.rs`), so
 //! groups in flight together never deadlock; it records the appends in their sessions' event
 //! logs itself, set-wise, one row per session (migration 0117), and keeps each append's text in
-//! that row rather than in a chunk of its own (0120): a chunk stored any other way is recorded
+//! that row rather than in a chunk of its own (0119): a chunk stored any other way is recorded
 //! by a trigger per row. It runs as a transaction of its own, so those locks are held only to
 //! its commit.
 

@@ -4,7 +4,7 @@
 //! instead of rewriting the event row, whose growing text PostgreSQL would copy whole on every
 //! UPDATE (quadratic I/O over a long stream). An append decided here inserts a chunk row
 //! `(event_id, start_offset, content)`; a grouped one (`append_groups.rs`) keeps its text in the
-//! session event log row that records it (migration 0120). Readers see the event through the
+//! session event log row that records it (migration 0119). Readers see the event through the
 //! `timeline_events_live` view, which concatenates the pieces so far. Finishing folds them into
 //! the event row once and deletes the chunks, so the write cost of an event stays linear in its
 //! length.
@@ -258,8 +258,8 @@ impl Appended {
     }
 }
 
-/// What `append_timeline_chunk` found (see `migrations/0120_appended_text_in_the_event_log.sql`): the
-/// event's status, where its text ended, and whether the chunk was stored.
+/// What `append_timeline_chunk` found (`migrations/0119_appended_text_in_the_event_log.sql`):
+/// the event's status, where its text ended, and whether the chunk was stored.
 type AtEnd = (TimelineEventStatus, i64, bool);
 
 /// Locks the event's stream and stores the chunk when it lands where the stored text ends, in

@@ -5,23 +5,23 @@
 -- the log was written per append or per run anyway. Chunks stay for the other writers (`ingest`
 -- batches, overlapping retries, the step-by-step path), whose pieces are any length.
 --
--- So a streaming event's text is its content, its chunks and the pieces of the log rows after
--- the position its pieces were last folded into a chunk through (or its creation: 0119 finds
--- that row), in offset order; `timeline_events_live` reads it so, and the append functions find
--- where it ends from all three. The log's rows hold every event of their session, so reading an
--- event's pieces reads what its session logged since: a group whose session's log passes a
--- multiple of 1,000 positions first folds the pieces of the session's streaming events into a
--- chunk each and records the position in `streaming_event_folds`, which bounds every read.
--- Where an event's text ends, which every append checks, is kept as of its last grouped append
--- in `streaming_event_ends`, an unlogged table written by the same statement. It holds nothing
--- the logged tables do not (a crash empties it, and the first append to miss a row reads the log
--- instead), so acknowledged data is never unlogged. The rows of both go when their event
--- finishes or is deleted. A finished event's pieces stay in the log, as its positions and
--- offsets do: the change log's follower reads an append's text from its row, without a look-up
--- of the event.
+-- So a streaming event's text is its content, its chunks and the pieces of its session's log
+-- rows after the position `event_texts_in_log` names for it (none when it has no row there), in
+-- offset order; `timeline_events_live` reads it so, and the append functions find where it ends
+-- from all three. The row is written by the event's first grouped append (the position before
+-- it). The log's rows hold every event of their session, so reading an event's pieces reads what
+-- its session logged since: a group whose session's log passes a multiple of 1,000 positions
+-- first folds the pieces of the session's streaming events into a chunk each and moves their
+-- rows up to the position folded through, which bounds every read. Where an event's text ends,
+-- which every append checks, is kept as of its last append in `streaming_event_ends`, an
+-- unlogged table written by the same statement. It holds nothing the logged tables do not (a
+-- crash empties it, and the first append to miss a row reads the log instead), so acknowledged
+-- data is never unlogged. The rows of both go when their event finishes or is deleted. A
+-- finished event's pieces stay in the log, as its positions and offsets do: the change log's
+-- follower reads an append's text from its row, without a look-up of the event.
 --
 -- Nullable columns change only the catalog; the check is enforced on new rows at once and
--- validated for the rows from before (none holds text) by 0121. Takes ACCESS EXCLUSIVE on
+-- validated for the rows from before (none holds text) by 0120. Takes ACCESS EXCLUSIVE on
 -- `session_events` for the catalog change only.
 SET LOCAL lock_timeout = '5s';
 
@@ -40,26 +40,15 @@ CREATE UNLOGGED TABLE streaming_event_ends (
     PRIMARY KEY (session_id, event_id)
 );
 
--- The position of its session's log that a streaming event's pieces were last folded through
--- (into a chunk, by `fold_logged_texts`): the pieces at or below it are in chunks.
-CREATE TABLE streaming_event_folds (
-    session_id uuid NOT NULL,
-    event_id   uuid NOT NULL,
-    position   bigint NOT NULL,
+-- The streaming events whose text is partly in their session's log: after `after_position`
+-- (before it, in chunks: the log position of the event's first grouped append less one, or the
+-- position its pieces were last folded through by `fold_logged_texts`).
+CREATE TABLE event_texts_in_log (
+    session_id     uuid NOT NULL,
+    event_id       uuid NOT NULL,
+    after_position bigint NOT NULL,
     PRIMARY KEY (session_id, event_id)
 );
-
--- The log position after which `event`'s pieces are still in its session's log only: its last
--- fold's, or its creation's.
-CREATE FUNCTION logged_event_text_after(owner uuid, event uuid) RETURNS bigint
-LANGUAGE sql STABLE AS $$
-    SELECT coalesce((SELECT f.position FROM streaming_event_folds f
-                     WHERE f.session_id = owner AND f.event_id = event),
-                    (SELECT c.position FROM session_events c
-                     WHERE c.session_id = owner AND c.entity_id = event
-                       AND c.kind = 'event_created'),
-                    0)
-$$;
 
 -- Each piece of a log row `v` (its event, the characters it covers, its text): its own, or one
 -- per append of its run; none when the row's text is in a chunk.
@@ -76,14 +65,15 @@ $$;
 
 -- The pieces of `event`'s text that only its session's log holds, with when each was logged.
 -- (`event` is also a column of the pieces: the parameter is named with the function's name.)
+-- A set, not a scalar, so that PostgreSQL inlines it into its caller's plan.
 CREATE FUNCTION logged_event_text(owner uuid, event uuid)
 RETURNS TABLE (start_offset integer, end_offset integer, content text, created_at timestamptz)
 LANGUAGE sql STABLE AS $$
     SELECT p.start_offset, p.end_offset, p.content, v.created_at
-    FROM session_events v
+    FROM event_texts_in_log f
+    JOIN session_events v ON v.session_id = f.session_id AND v.position > f.after_position
     CROSS JOIN LATERAL logged_pieces(v) p
-    WHERE v.session_id = owner
-      AND v.position > logged_event_text_after(owner, logged_event_text.event)
+    WHERE f.session_id = owner AND f.event_id = logged_event_text.event
       AND v.kind = 'event_appended'
       AND ((v.delta IS NOT NULL AND v.entity_id = logged_event_text.event)
            OR (v.run_deltas IS NOT NULL AND logged_event_text.event = ANY (v.run_events)))
@@ -94,9 +84,9 @@ $$;
 CREATE FUNCTION logged_text_fold_span() RETURNS bigint LANGUAGE sql IMMUTABLE AS 'SELECT 1000';
 
 -- Folds the pieces `owner`'s log holds for its streaming events into one chunk per event, and
--- records how far. `held`: the streams the caller holds. The session's other streaming events
--- are folded only when their streams are free: waiting for a stream while holding the session's
--- event order would break the lock order (streams first); one skipped is folded next time.
+-- records how far. `held`: the streams the caller holds. The session's other events are folded
+-- only when their streams are free: waiting for a stream while holding the session's event
+-- order would break the lock order (streams first); one skipped is folded next time.
 CREATE FUNCTION fold_logged_texts(owner uuid, held uuid[]) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -104,47 +94,46 @@ DECLARE
     folding uuid[];
 BEGIN
     SELECT coalesce(max(v.position), 0) INTO top FROM session_events v WHERE v.session_id = owner;
-    WITH streaming AS MATERIALIZED (
-        SELECT e.id FROM timeline_events e WHERE e.session_id = owner AND e.status = 'streaming'
+    WITH logging AS MATERIALIZED (
+        SELECT f.event_id FROM event_texts_in_log f WHERE f.session_id = owner
     )
-    SELECT array_agg(s.id) INTO folding FROM streaming s
-    WHERE s.id = ANY (held) OR pg_try_advisory_xact_lock(stream_lock_key(s.id));
+    SELECT array_agg(l.event_id) INTO folding FROM logging l
+    WHERE l.event_id = ANY (held) OR pg_try_advisory_xact_lock(stream_lock_key(l.event_id));
     -- A statement of its own, with a snapshot taken under those locks: an event finished
-    -- meanwhile is not folded.
+    -- meanwhile (which takes its row with it) is not folded.
     WITH marks AS MATERIALIZED (
-        SELECT e.id AS event, logged_event_text_after(owner, e.id) AS since
-        FROM timeline_events e
-        WHERE e.id = ANY (folding) AND e.session_id = owner AND e.status = 'streaming'
-    ), pieces AS (
-        SELECT p.event, p.start_offset, p.content, v.created_at
+        SELECT f.event_id AS event, f.after_position AS since
+        FROM event_texts_in_log f
+        WHERE f.session_id = owner AND f.event_id = ANY (folding) AND f.after_position < top
+    ), logged AS MATERIALIZED (
+        -- Each row's pieces once, then matched to the events (expanding a run per event that
+        -- might be in it would expand it as many times).
+        SELECT p.event, p.start_offset, p.content, v.created_at, v.position
         FROM session_events v
         CROSS JOIN LATERAL logged_pieces(v) p
-        JOIN marks m ON m.event = p.event AND v.position > m.since
         WHERE v.session_id = owner AND v.position > (SELECT min(m.since) FROM marks m)
           AND v.position <= top AND v.kind = 'event_appended'
           AND (v.delta IS NOT NULL OR v.run_deltas IS NOT NULL)
+    ), pieces AS (
+        SELECT l.event, l.start_offset, l.content, l.created_at
+        FROM logged l JOIN marks m ON m.event = l.event AND l.position > m.since
     ), folded AS (
         INSERT INTO timeline_event_chunks (event_id, start_offset, content, session_id, created_at)
         SELECT p.event, min(p.start_offset), string_agg(p.content, '' ORDER BY p.start_offset),
                owner, max(p.created_at)
         FROM pieces p GROUP BY p.event
-    ), moved AS (
-        -- An update and an insert rather than an upsert, which locks each row it updates first
-        -- (a WAL record more per event); the streams' locks keep out any other writer of these.
-        UPDATE streaming_event_folds f SET position = top
-        FROM marks m
-        WHERE f.session_id = owner AND f.event_id = m.event AND m.since < top
-        RETURNING f.event_id
     )
-    INSERT INTO streaming_event_folds (session_id, event_id, position)
-    SELECT owner, m.event, top FROM marks m
-    WHERE m.since < top AND m.event NOT IN (SELECT v.event_id FROM moved v);
+    UPDATE event_texts_in_log f SET after_position = top
+    FROM marks m
+    WHERE f.session_id = owner AND f.event_id = m.event;
 END $$;
 
 -- How long a streaming event's text is, with `folded` its row's content: the end of its last chunk,
--- its last grouped append as kept (or, missing, as logged), or its content, whichever is
--- furthest (each writer appends where the text ends, so the furthest is the end).
-CREATE FUNCTION streaming_event_length(owner uuid, event uuid, folded text) RETURNS bigint
+-- its last append as kept (or, missing, as logged), or its content, whichever is
+-- furthest (each writer appends where the text ends, so the furthest is the end). A row, to be
+-- inlined (above).
+CREATE FUNCTION streaming_event_length(owner uuid, event uuid, folded text)
+RETURNS TABLE (length bigint)
 LANGUAGE sql STABLE AS $$
     SELECT greatest(char_length(folded)::bigint,
                     (SELECT c.start_offset + char_length(c.content)
@@ -170,14 +159,16 @@ SELECT e.id, e.session_id, e.stage_id, e.execution_id, e.sequence_number, e.even
             ELSE e.content END AS content,
        e.metadata, e.llm_interaction_id, e.mcp_interaction_id, e.created_at,
        -- The log's last text of the event is recent while it streams: read backwards, the
-       -- search stops there (at its last fold or creation when it has none since).
+       -- search stops there (at its last fold when it has none since).
        CASE WHEN e.status = 'streaming'
             THEN greatest(e.updated_at,
                           (SELECT max(c.created_at) FROM timeline_event_chunks c
                            WHERE c.event_id = e.id AND c.session_id = e.session_id),
-                          (SELECT v.created_at FROM session_events v
-                           WHERE v.session_id = e.session_id
-                             AND v.position > logged_event_text_after(e.session_id, e.id)
+                          (SELECT v.created_at
+                           FROM event_texts_in_log f
+                           JOIN session_events v ON v.session_id = f.session_id
+                                                AND v.position > f.after_position
+                           WHERE f.session_id = e.session_id AND f.event_id = e.id
                              AND v.kind = 'event_appended'
                              AND ((v.delta IS NOT NULL AND v.entity_id = e.id)
                                   OR (v.run_deltas IS NOT NULL AND e.id = ANY (v.run_events)))
@@ -193,9 +184,10 @@ DECLARE
     session uuid;
 BEGIN
     PERFORM pg_advisory_xact_lock(stream_lock_key(event));
-    SELECT e.status, streaming_event_length(e.session_id, e.id, e.content), e.session_id
-    INTO status, length, session
-    FROM timeline_events e WHERE e.id = event;
+    SELECT e.status, n.length, e.session_id INTO status, length, session
+    FROM timeline_events e
+    CROSS JOIN LATERAL streaming_event_length(e.session_id, e.id, e.content) n
+    WHERE e.id = event;
     IF NOT FOUND THEN
         RETURN;
     END IF;
@@ -204,6 +196,10 @@ BEGIN
     IF stored THEN
         INSERT INTO timeline_event_chunks (event_id, start_offset, content, session_id)
         VALUES (event, length, delta, session);
+        -- Kept here too, or an event written this way would read its log on every append.
+        INSERT INTO streaming_event_ends (session_id, event_id, end_offset)
+        VALUES (session, event, length + char_length(delta))
+        ON CONFLICT (session_id, event_id) DO UPDATE SET end_offset = excluded.end_offset;
     END IF;
     RETURN NEXT;
 END $$;
@@ -243,7 +239,8 @@ BEGIN
         FROM input i
         LEFT JOIN LATERAL (
             SELECT e.session_id, e.stage_id, e.execution_id, e.sequence_number, e.status,
-                   streaming_event_length(e.session_id, e.id, e.content) AS length
+                   (SELECT n.length
+                    FROM streaming_event_length(e.session_id, e.id, e.content) n) AS length
             FROM timeline_events e WHERE e.id = i.event
             -- One row by its key; the limit also keeps this a look-up per append: planned
             -- while the table was small, a join would scan every event and find each one's end.
@@ -261,6 +258,12 @@ BEGIN
         CROSS JOIN LATERAL (SELECT coalesce(max(v.position), 0) AS position
                             FROM session_events v WHERE v.session_id = d.session_id) last
         WHERE d.ok
+    ), in_log AS (
+        -- An event's first grouped append: its text is in the log from here on. (The look-up of
+        -- an existing row writes nothing.)
+        INSERT INTO event_texts_in_log (session_id, event_id, after_position)
+        SELECT n.session_id, n.event, n.position - 1 FROM numbered n
+        ON CONFLICT (session_id, event_id) DO NOTHING
     ), per_session AS (
         SELECT n.session_id, max(n.position) AS position, count(*) AS appends,
                array_agg(n.event ORDER BY n.position) AS events,
@@ -326,7 +329,7 @@ BEGIN
     END IF;
     DELETE FROM timeline_event_chunks c WHERE c.event_id = event AND c.session_id = owner;
     DELETE FROM streaming_event_ends x WHERE x.session_id = owner AND x.event_id = event;
-    DELETE FROM streaming_event_folds f WHERE f.session_id = owner AND f.event_id = event;
+    DELETE FROM event_texts_in_log f WHERE f.session_id = owner AND f.event_id = event;
     RETURN QUERY
     UPDATE timeline_events e
     SET status = final_status, content = final_content,
@@ -343,6 +346,6 @@ BEGIN
     PERFORM pg_advisory_xact_lock(stream_lock_key(OLD.id));
     DELETE FROM timeline_event_chunks WHERE event_id = OLD.id AND session_id = OLD.session_id;
     DELETE FROM streaming_event_ends WHERE event_id = OLD.id AND session_id = OLD.session_id;
-    DELETE FROM streaming_event_folds WHERE event_id = OLD.id AND session_id = OLD.session_id;
+    DELETE FROM event_texts_in_log WHERE event_id = OLD.id AND session_id = OLD.session_id;
     RETURN NULL;
 END $$;
