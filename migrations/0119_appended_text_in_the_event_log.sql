@@ -63,13 +63,15 @@ LANGUAGE sql IMMUTABLE AS $$
     WHERE v.run_deltas IS NOT NULL
 $$;
 
--- The pieces of `event`'s text that only its session's log holds, with when each was logged.
+-- The pieces of `event`'s text that only its session's log holds, with where and when each was
+-- logged.
 -- (`event` is also a column of the pieces: the parameter is named with the function's name.)
 -- A set, not a scalar, so that PostgreSQL inlines it into its caller's plan.
 CREATE FUNCTION logged_event_text(owner uuid, event uuid)
-RETURNS TABLE (start_offset integer, end_offset integer, content text, created_at timestamptz)
+RETURNS TABLE (start_offset integer, end_offset integer, content text, "position" bigint,
+               created_at timestamptz)
 LANGUAGE sql STABLE AS $$
-    SELECT p.start_offset, p.end_offset, p.content, v.created_at
+    SELECT p.start_offset, p.end_offset, p.content, v.position, v.created_at
     FROM event_texts_in_log f
     JOIN session_events v ON v.session_id = f.session_id AND v.position > f.after_position
     CROSS JOIN LATERAL logged_pieces(v) p
@@ -164,15 +166,8 @@ SELECT e.id, e.session_id, e.stage_id, e.execution_id, e.sequence_number, e.even
             THEN greatest(e.updated_at,
                           (SELECT max(c.created_at) FROM timeline_event_chunks c
                            WHERE c.event_id = e.id AND c.session_id = e.session_id),
-                          (SELECT v.created_at
-                           FROM event_texts_in_log f
-                           JOIN session_events v ON v.session_id = f.session_id
-                                                AND v.position > f.after_position
-                           WHERE f.session_id = e.session_id AND f.event_id = e.id
-                             AND v.kind = 'event_appended'
-                             AND ((v.delta IS NOT NULL AND v.entity_id = e.id)
-                                  OR (v.run_deltas IS NOT NULL AND e.id = ANY (v.run_events)))
-                           ORDER BY v.position DESC LIMIT 1))
+                          (SELECT l.created_at FROM logged_event_text(e.session_id, e.id) l
+                           ORDER BY l.position DESC LIMIT 1))
             ELSE e.updated_at END AS updated_at
 FROM timeline_events e;
 

@@ -212,10 +212,21 @@ const EXPANDED: &str = "CROSS JOIN LATERAL ( \
              AS r (event, stage_id, execution_id, sequence_number, start_offset, end_offset, i) \
         WHERE s.run_events IS NOT NULL) e";
 
+/// The row of `{session}`'s log that holds `{position}`, found by one probe of the key: the first
+/// row at or above it (a run of appends ends at its row's position), with `at` the position and
+/// `k` its index in the row's run (1-based; not above 0 when the row holds a single change).
+fn row_holding(session: &str, position: &str) -> String {
+    format!(
+        "SELECT s.*, {position} AS at, cardinality(s.run_events) - (s.position - {position}) AS k \
+         FROM session_events s \
+         WHERE s.session_id = {session} AND s.position >= {position} \
+         ORDER BY s.position LIMIT 1"
+    )
+}
+
 /// The change at `{position}` of `{session}`'s log (`e`, with the columns a [`SessionEventRow`]
-/// reads), found by one probe of the key: the first row at or above the position is the row that
-/// holds it, itself or one append of its run, taken from the run by its index (expanding the run
-/// would read all of it for each of its positions).
+/// reads): the row holding it ([`row_holding`]), itself or one append of its run, taken from the
+/// run by its index (expanding the run would read all of it for each of its positions).
 pub(super) fn change_at(session: &str, position: &str) -> String {
     let of_run = |plain: &str, run: &str| {
         format!("CASE WHEN s.run_events IS NULL THEN s.{plain} ELSE s.{run}[s.k] END AS {plain}")
@@ -224,12 +235,9 @@ pub(super) fn change_at(session: &str, position: &str) -> String {
         "CROSS JOIN LATERAL ( \
              SELECT s.session_id, s.at AS position, s.kind, {entity}, {stage}, {execution}, \
                     {sequence}, {start}, {end}, s.status, s.previous_status, s.created_at \
-             FROM (SELECT s.*, {position} AS at, \
-                          cardinality(s.run_events) - (s.position - {position}) AS k \
-                   FROM session_events s \
-                   WHERE s.session_id = {session} AND s.position >= {position} \
-                   ORDER BY s.position LIMIT 1) s \
+             FROM ({row}) s \
              WHERE s.position = s.at OR s.k >= 1) e",
+        row = row_holding(session, position),
         entity = of_run("entity_id", "run_events"),
         stage = of_run("stage_id", "run_stages"),
         execution = of_run("execution_id", "run_executions"),
@@ -399,30 +407,29 @@ impl Store {
             .map(|r| r.start_offset.unwrap_or(0))
             .collect();
         let ends: Vec<i32> = appends.iter().map(|r| r.end_offset.unwrap_or(0)).collect();
-        let found: Vec<(Uuid, i64, TimelineEventType, Option<String>)> = sqlx::query_as(
-            "SELECT k.session_id, k.position, e.event_type, coalesce(l.delta, c.content, \
+        let statement = format!(
+            "SELECT a.session_id, a.position, e.event_type, coalesce(l.delta, c.content, \
                     CASE WHEN e.status <> 'streaming' \
-                         THEN substr(e.content, k.start_offset + 1, k.end_offset - k.start_offset) END) \
+                         THEN substr(e.content, a.start_offset + 1, a.end_offset - a.start_offset) END) \
              FROM unnest($1::uuid[], $2::bigint[], $3::uuid[], $4::int[], $5::int[]) \
-                  AS k(session_id, position, event_id, start_offset, end_offset) \
-             JOIN timeline_events e ON e.id = k.event_id AND e.session_id = k.session_id \
+                  AS a(session_id, position, event_id, start_offset, end_offset) \
+             JOIN timeline_events e ON e.id = a.event_id AND e.session_id = a.session_id \
              LEFT JOIN LATERAL ( \
-                 SELECT CASE WHEN s.run_events IS NULL THEN s.delta \
-                             ELSE s.run_deltas[cardinality(s.run_events) - (s.position - k.position)] \
-                        END AS delta \
-                 FROM session_events s \
-                 WHERE s.session_id = k.session_id AND s.position >= k.position \
-                 ORDER BY s.position LIMIT 1) l ON true \
-             LEFT JOIN timeline_event_chunks c ON l.delta IS NULL AND c.event_id = k.event_id \
-                    AND c.start_offset = k.start_offset AND c.session_id = k.session_id",
-        )
-        .bind(&sessions)
-        .bind(&positions)
-        .bind(&events)
-        .bind(&starts)
-        .bind(&ends)
-        .fetch_all(self.reader().await?.traced())
-        .await?;
+                 SELECT CASE WHEN s.run_events IS NULL THEN s.delta ELSE s.run_deltas[s.k] END \
+                        AS delta \
+                 FROM ({row}) s) l ON true \
+             LEFT JOIN timeline_event_chunks c ON l.delta IS NULL AND c.event_id = a.event_id \
+                    AND c.start_offset = a.start_offset AND c.session_id = a.session_id",
+            row = row_holding("a.session_id", "a.position"),
+        );
+        let found: Vec<(Uuid, i64, TimelineEventType, Option<String>)> = sqlx::query_as(&statement)
+            .bind(&sessions)
+            .bind(&positions)
+            .bind(&events)
+            .bind(&starts)
+            .bind(&ends)
+            .fetch_all(self.reader().await?.traced())
+            .await?;
         Ok(found
             .into_iter()
             .map(|(session, position, event_type, text)| {

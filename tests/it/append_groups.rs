@@ -720,6 +720,31 @@ async fn folded_through(app: &TestApp, event: &str) -> Option<i64> {
         .unwrap()
 }
 
+/// Two events streaming in one session, a group of one append to each at a time.
+#[derive(Default)]
+struct TwoStreams {
+    left: String,
+    right: String,
+    left_text: String,
+    right_text: String,
+    rounds: usize,
+}
+
+impl TwoStreams {
+    /// Streams into both until `session`'s log reaches `position`.
+    async fn until(&mut self, app: &TestApp, session: &str, position: i64) {
+        while positions(app, session).await.1 < position {
+            let round = self.rounds;
+            let (lp, rp) = (format!("l{round} "), format!("r{round} "));
+            let (lo, ro) = (self.left_text.len() as i64, self.right_text.len() as i64);
+            group(app, &[(&self.left, lo, &lp), (&self.right, ro, &rp)]).await;
+            self.left_text.push_str(&lp);
+            self.right_text.push_str(&rp);
+            self.rounds += 1;
+        }
+    }
+}
+
 /// A session's log passing a multiple of 1,000 positions folds its streaming events' pieces into
 /// a chunk each (an event with none since, and one whose stream another transaction holds, as
 /// far as each can be): readers see the same text, and the change log the same appends.
@@ -738,16 +763,12 @@ async fn a_sessions_pieces_are_folded_into_chunks_as_its_log_grows() {
     let (r, _) = a.event(&right, "STREAMING").await;
     let (idle, _) = a.event(&idle_execution, "STREAMING").await;
     group(&app, &[(&idle, 0, "waiting")]).await;
-    let (mut left_text, mut right_text) = (String::new(), String::new());
-    let mut round = 0;
-    while positions(&app, &session).await.1 < 1_000 {
-        let (lp, rp) = (format!("l{round} "), format!("r{round} "));
-        let (lo, ro) = (left_text.len() as i64, right_text.len() as i64);
-        group(&app, &[(&l, lo, &lp), (&r, ro, &rp)]).await;
-        left_text.push_str(&lp);
-        right_text.push_str(&rp);
-        round += 1;
-    }
+    let mut streams = TwoStreams {
+        left: l.clone(),
+        right: r.clone(),
+        ..TwoStreams::default()
+    };
+    streams.until(&app, &session, 1_000).await;
     // The group that passed 1,000 folded what was below it.
     let folded = folded_through(&app, &l)
         .await
@@ -762,8 +783,14 @@ async fn a_sessions_pieces_are_folded_into_chunks_as_its_log_grows() {
     assert_eq!(rows_of(&app, "timeline_event_chunks", &l).await, 1);
     assert_eq!(rows_of(&app, "timeline_event_chunks", &idle).await, 1);
     let streaming = "STREAMING".to_owned();
-    assert_eq!(a.content(&l).await, (left_text.clone(), streaming.clone()));
-    assert_eq!(a.content(&r).await, (right_text.clone(), streaming.clone()));
+    assert_eq!(
+        a.content(&l).await,
+        (streams.left_text.clone(), streaming.clone())
+    );
+    assert_eq!(
+        a.content(&r).await,
+        (streams.right_text.clone(), streaming.clone())
+    );
     assert_eq!(
         a.content(&idle).await,
         ("waiting".to_owned(), streaming.clone())
@@ -773,7 +800,10 @@ async fn a_sessions_pieces_are_folded_into_chunks_as_its_log_grows() {
         .execute(app.store.pool())
         .await
         .unwrap();
-    let (lo, ro) = (left_text.len() as i64, right_text.len() as i64);
+    let (lo, ro) = (
+        streams.left_text.len() as i64,
+        streams.right_text.len() as i64,
+    );
     assert_eq!(
         try_group(&app, &[(&l, lo - 1, "x"), (&r, ro + 1, "x")]).await,
         [false, false]
@@ -798,14 +828,7 @@ async fn a_sessions_pieces_are_folded_into_chunks_as_its_log_grows() {
             None
         }
     };
-    while positions(&app, &session).await.1 < 2_000 {
-        let (lp, rp) = (format!("l{round} "), format!("r{round} "));
-        let (lo, ro) = (left_text.len() as i64, right_text.len() as i64);
-        group(&app, &[(&l, lo, &lp), (&r, ro, &rp)]).await;
-        left_text.push_str(&lp);
-        right_text.push_str(&rp);
-        round += 1;
-    }
+    streams.until(&app, &session, 2_000).await;
     let again = folded_through(&app, &l).await.unwrap();
     assert!(again >= 1_990, "{again}");
     if let Some(other) = held {
@@ -817,12 +840,21 @@ async fn a_sessions_pieces_are_folded_into_chunks_as_its_log_grows() {
         other.close().await.unwrap();
     }
     assert_eq!(rows_of(&app, "timeline_event_chunks", &l).await, 2);
-    assert_eq!(a.content(&l).await, (left_text.clone(), streaming.clone()));
-    assert_eq!(a.content(&r).await, (right_text.clone(), streaming.clone()));
+    assert_eq!(
+        a.content(&l).await,
+        (streams.left_text.clone(), streaming.clone())
+    );
+    assert_eq!(
+        a.content(&r).await,
+        (streams.right_text.clone(), streaming.clone())
+    );
     assert_eq!(a.content(&idle).await, ("waiting".to_owned(), streaming));
     // The change log still reads each append's own text.
     let texts = appended_texts(&app, &session).await;
-    assert_eq!(texts.concat().len(), left_text.len() + right_text.len() + 7);
+    assert_eq!(
+        texts.concat().len(),
+        streams.left_text.len() + streams.right_text.len() + 7
+    );
     assert_eq!(texts[0], "waiting");
     assert_eq!(texts[1..3], ["l0 ", "r0 "]);
 
@@ -833,7 +865,7 @@ async fn a_sessions_pieces_are_folded_into_chunks_as_its_log_grows() {
             json!({ "e": l }),
         )
         .await;
-    assert_eq!(done["finishTimelineEvent"]["content"], left_text);
+    assert_eq!(done["finishTimelineEvent"]["content"], streams.left_text);
     assert_eq!(rows_of(&app, "timeline_event_chunks", &l).await, 0);
     assert_eq!(folded_through(&app, &l).await, None);
     app.stop().await;
