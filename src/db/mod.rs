@@ -136,6 +136,24 @@ impl Database {
     }
 }
 
+/// A pool of `size` connections of its own to `pool`'s database, with the same settings, for
+/// work that must not queue for a connection behind `pool`'s other users; `None` when `pool` is
+/// a single connection (the embedded database serves one). Single appends are stored on one:
+/// writers waiting for a session's lock hold their pooled connections while they wait, and a
+/// burst of them (every agent of a session finishing its event at once) would otherwise keep
+/// the groups that serve every stream of the process from the database.
+pub fn pool_beside(pool: &PgPool, size: u32) -> Option<PgPool> {
+    if pool.options().get_max_connections() <= 1 {
+        return None;
+    }
+    Some(
+        pool_options()
+            .max_connections(size.max(1))
+            .acquire_timeout(EXTERNAL_ACQUIRE_TIMEOUT)
+            .connect_lazy_with((*pool.connect_options()).clone()),
+    )
+}
+
 /// Connection options that make each connection set the timeouts on itself at start-up, and
 /// plan each prepared statement once.
 ///

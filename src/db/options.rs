@@ -18,7 +18,8 @@ pub struct DatabaseArgs {
     #[arg(long, env = "CASEFILE_DATA_DIR", default_value = "./casefile-data")]
     pub data_dir: PathBuf,
 
-    /// Maximum connections in the pool to an external PostgreSQL (the embedded one takes exactly one).
+    /// Maximum connections in the pool to an external PostgreSQL (the embedded one takes exactly
+    /// one). The server opens `--append-groups-in-flight` more, to store single appends.
     #[arg(long, env = "CASEFILE_DB_MAX_CONNECTIONS", default_value_t = 10)]
     pub db_max_connections: u32,
 

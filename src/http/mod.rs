@@ -99,7 +99,9 @@ pub fn router(
     closing: watch::Receiver<bool>,
 ) -> anyhow::Result<Router> {
     let limits = options.limits;
-    let store = store.grouping_appends(options.append_groups);
+    let groups_pool =
+        crate::db::pool_beside(store.pool(), options.append_groups.append_groups_in_flight);
+    let store = store.grouping_appends(options.append_groups, groups_pool);
     let origins = Arc::new(OriginPolicy::new(options, auth.mode())?);
     let cors = cors(origins.cors_origins(), &options.cors_allow_headers)?;
     let live = options.live;

@@ -147,13 +147,14 @@ impl Store {
         }
     }
 
-    /// The store whose single appends are grouped as `options` say (a server's own: every
-    /// store cloned from it shares its groups).
-    pub fn grouping_appends(&self, options: AppendGroupOptions) -> Store {
+    /// The store whose single appends are grouped as `options` say, stored on `pool` when given
+    /// (`db::pool_beside`) or else on the store's own (a server's own: every store cloned from it
+    /// shares its groups).
+    pub fn grouping_appends(&self, options: AppendGroupOptions, pool: Option<PgPool>) -> Store {
         Store {
             pool: self.pool.clone(),
             lease: self.lease.clone(),
-            appends: AppendGroups::new(self.pool.clone(), options),
+            appends: AppendGroups::new(pool.unwrap_or_else(|| self.pool.clone()), options),
         }
     }
 

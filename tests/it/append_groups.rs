@@ -870,3 +870,142 @@ async fn a_sessions_pieces_are_folded_into_chunks_as_its_log_grows() {
     assert_eq!(folded_through(&app, &l).await, None);
     app.stop().await;
 }
+
+/// A group decides its appends under their streams alone, and waits for its sessions' event
+/// orders (which every other writer of those sessions waits for too) only to number and record
+/// them: while another transaction holds the order, the group has already written where its
+/// event's text now ends, and nothing else.
+#[tokio::test]
+async fn a_group_decides_its_appends_before_it_waits_for_the_sessions_event_order() {
+    let app = TestApp::start().await;
+    let Some(url) = app.db.url() else {
+        eprintln!(
+            "skipped: it needs a second connection to hold a session's event order, an external \
+             PostgreSQL (DATABASE_URL)"
+        );
+        app.stop().await;
+        return;
+    };
+    let a = Agent { app: &app };
+    let session = a.session().await;
+    let stage = a.stage(&session, 0, 2, Some("ALL")).await;
+    let (left, right) = (
+        a.execution(&stage, 1, "Left").await,
+        a.execution(&stage, 2, "Right").await,
+    );
+    let (l, _) = a.event(&left, "STREAMING").await;
+    let (r, _) = a.event(&right, "STREAMING").await;
+    group(&app, &[(&l, 0, "ab"), (&r, 0, "xy")]).await;
+
+    let recorded = positions(&app, &session).await;
+    let mut other = sqlx::PgConnection::connect(&url).await.unwrap();
+    sqlx::query("SELECT pg_advisory_lock(session_events_lock_key($1))")
+        .bind(Uuid::parse_str(&session).unwrap())
+        .execute(&mut other)
+        .await
+        .unwrap();
+    let waiting = {
+        let pool = app.store.pool().clone();
+        let l = Uuid::parse_str(&l).unwrap();
+        tokio::spawn(async move {
+            sqlx::query_scalar::<_, bool>(
+                "SELECT stored FROM append_timeline_chunks(ARRAY[$1::uuid], ARRAY[2::bigint], ARRAY['cd'], 1000)",
+            )
+            .bind(l)
+            .fetch_all(&pool)
+            .await
+            .unwrap()
+        })
+    };
+    // The end row a group writes is locked by it until it commits.
+    let end_is_taken = |event: &str| {
+        let event = Uuid::parse_str(event).unwrap();
+        let url = url.clone();
+        async move {
+            let mut probe = sqlx::PgConnection::connect(&url).await.unwrap();
+            let taken = sqlx::query(
+                "SELECT FROM streaming_event_ends WHERE event_id = $1 FOR UPDATE NOWAIT",
+            )
+            .bind(event)
+            .execute(&mut probe)
+            .await
+            .is_err_and(|e| {
+                e.as_database_error()
+                    .and_then(|d| d.code())
+                    .is_some_and(|code| code == "55P03")
+            });
+            probe.close().await.unwrap();
+            taken
+        }
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !end_is_taken(&l).await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the group has not decided its append while it waits for the event order"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(!end_is_taken(&r).await, "an event outside the group");
+    assert!(
+        !waiting.is_finished(),
+        "the group waits for the event order"
+    );
+    assert_eq!(
+        positions(&app, &session).await,
+        recorded,
+        "nothing recorded yet"
+    );
+
+    sqlx::query("SELECT pg_advisory_unlock(session_events_lock_key($1))")
+        .bind(Uuid::parse_str(&session).unwrap())
+        .execute(&mut other)
+        .await
+        .unwrap();
+    assert_eq!(waiting.await.unwrap(), [true]);
+    let streaming = "STREAMING".to_owned();
+    assert_eq!(a.content(&l).await, ("abcd".to_owned(), streaming));
+    assert_eq!(appended_texts(&app, &session).await, ["ab", "xy", "cd"]);
+    other.close().await.unwrap();
+    app.stop().await;
+}
+
+/// Single appends are stored on connections of their own: writers waiting for a session's lock
+/// hold their pooled connections while they wait, and a burst of them must not keep the groups,
+/// which serve every stream of the process, from the database.
+#[tokio::test]
+async fn an_append_is_stored_while_other_writers_hold_every_pooled_connection() {
+    let app = TestApp::start().await;
+    if app.db.url().is_none() {
+        eprintln!(
+            "skipped: the embedded database serves one connection, shared by every writer; the \
+             groups' own connections need an external PostgreSQL (DATABASE_URL)"
+        );
+        app.stop().await;
+        return;
+    }
+    let a = Agent { app: &app };
+    let session = a.session().await;
+    let stage = a.stage(&session, 0, 1, None).await;
+    let execution = a.execution(&stage, 1, "Streaming").await;
+    let (event, _) = a.event(&execution, "STREAMING").await;
+    stream(&a, &event, &["first ".to_owned()]).await;
+
+    let held = app.hold_the_pool().await;
+    let appended = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        a.append(&event, 6, "second"),
+    )
+    .await
+    .expect("an append waited for a pooled connection");
+    assert_eq!(
+        appended["data"]["appendTimelineContent"]["end"], 12,
+        "{appended:#}"
+    );
+    drop(held);
+    assert_eq!(
+        a.content(&event).await,
+        ("first second".to_owned(), "STREAMING".to_owned())
+    );
+    app.stop().await;
+}

@@ -14,7 +14,9 @@
 //! waits for the next group), so each is decided against what its event had stored. The
 //! statement (`append_timeline_chunks`, migrations 0112 and 0114) locks the group's streams
 //! and then its sessions' event orders, each in key order (the one order, `locks.rs`), so
-//! groups in flight together never deadlock; it records the appends in their sessions' event
+//! groups in flight together never deadlock; it decides the appends under the streams and
+//! takes the event orders only to number and record them (0121), since every other writer of
+//! those sessions waits for an event order. It records the appends in their sessions' event
 //! logs itself, set-wise, one row per session (migration 0117), and keeps each append's text in
 //! that row rather than in a chunk of its own (0119): a chunk stored any other way is recorded
 //! by a trigger per row. It runs as a transaction of its own, so those locks are held only to
@@ -38,8 +40,9 @@ use crate::store::traced::traced;
 /// How single appends are grouped.
 #[derive(Debug, Clone, Copy, Args)]
 pub struct AppendGroupOptions {
-    /// Groups of appends being stored at once (each on a connection of its own). More let a
-    /// group form while another commits; one makes every group as large as it can be.
+    /// Groups of appends being stored at once, each on a connection of its own (on an external
+    /// PostgreSQL, a pool of that many beside `--db-max-connections`). More let a group form
+    /// while another commits; one makes every group as large as it can be.
     #[arg(long, env = "CASEFILE_APPEND_GROUPS_IN_FLIGHT", default_value_t = 2,
           value_parser = clap::value_parser!(u32).range(1..=64))]
     pub append_groups_in_flight: u32,
