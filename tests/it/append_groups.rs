@@ -635,14 +635,8 @@ async fn rows_of(app: &TestApp, table: &str, event: &str) -> i64 {
         .unwrap()
 }
 
-/// A grouped append's text is kept in the log row that records it (a run's or a plain row's),
-/// not in a chunk; readers see it with the chunks other writers store, in offset order; and
-/// where an event's text ends is found again from the log when the unlogged record of it is
-/// gone (as a crash leaves it).
-#[tokio::test]
-async fn a_grouped_appends_text_lives_in_the_log_and_its_end_survives_a_crash() {
-    let app = TestApp::start().await;
-    let a = Agent { app: &app };
+/// A session of two agents, each with an event streaming: (session, left event, right event).
+async fn two_streaming_events(a: &Agent<'_>) -> (String, String, String) {
     let session = a.session().await;
     let stage = a.stage(&session, 0, 2, Some("ALL")).await;
     let (left, right) = (
@@ -651,6 +645,18 @@ async fn a_grouped_appends_text_lives_in_the_log_and_its_end_survives_a_crash() 
     );
     let (l, _) = a.event(&left, "STREAMING").await;
     let (r, _) = a.event(&right, "STREAMING").await;
+    (session, l, r)
+}
+
+/// A grouped append's text is kept in the log row that records it (a run's or a plain row's),
+/// not in a chunk; readers see it with the chunks other writers store, in offset order; and
+/// where an event's text ends is found again from the log when the unlogged record of it is
+/// gone (as a crash leaves it).
+#[tokio::test]
+async fn a_grouped_appends_text_lives_in_the_log_and_its_end_survives_a_crash() {
+    let app = TestApp::start().await;
+    let a = Agent { app: &app };
+    let (session, l, r) = two_streaming_events(&a).await;
 
     group(&app, &[(&l, 0, "ab"), (&r, 0, "xy")]).await; // a run
     group(&app, &[(&l, 2, "cd")]).await; // a plain row
@@ -871,6 +877,20 @@ async fn a_sessions_pieces_are_folded_into_chunks_as_its_log_grows() {
     app.stop().await;
 }
 
+/// Whether a transaction holds `event`'s end row: a group that wrote it locks it until it
+/// commits.
+async fn end_is_taken(conn: &mut sqlx::PgConnection, event: &str) -> bool {
+    sqlx::query("SELECT FROM streaming_event_ends WHERE event_id = $1 FOR UPDATE NOWAIT")
+        .bind(Uuid::parse_str(event).unwrap())
+        .execute(conn)
+        .await
+        .is_err_and(|e| {
+            e.as_database_error()
+                .and_then(|d| d.code())
+                .is_some_and(|code| code == "55P03")
+        })
+}
+
 /// A group decides its appends under their streams alone, and waits for its sessions' event
 /// orders (which every other writer of those sessions waits for too) only to number and record
 /// them: while another transaction holds the order, the group has already written where its
@@ -887,14 +907,7 @@ async fn a_group_decides_its_appends_before_it_waits_for_the_sessions_event_orde
         return;
     };
     let a = Agent { app: &app };
-    let session = a.session().await;
-    let stage = a.stage(&session, 0, 2, Some("ALL")).await;
-    let (left, right) = (
-        a.execution(&stage, 1, "Left").await,
-        a.execution(&stage, 2, "Right").await,
-    );
-    let (l, _) = a.event(&left, "STREAMING").await;
-    let (r, _) = a.event(&right, "STREAMING").await;
+    let (session, l, r) = two_streaming_events(&a).await;
     group(&app, &[(&l, 0, "ab"), (&r, 0, "xy")]).await;
 
     let recorded = positions(&app, &session).await;
@@ -917,36 +930,18 @@ async fn a_group_decides_its_appends_before_it_waits_for_the_sessions_event_orde
             .unwrap()
         })
     };
-    // The end row a group writes is locked by it until it commits.
-    let end_is_taken = |event: &str| {
-        let event = Uuid::parse_str(event).unwrap();
-        let url = url.clone();
-        async move {
-            let mut probe = sqlx::PgConnection::connect(&url).await.unwrap();
-            let taken = sqlx::query(
-                "SELECT FROM streaming_event_ends WHERE event_id = $1 FOR UPDATE NOWAIT",
-            )
-            .bind(event)
-            .execute(&mut probe)
-            .await
-            .is_err_and(|e| {
-                e.as_database_error()
-                    .and_then(|d| d.code())
-                    .is_some_and(|code| code == "55P03")
-            });
-            probe.close().await.unwrap();
-            taken
-        }
-    };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !end_is_taken(&l).await {
+    while !end_is_taken(&mut other, &l).await {
         assert!(
             std::time::Instant::now() < deadline,
             "the group has not decided its append while it waits for the event order"
         );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    assert!(!end_is_taken(&r).await, "an event outside the group");
+    assert!(
+        !end_is_taken(&mut other, &r).await,
+        "an event outside the group"
+    );
     assert!(
         !waiting.is_finished(),
         "the group waits for the event order"
