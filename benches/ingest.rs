@@ -575,7 +575,12 @@ async fn main() {
     match sqlx::PgPool::connect(&url).await {
         Ok(pool) => {
             pool.close().await;
-            run("postgresql", Some(url), token, &options).await;
+            // The harness partitions the database when CASEFILE_PARTITION_BY_SESSION says so.
+            let label = match common::partitions_per_table() {
+                Some(n) => format!("postgresql, partitioned by session into {n}"),
+                None => "postgresql".to_owned(),
+            };
+            run(&label, Some(url), token, &options).await;
         }
         Err(err) => println!("postgresql: skipped ({err})"),
     }

@@ -79,8 +79,10 @@ async fn stage_reads(app: &TestApp, subscribers: usize) -> usize {
             }
         }
     }
-    let reads =
-        statements::settled_count(|s| s.contains("FROM stages WHERE (id, session_id) IN")).await;
+    let reads = statements::settled_count(|s| {
+        s.contains("FROM stages WHERE id = k.id AND session_id = k.session_id")
+    })
+    .await;
     for sub in subs {
         sub.disconnect().await;
     }

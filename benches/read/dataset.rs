@@ -86,8 +86,21 @@ impl Payloads {
     }
 }
 
+/// The hash partitions per distributed table of the external database
+/// (`CASEFILE_PARTITION_BY_SESSION`, as for `casefile migrate` and the tests), if set.
+pub fn partitions() -> anyhow::Result<Option<u32>> {
+    std::env::var("CASEFILE_PARTITION_BY_SESSION")
+        .ok()
+        .map(|n| {
+            n.parse()
+                .context("CASEFILE_PARTITION_BY_SESSION is a count")
+        })
+        .transpose()
+}
+
 /// Creates (or, with `reuse`, keeps) database `name` on the server of `admin_url`, filled with
-/// the demo and `copies` copies of it. Returns the database's URL.
+/// the demo and `copies` copies of it, its distributed tables partitioned by session when
+/// [`partitions`] says so. Returns the database's URL.
 pub async fn external(
     admin_url: &str,
     name: &str,
@@ -129,6 +142,9 @@ pub async fn external(
         .await?;
     let db = Database::external(&url, 2, &DbTimeouts::default()).await?;
     db.migrate().await?;
+    if let Some(n) = partitions()? {
+        casefile::distribution::partition_by_session(&Store::new(db.pool().clone()), n).await?;
+    }
     let started = Instant::now();
     casefile::demo::load(&Store::new(db.pool().clone()))
         .await

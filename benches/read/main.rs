@@ -9,7 +9,9 @@
 //! (`DATABASE_URL` names another server's admin database), in two variants measured one after
 //! the other: the demo's own payload sizes (database `casefile_read_bench_demo`), where
 //! per-request and per-statement costs show, and payloads padded to tens of KB with one session
-//! of multi-megabyte payloads (`casefile_read_bench`), where JSON handling dominates.
+//! of multi-megabyte payloads (`casefile_read_bench`), where JSON handling dominates. With
+//! `CASEFILE_PARTITION_BY_SESSION=N` the databases (`…_pN`) have their distributed tables
+//! partitioned by session (docs/scale-out.md).
 
 #[allow(dead_code)] // the calling thread's ticks: the ingest benchmark's
 #[path = "../common/cpu.rs"]
@@ -259,6 +261,11 @@ async fn external(
     let database = match payloads {
         dataset::Payloads::Padded => DATABASE.to_owned(),
         dataset::Payloads::Demo => format!("{DATABASE}_demo"),
+    };
+    // A partitioned layout is a database of its own (`--reuse` never mixes the two).
+    let database = match dataset::partitions()? {
+        Some(n) => format!("{database}_p{n}"),
+        None => database,
     };
     say(
         started,

@@ -22,6 +22,7 @@ use crate::db::DatabaseArgs;
 use crate::observe::logging::LogFormat;
 use export::ExportArgs;
 use import::ImportArgs;
+use migrate::MigrateArgs;
 use prices::PricesCommand;
 use purge::PurgeArgs;
 use serve::ServeArgs;
@@ -46,7 +47,7 @@ pub enum Command {
     /// Run the GraphQL server (migrations are applied at start-up).
     Serve(Box<ServeArgs>),
     /// Apply pending database migrations and exit.
-    Migrate(DatabaseArgs),
+    Migrate(MigrateArgs),
     /// Print the GraphQL schema (SDL) the server serves.
     Schema,
     /// Load the demo investigation sessions (idempotent) and exit.

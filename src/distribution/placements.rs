@@ -226,4 +226,49 @@ mod tests {
             PlacementsError::Empty
         );
     }
+
+    /// The Citus statements of `docs/scale-out.md` distribute every distributed table by its
+    /// session column, colocated with `sessions`, and replicate every reference table: each
+    /// once, and nothing else.
+    #[test]
+    fn the_citus_statements_place_every_distributed_and_reference_table() {
+        let placements = Placements::documented().unwrap();
+        let argument = |line: &str, call: &str| {
+            let rest = line.strip_prefix(&format!("SELECT {call}('"))?;
+            let (table, rest) = rest.split_once('\'')?;
+            Some((table.to_owned(), rest.to_owned()))
+        };
+        let mut stated = Vec::new();
+        for line in DOCUMENT.lines() {
+            if let Some((table, rest)) = argument(line, "create_distributed_table") {
+                let column = crate::distribution::distribution_column(&table);
+                let colocated = if table == "sessions" {
+                    ", shard_count => 32);".to_owned()
+                } else {
+                    ", colocate_with => 'sessions');".to_owned()
+                };
+                assert_eq!(rest, format!(", '{column}'{colocated}"), "{line}");
+                stated.push((table, Placement::Distributed));
+            } else if let Some((table, rest)) = argument(line, "create_reference_table") {
+                assert_eq!(rest, ");", "{line}");
+                stated.push((table, Placement::Reference));
+            }
+        }
+        let mut placed: Vec<(String, Placement)> = placements
+            .iter()
+            .filter(|(_, placement)| *placement != Placement::Local)
+            .map(|(table, placement)| (table.to_owned(), placement))
+            .collect();
+        let first_distributed = stated
+            .iter()
+            .position(|(_, p)| *p == Placement::Distributed)
+            .unwrap();
+        assert_eq!(
+            stated[first_distributed].0, "sessions",
+            "sessions come first"
+        );
+        stated.sort_by(|a, b| a.0.cmp(&b.0));
+        placed.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(stated, placed);
+    }
 }

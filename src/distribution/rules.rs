@@ -16,7 +16,7 @@ const SESSIONS: &str = "sessions";
 
 /// The column a distributed table is sharded by: `session_id`, except in `sessions`, whose `id`
 /// is the session id.
-fn distribution_column(table: &str) -> &'static str {
+pub fn distribution_column(table: &str) -> &'static str {
     if table == SESSIONS {
         "id"
     } else {

@@ -82,10 +82,12 @@ fn unavailable() -> Refusal {
 
 fn rule(constraint: Option<&str>) -> String {
     match constraint {
-        Some(name) => describe(name).map_or_else(
-            || format!("the values break the rule \"{}\"", name.replace('_', " ")),
-            str::to_owned,
-        ),
+        Some(name) => describe(name)
+            .or_else(|| describe(of_the_table(name)?))
+            .map_or_else(
+                || format!("the values break the rule \"{}\"", name.replace('_', " ")),
+                str::to_owned,
+            ),
         None => "the values break a rule of the database".to_owned(),
     }
 }
@@ -106,6 +108,14 @@ fn data_exception(bad: BadData, code: &str) -> String {
             format!("a value is not valid for its field (SQLSTATE {code})")
         }
     }
+}
+
+/// The key a partition's copy stands for: on a database partitioned by session
+/// (`store::partitioning`), a unique violation names the partition's index, which is named
+/// after its table's with the partition's number (`stages_pkey_p2`).
+fn of_the_table(constraint: &str) -> Option<&str> {
+    let (key, number) = constraint.rsplit_once("_p")?;
+    (!number.is_empty() && number.bytes().all(|b| b.is_ascii_digit())).then_some(key)
 }
 
 /// A constraint of the schema (every migration), in words; `None` for one it does not know.

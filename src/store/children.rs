@@ -16,10 +16,11 @@ impl Store {
         &self,
         ids: &[Uuid],
     ) -> Result<HashMap<Uuid, Vec<Arc<SessionStatusChangeRow>>>> {
-        let rows: Vec<SessionStatusChangeRow> = sqlx::query_as(
-            "SELECT * FROM session_status_changes WHERE session_id = ANY($1) \
-             ORDER BY session_id, id",
-        )
+        let rows: Vec<SessionStatusChangeRow> = sqlx::query_as(concat!(
+            "SELECT c.* FROM ",
+            per_session!("SELECT * FROM session_status_changes WHERE session_id = k.session_id"),
+            " c ORDER BY c.session_id, c.id"
+        ))
         .bind(ids)
         .fetch_all(self.reader().await?.traced())
         .await?;
@@ -60,9 +61,11 @@ impl Store {
         let (ids, sessions) = key_columns(parents);
         let rows: Vec<ExecutionRow> = sqlx::query_as(concat!(
             "SELECT e.* FROM ",
-            keys_relation!(),
-            " JOIN agent_executions e ON e.parent_execution_id = k.id AND e.session_id = k.session_id \
-             ORDER BY e.session_id, e.parent_execution_id, e.agent_index"
+            per_key!(
+                "SELECT * FROM agent_executions \
+                 WHERE parent_execution_id = k.id AND session_id = k.session_id"
+            ),
+            " e ORDER BY e.session_id, e.parent_execution_id, e.agent_index"
         ))
         .bind(ids)
         .bind(sessions)
@@ -75,13 +78,15 @@ impl Store {
 }
 
 /// The statements of the loaders under a list of sessions: its stages, and their agents.
-const STAGES_BY_SESSION: &str =
-    "SELECT * FROM stages WHERE session_id = ANY($1) ORDER BY session_id, stage_index";
+const STAGES_BY_SESSION: &str = concat!(
+    "SELECT s.* FROM ",
+    per_session!("SELECT * FROM stages WHERE session_id = k.session_id"),
+    " s ORDER BY s.session_id, s.stage_index"
+);
 const EXECUTIONS_BY_STAGE: &str = concat!(
     "SELECT e.* FROM ",
-    keys_relation!(),
-    " JOIN agent_executions e ON e.stage_id = k.id AND e.session_id = k.session_id \
-     ORDER BY e.session_id, e.stage_id, e.agent_index"
+    per_key!("SELECT * FROM agent_executions WHERE stage_id = k.id AND session_id = k.session_id"),
+    " e ORDER BY e.session_id, e.stage_id, e.agent_index"
 );
 
 impl Store {

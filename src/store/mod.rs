@@ -13,6 +13,43 @@ macro_rules! keys_relation {
     };
 }
 
+/// The sessions of `$1`, each once, as the relation `k (session_id)`.
+macro_rules! sessions_relation {
+    () => {
+        "(SELECT DISTINCT unnest($1::uuid[])) AS k (session_id)"
+    };
+}
+
+/// Each key of [`keys_relation!`] joined to the rows `$select` reads for it (by `k.id` and
+/// `k.session_id`), the select run once per key. On a table partitioned (or sharded) by
+/// session, each run reads only its key's session's partition, whatever the table's size; a
+/// plain join may be planned as a hash join over every partition, and `session_id = ANY($1)`
+/// never prunes (PostgreSQL prunes by an array only when it is a constant, and casefile binds
+/// its arrays). `OFFSET 0` keeps PostgreSQL from flattening the select into a join. On one
+/// table it is the plan a join of few keys gets anyway: one index probe per key.
+macro_rules! per_key {
+    ($select:expr) => {
+        concat!(
+            keys_relation!(),
+            " CROSS JOIN LATERAL (",
+            $select,
+            " OFFSET 0)"
+        )
+    };
+}
+
+/// The same for each session of [`sessions_relation!`] (by `k.session_id`).
+macro_rules! per_session {
+    ($select:expr) => {
+        concat!(
+            sessions_relation!(),
+            " CROSS JOIN LATERAL (",
+            $select,
+            " OFFSET 0)"
+        )
+    };
+}
+
 mod agents;
 pub mod audit;
 pub mod catalog;
@@ -28,6 +65,7 @@ mod lease;
 pub mod mcp_search;
 pub mod notifications;
 pub mod page;
+pub mod partitioning;
 pub mod prices;
 mod records;
 pub mod retention;
@@ -250,7 +288,17 @@ impl Store {
     /// session this reads every shard: only for ids that come without their session (a global
     /// id), or for `sessions`, whose id is the session.
     pub async fn by_ids<R: Record>(&self, ids: &[Uuid]) -> Result<Vec<R>> {
-        let sql = format!("SELECT {} FROM {} WHERE id = ANY($1)", R::COLUMNS, R::TABLE);
+        // An id looked up on its own, as a session's in `per_session!`: for `sessions`, whose
+        // id is the session, that reads only its partition.
+        let sql = format!(
+            concat!(
+                "SELECT r.* FROM ",
+                per_session!("SELECT {} FROM {} WHERE id = k.session_id"),
+                " r"
+            ),
+            R::COLUMNS,
+            R::TABLE
+        );
         Ok(sqlx::query_as::<_, R>(&sql)
             .bind(ids)
             .fetch_all(self.reader().await?.traced())
@@ -285,10 +333,14 @@ impl Store {
 /// The statement of [`Store::by_keys`], after `prefix`.
 fn by_keys_statement<R: InSession>(prefix: &str) -> String {
     format!(
-        "{prefix}SELECT {} FROM {} WHERE (id, session_id) IN (SELECT id, session_id FROM {})",
+        concat!(
+            "{prefix}SELECT r.* FROM ",
+            per_key!("SELECT {} FROM {} WHERE id = k.id AND session_id = k.session_id"),
+            " r"
+        ),
         R::COLUMNS,
         R::TABLE,
-        keys_relation!()
+        prefix = prefix
     )
 }
 

@@ -19,10 +19,11 @@ impl Store {
         &self,
         ids: &[Uuid],
     ) -> Result<HashMap<Uuid, Vec<Arc<NotificationRow>>>> {
-        let rows: Vec<NotificationRow> = sqlx::query_as(
-            "SELECT * FROM notifications WHERE session_id = ANY($1) \
-             ORDER BY session_id, created_at, id",
-        )
+        let rows: Vec<NotificationRow> = sqlx::query_as(concat!(
+            "SELECT n.* FROM ",
+            per_session!("SELECT * FROM notifications WHERE session_id = k.session_id"),
+            " n ORDER BY n.session_id, n.created_at, n.id"
+        ))
         .bind(ids)
         .fetch_all(self.reader().await?.traced())
         .await?;

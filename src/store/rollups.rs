@@ -26,7 +26,7 @@ impl Store {
         let (ids, sessions) = key_columns(keys);
         let sql = format!(
             concat!(
-                "SELECT i.session_id, i.{column} AS parent, \
+                "SELECT i.session_id, i.parent, \
                     coalesce(sum(input_tokens), 0)::bigint AS input_tokens, \
                     coalesce(sum(output_tokens), 0)::bigint AS output_tokens, \
                     coalesce(sum(total_tokens), 0)::bigint AS total_tokens, \
@@ -38,9 +38,13 @@ impl Store {
                     count(*) AS interaction_count, \
                     count(*) FILTER (WHERE cost_source = 'no_price') AS unpriced_count \
                  FROM ",
-                keys_relation!(),
-                " JOIN llm_interactions i ON i.{column} = k.id AND i.session_id = k.session_id \
-                 GROUP BY i.session_id, i.{column}"
+                per_key!(
+                    "SELECT session_id, {column} AS parent, input_tokens, output_tokens, total_tokens, \
+                         thinking_tokens, cached_input_tokens, estimated_cost_usd, input_cost_usd, \
+                         output_cost_usd, cost_source \
+                     FROM llm_interactions WHERE {column} = k.id AND session_id = k.session_id"
+                ),
+                " i GROUP BY i.session_id, i.parent"
             ),
             column = column
         );

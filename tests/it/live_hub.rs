@@ -277,8 +277,8 @@ async fn a_log_emptied_by_a_crash_is_noticed_and_subscribers_resume() {
     // committed and never logged, as if the log had been emptied before anyone read it.
     let mut tx = app.store.pool().begin().await.unwrap();
     sqlx::query(
-        "INSERT INTO timeline_event_chunks (event_id, start_offset, content) \
-         VALUES ($1::uuid, 0, 'lost from the log')",
+        "INSERT INTO timeline_event_chunks (event_id, session_id, start_offset, content) \
+         SELECT id, session_id, 0, 'lost from the log' FROM timeline_events WHERE id = $1::uuid",
     )
     .bind(&event)
     .execute(&mut *tx)
@@ -580,8 +580,8 @@ async fn a_process_the_log_was_pruned_past_resumes_its_subscribers() {
     // in the transaction of a write this process never reads.
     let mut tx = app.store.pool().begin().await.unwrap();
     sqlx::query(
-        "INSERT INTO timeline_event_chunks (event_id, start_offset, content) \
-         VALUES ($1::uuid, 0, 'pruned unread')",
+        "INSERT INTO timeline_event_chunks (event_id, session_id, start_offset, content) \
+         SELECT id, session_id, 0, 'pruned unread' FROM timeline_events WHERE id = $1::uuid",
     )
     .bind(&event)
     .execute(&mut *tx)
@@ -641,8 +641,8 @@ async fn awaited_ids_are_bounded_and_giving_up_on_them_is_announced() {
     let mut slow = app.store.pool().begin().await.unwrap();
     for i in 0..5 {
         sqlx::query(
-            "INSERT INTO timeline_event_chunks (event_id, start_offset, content) \
-             VALUES ($1::uuid, $2, 'x')",
+            "INSERT INTO timeline_event_chunks (event_id, session_id, start_offset, content) \
+             SELECT id, session_id, $2, 'x' FROM timeline_events WHERE id = $1::uuid",
         )
         .bind(&event)
         .bind(i)

@@ -36,6 +36,7 @@ mod operations;
 mod page_plans;
 mod pages;
 mod pagination;
+mod partitioned;
 mod payload_pages;
 mod pool_connections;
 mod prices;

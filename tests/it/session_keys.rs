@@ -288,12 +288,7 @@ async fn a_write_looks_the_session_of_a_record_up_once() {
         .to_owned();
 
     // An append at the end is one statement, which finds the event itself; a retry that
-    // overlaps what is stored looks the session up once, and stores its new part with it
-    // (not through the trigger that fills a chunk's session in for older binaries).
-    sqlx::query("ALTER TABLE timeline_event_chunks DISABLE TRIGGER timeline_event_chunk_session")
-        .execute(app.store.pool())
-        .await
-        .unwrap();
+    // overlaps what is stored looks the session up once, and stores its new part with it.
     let append = "mutation ($e: ID!, $o: Int!, $d: String!) { appendTimelineContent(input: { eventId: $e, offset: $o, delta: $d }) { end applied } }";
     let (n, data) = lookups(append, json!({ "e": event, "o": 0, "d": "Pods" })).await;
     assert_eq!(

@@ -392,7 +392,9 @@ async fn a_type_filtered_page_reads_its_index_at_volume() {
         .await
         .unwrap();
     assert!(plan.contains("timeline_events_pkey"), "by key:\n{plan}");
-    assert!(!plan.contains("Seq Scan on timeline_events"), "{plan}");
+    // (On a database partitioned by session, the session's partition is read along its copy
+    // of the key, `timeline_events_pkey_pN`; the empty others may be scanned.)
+    assert!(!plan.contains("Seq Scan on timeline_events "), "{plan}");
     // And the page is right: the analyses after 5,000, in order.
     let d = a
         .ok(

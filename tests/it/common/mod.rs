@@ -35,6 +35,18 @@ pub const LISTEN_CONNECTIONS: &str = "(query ILIKE 'LISTEN%casefile_live%' \
 /// Connections a test's pool may open to an external server.
 const TEST_POOL: u32 = 5;
 
+/// The hash partitions per distributed table of every external test database
+/// (`CASEFILE_PARTITION_BY_SESSION`, as for `casefile migrate`): CI runs the suite once more on
+/// the layout a distributed PostgreSQL imposes. The embedded database stays plain.
+pub fn partitions_per_table() -> Option<u32> {
+    let value = std::env::var("CASEFILE_PARTITION_BY_SESSION").ok()?;
+    Some(
+        value
+            .parse()
+            .expect("CASEFILE_PARTITION_BY_SESSION is a count"),
+    )
+}
+
 /// A fresh, migrated database that removes itself on [`TestDb::stop`].
 pub struct TestDb {
     pub db: Database,
@@ -63,10 +75,28 @@ impl TestDb {
         Self::start_sized(url, DbTimeouts::default(), max_connections).await
     }
 
+    /// A fresh database on the external PostgreSQL of `DATABASE_URL` (embedded without it),
+    /// never partitioned by session, whatever `CASEFILE_PARTITION_BY_SESSION` says.
+    pub async fn start_plain() -> TestDb {
+        let url = std::env::var("DATABASE_URL").ok();
+        Self::start_laid_out(url, DbTimeouts::default(), TEST_POOL, None).await
+    }
+
     async fn start_sized(
         url: Option<String>,
         timeouts: DbTimeouts,
         max_connections: u32,
+    ) -> TestDb {
+        Self::start_laid_out(url, timeouts, max_connections, partitions_per_table()).await
+    }
+
+    /// A fresh database, its distributed tables partitioned into `partitions` when it lives on
+    /// an external server.
+    async fn start_laid_out(
+        url: Option<String>,
+        timeouts: DbTimeouts,
+        max_connections: u32,
+        partitions: Option<u32>,
     ) -> TestDb {
         let (db, external) = match url {
             Some(url) if !url.is_empty() => {
@@ -95,6 +125,14 @@ impl TestDb {
             }
         };
         db.migrate().await.expect("migrations apply");
+        if let (Some(partitions), Some(_)) = (partitions, &external) {
+            casefile::distribution::partition_by_session(
+                &Store::new(db.pool().clone()),
+                partitions,
+            )
+            .await
+            .expect("the distributed tables partition by session");
+        }
         TestDb { db, external }
     }
 
@@ -115,6 +153,24 @@ impl TestDb {
 
     pub fn store(&self) -> Store {
         Store::new(self.db.pool().clone())
+    }
+
+    /// The same database on a new pool: its connections take up settings made since
+    /// (`ALTER DATABASE … SET`).
+    pub async fn reconnected(self) -> TestDb {
+        let TestDb { db, external } = self;
+        db.shutdown().await;
+        let (admin, name) = external
+            .as_ref()
+            .expect("only an external database is reconnected");
+        let db = Database::external_with(
+            admin.clone().database(name),
+            TEST_POOL,
+            &DbTimeouts::default(),
+        )
+        .await
+        .unwrap();
+        TestDb { db, external }
     }
 
     pub async fn stop(self) {

@@ -11,6 +11,9 @@ use tracing_subscriber::layer::SubscriberExt as _;
 /// Each statement's text, and whether a GraphQL operation ran it (inside its span).
 static STATEMENTS: Mutex<Vec<(String, bool)>> = Mutex::new(Vec::new());
 
+/// The notices PostgreSQL sent (`auto_explain`'s plans, when it reports at `NOTICE`).
+static NOTICES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
 /// The round trips of each GraphQL operation (its log line's `loader_round_trips`).
 static ROUND_TRIPS: Mutex<Vec<u64>> = Mutex::new(Vec::new());
 
@@ -44,7 +47,13 @@ pub struct Recording {
 /// Forgets what was recorded so far.
 pub fn clear() {
     STATEMENTS.lock().unwrap().clear();
+    NOTICES.lock().unwrap().clear();
     ROUND_TRIPS.lock().unwrap().clear();
+}
+
+/// The notices received since the last `clear`.
+pub fn notices() -> Vec<String> {
+    NOTICES.lock().unwrap().clone()
 }
 
 /// The round trips of each operation answered since the last `clear`: how many times it
@@ -89,6 +98,10 @@ where
                 .event_scope(event)
                 .is_some_and(|mut scope| scope.any(|span| span.name() == "graphql_operation"));
             STATEMENTS.lock().unwrap().push((text.0, by_operation));
+        } else if event.metadata().target() == "sqlx::postgres::notice" {
+            let mut message = Message(String::new());
+            event.record(&mut message);
+            NOTICES.lock().unwrap().push(message.0);
         } else {
             let mut round_trips = RoundTrips(None);
             event.record(&mut round_trips);
@@ -110,6 +123,23 @@ impl tracing::field::Visit for RoundTrips {
     }
 
     fn record_debug(&mut self, _: &tracing::field::Field, _: &dyn std::fmt::Debug) {}
+}
+
+/// The message of a notice.
+struct Message(String);
+
+impl tracing::field::Visit for Message {
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        if field.name() == "message" {
+            self.0.push_str(value);
+        }
+    }
+
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            self.0.push_str(&format!("{value:?}"));
+        }
+    }
 }
 
 /// The SQL text of a `sqlx::query` event.
