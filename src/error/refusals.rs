@@ -82,12 +82,10 @@ fn unavailable() -> Refusal {
 
 fn rule(constraint: Option<&str>) -> String {
     match constraint {
-        Some(name) => describe(name)
-            .or_else(|| describe(of_the_table(name)?))
-            .map_or_else(
-                || format!("the values break the rule \"{}\"", name.replace('_', " ")),
-                str::to_owned,
-            ),
+        Some(name) => describe(of_its_table(name)).map_or_else(
+            || format!("the values break the rule \"{}\"", name.replace('_', " ")),
+            str::to_owned,
+        ),
         None => "the values break a rule of the database".to_owned(),
     }
 }
@@ -110,12 +108,19 @@ fn data_exception(bad: BadData, code: &str) -> String {
     }
 }
 
-/// The key a partition's copy stands for: on a database partitioned by session
-/// (`store::partitioning`), a unique violation names the partition's index, which is named
-/// after its table's with the partition's number (`stages_pkey_p2`).
-fn of_the_table(constraint: &str) -> Option<&str> {
-    let (key, number) = constraint.rsplit_once("_p")?;
-    (!number.is_empty() && number.bytes().all(|b| b.is_ascii_digit())).then_some(key)
+/// The table, or the key, a partition's copy stands for; any other name as it is. On a database
+/// partitioned by session (`store::partitioning`), an error names the partition its row is in
+/// (`stages_p2`) and, for a unique violation, the partition's index, named after its table's
+/// (`stages_pkey_p2`).
+pub(crate) fn of_its_table(name: &str) -> &str {
+    match name.rsplit_once("_p") {
+        Some((table, number))
+            if !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            table
+        }
+        _ => name,
+    }
 }
 
 /// A constraint of the schema (every migration), in words; `None` for one it does not know.
@@ -400,6 +405,19 @@ mod tests {
         );
         assert_eq!(classify("40001", None, None), None);
         assert_eq!(classify("42P01", None, None), None);
+    }
+
+    #[test]
+    fn a_partitions_copy_is_named_as_its_table() {
+        assert_eq!(of_its_table("stages_p2"), "stages");
+        assert_eq!(of_its_table("stages_pkey_p13"), "stages_pkey");
+        assert_eq!(of_its_table("stages_pkey"), "stages_pkey");
+        assert_eq!(of_its_table("messages_p"), "messages_p");
+        assert_eq!(of_its_table("tool_calls_pk2"), "tool_calls_pk2");
+        assert_eq!(
+            rule(Some("stages_session_id_stage_index_key_p1")),
+            rule(Some("stages_session_id_stage_index_key"))
+        );
     }
 
     #[test]

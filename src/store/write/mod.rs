@@ -33,6 +33,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::{ExecutionRow, InSession, Record as _, SessionRow, StageRow};
+use crate::error::refusals::of_its_table;
 use crate::error::sqlstate::DbFailure;
 use crate::error::{Error, Result};
 pub(crate) use crate::model::db_name as snake;
@@ -330,10 +331,11 @@ pub(crate) fn id_taken(err: sqlx::Error, id: Uuid) -> Error {
     }
 }
 
-/// `sessions_pkey`, `stages_id_session_id_key`, …: the keys whose first column is `id`.
+/// `sessions_pkey`, `stages_id_session_id_key`, …: the keys whose first column is `id` (or a
+/// partition's copy of one).
 fn is_id_key((table, constraint): (&str, &str)) -> bool {
-    constraint
-        .strip_prefix(table)
+    of_its_table(constraint)
+        .strip_prefix(of_its_table(table))
         .is_some_and(|rest| rest == "_pkey" || rest.starts_with("_id_"))
 }
 
