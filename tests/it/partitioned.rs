@@ -172,7 +172,7 @@ async fn a_schema_partitioned_by_session_keeps_everything_the_plain_one_has() {
     // The rows are all there, each session's in one partition of every table.
     assert_eq!(row_counts(pool, &tables).await, rows_before);
     for &session in &sessions {
-        let partitions: Vec<String> = sqlx::query_scalar(&tables_union(&tables, "session"))
+        let partitions: Vec<String> = sqlx::query_scalar(&partitions_of_a_session(&tables))
             .bind(session)
             .fetch_all(pool)
             .await
@@ -214,21 +214,20 @@ async fn row_counts(pool: &PgPool, tables: &[String]) -> BTreeMap<String, i64> {
     counts
 }
 
-/// A statement listing the distinct partition suffixes (`_p2`) of a session's rows (`$1`) in
-/// every table; `what` is a label only.
-fn tables_union(tables: &[String], what: &str) -> String {
+/// A statement listing the partitions (`_p2`) a session's rows (`$1`) are in, in every table.
+fn partitions_of_a_session(tables: &[String]) -> String {
     let selects: Vec<String> = tables
         .iter()
         .map(|table| {
             let column = casefile::distribution::distribution_column(table);
             format!(
-                "SELECT substring(tableoid::regclass::text from '_p[0-9]+$') AS {what} \
+                "SELECT substring(tableoid::regclass::text from '_p[0-9]+$') AS partition \
                  FROM {table} WHERE {column} = $1"
             )
         })
         .collect();
     format!(
-        "SELECT DISTINCT {what} FROM ({}) u",
+        "SELECT DISTINCT partition FROM ({}) u",
         selects.join(" UNION ALL ")
     )
 }
@@ -282,7 +281,7 @@ async fn a_session_pages_statements_read_one_partition_of_each_table() {
     let app = TestApp::start_on(db.reconnected().await, Default::default()).await;
     let tables = distributed_tables();
     let session = sessions[3];
-    let home: String = sqlx::query_scalar(&tables_union(&tables, "partition"))
+    let home: String = sqlx::query_scalar(&partitions_of_a_session(&tables))
         .bind(session)
         .fetch_one(app.store.pool())
         .await
@@ -582,8 +581,7 @@ async fn every_trigger_on_a_distributed_table_stays_in_its_sessions_partitions()
         }
     }
 
-    let mut conn = pool.acquire().await.unwrap();
-    let (elsewhere, global) = probe(&mut conn, &tables).await;
+    let (elsewhere, global) = probe(&pool, &tables, None).await;
     assert_eq!(
         elsewhere,
         Vec::<String>::new(),
@@ -593,9 +591,7 @@ async fn every_trigger_on_a_distributed_table_stays_in_its_sessions_partitions()
 
     // The probe can fail: a trigger that finds a parent by its id alone (as before migration
     // 0122) reads every partition.
-    let mut tx = conn.begin().await.unwrap();
-    sqlx::query(
-        "CREATE OR REPLACE FUNCTION place_agent_execution() RETURNS trigger LANGUAGE plpgsql AS $$ \
+    let before_0122 = "CREATE OR REPLACE FUNCTION place_agent_execution() RETURNS trigger LANGUAGE plpgsql AS $$ \
          DECLARE parent agent_executions%ROWTYPE; \
          BEGIN \
              NEW.agent_type := coalesce(NEW.agent_type, CASE WHEN NEW.parent_execution_id IS NULL \
@@ -607,29 +603,49 @@ async fn every_trigger_on_a_distributed_table_stays_in_its_sessions_partitions()
                  NEW.team_name := parent.agent_name; \
              END IF; \
              RETURN NEW; \
-         END $$",
-    )
-    .execute(&mut *tx)
-    .await
-    .unwrap();
-    let (elsewhere, _) = probe(&mut tx, &tables).await;
+         END $$";
+    let (elsewhere, _) = probe(&pool, &tables, Some(before_0122)).await;
     assert!(
         elsewhere
             .iter()
             .any(|e| e.starts_with("agent_executions_p")),
         "{elsewhere:?}"
     );
-    tx.rollback().await.unwrap();
-    drop(conn);
     db.stop().await;
 }
 
-/// Runs every write of [`EVERY_TRIGGER`] for a new session in one transaction (rolled back),
-/// and returns the partitions of distributed tables other than the session's that were read or
-/// written meanwhile, and the other tables written.
-async fn probe(conn: &mut PgConnection, tables: &[String]) -> (Vec<String>, BTreeSet<String>) {
+/// Runs every write of [`EVERY_TRIGGER`] for a new session in one transaction (rolled back)
+/// after `before`, and returns the partitions of distributed tables other than the session's
+/// that were read or written meanwhile, and the other tables written. On a connection of its
+/// own: a backend's counts of earlier transactions are reported with its current one's until
+/// it sends them on (at most once a second).
+async fn probe(
+    pool: &PgPool,
+    tables: &[String],
+    before: Option<&str>,
+) -> (Vec<String>, BTreeSet<String>) {
+    let mut conn = PgConnection::connect_with(&pool.connect_options())
+        .await
+        .unwrap();
     let mut tx = conn.begin().await.unwrap();
-    let (session, stage, execution) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
+    if let Some(statement) = before {
+        sqlx::query(statement).execute(&mut *tx).await.unwrap();
+    }
+    // A session of the last partition: a look-up that stops at its first match (`SELECT …
+    // INTO`) still reads every other partition before it finds a row of this one.
+    let mut session = Uuid::now_v7();
+    while !sqlx::query_scalar::<_, bool>(
+        "SELECT satisfies_hash_partition('sessions'::regclass, $2, $2 - 1, $1)",
+    )
+    .bind(session)
+    .bind(PARTITIONS as i32)
+    .fetch_one(&mut *tx)
+    .await
+    .unwrap()
+    {
+        session = Uuid::now_v7();
+    }
+    let (stage, execution) = (Uuid::now_v7(), Uuid::now_v7());
     for (_, _, statement) in EVERY_TRIGGER {
         // Each statement names the ids it uses in order: $1, then $2, then $3.
         let mut query = sqlx::query(statement);
@@ -643,16 +659,7 @@ async fn probe(conn: &mut PgConnection, tables: &[String]) -> (Vec<String>, BTre
             .await
             .unwrap_or_else(|e| panic!("{statement}: {e}"));
     }
-    let home: i32 = sqlx::query_scalar(
-        "SELECT k FROM generate_series(0, $2 - 1) k \
-         WHERE satisfies_hash_partition('sessions'::regclass, $2, k, $1)",
-    )
-    .bind(session)
-    .bind(PARTITIONS as i32)
-    .fetch_one(&mut *tx)
-    .await
-    .unwrap();
-    let home = format!("_p{home}");
+    let home = format!("_p{}", PARTITIONS - 1);
     // This transaction's own counts, per table.
     let touched: Vec<(String, i64, i64)> = sqlx::query_as(
         "SELECT relname::text, coalesce(seq_scan, 0) + coalesce(idx_scan, 0), \
@@ -664,6 +671,7 @@ async fn probe(conn: &mut PgConnection, tables: &[String]) -> (Vec<String>, BTre
     .await
     .unwrap();
     tx.rollback().await.unwrap();
+    conn.close().await.unwrap();
     let mut elsewhere = Vec::new();
     let mut global = BTreeSet::new();
     for (relation, reads, writes) in touched {
