@@ -142,13 +142,15 @@ pub async fn external(
         .await?;
     let db = Database::external(&url, 2, &DbTimeouts::default()).await?;
     db.migrate().await?;
+    let store = Store::new(db.pool().clone());
     if let Some(n) = partitions()? {
-        casefile::distribution::partition_by_session(&Store::new(db.pool().clone()), n).await?;
+        casefile::distribution::partition_by_session(&store, n).await?;
     }
     let started = Instant::now();
-    casefile::demo::load(&Store::new(db.pool().clone()))
+    casefile::demo::load(&store)
         .await
         .map_err(|e| anyhow::anyhow!("loading the demo: {e}"))?;
+    drop(store);
     db.shutdown().await;
     // A plain pool: the copies take longer than casefile's statement timeout allows.
     let pool = PgPool::connect(&url).await?;

@@ -10,7 +10,8 @@
 //! work on a partitioned table); this converts it afterwards, in one transaction, rows and all.
 //! Tables already partitioned are left as they are, so it can run again after later migrations
 //! add a table; what it cannot carry over (row security, grants, comments, storage parameters,
-//! identity columns, extended statistics, replica identity) it refuses rather than drop.
+//! a replica identity, identity columns, column settings, extended statistics, rules,
+//! inheritance) it refuses rather than drop.
 
 use sqlx::{Executor as _, PgConnection};
 
@@ -320,7 +321,7 @@ const VIEWS: &str = "SELECT c.relname::text AS table_name, c.relname::text AS na
                  ELSE format(' WITH (%s)', array_to_string(c.reloptions, ', ')) END, \
              pg_get_viewdef(c.oid)) AS definition \
      FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace AND c.relkind = 'v' \
-       AND $1::text[] IS NOT NULL \
+       AND $1::text[] IS NOT NULL /* every statement of Saved::read is given the tables */ \
      ORDER BY c.oid";
 
 const FUNCTIONS: &str = concat!(

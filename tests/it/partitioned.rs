@@ -27,15 +27,6 @@ fn distributed_tables() -> Vec<String> {
         .collect()
 }
 
-/// A fresh plain database, or `None` (saying so) without the external PostgreSQL.
-async fn plain_database(test: &str) -> Option<TestDb> {
-    if std::env::var("DATABASE_URL").map_or(true, |url| url.is_empty()) {
-        eprintln!("skipped: {test} needs an external PostgreSQL (DATABASE_URL)");
-        return None;
-    }
-    Some(TestDb::start_plain().await)
-}
-
 /// Everything of schema `public` a conversion must keep, one line per thing, with partitions
 /// and what is cloned onto them left out (a partitioned index is printed `ON ONLY`).
 async fn schema(pool: &PgPool) -> BTreeSet<String> {
@@ -98,7 +89,8 @@ async fn schema(pool: &PgPool) -> BTreeSet<String> {
 
 #[tokio::test]
 async fn a_schema_partitioned_by_session_keeps_everything_the_plain_one_has() {
-    let Some(plain) = plain_database("the partitioned schema's comparison").await else {
+    let Some(plain) = TestDb::start_plain_external("the partitioned schema's comparison").await
+    else {
         return;
     };
     let partitioned = TestDb::start_plain().await;
@@ -249,7 +241,8 @@ const SESSION_PAGE: &str = "query Session($id: ID!) { session(id: $id) { uuid al
 
 #[tokio::test]
 async fn a_session_pages_statements_read_one_partition_of_each_table() {
-    let Some(db) = plain_database("the session page's partition pruning").await else {
+    let Some(db) = TestDb::start_plain_external("the session page's partition pruning").await
+    else {
         return;
     };
     let pool = db.db.pool().clone();
@@ -546,7 +539,7 @@ const GLOBAL_STATE: [&str; 2] = ["live_changes", "session_feed"];
 
 #[tokio::test]
 async fn every_trigger_on_a_distributed_table_stays_in_its_sessions_partitions() {
-    let Some(db) = plain_database("the triggers' partition check").await else {
+    let Some(db) = TestDb::start_plain_external("the triggers' partition check").await else {
         return;
     };
     let pool = db.db.pool().clone();

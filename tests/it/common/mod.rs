@@ -47,6 +47,16 @@ pub fn partitions_per_table() -> Option<u32> {
     )
 }
 
+/// Whether `DATABASE_URL` names an external PostgreSQL; if not, says that the test, which
+/// `needs` one, is skipped.
+fn external_or_skipped(needs: &str) -> bool {
+    let external = std::env::var("DATABASE_URL").is_ok_and(|url| !url.is_empty());
+    if !external {
+        eprintln!("skipped: {needs} needs an external PostgreSQL (DATABASE_URL)");
+    }
+    external
+}
+
 /// A fresh, migrated database that removes itself on [`TestDb::stop`].
 pub struct TestDb {
     pub db: Database,
@@ -80,6 +90,15 @@ impl TestDb {
     pub async fn start_plain() -> TestDb {
         let url = std::env::var("DATABASE_URL").ok();
         Self::start_laid_out(url, DbTimeouts::default(), TEST_POOL, None).await
+    }
+
+    /// [`TestDb::start_plain`] on the external PostgreSQL; without `DATABASE_URL` it says that
+    /// the test, which `needs` it, is skipped, and returns `None`.
+    pub async fn start_plain_external(needs: &str) -> Option<TestDb> {
+        if !external_or_skipped(needs) {
+            return None;
+        }
+        Some(Self::start_plain().await)
     }
 
     async fn start_sized(
@@ -210,8 +229,7 @@ impl TestApp {
     /// other connections and processes). Without `DATABASE_URL` it says that the test, which
     /// `needs` it, is skipped, and returns `None`: the embedded database serves one process.
     pub async fn start_external(needs: &str) -> Option<(TestApp, String)> {
-        if std::env::var("DATABASE_URL").map_or(true, |url| url.is_empty()) {
-            eprintln!("skipped: {needs} needs an external PostgreSQL (DATABASE_URL)");
+        if !external_or_skipped(needs) {
             return None;
         }
         let app = Self::start().await;
