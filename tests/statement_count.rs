@@ -21,65 +21,65 @@ query Deep($n: Int) {
       alertType
       counts { stages executions timelineEvents messages } # 3 counts by session
       tokenUsage { totalTokens estimatedCostUsd }          # 4 token usage by session
-      llmInteractionsConnection(first: 3) { totalCount edges { node { modelName } } } # 5 pages by session: LLM, MCP and timeline, one statement
-      mcpInteractionsConnection(first: 3) { totalCount edges { node { toolName } } } # (5)
-      chatsConnection(first: 100) { totalCount edges { node { # 6 chat pages by session
+      llmInteractionsConnection(first: 3) { totalCount edges { node { modelName } } } # 5 LLM pages by session
+      mcpInteractionsConnection(first: 3) { totalCount edges { node { toolName } } } # 6 MCP pages by session
+      chatsConnection(first: 100) { totalCount edges { node { # 7 chat pages by session
         createdBy
-        questionCount                                      # 7 question counts by chat
-        questionsConnection(first: 100) { totalCount edges { node { # 8 question pages by chat
+        questionCount                                      # 8 question counts by chat
+        questionsConnection(first: 100) { totalCount edges { node { # 9 question pages by chat
           content
-          stage { name }                                   # 9 stage by question
+          stage { name }                                   # 10 stage by question
         } } }
       } } }
-      timeline(first: 50) { edges { node {                 # (5)
+      timeline(first: 50) { edges { node {                 # 11 timeline page by session
         content
-        session { alertType }                              # 10 sessions by id
-        llmInteraction { modelName }                       # 11 LLM interactions by id
-        mcpInteraction { toolName }                        # 12 MCP interactions by id
+        session { alertType }                              # 12 sessions by id
+        llmInteraction { modelName }                       # 13 LLM interactions by id
+        mcpInteraction { toolName }                        # 14 MCP interactions by id
       } } }
-      stages {                                             # 13 stages by session
+      stages {                                             # 15 stages by session
         name
-        tokenUsage { totalTokens }                         # 14 token usage by stage
-        timeline(first: 10) { edges { node { content } } } # 15 pages by stage: timeline, LLM, MCP, one statement,
+        tokenUsage { totalTokens }                         # 16 token usage by stage
+        timeline(first: 10) { edges { node { content } } } # 17 timeline pages by stage,
         latest: timeline(last: 5) { edges { node { content } } } # forward and backward alike
-        analyses: timeline(first: 5, filter: { eventTypes: [FINAL_ANALYSIS] }) { # (15: the timeline of one type too)
+        analyses: timeline(first: 5, filter: { eventTypes: [FINAL_ANALYSIS] }) { # 18 timeline pages by stage, one type
           edges { node { content } }
         }
-        messagesConnection(first: 5) { totalCount edges { node { role } } } # 16 message pages by stage, apart (integer sequence numbers)
-        llmInteractionsConnection(last: 2) { totalCount edges { node { modelName } } } # (15)
-        mcpInteractionsConnection(last: 2) { totalCount edges { node { toolName } } } # (15)
-        chat { createdBy }                                 # 17 chats by id
-        executions {                                       # 18 executions by stage
+        messagesConnection(first: 5) { totalCount edges { node { role } } } # 19 message pages by stage
+        llmInteractionsConnection(last: 2) { totalCount edges { node { modelName } } } # 20 LLM pages by stage
+        mcpInteractionsConnection(last: 2) { totalCount edges { node { toolName } } } # 21 MCP pages by stage
+        chat { createdBy }                                 # 22 chats by id
+        executions {                                       # 23 executions by stage
           agentName
-          parent { agentName }                             # 19 executions by id
-          subAgents { agentName }                          # 20 sub-agents by parent
-          tokenUsage { totalTokens }                       # 21 token usage by execution
-          timeline(first: 10) { edges { node { content } } } # 22 pages by execution: timeline, MCP, LLM, one statement
-          allMessages: messagesConnection(first: 100) {    # 23 message pages by execution, apart,
+          parent { agentName }                             # 24 executions by id
+          subAgents { agentName }                          # 25 sub-agents by parent
+          tokenUsage { totalTokens }                       # 26 token usage by execution
+          timeline(first: 10) { edges { node { content } } } # 27 timeline page by execution
+          allMessages: messagesConnection(first: 100) {    # 28 message pages by execution,
             edges { node {
               role content
               requestedToolCalls {
                 callId
-                resultMessage { role }                     # 24 answers by call
-                mcpInteraction { toolName }                # 25 MCP interactions by call
-                requestEvent { content } executionEvent { content } # 26 timeline events by call
+                resultMessage { role }                     # 29 answers by call
+                mcpInteraction { toolName }                # 30 MCP interactions by call
+                requestEvent { content } executionEvent { content } # 31 timeline events by call
               }
-              answers { callId }                           # 27 requests by call
+              answers { callId }                           # 32 requests by call
             } }
           }
           messagesConnection(last: 2) {                    # from either end alike
             totalCount edges { node { content } }
           }
-          mcpInteractionsConnection(first: 100) {          # (22)
+          mcpInteractionsConnection(first: 100) {          # 33 MCP pages by execution
             totalCount
-            edges { node { toolName toolCall { callId } requestedBy { role } } } # (requests by call, batched with 27)
+            edges { node { toolName toolCall { callId } requestedBy { role } } } # (requests by call, batched with 32)
           }
-          llmInteractionsConnection(first: 100) {          # (22)
+          llmInteractionsConnection(first: 100) {          # 34 LLM pages by execution
             totalCount
             edges { node {
               inputTokens
-              lastMessage { sequenceNumber }               # 28 messages by id
-              wholeConversation: conversationConnection(first: 100) { # 29 conversation pages,
+              lastMessage { sequenceNumber }               # 35 messages by id
+              wholeConversation: conversationConnection(first: 100) { # 36 conversation pages,
                 edges { node { role content } }
               }
               conversationConnection(last: 1) { totalCount edges { node { role } } } # from either end alike
@@ -92,7 +92,7 @@ query Deep($n: Int) {
 }"#;
 
 /// One statement per numbered line of [`DEEP`].
-const EXPECTED_STATEMENTS: usize = 29;
+const EXPECTED_STATEMENTS: usize = 36;
 
 /// The levels of [`DEEP`] below the page of sessions whose fields load: the sessions'
 /// relationships, the stages', the executions', and what the rows of their pages point to.
@@ -277,9 +277,9 @@ async fn a_deep_query_costs_one_statement_per_relationship_level() {
             .clone();
     assert!(requests.is_object(), "{debug}");
     let read = statements::recorded_by_operations();
-    assert_eq!(reading_payloads(&read), 1, "{read:#?}");
-    // The page of sessions, then one wave: the LLM and MCP pages, in one statement.
-    assert_eq!(read.len(), 2, "{read:#?}");
+    assert_eq!(reading_payloads(&read), 2, "{read:#?}");
+    // The page of sessions, then one wave: the LLM and MCP pages.
+    assert_eq!(read.len(), 3, "{read:#?}");
     assert_eq!(statements::round_trips(), [1]);
     statements::clear();
     app.data(
@@ -292,7 +292,7 @@ async fn a_deep_query_costs_one_statement_per_relationship_level() {
     .await;
     let read = statements::recorded_by_operations();
     assert!(read.iter().all(|s| !s.contains("llm_request")), "{read:#?}");
-    assert_eq!(reading_payloads(&read), 1, "{read:#?}");
+    assert_eq!(reading_payloads(&read), 2, "{read:#?}");
     assert_eq!(statements::round_trips(), [1]);
 
     // A page counts its whole list only when the client selected `totalCount` (a count reads

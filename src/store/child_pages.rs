@@ -78,7 +78,7 @@ impl KeyPart for DateTime<Utc> {
 /// A relationship's order: the rows of a table (the record's own, unless another table or a
 /// subquery is named) under their parent's column, by two columns that together tell every row
 /// apart. `indexed`: an index on `(parent, first, second)` serves it.
-pub(super) struct Keyset {
+struct Keyset {
     table: Option<&'static str>,
     parent: &'static str,
     first: &'static str,
@@ -139,7 +139,7 @@ pub type RecordKey = (DateTime<Utc>, Uuid);
 pub type RecordPageKey = ChildPageKey<DateTime<Utc>, Uuid>;
 
 /// Messages under their parent's column (a stage's or an execution's), in conversation order.
-pub(super) fn messages_in_order(scope: Scope) -> Keyset {
+fn messages_in_order(scope: Scope) -> Keyset {
     Keyset {
         table: None,
         parent: scope.column(),
@@ -150,7 +150,7 @@ pub(super) fn messages_in_order(scope: Scope) -> Keyset {
 }
 
 /// Records under their parent's column, in time order.
-pub(super) fn in_time_order(parent: &'static str) -> Keyset {
+fn in_time_order(parent: &'static str) -> Keyset {
     Keyset {
         table: None,
         parent,
@@ -161,6 +161,26 @@ pub(super) fn in_time_order(parent: &'static str) -> Keyset {
 }
 
 impl Store {
+    /// Pages of the LLM interactions of sessions, stages or executions, with the payloads
+    /// each key asks for.
+    pub async fn llm_interaction_pages(
+        &self,
+        scope: Scope,
+        keys: &[RecordPageKey],
+    ) -> Result<HashMap<RecordPageKey, CountedPage<Arc<LlmInteractionInPage>>>> {
+        self.child_pages(&in_time_order(scope.column()), keys).await
+    }
+
+    /// Pages of the MCP interactions of sessions, stages or executions, with their payloads
+    /// when a key asks for them.
+    pub async fn mcp_interaction_pages(
+        &self,
+        scope: Scope,
+        keys: &[RecordPageKey],
+    ) -> Result<HashMap<RecordPageKey, CountedPage<Arc<McpInteractionInPage>>>> {
+        self.child_pages(&in_time_order(scope.column()), keys).await
+    }
+
     /// Pages of the chats of sessions that are not deleted.
     pub async fn chat_pages(
         &self,
@@ -202,6 +222,15 @@ impl Store {
             indexed: true,
         };
         self.child_pages(&keyset, keys).await
+    }
+
+    /// Pages of the messages of stages or executions, one statement for all of them.
+    pub async fn message_pages(
+        &self,
+        scope: Scope,
+        keys: &[MessagePageKey],
+    ) -> Result<HashMap<MessagePageKey, CountedPage<Arc<MessageRow>>>> {
+        self.child_pages(&messages_in_order(scope), keys).await
     }
 
     /// Pages of the conversations of LLM interactions: exactly the messages sent to the model,
@@ -257,7 +286,7 @@ impl Store {
         keyset: &Keyset,
         keys: &[ChildPageKey<A, B>],
     ) -> Result<String> {
-        let (sql, k) = child_pages_statement::<R, A, B>(keyset, keys, KeyArrays::default())?;
+        let (sql, k) = child_pages_statement::<R, A, B>(keyset, keys)?;
         self.explain_page_statement(&sql, k).await
     }
 
@@ -266,48 +295,54 @@ impl Store {
         keyset: &Keyset,
         keys: &[ChildPageKey<A, B>],
     ) -> Result<HashMap<ChildPageKey<A, B>, CountedPage<Arc<R>>>> {
+        struct Row<R> {
+            ord: i64,
+            total: i64,
+            earlier: bool,
+            later: bool,
+            child: Joined<R>,
+        }
+        impl<'r, R: Record> FromRow<'r, PgRow> for Row<R> {
+            fn from_row(row: &'r PgRow) -> sqlx::Result<Self> {
+                Ok(Row {
+                    ord: row.try_get("ord")?,
+                    total: row.try_get::<Option<i64>, _>("total")?.unwrap_or(0),
+                    earlier: row.try_get("earlier")?,
+                    later: row.try_get("later")?,
+                    child: Joined::from_row(row)?,
+                })
+            }
+        }
         if keys.is_empty() {
             return Ok(HashMap::new());
         }
-        let (sql, k) = child_pages_statement::<R, A, B>(keyset, keys, KeyArrays::default())?;
-        let rows: Vec<PgRow> = sqlx::query_with(&sql, k.into_arguments())
+        let (sql, k) = child_pages_statement::<R, A, B>(keyset, keys)?;
+        let arguments = k.into_arguments();
+        let rows: Vec<Row<R>> = sqlx::query_as_with(&sql, arguments)
             .fetch_all(self.reader().await?.traced())
             .await?;
-        let rows: Vec<&PgRow> = rows.iter().collect();
-        Ok(child_pages_from(keys, &rows)?.into_iter().collect())
+        let mut read: Vec<(Vec<Arc<R>>, i64, bool, bool)> =
+            keys.iter().map(|_| (Vec::new(), 0, false, false)).collect();
+        for row in rows {
+            let (children, total, earlier, later) = &mut read[(row.ord - 1) as usize];
+            (*total, *earlier, *later) = (row.total, row.earlier, row.later);
+            children.extend(row.child.0.map(Arc::new));
+        }
+        Ok(keys
+            .iter()
+            .zip(read)
+            .map(|(key, (children, total, earlier, later))| {
+                let page = Page::new(children, &key.slice, earlier, later);
+                (key.clone(), CountedPage { page, total })
+            })
+            .collect())
     }
 }
 
-/// The pages of `keys` from the rows their statement ([`child_pages_statement`]) brought back.
-pub(super) fn child_pages_from<R: Record, A: KeyPart, B: KeyPart>(
-    keys: &[ChildPageKey<A, B>],
-    rows: &[&PgRow],
-) -> Result<Vec<(ChildPageKey<A, B>, CountedPage<Arc<R>>)>> {
-    let mut read: Vec<(Vec<Arc<R>>, i64, bool, bool)> =
-        keys.iter().map(|_| (Vec::new(), 0, false, false)).collect();
-    for row in rows {
-        let ord: i64 = row.try_get("ord")?;
-        let (children, total, earlier, later) = &mut read[(ord - 1) as usize];
-        *total = row.try_get::<Option<i64>, _>("total")?.unwrap_or(0);
-        (*earlier, *later) = (row.try_get("earlier")?, row.try_get("later")?);
-        children.extend(Joined::<R>::from_row(row)?.0.map(Arc::new));
-    }
-    Ok(keys
-        .iter()
-        .zip(read)
-        .map(|(key, (children, total, earlier, later))| {
-            let page = Page::new(children, &key.slice, earlier, later);
-            (key.clone(), CountedPage { page, total })
-        })
-        .collect())
-}
-
-/// The statement that reads every page of `keys` in `keyset`'s order, and its keys (bound after
-/// those of `earlier`).
-pub(super) fn child_pages_statement<R: Record, A: KeyPart, B: KeyPart>(
+/// The statement that reads every page of `keys` in `keyset`'s order, and its keys.
+fn child_pages_statement<R: Record, A: KeyPart, B: KeyPart>(
     keyset: &Keyset,
     keys: &[ChildPageKey<A, B>],
-    earlier: KeyArrays,
 ) -> Result<(String, KeyArrays)> {
     let Keyset {
         table,
@@ -353,8 +388,7 @@ pub(super) fn child_pages_statement<R: Record, A: KeyPart, B: KeyPart>(
     let has_after = any(|k| k.slice.after.is_some());
     let has_before = any(|k| k.slice.before.is_some());
     let counted = any(|k| k.counted);
-    let pages = keys.iter().map(|k| (k.parent, k.session, k.slice.read()));
-    let mut k = KeyArrays::pages(earlier, pages)?;
+    let mut k = KeyArrays::pages(keys.iter().map(|k| (k.parent, k.session, k.slice.read())))?;
     // Absent cursors are the least and greatest keys: each page is one index range
     // (the bounds keep generic plans on the parent's index in its order).
     let cursors = [

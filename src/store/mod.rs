@@ -65,7 +65,6 @@ mod lease;
 pub mod mcp_search;
 pub mod notifications;
 pub mod page;
-pub mod pages_together;
 pub mod partitioning;
 pub mod prices;
 mod records;
@@ -141,8 +140,6 @@ pub struct Store {
     lease: Option<Arc<Lease>>,
     /// Where single appends wait to be stored together.
     appends: Arc<AppendGroups>,
-    /// What the statements that read several relationships' pages at once are made of.
-    descriptions: Arc<pages_together::Descriptions>,
 }
 
 /// A connection for one read: the operation's own, or one from the pool.
@@ -185,7 +182,6 @@ impl Store {
             pool,
             lease: None,
             appends,
-            descriptions: Arc::default(),
         }
     }
 
@@ -197,7 +193,6 @@ impl Store {
             pool: self.pool.clone(),
             lease: self.lease.clone(),
             appends: AppendGroups::new(pool.unwrap_or_else(|| self.pool.clone()), options),
-            descriptions: self.descriptions.clone(),
         }
     }
 
@@ -217,7 +212,6 @@ impl Store {
             pool: self.pool.clone(),
             lease: Some(Lease::new(self.pool.clone())),
             appends: self.appends.clone(),
-            descriptions: self.descriptions.clone(),
         }
     }
 

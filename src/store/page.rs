@@ -41,25 +41,15 @@ pub(super) struct KeyArrays {
 }
 
 impl KeyArrays {
-    /// The keys of pages: `parent`, its `session`, and `lim`, the rows each page reads; their
-    /// parameters numbered after those already bound in `earlier` (the parts before this one
-    /// of a statement that reads several: see [`super::pages_together`]), whose key columns
-    /// belong to its own part and are not carried over.
-    pub fn pages(
-        earlier: KeyArrays,
-        pages: impl Iterator<Item = (Uuid, Uuid, i64)>,
-    ) -> sqlx::Result<Self> {
+    /// The keys of pages: `parent`, its `session`, and `lim`, the rows each page reads.
+    pub fn pages(pages: impl Iterator<Item = (Uuid, Uuid, i64)>) -> sqlx::Result<Self> {
         let (mut parents, mut sessions, mut limits) = (Vec::new(), Vec::new(), Vec::new());
         for (parent, session, limit) in pages {
             parents.push(parent);
             sessions.push(session);
             limits.push(limit);
         }
-        let mut keys = KeyArrays {
-            arguments: earlier.arguments,
-            parameters: earlier.parameters,
-            ..KeyArrays::default()
-        };
+        let mut keys = KeyArrays::default();
         keys.column("parent", "uuid", parents)?;
         keys.column("session", "uuid", sessions)?;
         keys.column("lim", "bigint", limits)?;

@@ -1,9 +1,9 @@
 //! Pages of the timeline (by sequence_number) under many parents in one statement.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use sqlx::FromRow;
-use sqlx::postgres::PgRow;
 use uuid::Uuid;
 
 use super::page::{Joined, KeyArrays, Page, PerKey, Slice, either_end};
@@ -64,38 +64,60 @@ impl TimelineFilter {
     }
 }
 
-/// The pages of `keys` (which share a filter) from the rows their statement
-/// ([`pages_statement`]) brought back.
-pub(super) fn pages_from(
-    keys: &[TimelinePageKey],
-    rows: &[&PgRow],
-) -> Result<Vec<(TimelinePageKey, Page<Arc<TimelineEventRow>>)>> {
-    #[derive(FromRow)]
-    struct Row {
-        ord: i64,
-        earlier: bool,
-        later: bool,
-        #[sqlx(flatten)]
-        event: Joined<TimelineEventRow>,
-    }
-    let mut read: Vec<(Vec<Arc<TimelineEventRow>>, bool, bool)> =
-        keys.iter().map(|_| (Vec::new(), false, false)).collect();
-    for row in rows {
-        let row = Row::from_row(row)?;
-        let (events, earlier, later) = &mut read[(row.ord - 1) as usize];
-        (*earlier, *later) = (row.earlier, row.later);
-        events.extend(row.event.0.map(Arc::new));
-    }
-    Ok(keys
-        .iter()
-        .zip(read)
-        .map(|(key, (events, earlier, later))| {
-            (key.clone(), Page::new(events, &key.slice, earlier, later))
-        })
-        .collect())
-}
-
 impl Store {
+    /// Every requested page, in one statement per filter (see [`pages_statement`]).
+    pub async fn timeline_pages(
+        &self,
+        scope: Scope,
+        keys: &[TimelinePageKey],
+    ) -> Result<HashMap<TimelinePageKey, Page<Arc<TimelineEventRow>>>> {
+        // One statement per filter: the fields of one query ask with one filter, so that is
+        // one statement per relationship, unless aliases ask for several.
+        let mut by_filter: HashMap<&TimelineFilter, Vec<TimelinePageKey>> = HashMap::new();
+        for key in keys {
+            by_filter.entry(&key.filter).or_default().push(key.clone());
+        }
+        let mut pages = HashMap::with_capacity(keys.len());
+        for (filter, keys) in by_filter {
+            pages.extend(self.filtered_timeline_pages(scope, filter, &keys).await?);
+        }
+        Ok(pages)
+    }
+
+    async fn filtered_timeline_pages(
+        &self,
+        scope: Scope,
+        filter: &TimelineFilter,
+        keys: &[TimelinePageKey],
+    ) -> Result<HashMap<TimelinePageKey, Page<Arc<TimelineEventRow>>>> {
+        #[derive(FromRow)]
+        struct Row {
+            ord: i64,
+            earlier: bool,
+            later: bool,
+            #[sqlx(flatten)]
+            event: Joined<TimelineEventRow>,
+        }
+        let (sql, k) = pages_statement(scope, filter, keys)?;
+        let rows: Vec<Row> = sqlx::query_as_with(&sql, k.into_arguments())
+            .fetch_all(self.reader().await?.traced())
+            .await?;
+        let mut read: Vec<(Vec<Arc<TimelineEventRow>>, bool, bool)> =
+            keys.iter().map(|_| (Vec::new(), false, false)).collect();
+        for row in rows {
+            let (events, earlier, later) = &mut read[(row.ord - 1) as usize];
+            (*earlier, *later) = (row.earlier, row.later);
+            events.extend(row.event.0.map(Arc::new));
+        }
+        Ok(keys
+            .iter()
+            .zip(read)
+            .map(|(key, (events, earlier, later))| {
+                (key.clone(), Page::new(events, &key.slice, earlier, later))
+            })
+            .collect())
+    }
+
     /// How PostgreSQL reads these pages (keys with one filter) on the plan a connection keeps
     /// for their statement, for checking that the indexes serve it.
     pub async fn explain_timeline_pages(
@@ -104,7 +126,7 @@ impl Store {
         filter: &TimelineFilter,
         keys: &[TimelinePageKey],
     ) -> Result<String> {
-        let (sql, k) = pages_statement(scope, filter, keys, KeyArrays::default())?;
+        let (sql, k) = pages_statement(scope, filter, keys)?;
         self.explain_page_statement(&sql, k).await
     }
 }
@@ -112,17 +134,15 @@ impl Store {
 /// Past every sequence number: the `before` of a page without one.
 const END: i64 = i64::MAX;
 
-/// The statement that reads every page of `keys` (which share `filter`), and its keys (bound
-/// after those of `earlier`):
+/// The statement that reads every page of `keys` (which share `filter`), and its keys:
 /// each key is joined laterally to its own ordered, limited slice (read from either end), so
 /// different parents may ask for different slices; it is an outer join, so a key whose page is
 /// empty still brings back whether events exist at or before its `after` and at or after its
 /// `before`.
-pub(super) fn pages_statement(
+fn pages_statement(
     scope: Scope,
     filter: &TimelineFilter,
     keys: &[TimelinePageKey],
-    earlier: KeyArrays,
 ) -> Result<(String, KeyArrays)> {
     let any = |wanted: fn(&TimelinePageKey) -> bool| keys.iter().any(wanted);
     let (has_after, has_before) = (
@@ -130,8 +150,7 @@ pub(super) fn pages_statement(
         any(|k| k.slice.before.is_some()),
     );
     let (forward, backward) = (any(|k| !k.slice.from_end), any(|k| k.slice.from_end));
-    let pages = keys.iter().map(|k| (k.parent, k.session, k.slice.read()));
-    let mut k = KeyArrays::pages(earlier, pages)?;
+    let mut k = KeyArrays::pages(keys.iter().map(|k| (k.parent, k.session, k.slice.read())))?;
     // Sequence numbers start at 1, so 0 and `END` bound the whole timeline.
     let afters = keys.iter().map(|k| k.slice.after.unwrap_or(0)).collect();
     k.column("after_seq", "bigint", afters)?;

@@ -35,7 +35,6 @@ mod notifications;
 mod operations;
 mod page_plans;
 mod pages;
-mod pages_together;
 mod pagination;
 mod partitioned;
 mod payload_pages;

@@ -24,7 +24,6 @@ pub use batch::{Dispatcher, Load, Loader, UntilIdle};
 use crate::error::Error;
 use crate::store::audit::log::AuditRecordRow;
 use crate::store::child_pages::ChildPageKey;
-use crate::store::pages_together::{ChildPage, PageRead};
 use crate::store::share_links::ShareLinkRow;
 use crate::store::*;
 
@@ -111,9 +110,9 @@ impl Reach for Key {
     }
 }
 
-impl Reach for ChildPage {
+impl Reach for TimelinePageKey {
     fn within(&self, session: Uuid) -> bool {
-        self.session() == session
+        self.session == session
     }
 }
 
@@ -234,15 +233,29 @@ loader!(
     CountsBySession: Uuid => SessionCountsRow, |store, keys| store.session_counts(keys)
 );
 loader!(
-    /// Pages of the timeline, messages and LLM and MCP interactions of sessions, stages or
-    /// executions: one statement for all the pages a level of the query asks.
-    ChildPagesOf(scope): ChildPage => PageRead,
-    |store, scope, keys| store.child_pages_of(scope, keys)
+    /// Pages of the timeline of a session, stage or execution.
+    TimelinePages(scope): TimelinePageKey => page::Page<Arc<TimelineEventRow>>,
+    |store, scope, keys| store.timeline_pages(scope, keys)
+);
+loader!(
+    /// Pages of the messages of a stage or execution.
+    MessagePages(scope): MessagePageKey => CountedPage<Arc<MessageRow>>,
+    |store, scope, keys| store.message_pages(scope, keys)
 );
 loader!(
     /// Pages of the conversations of LLM interactions.
     ConversationPages: MessagePageKey => CountedPage<Arc<SentMessageRow>>,
     |store, keys| store.conversation_pages(keys)
+);
+loader!(
+    /// Pages of the LLM interactions of a session, stage or execution.
+    LlmInteractionPages(scope): RecordPageKey => CountedPage<Arc<LlmInteractionInPage>>,
+    |store, scope, keys| store.llm_interaction_pages(scope, keys)
+);
+loader!(
+    /// Pages of the MCP interactions of a session, stage or execution.
+    McpInteractionPages(scope): RecordPageKey => CountedPage<Arc<McpInteractionInPage>>,
+    |store, scope, keys| store.mcp_interaction_pages(scope, keys)
 );
 loader!(
     /// The share links of a session, oldest first.
@@ -372,7 +385,10 @@ pub struct Loaders {
     pub answer_by_chat_user_message: Loader<AnswerByChatUserMessage>,
     pub counts_by_session: Loader<CountsBySession>,
     pub status_changes_by_session: Loader<StatusChangesBySession>,
-    pub child_pages: PerScope<ChildPagesOf>,
+    pub timeline: PerScope<TimelinePages>,
+    pub message_pages: PerScope<MessagePages>,
+    pub llm_interaction_pages: PerScope<LlmInteractionPages>,
+    pub mcp_interaction_pages: PerScope<McpInteractionPages>,
     pub chat_pages: Loader<ChatPages>,
     pub chat_pages_with_deleted: Loader<ChatPagesWithDeleted>,
     pub question_pages_by_chat: Loader<QuestionPagesByChat>,
@@ -480,7 +496,10 @@ impl Loaders {
             status_changes_by_session: batched!(StatusChangesBySession {
                 store: store.clone()
             }),
-            child_pages: per_scope!(ChildPagesOf),
+            timeline: per_scope!(TimelinePages),
+            message_pages: per_scope!(MessagePages),
+            llm_interaction_pages: per_scope!(LlmInteractionPages),
+            mcp_interaction_pages: per_scope!(McpInteractionPages),
             chat_pages: batched!(ChatPages {
                 store: store.clone()
             }),

@@ -22,7 +22,6 @@ use crate::store::audit::log::AuditRecordRow;
 use crate::store::chats::ChatListFilter;
 use crate::store::child_pages::{ChildPageKey, Payloads};
 use crate::store::mcp_search::McpSearchFilter;
-use crate::store::pages_together::{ChildPage, PageRead};
 use crate::store::{
     ChatRow, ChatUserMessageRow, CountedPage, Key, LlmInteractionRow, McpInteractionRow,
     MessageRow, Record, Scope, SentMessageRow, Store,
@@ -152,42 +151,35 @@ where
     L::Value: Default,
     C: From<L::Value>,
 {
-    let key = page_key(ctx, parent, args, Payloads::default(), decode)?;
-    let page = loader.load_one(key).await?.unwrap_or_default();
+    let page = load_page(ctx, loader, parent, args, Payloads::default(), decode).await?;
     Ok(C::from(page))
 }
 
-/// One page of the children of `parent` (a session, stage or execution of `scope`), read with
-/// the other pages of its level ([`ChildPage`]): `ask` makes its key, `take` its page.
-async fn child_page_of<A, B, P: Default>(
+/// What [`page_of`] reads, with the `payloads` of its rows (interactions').
+async fn load_page<L, A, B>(
     ctx: &Context<'_>,
-    scope: Scope,
-    key: ChildPageKey<A, B>,
-    ask: fn(ChildPageKey<A, B>) -> ChildPage,
-    take: fn(PageRead) -> Option<P>,
-) -> Result<P> {
-    let loader = loaders(ctx).child_pages.get(scope);
-    let page = loader.load_one(ask(key)).await?.and_then(take);
-    Ok(page.unwrap_or_default())
-}
-
-/// The key of the page `args` ask of the children of `parent`, with the `payloads` of its rows
-/// (interactions').
-fn page_key<A, B>(
-    ctx: &Context<'_>,
+    loader: &Loader<L>,
     parent: Key,
     args: PageArgs,
     payloads: Payloads,
     decode: fn(&str) -> crate::error::Result<(A, B)>,
-) -> Result<ChildPageKey<A, B>> {
+) -> Result<L::Value>
+where
+    L: Load<Key = ChildPageKey<A, B>>,
+    L::Value: Default,
+{
     let slice = args.slice(ctx.data_unchecked::<Limits>(), decode)?;
-    Ok(ChildPageKey {
-        session: parent.session,
-        parent: parent.id,
-        slice,
-        counted: ctx.look_ahead().field("totalCount").exists(),
-        payloads,
-    })
+    let page = loader
+        .load_one(ChildPageKey {
+            session: parent.session,
+            parent: parent.id,
+            slice,
+            counted: ctx.look_ahead().field("totalCount").exists(),
+            payloads,
+        })
+        .await?
+        .unwrap_or_default();
+    Ok(page)
 }
 
 /// Whether the nodes of the connection being resolved select any of `fields`.
@@ -203,15 +195,8 @@ pub(crate) async fn messages(
     parent: Key,
     args: PageArgs,
 ) -> Result<MessageConnection> {
-    let key = page_key(
-        ctx,
-        parent,
-        args,
-        Payloads::default(),
-        decode_message_cursor,
-    )?;
-    let page = child_page_of(ctx, scope, key, ChildPage::Messages, PageRead::messages).await?;
-    Ok(page.into())
+    let loader = loaders(ctx).message_pages.get(scope);
+    page_of(ctx, loader, parent, args, decode_message_cursor).await
 }
 
 /// A page of the conversation of an LLM interaction.
@@ -246,10 +231,10 @@ pub(crate) async fn llm_interactions(
         request: nodes_select(ctx, &["llmRequest"]),
         rest: nodes_select(ctx, &["llmResponse", "thinkingContent", "responseMetadata"]),
     };
-    let key = page_key(ctx, parent, args, payloads, decode_record_cursor)?;
-    let (ask, take) = (ChildPage::LlmInteractions, PageRead::llm_interactions);
-    let CountedPage { page, total } = child_page_of(ctx, scope, key, ask, take).await?;
     let loaders = loaders(ctx);
+    let loader = loaders.llm_interaction_pages.get(scope);
+    let CountedPage { page, total } =
+        load_page(ctx, loader, parent, args, payloads, decode_record_cursor).await?;
     loaders
         .llm_requests
         .prime(read_in(&page.rows, |r| &r.request));
@@ -272,10 +257,10 @@ pub(crate) async fn mcp_interactions(
         request: false,
         rest: nodes_select(ctx, &["toolArguments", "toolResult", "availableTools"]),
     };
-    let key = page_key(ctx, parent, args, payloads, decode_record_cursor)?;
-    let (ask, take) = (ChildPage::McpInteractions, PageRead::mcp_interactions);
-    let CountedPage { page, total } = child_page_of(ctx, scope, key, ask, take).await?;
     let loaders = loaders(ctx);
+    let loader = loaders.mcp_interaction_pages.get(scope);
+    let CountedPage { page, total } =
+        load_page(ctx, loader, parent, args, payloads, decode_record_cursor).await?;
     loaders
         .mcp_payloads
         .prime(read_in(&page.rows, |r| &r.payload));

@@ -15,7 +15,6 @@ use crate::api::pagination::{PageArgs, edges_of};
 use crate::api::scalars::{JsonRef, Text};
 use crate::cursor::{EventTypes, TimelinePosition, View};
 use crate::model::{TimelineEventStatus, TimelineEventType};
-use crate::store::pages_together::{ChildPage, PageRead};
 use crate::store::{Key, Scope, TimelineEventRow, TimelineFilter, TimelinePageKey};
 use async_graphql::Result;
 
@@ -75,16 +74,15 @@ pub(crate) async fn timeline_page(
         statuses: filter.status,
     };
     let page = loaders(ctx)
-        .child_pages
+        .timeline
         .get(scope)
-        .load_one(ChildPage::Timeline(TimelinePageKey {
+        .load_one(TimelinePageKey {
             session,
             parent,
             slice,
             filter,
-        }))
+        })
         .await?
-        .and_then(PageRead::timeline)
         .unwrap_or_default();
     // Each cursor also records how much of the page's streaming events up to it the page
     // showed, so a subscription resumed from it sends the rest of them, and nothing twice. A
