@@ -6,7 +6,8 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use super::{
-    ExecutionRow, Key, SessionStatusChangeRow, StageRow, Store, group_by, group_by_key, key_columns,
+    ExecutionRow, Key, SessionStatusChangeRow, StageRow, Store, group_by, group_by_key,
+    key_columns, one_session,
 };
 use crate::error::Result;
 
@@ -32,10 +33,12 @@ impl Store {
         &self,
         ids: &[Uuid],
     ) -> Result<HashMap<Uuid, Vec<Arc<StageRow>>>> {
-        let rows: Vec<StageRow> = sqlx::query_as(STAGES_BY_SESSION)
-            .bind(ids)
-            .fetch_all(self.reader().await?.traced())
-            .await?;
+        let query = match ids {
+            // One session, a parameter: pruned as the statement starts (`per_key_in_session!`).
+            [id] => sqlx::query_as(STAGES_OF_ONE_SESSION).bind(*id),
+            _ => sqlx::query_as(STAGES_BY_SESSION).bind(ids),
+        };
+        let rows: Vec<StageRow> = query.fetch_all(self.reader().await?.traced()).await?;
         Ok(group_by(ids, rows, |r| r.session_id))
     }
 
@@ -45,11 +48,13 @@ impl Store {
         stages: &[Key],
     ) -> Result<HashMap<Key, Vec<Arc<ExecutionRow>>>> {
         let (ids, sessions) = key_columns(stages);
-        let rows: Vec<ExecutionRow> = sqlx::query_as(EXECUTIONS_BY_STAGE)
-            .bind(ids)
-            .bind(sessions)
-            .fetch_all(self.reader().await?.traced())
-            .await?;
+        let query = match one_session(stages) {
+            Some(session) => sqlx::query_as(EXECUTIONS_BY_STAGE_IN_SESSION)
+                .bind(ids)
+                .bind(session),
+            None => sqlx::query_as(EXECUTIONS_BY_STAGE).bind(ids).bind(sessions),
+        };
+        let rows: Vec<ExecutionRow> = query.fetch_all(self.reader().await?.traced()).await?;
         Ok(group_by_key(stages, rows, |r| r.stage_id))
     }
 
@@ -82,6 +87,13 @@ const STAGES_BY_SESSION: &str = concat!(
     "SELECT s.* FROM ",
     per_session!("SELECT * FROM stages WHERE session_id = k.session_id"),
     " s ORDER BY s.session_id, s.stage_index"
+);
+const STAGES_OF_ONE_SESSION: &str =
+    "SELECT * FROM stages WHERE session_id = $1 ORDER BY stage_index";
+const EXECUTIONS_BY_STAGE_IN_SESSION: &str = concat!(
+    "SELECT e.* FROM ",
+    per_key_in_session!("SELECT * FROM agent_executions WHERE stage_id = k.id AND session_id = $2"),
+    " e ORDER BY e.stage_id, e.agent_index"
 );
 const EXECUTIONS_BY_STAGE: &str = concat!(
     "SELECT e.* FROM ",

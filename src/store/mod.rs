@@ -38,6 +38,21 @@ macro_rules! per_key {
     };
 }
 
+/// [`per_key!`] for keys of one session: `$1` the ids (`k.id`), `$2` their session, which the
+/// select names as `$2` itself. A session bound as a parameter lets a table partitioned (or
+/// sharded) by session be pruned to its partition once, as the statement starts; a session
+/// per key prunes for each key, after every partition's scan was set up (measured: a tenth
+/// more PostgreSQL time per statement at 8 partitions).
+macro_rules! per_key_in_session {
+    ($select:expr) => {
+        concat!(
+            "unnest($1::uuid[]) AS k (id) CROSS JOIN LATERAL (",
+            $select,
+            " OFFSET 0)"
+        )
+    };
+}
+
 /// The same for each session of [`sessions_relation!`] (by `k.session_id`).
 macro_rules! per_session {
     ($select:expr) => {
@@ -289,20 +304,26 @@ impl Store {
     /// id), or for `sessions`, whose id is the session.
     pub async fn by_ids<R: Record>(&self, ids: &[Uuid]) -> Result<Vec<R>> {
         // An id looked up on its own, as a session's in `per_session!`: for `sessions`, whose
-        // id is the session, that reads only its partition.
-        let sql = format!(
-            concat!(
-                "SELECT r.* FROM ",
-                per_session!("SELECT {} FROM {} WHERE id = k.session_id"),
-                " r"
+        // id is the session, that reads only its partition (and one id, a parameter, only its
+        // partition's plan).
+        let sql = match ids {
+            [_] => format!("SELECT {} FROM {} WHERE id = $1", R::COLUMNS, R::TABLE),
+            _ => format!(
+                concat!(
+                    "SELECT r.* FROM ",
+                    per_session!("SELECT {} FROM {} WHERE id = k.session_id"),
+                    " r"
+                ),
+                R::COLUMNS,
+                R::TABLE
             ),
-            R::COLUMNS,
-            R::TABLE
-        );
-        Ok(sqlx::query_as::<_, R>(&sql)
-            .bind(ids)
-            .fetch_all(self.reader().await?.traced())
-            .await?)
+        };
+        let query = sqlx::query_as::<_, R>(&sql);
+        let query = match ids {
+            [id] => query.bind(*id),
+            _ => query.bind(ids),
+        };
+        Ok(query.fetch_all(self.reader().await?.traced()).await?)
     }
 
     /// Rows of one table by key (id within session); keys that do not exist are simply absent.
@@ -310,11 +331,17 @@ impl Store {
     /// distributed read to the sessions' shards.
     pub async fn by_keys<R: InSession>(&self, keys: &[Key]) -> Result<Vec<R>> {
         let (ids, sessions) = key_columns(keys);
-        Ok(sqlx::query_as(&by_keys_statement::<R>(""))
-            .bind(ids)
-            .bind(sessions)
-            .fetch_all(self.reader().await?.traced())
-            .await?)
+        let one = one_session(keys);
+        let sql = match one {
+            Some(_) => by_keys_in_session_statement::<R>(),
+            None => by_keys_statement::<R>(""),
+        };
+        let query = sqlx::query_as(&sql).bind(ids);
+        let query = match one {
+            Some(session) => query.bind(session),
+            None => query.bind(sessions),
+        };
+        Ok(query.fetch_all(self.reader().await?.traced()).await?)
     }
 
     /// How PostgreSQL reads rows of one table by key (`EXPLAIN` of [`Store::by_keys`]'s
@@ -342,6 +369,25 @@ fn by_keys_statement<R: InSession>(prefix: &str) -> String {
         R::TABLE,
         prefix = prefix
     )
+}
+
+/// The statement of [`Store::by_keys`] for keys of one session.
+fn by_keys_in_session_statement<R: InSession>() -> String {
+    format!(
+        concat!(
+            "SELECT r.* FROM ",
+            per_key_in_session!("SELECT {} FROM {} WHERE id = k.id AND session_id = $2"),
+            " r"
+        ),
+        R::COLUMNS,
+        R::TABLE,
+    )
+}
+
+/// The session of every one of `keys`, when they have one.
+pub(crate) fn one_session(keys: &[Key]) -> Option<Uuid> {
+    let first = keys.first()?.session;
+    keys.iter().all(|k| k.session == first).then_some(first)
 }
 
 /// The ids of `keys` and, in the same places, their sessions (each key once), bound as `$1`

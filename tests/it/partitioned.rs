@@ -310,6 +310,33 @@ async fn a_session_pages_statements_read_one_partition_of_each_table() {
         "the session lives in partitions {home}, but statements read others:\n{}",
         elsewhere.into_iter().collect::<Vec<_>>().join("\n\n")
     );
+    // The statements that bind the one session they read as a parameter (the session by id, its
+    // stages, their agents, records by key) are pruned as each starts: no other partition's
+    // scan is even set up (a session per key prunes only as each key is read).
+    let in_one_session: Vec<&String> = (plans.iter())
+        .filter(|plan| {
+            let text = plan
+                .lines()
+                .find(|l| l.contains("Query Text:"))
+                .unwrap_or("");
+            text.contains("unnest($1::uuid[]) AS k (id) CROSS JOIN LATERAL")
+                || text.contains("FROM stages WHERE session_id = $1")
+                || text.contains("FROM sessions WHERE id = $1")
+        })
+        .collect();
+    assert!(in_one_session.len() >= 3, "{}", plans.join("\n\n"));
+    let set_up_elsewhere: Vec<String> = (in_one_session.iter())
+        .flat_map(|plan| {
+            (partitions_in(plan, &tables).into_iter())
+                .filter(|(_, partition, _)| *partition != home)
+                .map(move |(table, partition, _)| format!("{table}{partition} in:\n{plan}"))
+        })
+        .collect();
+    assert!(
+        set_up_elsewhere.is_empty(),
+        "scans of other partitions set up:\n{}",
+        set_up_elsewhere.join("\n\n")
+    );
     for table in [
         "sessions",
         "stages",
