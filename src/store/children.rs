@@ -34,7 +34,7 @@ impl Store {
         ids: &[Uuid],
     ) -> Result<HashMap<Uuid, Vec<Arc<StageRow>>>> {
         let query = match ids {
-            // One session, a parameter: pruned as the statement starts (`per_key_in_session!`).
+            // One session, a parameter: pruned as the statement starts (see `per_key_in_session!`).
             [id] => sqlx::query_as(STAGES_OF_ONE_SESSION).bind(*id),
             _ => sqlx::query_as(STAGES_BY_SESSION).bind(ids),
         };

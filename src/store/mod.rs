@@ -41,8 +41,8 @@ macro_rules! per_key {
 /// [`per_key!`] for keys of one session: `$1` the ids (`k.id`), `$2` their session, which the
 /// select names as `$2` itself. A session bound as a parameter lets a table partitioned (or
 /// sharded) by session be pruned to its partition once, as the statement starts; a session
-/// per key prunes for each key, after every partition's scan was set up (measured: a tenth
-/// more PostgreSQL time per statement at 8 partitions).
+/// per key prunes for each key, after every partition's scan was set up (measured with
+/// pgbench: a sixth fewer statements a second at 8 partitions, docs/scale-out.md).
 macro_rules! per_key_in_session {
     ($select:expr) => {
         concat!(
