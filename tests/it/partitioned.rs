@@ -325,6 +325,14 @@ async fn a_session_pages_statements_read_one_partition_of_each_table() {
         })
         .collect();
     assert!(in_one_session.len() >= 3, "{}", plans.join("\n\n"));
+    // Among them the roll-ups: the session's counts and its and its stages' token usage.
+    for rollup in ["AS stage_count", "AS unpriced_count"] {
+        assert!(
+            in_one_session.iter().any(|plan| plan.contains(rollup)),
+            "no statement `{rollup}` bound its session:\n{}",
+            plans.join("\n\n")
+        );
+    }
     let set_up_elsewhere: Vec<String> = (in_one_session.iter())
         .flat_map(|plan| {
             (partitions_in(plan, &tables).into_iter())
