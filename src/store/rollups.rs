@@ -26,10 +26,7 @@ impl Store {
         // Keys of one session bind it as a parameter, so a table partitioned by session is
         // pruned to its partition as the statement starts (see `per_key_in_session!`).
         let session = one_session(keys);
-        let rows = match session {
-            Some(_) => TOKEN_USAGE_IN_SESSION,
-            None => TOKEN_USAGE_BY_KEY,
-        };
+        let rows = session.map_or(TOKEN_USAGE_BY_KEY, |_| TOKEN_USAGE_IN_SESSION);
         let sql = token_usage_statement(scope, rows);
         let query = match session {
             Some(session) => sqlx::query_as(&sql).bind(ids).bind(session),
@@ -66,20 +63,23 @@ impl Store {
     }
 }
 
-/// The token usage statement's rows of one parent's interactions, for each key: `{column}` the
-/// parent's column, each key's session `k.session_id` or the one session bound as `$2`.
-const TOKEN_USAGE_BY_KEY: &str = per_key!(
-    "SELECT session_id, {column} AS parent, input_tokens, output_tokens, total_tokens, \
-         thinking_tokens, cached_input_tokens, estimated_cost_usd, input_cost_usd, \
-         output_cost_usd, cost_source \
-     FROM llm_interactions WHERE {column} = k.id AND session_id = k.session_id"
-);
-const TOKEN_USAGE_IN_SESSION: &str = per_key_in_session!(
-    "SELECT session_id, {column} AS parent, input_tokens, output_tokens, total_tokens, \
-         thinking_tokens, cached_input_tokens, estimated_cost_usd, input_cost_usd, \
-         output_cost_usd, cost_source \
-     FROM llm_interactions WHERE {column} = k.id AND session_id = $2"
-);
+/// The interactions under one parent (`{column}`, the scope's column, is filled in per
+/// statement), in its session (`$session`: each key's `k.session_id`, or the one session bound as
+/// `$2`).
+macro_rules! usage_rows {
+    ($session:literal) => {
+        concat!(
+            "SELECT session_id, {column} AS parent, input_tokens, output_tokens, total_tokens, \
+                 thinking_tokens, cached_input_tokens, estimated_cost_usd, input_cost_usd, \
+                 output_cost_usd, cost_source \
+             FROM llm_interactions WHERE {column} = k.id AND session_id = ",
+            $session
+        )
+    };
+}
+
+const TOKEN_USAGE_BY_KEY: &str = per_key!(usage_rows!("k.session_id"));
+const TOKEN_USAGE_IN_SESSION: &str = per_key_in_session!(usage_rows!("$2"));
 
 /// Token and cost totals per parent over `rows` (one of the two above) for `scope`.
 fn token_usage_statement(scope: Scope, rows: &str) -> String {
