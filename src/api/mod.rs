@@ -1,5 +1,6 @@
 //! The GraphQL API: schema, types, loaders and pagination.
 
+mod compiled;
 pub mod cost;
 pub mod guards;
 pub mod ids;

@@ -96,6 +96,7 @@ mod timeline;
 pub mod tokens;
 mod tool_calls;
 mod traced;
+pub mod tree;
 pub mod write;
 
 use std::collections::{BTreeSet, HashMap};

@@ -7,6 +7,7 @@ mod bad_input;
 mod chains;
 mod chats;
 mod common;
+mod compiled_reads;
 mod connections;
 mod db_timeouts;
 mod deadlocks;

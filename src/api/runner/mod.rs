@@ -30,11 +30,13 @@ use async_graphql::{
     Data, Executor, Request, Response, ServerError, ValidationMode, ValidationResult,
 };
 use futures::StreamExt as _;
+use futures::future::Either;
 use futures::stream::{self, BoxStream};
 use tracing::{Instrument as _, Span};
 use uuid::Uuid;
 
 use super::CasefileSchema;
+use super::compiled::Compiled;
 use super::loaders::{Dispatcher, OperationLoaders, UntilIdle};
 use crate::api::Limits;
 use crate::auth::Identity;
@@ -86,6 +88,9 @@ struct Inner {
 /// An operation that passed every check, ready to run.
 struct Admitted {
     request: Request,
+    /// Its plan, when the compiled path answers it (then `store` reads its tree).
+    compiled: Option<Compiled>,
+    store: Store,
     dispatcher: Arc<Dispatcher>,
     size: Arc<ResponseSize>,
     /// Run off the worker threads (a large introspection).
@@ -205,13 +210,27 @@ impl Runner {
         } else {
             inner.store.clone()
         };
+        // Not on a stream: each of its updates is read by its resolvers.
+        let compiled = cached
+            .then(|| {
+                Compiled::plan(
+                    &document,
+                    request.operation_name.as_deref(),
+                    &request.variables,
+                    from_edge::<Identity>(&request, None).as_ref(),
+                    &inner.limits,
+                )
+            })
+            .flatten();
         request.set_parsed_query(document);
         let request = request
             .data(OperationLoaders::new(&store, &dispatcher, cached, bound))
-            .data(store)
+            .data(store.clone())
             .data(size.clone());
         Ok(Admitted {
             request,
+            compiled,
+            store,
             dispatcher,
             size,
             apart: introspection.values > INTROSPECTION_APART,
@@ -390,6 +409,8 @@ impl Executor for Runner {
         async {
             let Admitted {
                 request,
+                compiled,
+                store,
                 dispatcher,
                 size,
                 apart,
@@ -402,7 +423,16 @@ impl Executor for Runner {
             };
             let work = Arc::new(OperationWork::default());
             report.count_work(work.clone());
-            let execution = UntilIdle::new(Box::pin(self.0.schema.execute(request)), dispatcher);
+            let execution = match compiled {
+                Some(compiled) => {
+                    let size = size.clone();
+                    Either::Left(Box::pin(async move { compiled.run(&store, &size).await }))
+                }
+                None => Either::Right(UntilIdle::new(
+                    Box::pin(self.0.schema.execute(request)),
+                    dispatcher,
+                )),
+            };
             let execution = Apart::new(Box::pin(OPERATION_WORK.scope(work, execution)), apart);
             let response = self.finish(execution.await, &size);
             report.sent(&response);
@@ -426,6 +456,7 @@ impl Executor for Runner {
                 dispatcher,
                 size,
                 apart,
+                ..
             } = match runner
                 .prepare(request, document, false, bound, &mut report)
                 .await

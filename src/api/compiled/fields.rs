@@ -1,0 +1,461 @@
+//! The types and fields the compiled path answers, and how each field's value is made from its
+//! column: with the same conversions the resolvers use (`api::types`), so that an answer is the
+//! same, byte for byte, whichever path made it. A field not listed here sends its query down
+//! the resolvers' path.
+
+use async_graphql::{ScalarType, Value};
+use chrono::{DateTime, Utc};
+use serde::de::DeserializeOwned;
+use uuid::Uuid;
+
+use crate::api::ids::{self, NodeType};
+use crate::model::{
+    AgentType, ExecutionStatus, LlmInteractionType, McpInteractionType, MessageRole, ParallelType,
+    SessionStatus, StageStatus, SuccessPolicy, TimelineEventStatus, TimelineEventType,
+    from_db_name,
+};
+use crate::store::Scope;
+use crate::store::tree::{Datum, Rows};
+
+/// An object type: its GraphQL name and the fields answered here.
+pub struct ObjectType {
+    pub name: &'static str,
+    pub fields: &'static [(&'static str, Field)],
+}
+
+/// A connection type over one relationship: its name, its edges' and their nodes' type.
+pub struct ConnectionType {
+    pub name: &'static str,
+    pub edge: &'static str,
+    pub node: &'static ObjectType,
+}
+
+/// How a field answers.
+pub enum Field {
+    /// From its row's column: the value `value` makes of it, counted toward the response's
+    /// size when `counted` (the row's text and JSON, as [`crate::api::scalars`] counts them).
+    Column {
+        column: &'static str,
+        value: fn(&Datum) -> Result<Value, String>,
+        counted: bool,
+    },
+    /// The row's global ID (of its `id`).
+    GlobalId(NodeType),
+    /// A list of the rows below.
+    List { of: &'static ObjectType, rows: Rows },
+    /// A page of the rows below, as a connection (`first` only).
+    Page {
+        of: &'static ConnectionType,
+        rows: Rows,
+    },
+}
+
+const fn column(column: &'static str, value: fn(&Datum) -> Result<Value, String>) -> Field {
+    Field::Column {
+        column,
+        value,
+        counted: false,
+    }
+}
+
+/// The column's text or JSON: counted toward the response's size.
+const fn counted(column: &'static str, value: fn(&Datum) -> Result<Value, String>) -> Field {
+    Field::Column {
+        column,
+        value,
+        counted: true,
+    }
+}
+
+fn unexpected(what: &str, datum: &Datum) -> String {
+    format!("{what} expected, {datum:?} read")
+}
+
+fn text(datum: &Datum) -> Result<Value, String> {
+    match datum {
+        Datum::Null => Ok(Value::Null),
+        Datum::Text(text) => Ok(Value::String(text.clone())),
+        other => Err(unexpected("text", other)),
+    }
+}
+
+fn int(datum: &Datum) -> Result<Value, String> {
+    match datum {
+        Datum::Null => Ok(Value::Null),
+        Datum::Int(n) => Ok(Value::Number((*n).into())),
+        other => Err(unexpected("an integer", other)),
+    }
+}
+
+fn uuid(datum: &Datum) -> Result<Value, String> {
+    match datum {
+        Datum::Uuid(id) => Ok(<Uuid as ScalarType>::to_value(id)),
+        other => Err(unexpected("a UUID", other)),
+    }
+}
+
+fn time(datum: &Datum) -> Result<Value, String> {
+    match datum {
+        Datum::Null => Ok(Value::Null),
+        Datum::Time(at) => Ok(<DateTime<Utc> as ScalarType>::to_value(at)),
+        other => Err(unexpected("a timestamp", other)),
+    }
+}
+
+/// JSON put into the response as the database sent it (as [`crate::api::scalars::JsonRef`]).
+fn raw_json(datum: &Datum) -> Result<Value, String> {
+    match datum {
+        Datum::Null => Ok(Value::Null),
+        Datum::Json(json) => serde_json::from_str(json).map_err(|err| err.to_string()),
+        other => Err(unexpected("JSON", other)),
+    }
+}
+
+/// JSON read into a tree first (as a payload row holds it, for
+/// [`crate::api::scalars::SharedJson`]).
+fn parsed_json(datum: &Datum) -> Result<Value, String> {
+    match datum {
+        Datum::Json(json) => {
+            let tree: serde_json::Value =
+                serde_json::from_str(json).map_err(|err| err.to_string())?;
+            async_graphql::to_value(&tree).map_err(|err| err.to_string())
+        }
+        other => Err(unexpected("JSON", other)),
+    }
+}
+
+/// One of the model's enums, stored as its snake_case name.
+fn enumerated<E: DeserializeOwned + async_graphql::InputType>(
+    datum: &Datum,
+) -> Result<Value, String> {
+    match datum {
+        Datum::Null => Ok(Value::Null),
+        Datum::Text(name) => from_db_name::<E>(name)
+            .map(|value| async_graphql::InputType::to_value(&value))
+            .ok_or_else(|| format!("{name} is not a {}", E::type_name())),
+        other => Err(unexpected("an enum's name", other)),
+    }
+}
+
+/// Whether the column is null (`success`: no error message).
+fn is_null(datum: &Datum) -> Result<Value, String> {
+    Ok(Value::Boolean(matches!(datum, Datum::Null)))
+}
+
+/// Whether the column is set (`historyEdited`: the messages sent were recorded apart).
+fn is_set(datum: &Datum) -> Result<Value, String> {
+    Ok(Value::Boolean(!matches!(datum, Datum::Null)))
+}
+
+/// An agent's global ID, from the id of another row's column (`parentId`).
+fn execution_id(datum: &Datum) -> Result<Value, String> {
+    match datum {
+        Datum::Null => Ok(Value::Null),
+        Datum::Uuid(id) => Ok(ids::encode(NodeType::AgentExecution, *id).to_value()),
+        other => Err(unexpected("a UUID", other)),
+    }
+}
+
+pub static SESSION: ObjectType = ObjectType {
+    name: "Session",
+    fields: &[
+        ("id", Field::GlobalId(NodeType::Session)),
+        ("uuid", column("id", uuid)),
+        ("alertType", counted("alert_type", text)),
+        ("alertData", counted("alert_data", raw_json)),
+        ("status", column("status", enumerated::<SessionStatus>)),
+        ("chainId", counted("chain_id", text)),
+        ("chainOverrides", counted("chain_overrides", raw_json)),
+        ("author", counted("author", text)),
+        ("createdBy", counted("created_by", text)),
+        ("runbookUrl", counted("runbook_url", text)),
+        ("finalAnalysis", counted("final_analysis", text)),
+        ("executiveSummary", counted("executive_summary", text)),
+        ("errorMessage", counted("error_message", text)),
+        ("startedAt", column("started_at", time)),
+        ("completedAt", column("completed_at", time)),
+        ("durationMs", column("duration_ms", int)),
+        ("createdAt", column("created_at", time)),
+        ("updatedAt", column("updated_at", time)),
+        ("deletedAt", column("deleted_at", time)),
+        (
+            "stages",
+            Field::List {
+                of: &STAGE,
+                rows: Rows::Stages,
+            },
+        ),
+        (
+            "timeline",
+            Field::Page {
+                of: &TIMELINE,
+                rows: Rows::Timeline(Scope::Session),
+            },
+        ),
+        (
+            "llmInteractionsConnection",
+            Field::Page {
+                of: &LLM_INTERACTIONS,
+                rows: Rows::LlmInteractions(Scope::Session),
+            },
+        ),
+        (
+            "mcpInteractionsConnection",
+            Field::Page {
+                of: &MCP_INTERACTIONS,
+                rows: Rows::McpInteractions(Scope::Session),
+            },
+        ),
+    ],
+};
+
+pub static STAGE: ObjectType = ObjectType {
+    name: "Stage",
+    fields: &[
+        ("id", Field::GlobalId(NodeType::Stage)),
+        ("uuid", column("id", uuid)),
+        ("name", counted("stage_name", text)),
+        ("stageIndex", column("stage_index", int)),
+        ("expectedAgentCount", column("expected_agent_count", int)),
+        (
+            "parallelType",
+            column("parallel_type", enumerated::<ParallelType>),
+        ),
+        (
+            "successPolicy",
+            column("success_policy", enumerated::<SuccessPolicy>),
+        ),
+        ("status", column("status", enumerated::<StageStatus>)),
+        ("startedAt", column("started_at", time)),
+        ("completedAt", column("completed_at", time)),
+        ("durationMs", column("duration_ms", int)),
+        ("errorMessage", counted("error_message", text)),
+        ("createdAt", column("created_at", time)),
+        ("updatedAt", column("updated_at", time)),
+        (
+            "executions",
+            Field::List {
+                of: &EXECUTION,
+                rows: Rows::Executions { sub_agents: true },
+            },
+        ),
+        (
+            "timeline",
+            Field::Page {
+                of: &TIMELINE,
+                rows: Rows::Timeline(Scope::Stage),
+            },
+        ),
+        (
+            "messagesConnection",
+            Field::Page {
+                of: &MESSAGES,
+                rows: Rows::Messages(Scope::Stage),
+            },
+        ),
+        (
+            "llmInteractionsConnection",
+            Field::Page {
+                of: &LLM_INTERACTIONS,
+                rows: Rows::LlmInteractions(Scope::Stage),
+            },
+        ),
+        (
+            "mcpInteractionsConnection",
+            Field::Page {
+                of: &MCP_INTERACTIONS,
+                rows: Rows::McpInteractions(Scope::Stage),
+            },
+        ),
+    ],
+};
+
+pub static EXECUTION: ObjectType = ObjectType {
+    name: "AgentExecution",
+    fields: &[
+        ("id", Field::GlobalId(NodeType::AgentExecution)),
+        ("uuid", column("id", uuid)),
+        ("agentName", counted("agent_name", text)),
+        ("agentIndex", column("agent_index", int)),
+        ("status", column("status", enumerated::<ExecutionStatus>)),
+        ("startedAt", column("started_at", time)),
+        ("completedAt", column("completed_at", time)),
+        ("durationMs", column("duration_ms", int)),
+        ("errorMessage", counted("error_message", text)),
+        ("iterationStrategy", counted("iteration_strategy", text)),
+        ("llmProvider", counted("llm_provider", text)),
+        ("llmModel", counted("llm_model", text)),
+        ("agentType", column("agent_type", enumerated::<AgentType>)),
+        ("teamName", counted("team_name", text)),
+        ("task", counted("task", text)),
+        ("resultSummary", counted("result_summary", text)),
+        ("depth", column("depth", int)),
+        ("parentId", column("parent_execution_id", execution_id)),
+        ("createdAt", column("created_at", time)),
+        ("updatedAt", column("updated_at", time)),
+        (
+            "subAgents",
+            Field::List {
+                of: &EXECUTION,
+                rows: Rows::SubAgents,
+            },
+        ),
+        (
+            "timeline",
+            Field::Page {
+                of: &TIMELINE,
+                rows: Rows::Timeline(Scope::Execution),
+            },
+        ),
+        (
+            "messagesConnection",
+            Field::Page {
+                of: &MESSAGES,
+                rows: Rows::Messages(Scope::Execution),
+            },
+        ),
+        (
+            "llmInteractionsConnection",
+            Field::Page {
+                of: &LLM_INTERACTIONS,
+                rows: Rows::LlmInteractions(Scope::Execution),
+            },
+        ),
+        (
+            "mcpInteractionsConnection",
+            Field::Page {
+                of: &MCP_INTERACTIONS,
+                rows: Rows::McpInteractions(Scope::Execution),
+            },
+        ),
+    ],
+};
+
+static TIMELINE_EVENT: ObjectType = ObjectType {
+    name: "TimelineEvent",
+    fields: &[
+        ("id", Field::GlobalId(NodeType::TimelineEvent)),
+        ("uuid", column("id", uuid)),
+        ("sequenceNumber", column("sequence_number", int)),
+        (
+            "eventType",
+            column("event_type", enumerated::<TimelineEventType>),
+        ),
+        (
+            "status",
+            column("status", enumerated::<TimelineEventStatus>),
+        ),
+        ("content", counted("content", text)),
+        ("metadata", counted("metadata", raw_json)),
+        ("createdAt", column("created_at", time)),
+        ("updatedAt", column("updated_at", time)),
+    ],
+};
+
+static MESSAGE: ObjectType = ObjectType {
+    name: "Message",
+    fields: &[
+        ("id", Field::GlobalId(NodeType::Message)),
+        ("uuid", column("id", uuid)),
+        ("sequenceNumber", column("sequence_number", int)),
+        ("role", column("role", enumerated::<MessageRole>)),
+        ("content", counted("content", text)),
+        ("toolCallId", counted("tool_call_id", text)),
+        ("toolName", counted("tool_name", text)),
+        ("toolCalls", counted("tool_calls", raw_json)),
+        ("createdAt", column("created_at", time)),
+    ],
+};
+
+static LLM_INTERACTION: ObjectType = ObjectType {
+    name: "LLMInteraction",
+    fields: &[
+        ("id", Field::GlobalId(NodeType::LlmInteraction)),
+        ("uuid", column("id", uuid)),
+        (
+            "interactionType",
+            column("interaction_type", enumerated::<LlmInteractionType>),
+        ),
+        ("modelName", counted("model_name", text)),
+        ("llmRequest", counted("llm_request", parsed_json)),
+        ("llmResponse", counted("llm_response", parsed_json)),
+        ("thinkingContent", counted("thinking_content", text)),
+        (
+            "responseMetadata",
+            counted("response_metadata", parsed_json),
+        ),
+        ("inputTokens", column("input_tokens", int)),
+        ("cachedInputTokens", column("cached_input_tokens", int)),
+        ("outputTokens", column("output_tokens", int)),
+        ("totalTokens", column("total_tokens", int)),
+        ("thinkingTokens", column("thinking_tokens", int)),
+        ("durationMs", column("duration_ms", int)),
+        ("errorMessage", counted("error_message", text)),
+        ("success", column("error_message", is_null)),
+        ("createdAt", column("created_at", time)),
+        ("historyEdited", column("sent_message_ids", is_set)),
+        (
+            "conversationConnection",
+            Field::Page {
+                of: &MESSAGES,
+                rows: Rows::Conversation,
+            },
+        ),
+    ],
+};
+
+static MCP_INTERACTION: ObjectType = ObjectType {
+    name: "MCPInteraction",
+    fields: &[
+        ("id", Field::GlobalId(NodeType::McpInteraction)),
+        ("uuid", column("id", uuid)),
+        (
+            "interactionType",
+            column("interaction_type", enumerated::<McpInteractionType>),
+        ),
+        ("serverName", counted("server_name", text)),
+        ("toolName", counted("tool_name", text)),
+        ("toolArguments", counted("tool_arguments", parsed_json)),
+        ("toolResult", counted("tool_result", parsed_json)),
+        ("availableTools", counted("available_tools", parsed_json)),
+        ("durationMs", column("duration_ms", int)),
+        ("errorMessage", counted("error_message", text)),
+        ("success", column("error_message", is_null)),
+        ("createdAt", column("created_at", time)),
+        ("toolCallId", counted("tool_call_id", text)),
+        ("attempt", column("attempt", int)),
+    ],
+};
+
+static TIMELINE: ConnectionType = ConnectionType {
+    name: "TimelineEventConnection",
+    edge: "TimelineEventEdge",
+    node: &TIMELINE_EVENT,
+};
+
+static MESSAGES: ConnectionType = ConnectionType {
+    name: "MessageConnection",
+    edge: "MessageEdge",
+    node: &MESSAGE,
+};
+
+static LLM_INTERACTIONS: ConnectionType = ConnectionType {
+    name: "LlmInteractionConnection",
+    edge: "LlmInteractionEdge",
+    node: &LLM_INTERACTION,
+};
+
+static MCP_INTERACTIONS: ConnectionType = ConnectionType {
+    name: "McpInteractionConnection",
+    edge: "McpInteractionEdge",
+    node: &MCP_INTERACTION,
+};
+
+impl ObjectType {
+    pub fn field(&self, name: &str) -> Option<&'static Field> {
+        self.fields
+            .iter()
+            .find(|(field, _)| *field == name)
+            .map(|(_, f)| f)
+    }
+}

@@ -1,0 +1,223 @@
+//! A session's tree read in one statement: the session, and below it any of its relationships
+//! that a query selects (stages, their agents and sub-agents, the pages of their timelines,
+//! messages and LLM and MCP interactions), each level an array of records nested in its
+//! parent's record, each record holding only the columns asked for. PostgreSQL sends it in its
+//! binary form, which [`binary`] reads without a text round trip; the GraphQL layer
+//! ([`crate::api::compiled`]) turns it into a response.
+//!
+//! Every level names the session as the statement's one parameter, so a table partitioned or
+//! sharded by session is pruned as the statement starts.
+
+mod binary;
+
+use uuid::Uuid;
+
+pub use binary::Datum;
+
+use super::{Scope, Store};
+use crate::error::{Error, Result};
+
+/// What a level of the tree reads: which rows, in which order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rows {
+    /// The session itself (the root).
+    Session,
+    /// A session's stages, by stage index.
+    Stages,
+    /// A stage's agents, by agent index; with the sub-agents they spawned, or without.
+    Executions { sub_agents: bool },
+    /// The sub-agents an agent spawned, by agent index.
+    SubAgents,
+    /// A page of the timeline of a session, stage or agent, in sequence order.
+    Timeline(Scope),
+    /// A page of the messages of a stage or agent, in conversation order.
+    Messages(Scope),
+    /// A page of the LLM interactions of a session, stage or agent, in time order.
+    LlmInteractions(Scope),
+    /// A page of the MCP interactions of a session, stage or agent, in time order.
+    McpInteractions(Scope),
+    /// A page of the messages an LLM interaction sent, in the order sent (each with its
+    /// `position` there): its agent's conversation up to its last message, or the messages it
+    /// recorded (`sent_message_ids`), as [`super::SentMessageRow`] reads them.
+    Conversation,
+}
+
+impl Rows {
+    /// The table (or view, or subquery of the parent's row) read, the condition that ties a
+    /// row (aliased `r`) to its parent (aliased `p`), and the rows' order.
+    fn source(self, r: &str, p: &str) -> (String, String, String) {
+        let under = |scope: Scope| format!("{r}.{} = {p}.id", scope.column());
+        let (table, under, order) = match self {
+            Rows::Session => ("sessions", format!("{r}.id = $1"), String::new()),
+            Rows::Stages => ("stages", under(Scope::Session), format!("{r}.stage_index")),
+            Rows::Executions { sub_agents } => {
+                let top_level = if sub_agents {
+                    String::new()
+                } else {
+                    format!(" AND {r}.parent_execution_id IS NULL")
+                };
+                (
+                    "agent_executions",
+                    format!("{r}.stage_id = {p}.id{top_level}"),
+                    format!("{r}.agent_index"),
+                )
+            }
+            Rows::SubAgents => (
+                "agent_executions",
+                format!("{r}.parent_execution_id = {p}.id"),
+                format!("{r}.agent_index"),
+            ),
+            Rows::Timeline(scope) => (
+                "timeline_events_live",
+                under(scope),
+                format!("{r}.sequence_number"),
+            ),
+            Rows::Messages(scope) => (
+                "messages",
+                under(scope),
+                format!("{r}.execution_id, {r}.sequence_number"),
+            ),
+            Rows::LlmInteractions(scope) => (
+                "llm_interactions",
+                under(scope),
+                format!("{r}.created_at, {r}.id"),
+            ),
+            Rows::McpInteractions(scope) => (
+                "mcp_interactions",
+                under(scope),
+                format!("{r}.created_at, {r}.id"),
+            ),
+            // The two cases of `SentMessageRow`'s relation, for the one interaction `p`.
+            Rows::Conversation => {
+                let sent = format!(
+                    "(SELECT m.*, m.sequence_number AS position FROM messages m \
+                     WHERE {p}.sent_message_ids IS NULL AND m.execution_id = {p}.execution_id \
+                     AND m.session_id = $1 AND m.sequence_number <= (SELECT last.sequence_number \
+                     FROM messages last WHERE last.id = {p}.last_message_id \
+                     AND last.session_id = $1) \
+                     UNION ALL SELECT m.*, s.position::integer FROM \
+                     unnest({p}.sent_message_ids) WITH ORDINALITY AS s(id, position) \
+                     JOIN messages m ON m.id = s.id AND m.session_id = $1)"
+                );
+                return (
+                    sent,
+                    "TRUE".to_owned(),
+                    format!("{r}.execution_id, {r}.position"),
+                );
+            }
+        };
+        (table.to_owned(), under, order)
+    }
+}
+
+/// A level of the tree: its rows, the columns of each (by name, each a plain column of the
+/// level's table), at most how many (a page), and the levels below each row. A record holds
+/// the columns, then one array per level below, in this order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Level {
+    pub rows: Rows,
+    pub columns: Vec<&'static str>,
+    pub limit: Option<i64>,
+    pub below: Vec<Level>,
+}
+
+impl Store {
+    /// The session `id` with the levels below it that `root` asks for (`root.rows` is
+    /// [`Rows::Session`]): its record, `None` when there is no such session.
+    pub async fn session_tree(&self, id: Uuid, root: &Level) -> Result<Option<Vec<Datum>>> {
+        let (sql, limits) = tree_statement(root);
+        let mut query = sqlx::query(&sql).bind(id);
+        for limit in limits {
+            query = query.bind(limit);
+        }
+        let row = query.fetch_optional(self.reader().await?.traced()).await?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let bytes = sqlx::Row::try_get_raw(&row, 0)?
+            .as_bytes()
+            .map_err(|err| Error::Internal(format!("a session tree without its record: {err}")))?;
+        let record = binary::record(bytes)
+            .map_err(|err| Error::Internal(format!("a session tree unread: {err}")))?;
+        Ok(Some(record))
+    }
+}
+
+/// The statement that reads the tree `root` describes (`$1` the session), and the page limits
+/// it binds after it (`$2`, …).
+fn tree_statement(root: &Level) -> (String, Vec<i64>) {
+    let mut limits = Vec::new();
+    let record = record_of(root, 0, &mut limits);
+    let (table, condition, _) = root.rows.source("r0", "");
+    let sql = format!("SELECT {record} FROM {table} r0 WHERE {condition}");
+    (sql, limits)
+}
+
+/// `level`'s record, its rows aliased `r{depth}`: its columns, then an array per level below.
+fn record_of(level: &Level, depth: usize, limits: &mut Vec<i64>) -> String {
+    let alias = format!("r{depth}");
+    let mut fields: Vec<String> = level
+        .columns
+        .iter()
+        .map(|column| format!("{alias}.{column}"))
+        .collect();
+    for below in &level.below {
+        fields.push(array_of(below, depth + 1, limits));
+    }
+    // A record of one field is still a record (`ROW(x)`); of none, `ROW()`.
+    format!("ROW({})", fields.join(", "))
+}
+
+/// The array of the rows of `level` under their parent (aliased `r{depth - 1}`).
+fn array_of(level: &Level, depth: usize, limits: &mut Vec<i64>) -> String {
+    let (alias, parent) = (format!("r{depth}"), format!("r{}", depth - 1));
+    let (table, under, order) = level.rows.source(&alias, &parent);
+    let record = record_of(level, depth, limits);
+    let limit = match level.limit {
+        Some(limit) => {
+            limits.push(limit);
+            format!(" LIMIT ${}", limits.len() + 1)
+        }
+        None => String::new(),
+    };
+    // Every level names the session, the statement's parameter: pruned at start-up.
+    format!(
+        "ARRAY(SELECT {record} FROM {table} {alias} WHERE {under} AND {alias}.session_id = $1 \
+         ORDER BY {order}{limit})"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_level_is_an_array_under_its_parent_in_the_session() {
+        let root = Level {
+            rows: Rows::Session,
+            columns: vec!["id", "status"],
+            limit: None,
+            below: vec![Level {
+                rows: Rows::Stages,
+                columns: vec!["id"],
+                limit: None,
+                below: vec![Level {
+                    rows: Rows::Timeline(Scope::Stage),
+                    columns: vec!["id", "content"],
+                    limit: Some(100),
+                    below: vec![],
+                }],
+            }],
+        };
+        let (sql, limits) = tree_statement(&root);
+        assert_eq!(
+            sql,
+            "SELECT ROW(r0.id, r0.status, ARRAY(SELECT ROW(r1.id, ARRAY(SELECT ROW(r2.id, \
+             r2.content) FROM timeline_events_live r2 WHERE r2.stage_id = r1.id AND \
+             r2.session_id = $1 ORDER BY r2.sequence_number LIMIT $2)) FROM stages r1 WHERE \
+             r1.session_id = r0.id AND r1.session_id = $1 ORDER BY r1.stage_index)) \
+             FROM sessions r0 WHERE r0.id = $1"
+        );
+        assert_eq!(limits, vec![100]);
+    }
+}

@@ -1,0 +1,478 @@
+//! The compiled path (`api::compiled`) answers a session's tree from one statement, and its
+//! answer is the resolvers' answer: random selections over the demo's sessions (every field it
+//! answers, at every level, aliases, type names, page sizes literal and by variable, agents with
+//! and without sub-agents) sent through `session(id:)`, which it answers, and through
+//! `node(id:)`, whose fragment sends them to the resolvers, under one alias. The same values,
+//! each written the same way; only the order of an object's keys may differ: the compiled path
+//! writes them in the query's order (as the GraphQL spec asks), the resolvers in the order
+//! their fields finished (async-graphql resolves a query's fields concurrently and keeps them
+//! as they come: async-graphql/async-graphql#612).
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+
+use crate::common::{TestApp, statements};
+
+/// SplitMix64, seeded per run (printed) so that a failing selection can be made again.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+const SESSION: &[&str] = &[
+    "id",
+    "uuid",
+    "alertType",
+    "alertData",
+    "status",
+    "chainId",
+    "chainOverrides",
+    "author",
+    "createdBy",
+    "runbookUrl",
+    "finalAnalysis",
+    "executiveSummary",
+    "errorMessage",
+    "startedAt",
+    "completedAt",
+    "durationMs",
+    "createdAt",
+    "updatedAt",
+    "deletedAt",
+];
+const STAGE: &[&str] = &[
+    "id",
+    "uuid",
+    "name",
+    "stageIndex",
+    "expectedAgentCount",
+    "parallelType",
+    "successPolicy",
+    "status",
+    "startedAt",
+    "completedAt",
+    "durationMs",
+    "errorMessage",
+    "createdAt",
+    "updatedAt",
+];
+const EXECUTION: &[&str] = &[
+    "id",
+    "uuid",
+    "agentName",
+    "agentIndex",
+    "status",
+    "startedAt",
+    "completedAt",
+    "durationMs",
+    "errorMessage",
+    "iterationStrategy",
+    "llmProvider",
+    "llmModel",
+    "agentType",
+    "teamName",
+    "task",
+    "resultSummary",
+    "depth",
+    "parentId",
+    "createdAt",
+    "updatedAt",
+];
+const TIMELINE_EVENT: &[&str] = &[
+    "id",
+    "uuid",
+    "sequenceNumber",
+    "eventType",
+    "status",
+    "content",
+    "metadata",
+    "createdAt",
+    "updatedAt",
+];
+const MESSAGE: &[&str] = &[
+    "id",
+    "uuid",
+    "sequenceNumber",
+    "role",
+    "content",
+    "toolCallId",
+    "toolName",
+    "toolCalls",
+    "createdAt",
+];
+const LLM_INTERACTION: &[&str] = &[
+    "id",
+    "uuid",
+    "interactionType",
+    "modelName",
+    "llmRequest",
+    "llmResponse",
+    "thinkingContent",
+    "responseMetadata",
+    "inputTokens",
+    "cachedInputTokens",
+    "outputTokens",
+    "totalTokens",
+    "thinkingTokens",
+    "durationMs",
+    "errorMessage",
+    "success",
+    "createdAt",
+    "historyEdited",
+];
+const MCP_INTERACTION: &[&str] = &[
+    "id",
+    "uuid",
+    "interactionType",
+    "serverName",
+    "toolName",
+    "toolArguments",
+    "toolResult",
+    "availableTools",
+    "durationMs",
+    "errorMessage",
+    "success",
+    "createdAt",
+    "toolCallId",
+    "attempt",
+];
+
+/// A random query being written, with the variables it declares.
+struct Writer {
+    rng: Rng,
+    variables: Vec<(String, Value)>,
+    aliases: usize,
+}
+
+impl Writer {
+    /// A response key: the field's name, or now and then an alias of it.
+    fn key(&mut self, field: &str) -> String {
+        if self.rng.chance(15) {
+            self.aliases += 1;
+            format!("a{}: {field}", self.aliases)
+        } else {
+            field.to_owned()
+        }
+    }
+
+    /// Some of `fields` (each at most once under its own name), `__typename` now and then.
+    fn scalars(&mut self, fields: &[&str], out: &mut String) {
+        let mut any = false;
+        for field in fields {
+            if self.rng.chance(35) {
+                let key = self.key(field);
+                out.push_str(&format!(" {key}"));
+                any = true;
+            }
+        }
+        if !any {
+            out.push_str(" uuid");
+        }
+        if self.rng.chance(15) {
+            out.push_str(" __typename");
+        }
+    }
+
+    /// A page's `first`: absent, literal, or a variable.
+    fn first(&mut self) -> String {
+        let size = [0, 1, 2, 3, 100][self.rng.below(5) as usize];
+        match self.rng.below(4) {
+            0 => String::new(),
+            1 => {
+                let name = format!("n{}", self.variables.len());
+                self.variables.push((name.clone(), json!(size)));
+                format!("(first: ${name})")
+            }
+            _ => format!("(first: {size})"),
+        }
+    }
+
+    fn connection(&mut self, field: &str, node: &[&str], out: &mut String) {
+        let key = self.key(field);
+        let first = self.first();
+        let mut fields = String::new();
+        self.scalars(node, &mut fields);
+        let typename = |rng: &mut Rng| if rng.chance(20) { " __typename" } else { "" };
+        let (outer, edge) = (typename(&mut self.rng), typename(&mut self.rng));
+        out.push_str(&format!(
+            " {key}{first} {{{outer} edges {{{edge} node {{{fields} }} }} }}"
+        ));
+    }
+
+    /// The relationships `fields` names that each level has, each maybe.
+    fn pages(&mut self, messages: bool, out: &mut String) {
+        if self.rng.chance(60) {
+            self.connection("timeline", TIMELINE_EVENT, out);
+        }
+        if messages && self.rng.chance(60) {
+            self.connection("messagesConnection", MESSAGE, out);
+        }
+        if self.rng.chance(50) {
+            let key = self.key("llmInteractionsConnection");
+            let first = self.first();
+            let mut fields = String::new();
+            self.scalars(LLM_INTERACTION, &mut fields);
+            if self.rng.chance(50) {
+                self.connection("conversationConnection", MESSAGE, &mut fields);
+            }
+            out.push_str(&format!(
+                " {key}{first} {{ edges {{ node {{{fields} }} }} }}"
+            ));
+        }
+        if self.rng.chance(50) {
+            self.connection("mcpInteractionsConnection", MCP_INTERACTION, out);
+        }
+    }
+
+    fn execution(&mut self, depth: usize) -> String {
+        let mut out = String::new();
+        self.scalars(EXECUTION, &mut out);
+        self.pages(true, &mut out);
+        if depth < 2 && self.rng.chance(40) {
+            let inner = self.execution(depth + 1);
+            let key = self.key("subAgents");
+            out.push_str(&format!(" {key} {{{inner} }}"));
+        }
+        out
+    }
+
+    fn session(&mut self) -> String {
+        let mut out = String::new();
+        self.scalars(SESSION, &mut out);
+        if self.rng.chance(85) {
+            let mut stage = String::new();
+            self.scalars(STAGE, &mut stage);
+            self.pages(true, &mut stage);
+            if self.rng.chance(85) {
+                let which = match self.rng.below(4) {
+                    0 => "(includeSubAgents: false)",
+                    1 => "(includeSubAgents: true)",
+                    _ => "",
+                };
+                let inner = self.execution(0);
+                let key = self.key("executions");
+                stage.push_str(&format!(" {key}{which} {{{inner} }}"));
+            }
+            let key = self.key("stages");
+            out.push_str(&format!(" {key} {{{stage} }}"));
+        }
+        self.pages(false, &mut out);
+        out
+    }
+
+    /// The operation's variable declarations.
+    fn declarations(&self) -> String {
+        self.variables
+            .iter()
+            .map(|(name, _)| format!(", ${name}: Int"))
+            .collect()
+    }
+}
+
+/// The raw body of a POSTed query.
+async fn body(app: &TestApp, query: &str, variables: &Value) -> String {
+    app.client
+        .post(app.url("/graphql"))
+        .json(&json!({ "query": query, "variables": variables }))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_compiled_answer_is_the_resolvers_answer() {
+    // Whole relationships at every level: beyond the default budgets.
+    let mut options = casefile::http::HttpOptions::default();
+    options.limits.max_query_complexity = usize::MAX / 2;
+    options.limits.max_query_depth = 64;
+    options.limits.max_selections = 100_000;
+    let app = TestApp::start_with(options).await;
+    casefile::demo::load(&app.store).await.unwrap();
+    // Half the LLM calls sent a selection of their conversation (every other message, and
+    // their last), as a compressing agent records it.
+    let selected = sqlx::query(
+        "UPDATE llm_interactions li SET sent_message_ids = ARRAY(SELECT m.id FROM messages m \
+         WHERE m.execution_id = li.execution_id AND m.session_id = li.session_id \
+         AND m.sequence_number <= (SELECT last.sequence_number FROM messages last \
+         WHERE last.id = li.last_message_id AND last.session_id = li.session_id) \
+         AND (m.sequence_number % 2 = 1 OR m.id = li.last_message_id) ORDER BY m.sequence_number) \
+         WHERE li.last_message_id IS NOT NULL AND get_byte(uuid_send(li.id), 15) % 2 = 0",
+    )
+    .execute(app.store.pool())
+    .await
+    .unwrap();
+    assert!(selected.rows_affected() > 0);
+    let mut ids = app.session_ids(100).await;
+    assert!(ids.len() > 3);
+    // And the id of no session.
+    let none = base64::engine::general_purpose::STANDARD
+        .encode("Session:00000000-0000-7000-8000-000000000000");
+    ids.push(json!(none));
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    println!("compiled selections, seed {seed}");
+    let mut writer = Writer {
+        rng: Rng(seed),
+        variables: Vec::new(),
+        aliases: 0,
+    };
+    for round in 0..60 {
+        writer.variables.clear();
+        let selection = writer.session();
+        let id = ids[writer.rng.below(ids.len() as u64) as usize].clone();
+        let mut variables = json!({ "id": id });
+        for (name, value) in &writer.variables {
+            variables[name] = value.clone();
+        }
+        let declared = writer.declarations();
+        let compiled = body(
+            &app,
+            &format!("query($id: ID!{declared}) {{ s: session(id: $id) {{{selection} }} }}"),
+            &variables,
+        )
+        .await;
+        let resolved = body(
+            &app,
+            &format!(
+                "query($id: ID!{declared}) {{ s: node(id: $id) {{ ... on Session {{{selection} }} }} }}"
+            ),
+            &variables,
+        )
+        .await;
+        assert!(
+            !compiled.contains("\"errors\""),
+            "round {round} (seed {seed}): {compiled}\n{selection}"
+        );
+        // Parsed, a number keeps how it was written (`1` is not `1.0`); keys are compared by
+        // name.
+        let (a, b): (Value, Value) = (
+            serde_json::from_str(&compiled).unwrap(),
+            serde_json::from_str(&resolved).unwrap(),
+        );
+        assert!(
+            a == b,
+            "round {round} (seed {seed}): the answers differ\n{selection}\ncompiled: {compiled}\nresolved: {resolved}"
+        );
+    }
+    app.stop().await;
+}
+
+/// The session page of the read benchmark.
+const SESSION_PAGE: &str = "query Session($id: ID!) { session(id: $id) { uuid alertType status \
+    finalAnalysis executiveSummary stages { uuid name stageIndex status executions { uuid \
+    agentName agentIndex status llmModel \
+    timeline(first: 100) { edges { node { uuid eventType status content } } } \
+    messagesConnection(first: 100) { edges { node { uuid sequenceNumber role content } } } \
+    llmInteractionsConnection(first: 100) { edges { node { uuid interactionType modelName \
+    inputTokens outputTokens llmResponse } } } \
+    mcpInteractionsConnection(first: 100) { edges { node { uuid serverName toolName \
+    toolArguments toolResult } } } } } } }";
+
+#[tokio::test]
+async fn a_session_page_is_one_statement_and_what_it_does_not_answer_goes_to_the_resolvers() {
+    let app = TestApp::start().await;
+    casefile::demo::load(&app.store).await.unwrap();
+    // A session whose agents have timelines.
+    let mut id = None;
+    for candidate in app.session_ids(100).await {
+        let data = app.data(SESSION_PAGE, json!({ "id": candidate })).await;
+        if data["session"]["stages"][0]["executions"][0]["timeline"]["edges"]
+            .as_array()
+            .is_some_and(|edges| !edges.is_empty())
+        {
+            id = Some(candidate);
+            break;
+        }
+    }
+    let id = id.expect("a demo session with timelines");
+    let _recording = statements::record_on_this_thread();
+    let page = |query: String| {
+        let (app, id) = (&app, id.clone());
+        async move {
+            statements::clear();
+            app.data(&query, json!({ "id": id })).await;
+            statements::recorded_by_operations()
+        }
+    };
+    let read = page(SESSION_PAGE.to_owned()).await;
+    assert_eq!(read.len(), 1, "{read:#?}");
+    assert_eq!(statements::round_trips(), [1]);
+    // A cursor, page information, a count, a relationship it does not list, a fragment or
+    // a directive: the resolvers answer, a statement per relationship and level.
+    for unanswered in [
+        "timeline(first: 100) { edges { cursor node { uuid } } }",
+        "timeline(first: 100) { pageInfo { hasNextPage } }",
+        "llmInteractionsConnection { totalCount }",
+        "counts { stages }",
+        "... on Session { uuid }",
+        "uuid @include(if: true)",
+        "timeline(last: 2) { edges { node { uuid } } }",
+    ] {
+        let query = SESSION_PAGE.replacen("uuid alertType", &format!("{unanswered} alertType"), 1);
+        let read = page(query).await;
+        assert!(read.len() > 1, "{unanswered}: {read:#?}");
+    }
+    // Many subqueries in one statement cost PostgreSQL more to plan than their cost says:
+    // past 32 levels the resolvers batch them.
+    let aliases: String = (0..40)
+        .map(|i| format!(" t{i}: timeline(first: 1) {{ edges {{ node {{ uuid }} }} }}"))
+        .collect();
+    let read =
+        page(SESSION_PAGE.replacen("uuid alertType", &format!("{aliases} alertType"), 1)).await;
+    assert!(read.len() > 1, "{read:#?}");
+    drop(_recording);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_compiled_answer_past_the_response_limit_is_refused_as_the_resolvers_refuse_it() {
+    let mut options = casefile::http::HttpOptions::default();
+    options.limits.max_response_bytes = 2_000;
+    let app = TestApp::start_with(options).await;
+    casefile::demo::load(&app.store).await.unwrap();
+    let mut refused = 0;
+    for id in app.session_ids(100).await {
+        let compiled = app
+            .graphql(
+                "query($id: ID!) { s: session(id: $id) { stages { executions { \
+                 timeline(first: 100) { edges { node { content } } } } } } }",
+                json!({ "id": id }),
+            )
+            .await;
+        let resolved = app
+            .graphql(
+                "query($id: ID!) { s: node(id: $id) { ... on Session { stages { executions { \
+                 timeline(first: 100) { edges { node { content } } } } } } } }",
+                json!({ "id": id }),
+            )
+            .await;
+        assert_eq!(compiled, resolved);
+        if compiled.get("errors").is_some() {
+            assert_eq!(
+                compiled["errors"][0]["extensions"]["code"],
+                "RESPONSE_TOO_LARGE"
+            );
+            refused += 1;
+        }
+    }
+    assert!(refused > 0, "no session's timelines went past the limit");
+    app.stop().await;
+}
