@@ -262,13 +262,13 @@ async fn a_deep_query_costs_one_statement_per_relationship_level() {
     );
     // Asked for, payloads are read by the statement of the page they are on (no statement
     // after it): the LLM request (the prompt, the largest) only where it is selected, so a page
-    // showing responses never reads it.
+    // showing responses never reads it. (Through the resolvers: a fragment sends them there.)
     statements::clear();
     let debug = app
         .data(
-            "{ sessions(first: 20) { edges { node {
+            "{ sessions(first: 20) { edges { node { ... on Session {
                llmInteractionsConnection(first: 100) { edges { node { llmRequest thinkingContent } } }
-               mcpInteractionsConnection(first: 100) { edges { node { toolResult } } } } } } }",
+               mcpInteractionsConnection(first: 100) { edges { node { toolResult } } } } } } } }",
             json!({}),
         )
         .await;
@@ -281,12 +281,11 @@ async fn a_deep_query_costs_one_statement_per_relationship_level() {
     // The page of sessions, then one wave: the LLM and MCP pages.
     assert_eq!(read.len(), 3, "{read:#?}");
     assert_eq!(statements::round_trips(), [1]);
+    let responses = "llmInteractionsConnection(first: 100) { edges { node { llmResponse responseMetadata } } }
+           mcpInteractionsConnection(first: 100) { edges { node { toolArguments availableTools } } }";
     statements::clear();
     app.data(
-        "{ sessions(first: 20) { edges { node {
-           llmInteractionsConnection(first: 100) { edges { node { llmResponse responseMetadata } } }
-           mcpInteractionsConnection(first: 100) { edges { node { toolArguments availableTools } } }
-        } } } }",
+        &format!("{{ sessions(first: 20) {{ edges {{ node {{ ... on Session {{ {responses} }} }} }} }} }}"),
         json!({}),
     )
     .await;
@@ -294,6 +293,19 @@ async fn a_deep_query_costs_one_statement_per_relationship_level() {
     assert!(read.iter().all(|s| !s.contains("llm_request")), "{read:#?}");
     assert_eq!(reading_payloads(&read), 2, "{read:#?}");
     assert_eq!(statements::round_trips(), [1]);
+    // Answered in one statement of the sessions' trees (`api::compiled`), likewise: the page of
+    // sessions, then the trees with the payloads selected and no other.
+    statements::clear();
+    app.data(
+        &format!("{{ sessions(first: 20) {{ edges {{ node {{ {responses} }} }} }} }}"),
+        json!({}),
+    )
+    .await;
+    let read = statements::recorded_by_operations();
+    assert!(read.iter().all(|s| !s.contains("llm_request")), "{read:#?}");
+    assert_eq!(reading_payloads(&read), 1, "{read:#?}");
+    assert_eq!(read.len(), 2, "{read:#?}");
+    assert_eq!(statements::round_trips(), [2]);
 
     // A page counts its whole list only when the client selected `totalCount` (a count reads
     // every child of the parent, where the page reads a few); the answer is the same.

@@ -45,10 +45,10 @@ pub enum Rows {
 impl Rows {
     /// The table (or view, or subquery of the parent's row) read, the condition that ties a
     /// row (aliased `r`) to its parent (aliased `p`), and the rows' order.
-    fn source(self, r: &str, p: &str) -> (String, String, String) {
+    fn source(self, r: &str, p: &str, session: &str) -> (String, String, String) {
         let under = |scope: Scope| format!("{r}.{} = {p}.id", scope.column());
         let (table, under, order) = match self {
-            Rows::Session => ("sessions", format!("{r}.id = $1"), String::new()),
+            Rows::Session => ("sessions", format!("{r}.id = {session}"), String::new()),
             Rows::Stages => ("stages", under(Scope::Session), format!("{r}.stage_index")),
             Rows::Executions { sub_agents } => {
                 let top_level = if sub_agents {
@@ -92,12 +92,12 @@ impl Rows {
                 let sent = format!(
                     "(SELECT m.*, m.sequence_number AS position FROM messages m \
                      WHERE {p}.sent_message_ids IS NULL AND m.execution_id = {p}.execution_id \
-                     AND m.session_id = $1 AND m.sequence_number <= (SELECT last.sequence_number \
-                     FROM messages last WHERE last.id = {p}.last_message_id \
-                     AND last.session_id = $1) \
+                     AND m.session_id = {session} AND m.sequence_number <= \
+                     (SELECT last.sequence_number FROM messages last \
+                     WHERE last.id = {p}.last_message_id AND last.session_id = {session}) \
                      UNION ALL SELECT m.*, s.position::integer FROM \
                      unnest({p}.sent_message_ids) WITH ORDINALITY AS s(id, position) \
-                     JOIN messages m ON m.id = s.id AND m.session_id = $1)"
+                     JOIN messages m ON m.id = s.id AND m.session_id = {session})"
                 );
                 return (
                     sent,
@@ -125,36 +125,80 @@ impl Store {
     /// The session `id` with the levels below it that `root` asks for (`root.rows` is
     /// [`Rows::Session`]): its record, `None` when there is no such session.
     pub async fn session_tree(&self, id: Uuid, root: &Level) -> Result<Option<Vec<Datum>>> {
-        let (sql, limits) = tree_statement(root);
+        let (sql, limits) = tree_statement(root, Sessions::One);
         let mut query = sqlx::query(&sql).bind(id);
         for limit in limits {
             query = query.bind(limit);
         }
         let row = query.fetch_optional(self.reader().await?.traced()).await?;
-        let Some(row) = row else {
-            return Ok(None);
-        };
-        let bytes = sqlx::Row::try_get_raw(&row, 0)?
-            .as_bytes()
-            .map_err(|err| Error::Internal(format!("a session tree without its record: {err}")))?;
-        let record = binary::record(bytes)
-            .map_err(|err| Error::Internal(format!("a session tree unread: {err}")))?;
-        Ok(Some(record))
+        row.map(|row| record_in(&row, 0)).transpose()
+    }
+
+    /// The trees of the sessions `ids` (as [`Store::session_tree`] reads one), in their order;
+    /// `None` for an id no session has.
+    pub async fn session_trees(
+        &self,
+        ids: &[Uuid],
+        root: &Level,
+    ) -> Result<Vec<Option<Vec<Datum>>>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (sql, limits) = tree_statement(root, Sessions::Many);
+        let mut query = sqlx::query(&sql).bind(ids);
+        for limit in limits {
+            query = query.bind(limit);
+        }
+        let rows = query.fetch_all(self.reader().await?.traced()).await?;
+        let mut trees = vec![None; ids.len()];
+        for row in rows {
+            let ord: i64 = sqlx::Row::try_get(&row, 0)?;
+            let at = usize::try_from(ord - 1).ok().filter(|at| *at < ids.len());
+            let at = at.ok_or_else(|| Error::Internal(format!("a tree of key {ord}")))?;
+            trees[at] = Some(record_in(&row, 1)?);
+        }
+        Ok(trees)
     }
 }
 
-/// The statement that reads the tree `root` describes (`$1` the session), and the page limits
-/// it binds after it (`$2`, …).
-fn tree_statement(root: &Level) -> (String, Vec<i64>) {
+/// The record in column `column` of `row`.
+fn record_in(row: &sqlx::postgres::PgRow, column: usize) -> Result<Vec<Datum>> {
+    let bytes = sqlx::Row::try_get_raw(row, column)?
+        .as_bytes()
+        .map_err(|err| Error::Internal(format!("a session tree without its record: {err}")))?;
+    binary::record(bytes).map_err(|err| Error::Internal(format!("a session tree unread: {err}")))
+}
+
+/// Which sessions a statement reads the trees of, and so what each level names as its session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sessions {
+    /// One, the parameter `$1`: each level is pruned to its partition as the statement starts.
+    One,
+    /// Those of the array `$1`, each level in its root's session (`r0.id`).
+    Many,
+}
+
+/// The statement that reads the trees `root` describes, and the page limits it binds after
+/// `$1` (`$2`, …).
+fn tree_statement(root: &Level, sessions: Sessions) -> (String, Vec<i64>) {
     let mut limits = Vec::new();
-    let record = record_of(root, 0, &mut limits);
-    let (table, condition, _) = root.rows.source("r0", "");
-    let sql = format!("SELECT {record} FROM {table} r0 WHERE {condition}");
+    let session = match sessions {
+        Sessions::One => "$1",
+        Sessions::Many => "r0.id",
+    };
+    let record = record_of(root, 0, session, &mut limits);
+    let sql = match sessions {
+        Sessions::One => format!("SELECT {record} FROM sessions r0 WHERE r0.id = $1"),
+        Sessions::Many => format!(
+            "SELECT k.ord, {record} FROM unnest($1::uuid[]) WITH ORDINALITY AS k (id, ord) \
+             JOIN sessions r0 ON r0.id = k.id"
+        ),
+    };
     (sql, limits)
 }
 
 /// `level`'s record, its rows aliased `r{depth}`: its columns, then an array per level below.
-fn record_of(level: &Level, depth: usize, limits: &mut Vec<i64>) -> String {
+fn record_of(level: &Level, depth: usize, session: &str, limits: &mut Vec<i64>) -> String {
     let alias = format!("r{depth}");
     let mut fields: Vec<String> = level
         .columns
@@ -162,17 +206,17 @@ fn record_of(level: &Level, depth: usize, limits: &mut Vec<i64>) -> String {
         .map(|column| format!("{alias}.{column}"))
         .collect();
     for below in &level.below {
-        fields.push(array_of(below, depth + 1, limits));
+        fields.push(array_of(below, depth + 1, session, limits));
     }
     // A record of one field is still a record (`ROW(x)`); of none, `ROW()`.
     format!("ROW({})", fields.join(", "))
 }
 
-/// The array of the rows of `level` under their parent (aliased `r{depth - 1}`).
-fn array_of(level: &Level, depth: usize, limits: &mut Vec<i64>) -> String {
+/// The array of the rows of `level` under their parent (aliased `r{depth - 1}`), in `session`.
+fn array_of(level: &Level, depth: usize, session: &str, limits: &mut Vec<i64>) -> String {
     let (alias, parent) = (format!("r{depth}"), format!("r{}", depth - 1));
-    let (table, under, order) = level.rows.source(&alias, &parent);
-    let record = record_of(level, depth, limits);
+    let (table, under, order) = level.rows.source(&alias, &parent, session);
+    let record = record_of(level, depth, session, limits);
     let limit = match level.limit {
         Some(limit) => {
             limits.push(limit);
@@ -180,11 +224,15 @@ fn array_of(level: &Level, depth: usize, limits: &mut Vec<i64>) -> String {
         }
         None => String::new(),
     };
-    // Every level names the session, the statement's parameter: pruned at start-up.
-    format!(
-        "ARRAY(SELECT {record} FROM {table} {alias} WHERE {under} AND {alias}.session_id = $1 \
-         ORDER BY {order}{limit})"
-    )
+    // Every level names its session (for one session, the statement's parameter: pruned as
+    // it starts), unless its parent is the session.
+    let in_session = format!("{alias}.session_id = {session}");
+    let condition = if under == in_session {
+        under
+    } else {
+        format!("{under} AND {in_session}")
+    };
+    format!("ARRAY(SELECT {record} FROM {table} {alias} WHERE {condition} ORDER BY {order}{limit})")
 }
 
 #[cfg(test)]
@@ -209,7 +257,7 @@ mod tests {
                 }],
             }],
         };
-        let (sql, limits) = tree_statement(&root);
+        let (sql, limits) = tree_statement(&root, Sessions::One);
         assert_eq!(
             sql,
             "SELECT ROW(r0.id, r0.status, ARRAY(SELECT ROW(r1.id, ARRAY(SELECT ROW(r2.id, \
@@ -219,5 +267,13 @@ mod tests {
              FROM sessions r0 WHERE r0.id = $1"
         );
         assert_eq!(limits, vec![100]);
+        // Many sessions: each level in its root's, named once where its parent is the session.
+        let (sql, _) = tree_statement(&root, Sessions::Many);
+        assert!(sql.starts_with("SELECT k.ord, ROW(r0.id, r0.status, ARRAY(SELECT ROW(r1.id, "));
+        assert!(sql.contains("FROM stages r1 WHERE r1.session_id = r0.id ORDER BY"));
+        assert!(sql.contains("r2.stage_id = r1.id AND r2.session_id = r0.id ORDER BY"));
+        assert!(sql.ends_with(
+            "FROM unnest($1::uuid[]) WITH ORDINALITY AS k (id, ord) JOIN sessions r0 ON r0.id = k.id"
+        ));
     }
 }

@@ -357,22 +357,62 @@ async fn a_compiled_answer_is_the_resolvers_answer() {
             &variables,
         )
         .await;
-        assert!(
-            !compiled.contains("\"errors\""),
-            "round {round} (seed {seed}): {compiled}\n{selection}"
-        );
+        same(&compiled, &resolved, round, seed, &selection);
+        if round % 3 == 0 {
+            // A page of sessions (from the start, or after the second), with their trees.
+            let first = [0, 1, 3, 20][writer.rng.below(4) as usize];
+            let after = if writer.rng.chance(50) {
+                let start = app
+                    .data(
+                        "{ sessions(first: 2) { pageInfo { endCursor } } }",
+                        json!({}),
+                    )
+                    .await;
+                start["sessions"]["pageInfo"]["endCursor"].clone()
+            } else {
+                Value::Null
+            };
+            variables["first"] = json!(first);
+            variables["after"] = after;
+            let page = |node: &str| {
+                format!(
+                    "query($first: Int, $after: String{declared}) {{ s: sessions(first: $first, \
+                     after: $after) {{ pageInfo {{ hasNextPage endCursor startCursor \
+                     hasPreviousPage __typename }} __typename edges {{ cursor node {{ {node} }} \
+                     __typename }} }} }}"
+                )
+            };
+            let compiled = body(&app, &page(&selection), &variables).await;
+            let resolved = body(
+                &app,
+                &page(&format!("... on Session {{{selection} }}")),
+                &variables,
+            )
+            .await;
+            same(&compiled, &resolved, round, seed, &selection);
+        }
+    }
+    app.stop().await;
+}
+
+/// Fails unless the two answers hold the same values, each written the same way.
+fn same(compiled: &str, resolved: &str, round: usize, seed: u64, selection: &str) {
+    assert!(
+        !compiled.contains("\"errors\""),
+        "round {round} (seed {seed}): {compiled}\n{selection}"
+    );
+    {
         // Parsed, a number keeps how it was written (`1` is not `1.0`); keys are compared by
         // name.
         let (a, b): (Value, Value) = (
-            serde_json::from_str(&compiled).unwrap(),
-            serde_json::from_str(&resolved).unwrap(),
+            serde_json::from_str(compiled).unwrap(),
+            serde_json::from_str(resolved).unwrap(),
         );
         assert!(
             a == b,
             "round {round} (seed {seed}): the answers differ\n{selection}\ncompiled: {compiled}\nresolved: {resolved}"
         );
     }
-    app.stop().await;
 }
 
 /// The session page of the read benchmark.
@@ -430,6 +470,16 @@ async fn a_session_page_is_one_statement_and_what_it_does_not_answer_goes_to_the
         let read = page(query).await;
         assert!(read.len() > 1, "{unanswered}: {read:#?}");
     }
+    // A page of sessions with their trees: the page as the resolver reads it, then the trees.
+    statements::clear();
+    app.data(
+        "{ sessions(first: 20) { pageInfo { endCursor } edges { node { uuid stages { uuid \
+         executions { uuid timeline(first: 5) { edges { node { uuid } } } } } } } } }",
+        json!({}),
+    )
+    .await;
+    assert_eq!(statements::recorded_by_operations().len(), 2);
+    assert_eq!(statements::round_trips(), [2]);
     // Many subqueries in one statement cost PostgreSQL more to plan than their cost says:
     // past 32 levels the resolvers batch them.
     let aliases: String = (0..40)

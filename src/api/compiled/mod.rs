@@ -13,14 +13,21 @@ use async_graphql::parser::types::ExecutableDocument;
 use async_graphql::{PathSegment, Response, ServerError, Value, Variables};
 
 use crate::api::Limits;
+use crate::api::pagination::edges_of;
 use crate::api::runner::response_size::ResponseSize;
 use crate::api::runner::selected_operation;
 use crate::auth::Identity;
+use crate::cursor::session_cursor;
+use crate::error::{Error, Result};
 use crate::store::Store;
-use plan::{Arguments, SessionQuery};
+use crate::store::sessions::{SessionFilter, SessionSort};
+use plan::{Arguments, ListEdgeOutput, ListOutput, PageInfoOutput, SessionQuery, SessionsQuery};
 
 /// A query the compiled path answers.
-pub struct Compiled(SessionQuery);
+pub enum Compiled {
+    Session(SessionQuery),
+    Sessions(SessionsQuery),
+}
 
 impl Compiled {
     /// The plan of the request's operation, if this path answers it.
@@ -37,24 +44,18 @@ impl Compiled {
             variables,
             limits,
         };
-        plan::session_query(&args, identity).map(Compiled)
+        plan::session_query(&args, identity)
+            .map(Compiled::Session)
+            .or_else(|| plan::sessions_query(&args, identity).map(Compiled::Sessions))
     }
 
-    /// Reads the tree and answers.
+    /// Reads the trees and answers.
     pub async fn run(&self, store: &Store, size: &ResponseSize) -> Response {
-        let SessionQuery {
-            session,
-            key,
-            pos,
-            level,
-            object,
-        } = &self.0;
-        crate::observe::request::count_round_trip();
-        let answer = match store.session_tree(*session, level).await {
-            Ok(None) => Ok(Value::Null),
-            Ok(Some(record)) => answer::object(object, level, &record, size)
-                .map_err(|err| crate::error::Error::Internal(format!("a compiled answer: {err}"))),
-            Err(err) => Err(err),
+        let (key, pos, answer) = match self {
+            Compiled::Session(query) => (&query.key, query.pos, session(query, store, size).await),
+            Compiled::Sessions(query) => {
+                (&query.key, query.pos, sessions(query, store, size).await)
+            }
         };
         let (value, error) = match answer {
             Ok(value) => (value, None),
@@ -64,10 +65,93 @@ impl Compiled {
         if let Some(err) = error {
             // As a failed root field: null, with its error (coded and logged at the edge).
             let mut err: ServerError =
-                async_graphql::Error::new_with_source(err).into_server_error(*pos);
+                async_graphql::Error::new_with_source(err).into_server_error(pos);
             err.path = vec![PathSegment::Field(key.to_string())];
             response.errors.push(err);
         }
         response
     }
+}
+
+/// A session's tree: one statement (one round trip).
+async fn session(query: &SessionQuery, store: &Store, size: &ResponseSize) -> Result<Value> {
+    crate::observe::request::count_round_trip();
+    match store.session_tree(query.session, &query.level).await? {
+        None => Ok(Value::Null),
+        Some(record) => answer::object(&query.object, &query.level, &record, size).map_err(unbuilt),
+    }
+}
+
+/// A page of sessions (read as the resolver reads it), then their trees: two round trips.
+async fn sessions(query: &SessionsQuery, store: &Store, size: &ResponseSize) -> Result<Value> {
+    let sort = SessionSort::CreatedAt;
+    crate::observe::request::count_round_trip();
+    let page = store
+        .list_sessions(&SessionFilter::default(), sort, true, &query.slice)
+        .await?;
+    let ids: Vec<_> = page.rows.iter().map(|listed| listed.session.id).collect();
+    let trees = if query.outputs.iter().any(|(_, output)| {
+        matches!(output, ListOutput::Edges(edges) if edges.iter().any(|(_, e)| matches!(e, ListEdgeOutput::Node(_))))
+    }) {
+        crate::observe::request::count_round_trip();
+        store.session_trees(&ids, &query.level).await?
+    } else {
+        vec![None; ids.len()]
+    };
+    let (edges, info) = edges_of(
+        page,
+        |listed| session_cursor(sort, sort.key_of(&listed)),
+        |cursor| cursor,
+    );
+    let mut fields = IndexMap::with_capacity(query.outputs.len());
+    for (key, output) in &query.outputs {
+        let value = match output {
+            ListOutput::Typename(name) => Value::String((*name).to_owned()),
+            ListOutput::PageInfo(outputs) => {
+                let mut info_fields = IndexMap::with_capacity(outputs.len());
+                for (key, output) in outputs {
+                    let cursor = |c: &Option<String>| c.clone().map_or(Value::Null, Value::String);
+                    let value = match output {
+                        PageInfoOutput::Typename => Value::String("PageInfo".to_owned()),
+                        PageInfoOutput::HasPreviousPage => Value::Boolean(info.has_previous_page),
+                        PageInfoOutput::HasNextPage => Value::Boolean(info.has_next_page),
+                        PageInfoOutput::StartCursor => cursor(&info.start_cursor),
+                        PageInfoOutput::EndCursor => cursor(&info.end_cursor),
+                    };
+                    info_fields.insert(key.clone(), value);
+                }
+                Value::Object(info_fields)
+            }
+            ListOutput::Edges(outputs) => {
+                let mut list = Vec::with_capacity(edges.len());
+                for (cursor, tree) in edges.iter().zip(&trees) {
+                    let mut edge = IndexMap::with_capacity(outputs.len());
+                    for (key, output) in outputs {
+                        let value = match output {
+                            ListEdgeOutput::Typename(name) => Value::String((*name).to_owned()),
+                            ListEdgeOutput::Cursor => Value::String(cursor.clone()),
+                            ListEdgeOutput::Node(object) => {
+                                // Purged between the page and its trees.
+                                let record = tree.as_ref().ok_or_else(|| {
+                                    Error::Internal("a listed session has no tree".to_owned())
+                                })?;
+                                answer::object(object, &query.level, record, size)
+                                    .map_err(unbuilt)?
+                            }
+                        };
+                        edge.insert(key.clone(), value);
+                    }
+                    list.push(Value::Object(edge));
+                }
+                Value::List(list)
+            }
+        };
+        fields.insert(key.clone(), value);
+    }
+    Ok(Value::Object(fields))
+}
+
+/// An answer that could not be built from what was read.
+fn unbuilt(err: String) -> Error {
+    Error::Internal(format!("a compiled answer: {err}"))
 }

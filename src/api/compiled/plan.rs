@@ -15,9 +15,12 @@ use uuid::Uuid;
 use super::fields::{ConnectionType, Field, ObjectType, SESSION};
 use crate::api::Limits;
 use crate::api::ids::{self, NodeType};
-use crate::api::pagination::DEFAULT_PAGE_SIZE;
+use crate::api::pagination::{DEFAULT_PAGE_SIZE, PageArgs};
 use crate::auth::Identity;
+use crate::cursor::decode_session_cursor;
 use crate::model::Role;
+use crate::store::page::Slice;
+use crate::store::sessions::{SessionKey, SessionSort};
 use crate::store::tree::{Level, Rows};
 
 /// The most levels (subqueries) one compiled statement reads: a session page has 6, every
@@ -40,16 +43,157 @@ pub struct SessionQuery {
     pub object: Object,
 }
 
-/// The plan of `operation`, if the compiled path answers it.
-pub fn session_query(args: &Arguments<'_>, identity: Option<&Identity>) -> Option<SessionQuery> {
-    let operation = args.operation;
+/// A query answered from a page of sessions and their trees: `sessions(first:, after:)` alone,
+/// newest first and unfiltered, for a reader.
+pub struct SessionsQuery {
+    pub key: Name,
+    pub pos: Pos,
+    pub slice: Slice<SessionKey>,
+    pub outputs: Vec<(Name, ListOutput)>,
+    /// Each session's tree (the root level) and what the nodes select of it.
+    pub level: Level,
+}
+
+pub enum ListOutput {
+    Typename(&'static str),
+    Edges(Vec<(Name, ListEdgeOutput)>),
+    PageInfo(Vec<(Name, PageInfoOutput)>),
+}
+
+pub enum ListEdgeOutput {
+    Typename(&'static str),
+    Cursor,
+    Node(Object),
+}
+
+pub enum PageInfoOutput {
+    Typename,
+    HasPreviousPage,
+    HasNextPage,
+    StartCursor,
+    EndCursor,
+}
+
+/// The plan of a page of sessions, if the compiled path answers it.
+pub fn sessions_query(args: &Arguments<'_>, identity: Option<&Identity>) -> Option<SessionsQuery> {
+    let (key, pos, root) = root_field(args.operation, "sessions")?;
+    // The field's guard: a reader, not a share link.
+    let identity = identity?;
+    if identity.scope.is_some() || identity.role < Role::Reader {
+        return None;
+    }
+    if root
+        .arguments
+        .iter()
+        .any(|(argument, _)| !["first", "after"].contains(&argument.node.as_str()))
+    {
+        return None;
+    }
+    let first = match args.get(root, "first") {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) => Some(i32::try_from(n.as_i64()?).ok()?),
+        Some(_) => return None,
+    };
+    let after = match args.get(root, "after") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(cursor)) => Some(cursor),
+        Some(_) => return None,
+    };
+    let page = PageArgs {
+        first,
+        after,
+        last: None,
+        before: None,
+    };
+    // A page size or cursor the resolver refuses is refused in its words.
+    let slice = page
+        .slice(args.limits, |cursor| {
+            decode_session_cursor(cursor, SessionSort::CreatedAt)
+        })
+        .ok()?;
+    let mut level = Level {
+        rows: Rows::Session,
+        columns: Vec::new(),
+        limit: None,
+        below: Vec::new(),
+    };
+    let mut outputs = Vec::new();
+    for (key, selected) in fields_of(&root.selection_set.node)? {
+        if !selected.arguments.is_empty() {
+            return None;
+        }
+        let output = match selected.name.node.as_str() {
+            "__typename" => ListOutput::Typename("SessionConnection"),
+            "edges" => {
+                let mut edges = Vec::new();
+                for (key, selected) in fields_of(&selected.selection_set.node)? {
+                    if !selected.arguments.is_empty() {
+                        return None;
+                    }
+                    let output = match selected.name.node.as_str() {
+                        "__typename" => ListEdgeOutput::Typename("SessionEdge"),
+                        "cursor" => ListEdgeOutput::Cursor,
+                        "node" => ListEdgeOutput::Node(object(
+                            &SESSION,
+                            &selected.selection_set,
+                            &mut level,
+                            args,
+                        )?),
+                        _ => return None,
+                    };
+                    edges.push((key.clone(), output));
+                }
+                ListOutput::Edges(edges)
+            }
+            "pageInfo" => {
+                let mut info = Vec::new();
+                for (key, selected) in fields_of(&selected.selection_set.node)? {
+                    let output = match selected.name.node.as_str() {
+                        "__typename" => PageInfoOutput::Typename,
+                        "hasPreviousPage" => PageInfoOutput::HasPreviousPage,
+                        "hasNextPage" => PageInfoOutput::HasNextPage,
+                        "startCursor" => PageInfoOutput::StartCursor,
+                        "endCursor" => PageInfoOutput::EndCursor,
+                        _ => return None,
+                    };
+                    info.push((key.clone(), output));
+                }
+                ListOutput::PageInfo(info)
+            }
+            _ => return None,
+        };
+        outputs.push((key.clone(), output));
+    }
+    if levels(&level) > MAX_LEVELS {
+        return None;
+    }
+    Some(SessionsQuery {
+        key: key.clone(),
+        pos,
+        slice,
+        outputs,
+        level,
+    })
+}
+
+/// The operation's one root field, if it is a query of `name` alone.
+fn root_field<'a>(
+    operation: &'a OperationDefinition,
+    name: &str,
+) -> Option<(&'a Name, Pos, &'a Selected)> {
     if operation.ty != OperationType::Query || !operation.directives.is_empty() {
         return None;
     }
     let [(key, root)] = fields_of(&operation.selection_set.node)?[..] else {
         return None;
     };
-    if root.name.node != "session" || root.arguments.len() != 1 {
+    (root.name.node == name).then_some((key, operation.selection_set.node.items[0].pos, root))
+}
+
+/// The plan of `operation`, if the compiled path answers it.
+pub fn session_query(args: &Arguments<'_>, identity: Option<&Identity>) -> Option<SessionQuery> {
+    let (key, pos, root) = root_field(args.operation, "session")?;
+    if root.arguments.len() != 1 {
         return None;
     }
     let Some(Value::String(id)) = args.get(root, "id") else {
@@ -76,7 +220,7 @@ pub fn session_query(args: &Arguments<'_>, identity: Option<&Identity>) -> Optio
     Some(SessionQuery {
         session,
         key: key.clone(),
-        pos: operation.selection_set.node.items[0].pos,
+        pos,
         level,
         object,
     })
