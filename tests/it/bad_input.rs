@@ -253,11 +253,19 @@ async fn internal_errors_do_not_leak_sql() {
             "query ($id: ID!) { session(id: $id) { alertType stages { name } } }",
             json!(["session"]),
         ),
+        // `sessions` cannot be null: no data at all.
+        (
+            "{ sessions(first: 2) { edges { node { stages { name } } } } }",
+            json!(["sessions"]),
+        ),
     ] {
         let body = app
             .graphql(query, json!({ "id": session.to_string() }))
             .await;
         assert!(body["data"]["session"]["stages"].is_null());
+        if path == json!(["sessions"]) {
+            assert!(body["data"].is_null(), "{body}");
+        }
         let error = &body["errors"][0];
         assert_eq!(error["extensions"]["code"], "INTERNAL_SERVER_ERROR");
         assert_eq!(error["message"], "internal server error");

@@ -37,7 +37,7 @@ pub fn object(
             }
             Output::GlobalId { column, node } => match datum(record, *column)? {
                 Datum::Uuid(id) => ids::encode(*node, *id).to_value(),
-                other => return Err(format!("{key}: an id expected, {other:?} read")),
+                other => return Err(format!("{key}: an id expected, {} read", other.kind())),
             },
             Output::List {
                 below,
@@ -115,7 +115,7 @@ fn below_of<'a>(
         .iter()
         .map(|item| match item {
             Datum::Record(fields) => Ok(fields.as_slice()),
-            other => Err(format!("a record expected, {other:?} read")),
+            other => Err(format!("a record expected, {} read", other.kind())),
         })
         .collect::<Result<_, _>>()?;
     Ok((level_below, rows))

@@ -68,7 +68,7 @@ const fn counted(column: &'static str, value: fn(&Datum) -> Result<Value, String
 }
 
 fn unexpected(what: &str, datum: &Datum) -> String {
-    format!("{what} expected, {datum:?} read")
+    format!("{what} expected, {} read", datum.kind())
 }
 
 fn text(datum: &Datum) -> Result<Value, String> {

@@ -49,27 +49,41 @@ impl Compiled {
             .or_else(|| plan::sessions_query(&args, identity).map(Compiled::Sessions))
     }
 
-    /// Reads the trees and answers.
-    pub async fn run(&self, store: &Store, size: &ResponseSize) -> Response {
-        let (key, pos, answer) = match self {
-            Compiled::Session(query) => (&query.key, query.pos, session(query, store, size).await),
-            Compiled::Sessions(query) => {
-                (&query.key, query.pos, sessions(query, store, size).await)
+    /// Reads the trees and answers; `None` when what it read changed under it (a listed
+    /// session purged before its tree was read), for the resolvers to answer.
+    pub async fn run(&self, store: &Store, size: &ResponseSize) -> Option<Response> {
+        let (key, pos, answer, nullable) = match self {
+            Compiled::Session(query) => (
+                &query.key,
+                query.pos,
+                session(query, store, size).await,
+                true,
+            ),
+            Compiled::Sessions(query) => (
+                &query.key,
+                query.pos,
+                sessions(query, store, size).await?,
+                false,
+            ),
+        };
+        Some(match answer {
+            Ok(value) => Response::new(Value::Object(IndexMap::from([(key.clone(), value)]))),
+            Err(err) => {
+                // As a failed root field (coded and logged at the edge): null, or, for the
+                // non-null `sessions`, no data at all.
+                let mut err: ServerError =
+                    async_graphql::Error::new_with_source(err).into_server_error(pos);
+                err.path = vec![PathSegment::Field(key.to_string())];
+                let data = if nullable {
+                    Value::Object(IndexMap::from([(key.clone(), Value::Null)]))
+                } else {
+                    Value::Null
+                };
+                let mut response = Response::new(data);
+                response.errors.push(err);
+                response
             }
-        };
-        let (value, error) = match answer {
-            Ok(value) => (value, None),
-            Err(err) => (Value::Null, Some(err)),
-        };
-        let mut response = Response::new(Value::Object(IndexMap::from([(key.clone(), value)])));
-        if let Some(err) = error {
-            // As a failed root field: null, with its error (coded and logged at the edge).
-            let mut err: ServerError =
-                async_graphql::Error::new_with_source(err).into_server_error(pos);
-            err.path = vec![PathSegment::Field(key.to_string())];
-            response.errors.push(err);
-        }
-        response
+        })
     }
 }
 
@@ -82,19 +96,32 @@ async fn session(query: &SessionQuery, store: &Store, size: &ResponseSize) -> Re
     }
 }
 
-/// A page of sessions (read as the resolver reads it), then their trees: two round trips.
-async fn sessions(query: &SessionsQuery, store: &Store, size: &ResponseSize) -> Result<Value> {
+/// A page of sessions (read as the resolver reads it), then their trees: two round trips;
+/// `None` when a listed session has no tree (purged in between).
+async fn sessions(
+    query: &SessionsQuery,
+    store: &Store,
+    size: &ResponseSize,
+) -> Option<Result<Value>> {
     let sort = SessionSort::CreatedAt;
     crate::observe::request::count_round_trip();
-    let page = store
+    let page = match store
         .list_sessions(&SessionFilter::default(), sort, true, &query.slice)
-        .await?;
+        .await
+    {
+        Ok(page) => page,
+        Err(err) => return Some(Err(err)),
+    };
     let ids: Vec<_> = page.rows.iter().map(|listed| listed.session.id).collect();
     let trees = if query.outputs.iter().any(|(_, output)| {
         matches!(output, ListOutput::Edges(edges) if edges.iter().any(|(_, e)| matches!(e, ListEdgeOutput::Node(_))))
     }) {
         crate::observe::request::count_round_trip();
-        store.session_trees(&ids, &query.level).await?
+        match store.session_trees(&ids, &query.level).await {
+            Ok(trees) if trees.iter().all(Option::is_some) => trees,
+            Ok(_) => return None,
+            Err(err) => return Some(Err(err)),
+        }
     } else {
         vec![None; ids.len()]
     };
@@ -131,12 +158,11 @@ async fn sessions(query: &SessionsQuery, store: &Store, size: &ResponseSize) -> 
                             ListEdgeOutput::Typename(name) => Value::String((*name).to_owned()),
                             ListEdgeOutput::Cursor => Value::String(cursor.clone()),
                             ListEdgeOutput::Node(object) => {
-                                // Purged between the page and its trees.
-                                let record = tree.as_ref().ok_or_else(|| {
-                                    Error::Internal("a listed session has no tree".to_owned())
-                                })?;
-                                answer::object(object, &query.level, record, size)
-                                    .map_err(unbuilt)?
+                                let record = tree.as_deref().unwrap_or_default();
+                                match answer::object(object, &query.level, record, size) {
+                                    Ok(value) => value,
+                                    Err(err) => return Some(Err(unbuilt(err))),
+                                }
                             }
                         };
                         edge.insert(key.clone(), value);
@@ -148,7 +174,7 @@ async fn sessions(query: &SessionsQuery, store: &Store, size: &ResponseSize) -> 
         };
         fields.insert(key.clone(), value);
     }
-    Ok(Value::Object(fields))
+    Some(Ok(Value::Object(fields)))
 }
 
 /// An answer that could not be built from what was read.

@@ -423,15 +423,21 @@ impl Executor for Runner {
             };
             let work = Arc::new(OperationWork::default());
             report.count_work(work.clone());
+            let schema = &self.0.schema;
+            let resolved =
+                move |request| UntilIdle::new(Box::pin(schema.execute(request)), dispatcher);
             let execution = match compiled {
                 Some(compiled) => {
                     let size = size.clone();
-                    Either::Left(Box::pin(async move { compiled.run(&store, &size).await }))
+                    // What changed under the compiled path is answered by the resolvers.
+                    Either::Left(Box::pin(async move {
+                        match compiled.run(&store, &size).await {
+                            Some(response) => response,
+                            None => resolved(request).await,
+                        }
+                    }))
                 }
-                None => Either::Right(UntilIdle::new(
-                    Box::pin(self.0.schema.execute(request)),
-                    dispatcher,
-                )),
+                None => Either::Right(resolved(request)),
             };
             let execution = Apart::new(Box::pin(OPERATION_WORK.scope(work, execution)), apart);
             let response = self.finish(execution.await, &size);

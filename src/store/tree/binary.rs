@@ -25,6 +25,25 @@ pub enum Datum {
     Array(Vec<Datum>),
 }
 
+impl Datum {
+    /// What kind of value it is, for errors (which never quote the value: it may be a
+    /// payload).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Datum::Null => "null",
+            Datum::Bool(_) => "a boolean",
+            Datum::Int(_) => "an integer",
+            Datum::Float(_) => "a float",
+            Datum::Text(_) => "text",
+            Datum::Uuid(_) => "a UUID",
+            Datum::Time(_) => "a timestamp",
+            Datum::Json(_) => "JSON",
+            Datum::Record(_) => "a record",
+            Datum::Array(_) => "an array",
+        }
+    }
+}
+
 /// Microseconds from the Unix epoch to PostgreSQL's (2000-01-01 UTC).
 const POSTGRES_EPOCH_MICROS: i64 = 946_684_800_000_000;
 
@@ -96,7 +115,8 @@ impl<'a> Reader<'a> {
 pub fn record(bytes: &[u8]) -> Result<Vec<Datum>, String> {
     let mut reader = Reader(bytes);
     let count = reader.i32()?;
-    let mut fields = Vec::with_capacity(count.max(0) as usize);
+    // Each field takes 8 bytes at least: a count read off the wire reserves no more.
+    let mut fields = Vec::with_capacity((count.max(0) as usize).min(reader.0.len() / 8));
     for _ in 0..count {
         let oid = reader.u32()?;
         fields.push(match reader.value()? {
@@ -123,7 +143,8 @@ fn array(bytes: &[u8]) -> Result<Vec<Datum>, String> {
         }
         n => return Err(format!("an array of {n} dimensions")),
     };
-    let mut elements = Vec::with_capacity(length);
+    // Each element takes 4 bytes at least.
+    let mut elements = Vec::with_capacity(length.min(reader.0.len() / 4));
     for _ in 0..length {
         elements.push(match reader.value()? {
             None => Datum::Null,
