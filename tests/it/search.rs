@@ -275,7 +275,10 @@ async fn searches_filters_and_orders_read_their_indexes_at_volume() {
     let app = TestApp::start().await;
     let mut conn = app.store.pool().acquire().await.unwrap();
     // Rows as an import would write them (the live-change triggers are not measured here):
-    // 100,000 sessions, each with an agent and two finished timeline events.
+    // 100,000 sessions, each with an agent and two finished timeline events of about 500
+    // bytes, a short text and its call's arguments (a table of 100-byte rows is so cheap to
+    // scan that, split in four by session, a partition's sequential scan costs the planner
+    // as much as its index).
     for statement in [
         "SET session_replication_role = replica",
         "INSERT INTO sessions (id, alert_type, chain_id, alert_data, final_analysis, status, \
@@ -296,11 +299,12 @@ async fn searches_filters_and_orders_read_their_indexes_at_volume() {
          SELECT gen_random_uuid(), id, session_id, 'KubernetesAgent', 1, 'react', \
              'global_supervisor', 0 FROM stages",
         "INSERT INTO timeline_events (id, session_id, stage_id, execution_id, sequence_number, \
-             event_type, status, content) \
+             event_type, status, content, metadata) \
          SELECT gen_random_uuid(), e.session_id, e.stage_id, e.id, k, 'llm_response', 'completed', \
              'Checked the pods of the deployment; restarts ' || k || ' and ' || \
              CASE WHEN get_byte(uuid_send(e.id), 14) = 0 THEN 'a zanzibar sidecar' \
-                  ELSE 'nothing else' END \
+                  ELSE 'nothing else' END, \
+             jsonb_build_object('arguments', repeat('namespace=prod pod=refund-worker-7 ', 12)) \
          FROM agent_executions e, generate_series(1, 2) k",
         "RESET session_replication_role",
         "ANALYZE sessions, timeline_events",
