@@ -40,11 +40,18 @@ pub enum Rows {
     /// `position` there): its agent's conversation up to its last message, or the messages it
     /// recorded (`sent_message_ids`), as [`super::SentMessageRow`] reads them.
     Conversation,
+    /// The last message an LLM interaction sent (none, or one).
+    LastMessage,
+    /// A page of a session's chats, oldest first; the deleted ones too, or not.
+    Chats { include_deleted: bool },
+    /// A page of the questions asked in a chat, oldest first.
+    Questions,
 }
 
 impl Rows {
     /// The table (or view, or subquery of the parent's row) read, the condition that ties a
-    /// row (aliased `r`) to its parent (aliased `p`), and the rows' order.
+    /// row (aliased `r`) to its parent (aliased `p`), and the rows' order (empty: at most one
+    /// row).
     fn source(self, r: &str, p: &str, session: &str) -> (String, String, String) {
         let under = |scope: Scope| format!("{r}.{} = {p}.id", scope.column());
         let (table, under, order) = match self {
@@ -85,6 +92,23 @@ impl Rows {
             Rows::McpInteractions(scope) => (
                 "mcp_interactions",
                 under(scope),
+                format!("{r}.created_at, {r}.id"),
+            ),
+            Rows::LastMessage => (
+                "messages",
+                format!("{r}.id = {p}.last_message_id"),
+                String::new(),
+            ),
+            Rows::Chats { include_deleted } => {
+                let mut under = under(Scope::Session);
+                if !include_deleted {
+                    under.push_str(&format!(" AND {r}.deleted_at IS NULL"));
+                }
+                ("chats", under, format!("{r}.created_at, {r}.id"))
+            }
+            Rows::Questions => (
+                "chat_user_messages",
+                format!("{r}.chat_id = {p}.id"),
                 format!("{r}.created_at, {r}.id"),
             ),
             // The two cases of `SentMessageRow`'s relation, for the one interaction `p`.
@@ -227,12 +251,20 @@ fn array_of(level: &Level, depth: usize, session: &str, limits: &mut Vec<i64>) -
     // Every level names its session (for one session, the statement's parameter: pruned as
     // it starts), unless its parent is the session.
     let in_session = format!("{alias}.session_id = {session}");
-    let condition = if under == in_session {
+    let condition = if under
+        .split(" AND ")
+        .any(|condition| condition == in_session)
+    {
         under
     } else {
         format!("{under} AND {in_session}")
     };
-    format!("ARRAY(SELECT {record} FROM {table} {alias} WHERE {condition} ORDER BY {order}{limit})")
+    let order = if order.is_empty() {
+        order
+    } else {
+        format!(" ORDER BY {order}")
+    };
+    format!("ARRAY(SELECT {record} FROM {table} {alias} WHERE {condition}{order}{limit})")
 }
 
 #[cfg(test)]

@@ -150,6 +150,18 @@ const MCP_INTERACTION: &[&str] = &[
     "attempt",
 ];
 
+const CHAT: &[&str] = &[
+    "id",
+    "uuid",
+    "createdBy",
+    "title",
+    "createdAt",
+    "updatedAt",
+    "deletedAt",
+    "deletedBy",
+];
+const QUESTION: &[&str] = &["id", "uuid", "content", "author", "createdBy", "createdAt"];
+
 /// A random query being written, with the variables it declares.
 struct Writer {
     rng: Rng,
@@ -201,15 +213,39 @@ impl Writer {
     }
 
     fn connection(&mut self, field: &str, node: &[&str], out: &mut String) {
-        let key = self.key(field);
         let first = self.first();
         let mut fields = String::new();
         self.scalars(node, &mut fields);
+        self.page(field, &first, &fields, out);
+    }
+
+    /// A connection of `field` with these arguments, its nodes selecting `fields`.
+    fn page(&mut self, field: &str, arguments: &str, fields: &str, out: &mut String) {
+        let key = self.key(field);
         let typename = |rng: &mut Rng| if rng.chance(20) { " __typename" } else { "" };
         let (outer, edge) = (typename(&mut self.rng), typename(&mut self.rng));
         out.push_str(&format!(
-            " {key}{first} {{{outer} edges {{{edge} node {{{fields} }} }} }}"
+            " {key}{arguments} {{{outer} edges {{{edge} node {{{fields} }} }} }}"
         ));
+    }
+
+    /// A session's chats (the deleted ones too, or not) and their questions.
+    fn chats(&mut self, out: &mut String) {
+        let first = self.first();
+        let deleted =
+            ["includeDeleted: true", "includeDeleted: false", ""][self.rng.below(3) as usize];
+        let arguments = match (first.strip_suffix(')'), deleted) {
+            (Some(first), "") => format!("{first})"),
+            (Some(first), deleted) => format!("{first}, {deleted})"),
+            (None, "") => String::new(),
+            (None, deleted) => format!("({deleted})"),
+        };
+        let mut fields = String::new();
+        self.scalars(CHAT, &mut fields);
+        if self.rng.chance(60) {
+            self.connection("questionsConnection", QUESTION, &mut fields);
+        }
+        self.page("chatsConnection", &arguments, &fields, out);
     }
 
     /// The relationships `fields` names that each level has, each maybe.
@@ -227,6 +263,12 @@ impl Writer {
             self.scalars(LLM_INTERACTION, &mut fields);
             if self.rng.chance(50) {
                 self.connection("conversationConnection", MESSAGE, &mut fields);
+            }
+            if self.rng.chance(40) {
+                let key = self.key("lastMessage");
+                let mut message = String::new();
+                self.scalars(MESSAGE, &mut message);
+                fields.push_str(&format!(" {key} {{{message} }}"));
             }
             out.push_str(&format!(
                 " {key}{first} {{ edges {{ node {{{fields} }} }} }}"
@@ -270,6 +312,9 @@ impl Writer {
             out.push_str(&format!(" {key} {{{stage} }}"));
         }
         self.pages(false, &mut out);
+        if self.rng.chance(50) {
+            self.chats(&mut out);
+        }
         out
     }
 
@@ -318,6 +363,27 @@ async fn a_compiled_answer_is_the_resolvers_answer() {
     .await
     .unwrap();
     assert!(selected.rows_affected() > 0);
+    // Up to three chats a session (some at the same moment, some titled, the second one
+    // deleted), each with up to three questions (some asked at the same moment).
+    for statement in [
+        "INSERT INTO chats (id, session_id, created_by, title, created_at, updated_at, \
+             deleted_at, deleted_by) \
+         SELECT gen_random_uuid(), s.id, 'token:t' || n, \
+             CASE WHEN n % 2 = 1 THEN 'Chat ' || n END, s.created_at + make_interval(mins => n / 2), \
+             s.created_at + make_interval(mins => n), CASE WHEN n = 2 THEN now() END, \
+             CASE WHEN n = 2 THEN 'token:admin' END \
+         FROM sessions s, generate_series(1, get_byte(uuid_send(s.id), 15) % 4) n",
+        "INSERT INTO chat_user_messages (id, chat_id, session_id, content, author, created_by, \
+             created_at) \
+         SELECT gen_random_uuid(), c.id, c.session_id, 'Why ' || k || '?', \
+             CASE WHEN k % 2 = 1 THEN 'Ana' END, 'token:t', c.created_at + make_interval(secs => k / 2) \
+         FROM chats c, generate_series(1, get_byte(uuid_send(c.id), 15) % 4) k",
+    ] {
+        sqlx::query(statement)
+            .execute(app.store.pool())
+            .await
+            .unwrap();
+    }
     let mut ids = app.session_ids(100).await;
     assert!(ids.len() > 3);
     // And the id of no session.
@@ -470,11 +536,15 @@ async fn a_session_page_is_one_statement_and_what_it_does_not_answer_goes_to_the
         let read = page(query).await;
         assert!(read.len() > 1, "{unanswered}: {read:#?}");
     }
-    // A page of sessions with their trees: the page as the resolver reads it, then the trees.
+    // A page of sessions with their trees (to their chats' questions and their LLM calls'
+    // last messages): the page as the resolver reads it, then the trees.
     statements::clear();
     app.data(
         "{ sessions(first: 20) { pageInfo { endCursor } edges { node { uuid stages { uuid \
-         executions { uuid timeline(first: 5) { edges { node { uuid } } } } } } } } }",
+         executions { uuid timeline(first: 5) { edges { node { uuid } } } \
+         llmInteractionsConnection { edges { node { lastMessage { uuid } } } } } } \
+         chatsConnection(includeDeleted: true) { edges { node { uuid \
+         questionsConnection(first: 3) { edges { node { content } } } } } } } } } }",
         json!({}),
     )
     .await;

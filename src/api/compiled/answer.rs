@@ -50,6 +50,17 @@ pub fn object(
                         .collect::<Result<_, _>>()?,
                 )
             }
+            Output::One {
+                below,
+                object: item,
+            } => {
+                let (level, rows) = below_of(level, record, *below)?;
+                match rows[..] {
+                    [] => Value::Null,
+                    [row] => object(item, level, row, size)?,
+                    _ => return Err(format!("{key}: {} records for one", rows.len())),
+                }
+            }
             Output::Page { below, outputs } => {
                 let (level, rows) = below_of(level, record, *below)?;
                 page(outputs, level, &rows, size)?

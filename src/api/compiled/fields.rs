@@ -43,6 +43,8 @@ pub enum Field {
     GlobalId(NodeType),
     /// A list of the rows below.
     List { of: &'static ObjectType, rows: Rows },
+    /// The one row below, or null.
+    One { of: &'static ObjectType, rows: Rows },
     /// A page of the rows below, as a connection (`first` only).
     Page {
         of: &'static ConnectionType,
@@ -204,6 +206,15 @@ pub static SESSION: ObjectType = ObjectType {
             Field::Page {
                 of: &MCP_INTERACTIONS,
                 rows: Rows::McpInteractions(Scope::Session),
+            },
+        ),
+        (
+            "chatsConnection",
+            Field::Page {
+                of: &CHATS,
+                rows: Rows::Chats {
+                    include_deleted: false,
+                },
             },
         ),
     ],
@@ -395,6 +406,13 @@ static LLM_INTERACTION: ObjectType = ObjectType {
         ("createdAt", column("created_at", time)),
         ("historyEdited", column("sent_message_ids", is_set)),
         (
+            "lastMessage",
+            Field::One {
+                of: &MESSAGE,
+                rows: Rows::LastMessage,
+            },
+        ),
+        (
             "conversationConnection",
             Field::Page {
                 of: &MESSAGES,
@@ -425,6 +443,51 @@ static MCP_INTERACTION: ObjectType = ObjectType {
         ("toolCallId", counted("tool_call_id", text)),
         ("attempt", column("attempt", int)),
     ],
+};
+
+static CHAT: ObjectType = ObjectType {
+    name: "Chat",
+    fields: &[
+        ("id", Field::GlobalId(NodeType::Chat)),
+        ("uuid", column("id", uuid)),
+        ("createdBy", counted("created_by", text)),
+        ("title", counted("title", text)),
+        ("createdAt", column("created_at", time)),
+        ("updatedAt", column("updated_at", time)),
+        ("deletedAt", column("deleted_at", time)),
+        ("deletedBy", counted("deleted_by", text)),
+        (
+            "questionsConnection",
+            Field::Page {
+                of: &QUESTIONS,
+                rows: Rows::Questions,
+            },
+        ),
+    ],
+};
+
+static QUESTION: ObjectType = ObjectType {
+    name: "ChatUserMessage",
+    fields: &[
+        ("id", Field::GlobalId(NodeType::ChatUserMessage)),
+        ("uuid", column("id", uuid)),
+        ("content", counted("content", text)),
+        ("author", counted("author", text)),
+        ("createdBy", counted("created_by", text)),
+        ("createdAt", column("created_at", time)),
+    ],
+};
+
+static CHATS: ConnectionType = ConnectionType {
+    name: "ChatConnection",
+    edge: "ChatEdge",
+    node: &CHAT,
+};
+
+static QUESTIONS: ConnectionType = ConnectionType {
+    name: "ChatQuestionConnection",
+    edge: "ChatQuestionEdge",
+    node: &QUESTION,
 };
 
 static TIMELINE: ConnectionType = ConnectionType {

@@ -247,6 +247,11 @@ pub enum Output {
         below: usize,
         object: Object,
     },
+    /// The one record of a level below, or null.
+    One {
+        below: usize,
+        object: Object,
+    },
     /// A connection over the records of a level below.
     Page {
         below: usize,
@@ -340,9 +345,13 @@ pub fn object(
             continue;
         }
         let field = ty.field(name)?;
-        // Only a page's `first` and the agents' `includeSubAgents` are read: any other
-        // argument is for the resolvers.
+        // Only a page's `first`, the chats' `includeDeleted` and the agents'
+        // `includeSubAgents` are read: any other argument is for the resolvers.
         let allowed: &[&str] = match field {
+            Field::Page {
+                rows: Rows::Chats { .. },
+                ..
+            } => &["first", "includeDeleted"],
             Field::Page { .. } => &["first"],
             Field::List {
                 rows: Rows::Executions { .. },
@@ -390,9 +399,33 @@ pub fn object(
                     object,
                 }
             }
-            Field::Page { of, rows } => {
+            Field::One { of, rows } => {
                 let mut below = Level {
                     rows: *rows,
+                    columns: Vec::new(),
+                    limit: None,
+                    below: Vec::new(),
+                };
+                let object = object(of, &selected.selection_set, &mut below, args)?;
+                level.below.push(below);
+                Output::One {
+                    below: level.below.len() - 1,
+                    object,
+                }
+            }
+            Field::Page { of, rows } => {
+                let rows = match rows {
+                    Rows::Chats { .. } => Rows::Chats {
+                        include_deleted: match args.get(selected, "includeDeleted") {
+                            None => false,
+                            Some(Value::Boolean(all)) => all,
+                            Some(_) => return None,
+                        },
+                    },
+                    rows => *rows,
+                };
+                let mut below = Level {
+                    rows,
                     columns: Vec::new(),
                     limit: Some(args.first(selected)?),
                     below: Vec::new(),
