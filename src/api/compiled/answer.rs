@@ -2,10 +2,11 @@
 //! the resolvers would make, in the order and under the keys the query gave.
 
 use async_graphql::indexmap::IndexMap;
-use async_graphql::{Name, ScalarType as _, Value};
+use async_graphql::{ScalarType as _, Value};
 
+use super::connection::Edge;
 use super::fields::Field;
-use super::plan::{EdgeOutput, Object, Output, PageOutput};
+use super::plan::{Object, Output};
 use crate::api::ids;
 use crate::api::runner::response_size::{ResponseSize, size_of};
 use crate::store::tree::{Datum, Level};
@@ -61,42 +62,14 @@ pub fn object(
                     _ => return Err(format!("{key}: {} records for one", rows.len())),
                 }
             }
-            Output::Page { below, outputs } => {
+            Output::Page { below, connection } => {
                 let (level, rows) = below_of(level, record, *below)?;
-                page(outputs, level, &rows, size)?
+                let edges: Vec<_> = rows
+                    .into_iter()
+                    .map(|row| Edge { row, cursor: None })
+                    .collect();
+                connection.answer(&edges, None, |node, row| object(node, level, row, size))?
             }
-        };
-        fields.insert(key.clone(), value);
-    }
-    Ok(Value::Object(fields))
-}
-
-/// A connection over `rows`.
-fn page(
-    outputs: &[(Name, PageOutput)],
-    level: &Level,
-    rows: &[&[Datum]],
-    size: &ResponseSize,
-) -> Result<Value, String> {
-    let mut fields = IndexMap::with_capacity(outputs.len());
-    for (key, output) in outputs {
-        let value = match output {
-            PageOutput::Typename(name) => Value::String((*name).to_owned()),
-            PageOutput::Edges(edge) => Value::List(
-                rows.iter()
-                    .map(|row| {
-                        let mut fields = IndexMap::with_capacity(edge.len());
-                        for (key, output) in edge {
-                            let value = match output {
-                                EdgeOutput::Typename(name) => Value::String((*name).to_owned()),
-                                EdgeOutput::Node(node) => object(node, level, row, size)?,
-                            };
-                            fields.insert(key.clone(), value);
-                        }
-                        Ok(Value::Object(fields))
-                    })
-                    .collect::<Result<_, String>>()?,
-            ),
         };
         fields.insert(key.clone(), value);
     }

@@ -490,6 +490,12 @@ static QUESTIONS: ConnectionType = ConnectionType {
     node: &QUESTION,
 };
 
+pub static SESSIONS: ConnectionType = ConnectionType {
+    name: "SessionConnection",
+    edge: "SessionEdge",
+    node: &SESSION,
+};
+
 static TIMELINE: ConnectionType = ConnectionType {
     name: "TimelineEventConnection",
     edge: "TimelineEventEdge",

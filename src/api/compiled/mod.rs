@@ -5,6 +5,7 @@
 //! on random selections); any query it does not answer exactly goes to the resolvers.
 
 mod answer;
+mod connection;
 mod fields;
 mod plan;
 
@@ -21,7 +22,8 @@ use crate::cursor::session_cursor;
 use crate::error::{Error, Result};
 use crate::store::Store;
 use crate::store::sessions::{SessionFilter, SessionSort};
-use plan::{Arguments, ListEdgeOutput, ListOutput, PageInfoOutput, SessionQuery, SessionsQuery};
+use connection::Edge;
+use plan::{Arguments, SessionQuery, SessionsQuery};
 
 /// A query the compiled path answers.
 pub enum Compiled {
@@ -113,9 +115,7 @@ async fn sessions(
         Err(err) => return Some(Err(err)),
     };
     let ids: Vec<_> = page.rows.iter().map(|listed| listed.session.id).collect();
-    let trees = if query.outputs.iter().any(|(_, output)| {
-        matches!(output, ListOutput::Edges(edges) if edges.iter().any(|(_, e)| matches!(e, ListEdgeOutput::Node(_))))
-    }) {
+    let trees = if query.connection.selects_nodes() {
         crate::observe::request::count_round_trip();
         match store.session_trees(&ids, &query.level).await {
             Ok(trees) if trees.iter().all(Option::is_some) => trees,
@@ -125,56 +125,25 @@ async fn sessions(
     } else {
         vec![None; ids.len()]
     };
-    let (edges, info) = edges_of(
+    let (cursors, info) = edges_of(
         page,
         |listed| session_cursor(sort, sort.key_of(&listed)),
         |cursor| cursor,
     );
-    let mut fields = IndexMap::with_capacity(query.outputs.len());
-    for (key, output) in &query.outputs {
-        let value = match output {
-            ListOutput::Typename(name) => Value::String((*name).to_owned()),
-            ListOutput::PageInfo(outputs) => {
-                let mut info_fields = IndexMap::with_capacity(outputs.len());
-                for (key, output) in outputs {
-                    let cursor = |c: &Option<String>| c.clone().map_or(Value::Null, Value::String);
-                    let value = match output {
-                        PageInfoOutput::Typename => Value::String("PageInfo".to_owned()),
-                        PageInfoOutput::HasPreviousPage => Value::Boolean(info.has_previous_page),
-                        PageInfoOutput::HasNextPage => Value::Boolean(info.has_next_page),
-                        PageInfoOutput::StartCursor => cursor(&info.start_cursor),
-                        PageInfoOutput::EndCursor => cursor(&info.end_cursor),
-                    };
-                    info_fields.insert(key.clone(), value);
-                }
-                Value::Object(info_fields)
-            }
-            ListOutput::Edges(outputs) => {
-                let mut list = Vec::with_capacity(edges.len());
-                for (cursor, tree) in edges.iter().zip(&trees) {
-                    let mut edge = IndexMap::with_capacity(outputs.len());
-                    for (key, output) in outputs {
-                        let value = match output {
-                            ListEdgeOutput::Typename(name) => Value::String((*name).to_owned()),
-                            ListEdgeOutput::Cursor => Value::String(cursor.clone()),
-                            ListEdgeOutput::Node(object) => {
-                                let record = tree.as_deref().unwrap_or_default();
-                                match answer::object(object, &query.level, record, size) {
-                                    Ok(value) => value,
-                                    Err(err) => return Some(Err(unbuilt(err))),
-                                }
-                            }
-                        };
-                        edge.insert(key.clone(), value);
-                    }
-                    list.push(Value::Object(edge));
-                }
-                Value::List(list)
-            }
-        };
-        fields.insert(key.clone(), value);
-    }
-    Some(Ok(Value::Object(fields)))
+    let edges: Vec<_> = (cursors.iter().zip(&trees))
+        .map(|(cursor, tree)| Edge {
+            row: tree.as_deref().unwrap_or_default(),
+            cursor: Some(cursor.as_str()),
+        })
+        .collect();
+    Some(
+        query
+            .connection
+            .answer(&edges, Some(&info), |node, record| {
+                answer::object(node, &query.level, record, size)
+            })
+            .map_err(unbuilt),
+    )
 }
 
 /// An answer that could not be built from what was read.

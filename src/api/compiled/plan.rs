@@ -12,7 +12,8 @@ use async_graphql::{Name, Pos, Positioned, Value, Variables};
 use async_graphql::parser::types::OperationType;
 use uuid::Uuid;
 
-use super::fields::{ConnectionType, Field, ObjectType, SESSION};
+use super::connection::{self, Connection, Cursors};
+use super::fields::{Field, ObjectType, SESSION, SESSIONS};
 use crate::api::Limits;
 use crate::api::ids::{self, NodeType};
 use crate::api::pagination::{DEFAULT_PAGE_SIZE, PageArgs};
@@ -49,29 +50,9 @@ pub struct SessionsQuery {
     pub key: Name,
     pub pos: Pos,
     pub slice: Slice<SessionKey>,
-    pub outputs: Vec<(Name, ListOutput)>,
-    /// Each session's tree (the root level) and what the nodes select of it.
+    /// The page's selection; its nodes select of each session's tree (the root level).
+    pub connection: Connection<Object>,
     pub level: Level,
-}
-
-pub enum ListOutput {
-    Typename(&'static str),
-    Edges(Vec<(Name, ListEdgeOutput)>),
-    PageInfo(Vec<(Name, PageInfoOutput)>),
-}
-
-pub enum ListEdgeOutput {
-    Typename(&'static str),
-    Cursor,
-    Node(Object),
-}
-
-pub enum PageInfoOutput {
-    Typename,
-    HasPreviousPage,
-    HasNextPage,
-    StartCursor,
-    EndCursor,
 }
 
 /// The plan of a page of sessions, if the compiled path answers it.
@@ -117,53 +98,9 @@ pub fn sessions_query(args: &Arguments<'_>, identity: Option<&Identity>) -> Opti
         limit: None,
         below: Vec::new(),
     };
-    let mut outputs = Vec::new();
-    for (key, selected) in fields_of(&root.selection_set.node)? {
-        if !selected.arguments.is_empty() {
-            return None;
-        }
-        let output = match selected.name.node.as_str() {
-            "__typename" => ListOutput::Typename("SessionConnection"),
-            "edges" => {
-                let mut edges = Vec::new();
-                for (key, selected) in fields_of(&selected.selection_set.node)? {
-                    if !selected.arguments.is_empty() {
-                        return None;
-                    }
-                    let output = match selected.name.node.as_str() {
-                        "__typename" => ListEdgeOutput::Typename("SessionEdge"),
-                        "cursor" => ListEdgeOutput::Cursor,
-                        "node" => ListEdgeOutput::Node(object(
-                            &SESSION,
-                            &selected.selection_set,
-                            &mut level,
-                            args,
-                        )?),
-                        _ => return None,
-                    };
-                    edges.push((key.clone(), output));
-                }
-                ListOutput::Edges(edges)
-            }
-            "pageInfo" => {
-                let mut info = Vec::new();
-                for (key, selected) in fields_of(&selected.selection_set.node)? {
-                    let output = match selected.name.node.as_str() {
-                        "__typename" => PageInfoOutput::Typename,
-                        "hasPreviousPage" => PageInfoOutput::HasPreviousPage,
-                        "hasNextPage" => PageInfoOutput::HasNextPage,
-                        "startCursor" => PageInfoOutput::StartCursor,
-                        "endCursor" => PageInfoOutput::EndCursor,
-                        _ => return None,
-                    };
-                    info.push((key.clone(), output));
-                }
-                ListOutput::PageInfo(info)
-            }
-            _ => return None,
-        };
-        outputs.push((key.clone(), output));
-    }
+    let connection = connection::plan(&SESSIONS, &root.selection_set, Cursors::Answered, |set| {
+        object(&SESSION, set, &mut level, args)
+    })?;
     if levels(&level) > MAX_LEVELS {
         return None;
     }
@@ -171,7 +108,7 @@ pub fn sessions_query(args: &Arguments<'_>, identity: Option<&Identity>) -> Opti
         key: key.clone(),
         pos,
         slice,
-        outputs,
+        connection,
         level,
     })
 }
@@ -255,18 +192,8 @@ pub enum Output {
     /// A connection over the records of a level below.
     Page {
         below: usize,
-        outputs: Vec<(Name, PageOutput)>,
+        connection: Connection<Object>,
     },
-}
-
-pub enum PageOutput {
-    Typename(&'static str),
-    Edges(Vec<(Name, EdgeOutput)>),
-}
-
-pub enum EdgeOutput {
-    Typename(&'static str),
-    Node(Object),
 }
 
 /// What the plan reads arguments with.
@@ -314,7 +241,7 @@ impl Arguments<'_> {
 
 /// The fields of a selection set by response key, if it holds fields alone, without
 /// directives, each key once.
-fn fields_of(set: &SelectionSet) -> Option<Vec<(&Name, &Selected)>> {
+pub(super) fn fields_of(set: &SelectionSet) -> Option<Vec<(&Name, &Selected)>> {
     let mut fields: Vec<(&Name, &Selected)> = Vec::with_capacity(set.items.len());
     for item in &set.items {
         let Selection::Field(field) = &item.node else {
@@ -430,56 +357,21 @@ pub fn object(
                     limit: Some(args.first(selected)?),
                     below: Vec::new(),
                 };
-                let outputs = page(of, &selected.selection_set, &mut below, args)?;
+                // A page nested in a tree is read without its edges' keys: no cursors.
+                let connection =
+                    connection::plan(of, &selected.selection_set, Cursors::Unanswered, |set| {
+                        object(of.node, set, &mut below, args)
+                    })?;
                 level.below.push(below);
                 Output::Page {
                     below: level.below.len() - 1,
-                    outputs,
+                    connection,
                 }
             }
         };
         outputs.push((key.clone(), output));
     }
     Some(Object { outputs })
-}
-
-/// A connection's selection: `edges { node { … } }` and type names (no cursors, page
-/// information or counts).
-fn page(
-    ty: &'static ConnectionType,
-    set: &Positioned<SelectionSet>,
-    level: &mut Level,
-    args: &Arguments<'_>,
-) -> Option<Vec<(Name, PageOutput)>> {
-    let mut outputs = Vec::new();
-    for (key, selected) in fields_of(&set.node)? {
-        if !selected.arguments.is_empty() {
-            return None;
-        }
-        let output = match selected.name.node.as_str() {
-            "__typename" => PageOutput::Typename(ty.name),
-            "edges" => {
-                let mut edges = Vec::new();
-                for (key, selected) in fields_of(&selected.selection_set.node)? {
-                    if !selected.arguments.is_empty() {
-                        return None;
-                    }
-                    let output = match selected.name.node.as_str() {
-                        "__typename" => EdgeOutput::Typename(ty.edge),
-                        "node" => {
-                            EdgeOutput::Node(object(ty.node, &selected.selection_set, level, args)?)
-                        }
-                        _ => return None,
-                    };
-                    edges.push((key.clone(), output));
-                }
-                PageOutput::Edges(edges)
-            }
-            _ => return None,
-        };
-        outputs.push((key.clone(), output));
-    }
-    Some(outputs)
 }
 
 /// The index of `column` among the level's columns, added if it is not there yet.
