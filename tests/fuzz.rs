@@ -27,6 +27,7 @@ use serde_json::{Map, Value, json};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use common::TestApp;
+use common::rng::Rng;
 
 static PANICS: AtomicUsize = AtomicUsize::new(0);
 
@@ -34,34 +35,6 @@ static PANICS: AtomicUsize = AtomicUsize::new(0);
 const MAX_DEPTH: usize = 3;
 /// Requests in flight at once.
 const CONCURRENCY: usize = 4;
-
-/// SplitMix64: small, seedable, good enough to pick things.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64, stream: u64) -> Rng {
-        let mut rng = Rng(seed ^ stream.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        rng.next();
-        rng
-    }
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-    /// True with probability `percent`/100.
-    fn chance(&mut self, percent: usize) -> bool {
-        self.below(100) < percent
-    }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-}
 
 /// The introspected schema: every named type's introspection object, by name.
 struct Schema {
@@ -174,7 +147,7 @@ impl Op<'_> {
     fn operation(&mut self, kind: usize) -> (String, Value) {
         let root = self.schema.roots[kind].clone().expect("root type");
         let fields = self.schema.types[&root]["fields"].as_array().unwrap();
-        let count = if kind == 0 { 1 + self.rng.below(2) } else { 1 };
+        let count = if kind == 0 { 1 + self.rng.index(2) } else { 1 };
         let mut body = String::new();
         for _ in 0..count {
             let field = self.rng.pick(fields).clone();
@@ -232,7 +205,7 @@ impl Op<'_> {
                     .cloned()
                     .collect();
                 let mut out = String::from(" { __typename");
-                for _ in 0..1 + self.rng.below(3) {
+                for _ in 0..1 + self.rng.index(3) {
                     if fields.is_empty() {
                         break;
                     }
@@ -258,7 +231,7 @@ impl Op<'_> {
         }
         match ty["kind"].as_str() {
             Some("NON_NULL") => self.value(&ty["ofType"], name, depth),
-            Some("LIST") => (0..self.rng.below(4))
+            Some("LIST") => (0..self.rng.index(4))
                 .map(|_| self.value(&ty["ofType"], name, depth + 1))
                 .collect(),
             _ => self.named_value(ty["name"].as_str().unwrap(), name, depth),
@@ -309,16 +282,16 @@ impl Op<'_> {
             "ID" => json!(B64.encode(format!("Session:{}", random_uuid(rng)))),
             "UUID" if rng.chance(70) => json!(rng.pick(&pools.uuids)),
             "UUID" => json!(random_uuid(rng)),
-            "Int" => json!(rng.below(12)),
-            "Float" => json!(rng.below(10_000) as f64 / 100.0),
+            "Int" => json!(rng.index(12)),
+            "Float" => json!(rng.index(10_000) as f64 / 100.0),
             "Boolean" => json!(rng.chance(50)),
             "DateTime" => json!(format!(
                 "2026-{:02}-{:02}T{:02}:00:00Z",
-                1 + rng.below(12),
-                1 + rng.below(28),
-                rng.below(24)
+                1 + rng.index(12),
+                1 + rng.index(28),
+                rng.index(24)
             )),
-            "JSON" => json!({ "namespace": "payments", "pod": "api-7d9f", "n": rng.below(9) }),
+            "JSON" => json!({ "namespace": "payments", "pod": "api-7d9f", "n": rng.index(9) }),
             _ if name == "after" || name == "before" || name.contains("ursor") => {
                 if rng.chance(80) && !pools.cursors.is_empty() {
                     json!(rng.pick(&pools.cursors))
@@ -338,14 +311,14 @@ impl Op<'_> {
                     "alice@example.com",
                     "why is it crashing?",
                     "mem",
-                ][rng.below(10)]
+                ][rng.index(10)]
             ),
         }
     }
 
     fn hostile(&mut self) -> Value {
         let rng = &mut *self.rng;
-        match rng.below(30) {
+        match rng.index(30) {
             0 => Value::Null,
             1 => json!(true),
             2 => json!(-1),
@@ -366,7 +339,7 @@ impl Op<'_> {
             17 => json!("👩‍👩‍👧‍👦 \u{202E}gnp.exe e\u{301}\u{301}\u{301} \u{FEFF}\u{10FFFF}"),
             18 => json!(
                 B64.encode(
-                    (0..rng.below(40))
+                    (0..rng.index(40))
                         .map(|_| rng.next() as u8)
                         .collect::<Vec<_>>()
                 )
@@ -444,12 +417,12 @@ fn reshaped(rng: &mut Rng, query: &str) -> String {
     let open = query.find(" {").map_or(0, |at| at + 1);
     let (head, body) = (&query[..open], &query[open + 1..query.len() - 1]);
     let (mut body, mut fragments) = (body.to_owned(), String::new());
-    for _ in 0..1 + rng.below(2) {
-        body = match rng.below(7) {
+    for _ in 0..1 + rng.index(2) {
+        body = match rng.index(7) {
             // A chain of fragments, each spreading the next up to three times.
             0 | 1 => {
-                let (n, times) = (1 + rng.below(40), 1 + rng.below(3));
-                let prefix = format!("S{}x", rng.below(1000));
+                let (n, times) = (1 + rng.index(40), 1 + rng.index(3));
+                let prefix = format!("S{}x", rng.index(1000));
                 for i in 0..n {
                     let spreads = format!(" ...{prefix}{}", i + 1).repeat(times);
                     fragments.push_str(&format!(" fragment {prefix}{i} on Query {{{spreads} }}"));
@@ -461,16 +434,16 @@ fn reshaped(rng: &mut Rng, query: &str) -> String {
             // server reads (past 8 MiB it answers 413 while the client is still sending).
             2 => {
                 let most = (512 * 1024 / body.len().max(1)).max(2);
-                format!(" {body}").repeat((2 + rng.below(200)).min(most))
+                format!(" {body}").repeat((2 + rng.index(200)).min(most))
             }
             // Inline fragments inside inline fragments.
             3 => {
-                let n = 1 + rng.below(80);
+                let n = 1 + rng.index(80);
                 format!("{}{body}{}", " ... on Query {".repeat(n), " }".repeat(n))
             }
             // A fragment that spreads itself through another.
             4 => {
-                let prefix = format!("C{}x", rng.below(1000));
+                let prefix = format!("C{}x", rng.index(1000));
                 fragments.push_str(&format!(
                     " fragment {prefix}0 on Query {{ {body} ...{prefix}1 }} fragment {prefix}1 on Query {{ ...{prefix}0 }}"
                 ));
@@ -478,7 +451,7 @@ fn reshaped(rng: &mut Rng, query: &str) -> String {
             }
             // A directive repeated on the whole selection.
             5 => {
-                let directives = " @include(if: true)".repeat(1 + rng.below(3000));
+                let directives = " @include(if: true)".repeat(1 + rng.index(3000));
                 format!(" ...{directives} {{ {body} }}")
             }
             // Introspection fanning out beside it.
@@ -499,8 +472,8 @@ fn introspection_fan_out(rng: &mut Rng) -> String {
         "types",
     ];
     let mut out = String::new();
-    for alias in 0..1 + rng.below(4) {
-        let depth = 1 + rng.below(12);
+    for alias in 0..1 + rng.index(4) {
+        let depth = 1 + rng.index(12);
         let mut open = String::new();
         let mut close = String::new();
         for _ in 0..depth {
@@ -546,7 +519,7 @@ struct Fuzzer<'a> {
 impl Fuzzer<'_> {
     async fn run(&self, i: u64) -> Outcome {
         let mut rng = Rng::new(self.seed, i);
-        let roll = rng.below(100);
+        let roll = rng.index(100);
         let op = |rng: &mut Rng, kind: usize| {
             Op {
                 rng,
@@ -559,7 +532,7 @@ impl Fuzzer<'_> {
             .operation(kind)
         };
         // Subscriptions go over WebSocket; now and then one is POSTed, which must be refused.
-        let kind = |rng: &mut Rng| if rng.chance(3) { 2 } else { rng.below(2) };
+        let kind = |rng: &mut Rng| if rng.chance(3) { 2 } else { rng.index(2) };
         match roll {
             0..8 => {
                 let (query, variables) = op(&mut rng, 0);
@@ -580,7 +553,7 @@ impl Fuzzer<'_> {
                 self.get(query, variables).await
             }
             68..76 => {
-                let ops: Vec<Value> = (0..2 + rng.below(3))
+                let ops: Vec<Value> = (0..2 + rng.index(3))
                     .map(|_| {
                         let k = kind(&mut rng);
                         let (query, variables) = op(&mut rng, k);
@@ -611,7 +584,7 @@ impl Fuzzer<'_> {
     /// Request `i` got no answer in time: regenerated to be shown.
     fn hung(&self, i: u64) -> Outcome {
         let mut rng = Rng::new(self.seed, i);
-        let roll = rng.below(100);
+        let roll = rng.index(100);
         Outcome {
             transport: Transport::Post,
             operations: 1,
@@ -698,10 +671,10 @@ impl Fuzzer<'_> {
     async fn malformed(&self, rng: &mut Rng, query: String, variables: Value) -> Outcome {
         let good = body_text(&json!({ "query": query, "variables": variables }));
         let json = "application/json";
-        let (body, ty) = match rng.below(14) {
+        let (body, ty) = match rng.index(14) {
             // Cut short, at a character boundary (the body is text).
             0 => (
-                good.chars().take(rng.below(good.chars().count())).collect(),
+                good.chars().take(rng.index(good.chars().count())).collect(),
                 json,
             ),
             1 => (String::new(), json),
@@ -709,7 +682,7 @@ impl Fuzzer<'_> {
             3 => (json!({ "query": "{".repeat(10_000) }).to_string(), json),
             4 => (
                 good,
-                ["text/plain", "application/x-www-form-urlencoded", ""][rng.below(3)],
+                ["text/plain", "application/x-www-form-urlencoded", ""][rng.index(3)],
             ),
             5 => (r#"{"query": 1, "variables": []}"#.to_owned(), json),
             6 => (
