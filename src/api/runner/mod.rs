@@ -217,7 +217,7 @@ impl Runner {
                     &document,
                     request.operation_name.as_deref(),
                     &request.variables,
-                    from_edge::<Identity>(&request, None).as_ref(),
+                    from_edge::<Identity>(&request, None),
                     &inner.limits,
                 )
             })
@@ -347,16 +347,15 @@ fn is_query(document: &ExecutableDocument, operation_name: Option<&str>) -> bool
 
 /// What the edge said of an operation's request (in the request's data, or for a WebSocket,
 /// the connection's): its [`RequestInfo`], its caller's [`Identity`].
-fn from_edge<T: Clone + Send + Sync + 'static>(
-    request: &Request,
-    session_data: Option<&Data>,
-) -> Option<T> {
+fn from_edge<'a, T: Send + Sync + 'static>(
+    request: &'a Request,
+    session_data: Option<&'a Data>,
+) -> Option<&'a T> {
     [Some(&request.data), session_data]
         .into_iter()
         .flatten()
         .find_map(|data| data.get(&TypeId::of::<T>()))
         .and_then(|value| value.downcast_ref::<T>())
-        .cloned()
 }
 
 /// The one session the caller may read, for a share link: where its loaders are bound.
@@ -372,7 +371,7 @@ impl Runner {
         request: &mut Request,
         session_data: Option<&Data>,
     ) -> (Report, Span, Result<Parsed, ServerError>) {
-        let mut report = Report::new(from_edge(request, session_data));
+        let mut report = Report::new(from_edge(request, session_data).cloned());
         let parsed = self.parse(request);
         if let Ok(parsed) = &parsed {
             report.identify(&parsed.document, request.operation_name.as_deref());
