@@ -113,16 +113,28 @@ fn raw_json(datum: &Datum) -> Result<Value, String> {
     }
 }
 
-/// JSON read into a tree first (as a payload row holds it, for
-/// [`crate::api::scalars::SharedJson`]).
+/// JSON as a payload row holds it (a `serde_json::Value`, for
+/// [`crate::api::scalars::SharedJson`]): each object's keys in their order (serde_json's maps
+/// are sorted), read straight into the response's value rather than through a tree of its own.
 fn parsed_json(datum: &Datum) -> Result<Value, String> {
     match datum {
         Datum::Json(json) => {
-            let tree: serde_json::Value =
-                serde_json::from_str(json).map_err(|err| err.to_string())?;
-            async_graphql::to_value(&tree).map_err(|err| err.to_string())
+            let mut value: Value = serde_json::from_str(json).map_err(|err| err.to_string())?;
+            sort_keys(&mut value);
+            Ok(value)
         }
         other => Err(unexpected("JSON", other)),
+    }
+}
+
+fn sort_keys(value: &mut Value) {
+    match value {
+        Value::Object(fields) => {
+            fields.sort_unstable_keys();
+            fields.values_mut().for_each(sort_keys);
+        }
+        Value::List(items) => items.iter_mut().for_each(sort_keys),
+        _ => {}
     }
 }
 
