@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use casefile::distribution::{Placement, Placements, check, partition_by_session};
 use chrono::{Duration, Utc};
-use serde_json::json;
+use serde_json::{Value, json};
 use sqlx::{Connection as _, PgConnection, PgPool};
 use uuid::Uuid;
 
@@ -281,16 +281,9 @@ async fn a_session_pages_statements_read_one_partition_of_each_table() {
         .unwrap();
 
     let _recording = statements::record_on_this_thread();
-    statements::clear();
-    let page = app.data(SESSION_PAGE, json!({ "id": session })).await;
+    let (page, plans) = read_with_plans(&app, SESSION_PAGE, session).await;
     assert_eq!(page["session"]["uuid"], json!(session), "{page}");
     assert!(page["session"]["stages"].as_array().unwrap().len() > 1);
-    // Plans arrive as their statements complete.
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let plans: Vec<String> = statements::notices()
-        .into_iter()
-        .filter(|notice| notice.contains("Query Text:"))
-        .collect();
 
     let mut read = BTreeSet::new();
     let mut elsewhere = BTreeSet::new();
@@ -367,15 +360,10 @@ async fn a_session_pages_statements_read_one_partition_of_each_table() {
     // The session page of the read benchmark, which the compiled path answers in one
     // statement (`api::compiled`): every level names the session as its parameter, so no
     // other partition's scan is even set up.
-    statements::clear();
-    let page = app
-        .data(COMPILED_SESSION_PAGE, json!({ "id": session }))
-        .await;
+    let (page, plans) = read_with_plans(&app, COMPILED_SESSION_PAGE, session).await;
     assert!(page["session"]["stages"].as_array().unwrap().len() > 1);
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let plans: Vec<String> = statements::notices()
-        .into_iter()
-        .filter(|notice| notice.contains("Query Text:") && notice.contains("ARRAY(SELECT ROW("))
+    let plans: Vec<String> = (plans.into_iter())
+        .filter(|plan| plan.contains("ARRAY(SELECT ROW("))
         .collect();
     assert_eq!(plans.len(), 1, "{}", plans.join("\n\n"));
     let found = partitions_in(&plans[0], &tables);
@@ -416,6 +404,19 @@ const COMPILED_SESSION_PAGE: &str = "query Session($id: ID!) { session(id: $id) 
 
 /// `n` small sessions (3 stages of one agent, each with 10 events, 10 messages and 4 LLM and
 /// 4 MCP interactions), written as an import writes them (no change recorded).
+/// The answer to `query` about `session`, and the plans of the statements it ran (sent by
+/// `auto_explain` as notices).
+async fn read_with_plans(app: &TestApp, query: &str, session: Uuid) -> (Value, Vec<String>) {
+    statements::clear();
+    let page = app.data(query, json!({ "id": session })).await;
+    // Plans arrive as their statements complete.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let plans = (statements::notices().into_iter())
+        .filter(|notice| notice.contains("Query Text:"))
+        .collect();
+    (page, plans)
+}
+
 async fn bulk_sessions(pool: &PgPool, n: i32) {
     let mut conn = pool.acquire().await.unwrap();
     let statements = [
