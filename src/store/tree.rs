@@ -134,13 +134,22 @@ impl Rows {
     }
 }
 
-/// A level of the tree: its rows, the columns of each (by name, each a plain column of the
-/// level's table), at most how many (a page), and the levels below each row. A record holds
-/// the columns, then one array per level below, in this order.
+/// What a record holds of a column of the level's table (by name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Column {
+    /// Its value.
+    Value(&'static str),
+    /// Whether it is null: a boolean, without reading the value (a long text, a large array).
+    IsNull(&'static str),
+}
+
+/// A level of the tree: its rows, the columns of each, at most how many (a page), and the
+/// levels below each row. A record holds the columns, then one array per level below, in this
+/// order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Level {
     pub rows: Rows,
-    pub columns: Vec<&'static str>,
+    pub columns: Vec<Column>,
     pub limit: Option<i64>,
     pub below: Vec<Level>,
 }
@@ -227,7 +236,10 @@ fn record_of(level: &Level, depth: usize, session: &str, limits: &mut Vec<i64>) 
     let mut fields: Vec<String> = level
         .columns
         .iter()
-        .map(|column| format!("{alias}.{column}"))
+        .map(|column| match column {
+            Column::Value(name) => format!("{alias}.{name}"),
+            Column::IsNull(name) => format!("{alias}.{name} IS NULL"),
+        })
         .collect();
     for below in &level.below {
         fields.push(array_of(below, depth + 1, session, limits));
@@ -275,15 +287,15 @@ mod tests {
     fn each_level_is_an_array_under_its_parent_in_the_session() {
         let root = Level {
             rows: Rows::Session,
-            columns: vec!["id", "status"],
+            columns: vec![Column::Value("id"), Column::IsNull("error_message")],
             limit: None,
             below: vec![Level {
                 rows: Rows::Stages,
-                columns: vec!["id"],
+                columns: vec![Column::Value("id")],
                 limit: None,
                 below: vec![Level {
                     rows: Rows::Timeline(Scope::Stage),
-                    columns: vec!["id", "content"],
+                    columns: vec![Column::Value("id"), Column::Value("content")],
                     limit: Some(100),
                     below: vec![],
                 }],
@@ -292,7 +304,7 @@ mod tests {
         let (sql, limits) = tree_statement(&root, Sessions::One);
         assert_eq!(
             sql,
-            "SELECT ROW(r0.id, r0.status, ARRAY(SELECT ROW(r1.id, ARRAY(SELECT ROW(r2.id, \
+            "SELECT ROW(r0.id, r0.error_message IS NULL, ARRAY(SELECT ROW(r1.id, ARRAY(SELECT ROW(r2.id, \
              r2.content) FROM timeline_events_live r2 WHERE r2.stage_id = r1.id AND \
              r2.session_id = $1 ORDER BY r2.sequence_number LIMIT $2)) FROM stages r1 WHERE \
              r1.session_id = r0.id AND r1.session_id = $1 ORDER BY r1.stage_index)) \
@@ -301,7 +313,9 @@ mod tests {
         assert_eq!(limits, vec![100]);
         // Many sessions: each level in its root's, named once where its parent is the session.
         let (sql, _) = tree_statement(&root, Sessions::Many);
-        assert!(sql.starts_with("SELECT k.ord, ROW(r0.id, r0.status, ARRAY(SELECT ROW(r1.id, "));
+        assert!(sql.starts_with(
+            "SELECT k.ord, ROW(r0.id, r0.error_message IS NULL, ARRAY(SELECT ROW(r1.id, "
+        ));
         assert!(sql.contains("FROM stages r1 WHERE r1.session_id = r0.id ORDER BY"));
         assert!(sql.contains("r2.stage_id = r1.id AND r2.session_id = r0.id ORDER BY"));
         assert!(sql.ends_with(

@@ -15,7 +15,7 @@ use crate::model::{
     from_db_name,
 };
 use crate::store::Scope;
-use crate::store::tree::{Datum, Rows};
+use crate::store::tree::{Column, Datum, Rows};
 
 /// An object type: its GraphQL name and the fields answered here.
 pub struct ObjectType {
@@ -35,7 +35,7 @@ pub enum Field {
     /// From its row's column: the value `value` makes of it, counted toward the response's
     /// size when `counted` (the row's text and JSON, as [`crate::api::scalars`] counts them).
     Column {
-        column: &'static str,
+        column: Column,
         value: fn(&Datum) -> Result<Value, String>,
         counted: bool,
     },
@@ -54,7 +54,7 @@ pub enum Field {
 
 const fn column(column: &'static str, value: fn(&Datum) -> Result<Value, String>) -> Field {
     Field::Column {
-        column,
+        column: Column::Value(column),
         value,
         counted: false,
     }
@@ -63,7 +63,7 @@ const fn column(column: &'static str, value: fn(&Datum) -> Result<Value, String>
 /// The column's text or JSON: counted toward the response's size.
 const fn counted(column: &'static str, value: fn(&Datum) -> Result<Value, String>) -> Field {
     Field::Column {
-        column,
+        column: Column::Value(column),
         value,
         counted: true,
     }
@@ -151,14 +151,37 @@ fn enumerated<E: DeserializeOwned + async_graphql::InputType>(
     }
 }
 
-/// Whether the column is null (`success`: no error message).
-fn is_null(datum: &Datum) -> Result<Value, String> {
-    Ok(Value::Boolean(matches!(datum, Datum::Null)))
+/// Whether a column is null (`success`: no error message), read as such.
+const fn is_null(column: &'static str) -> Field {
+    Field::Column {
+        column: Column::IsNull(column),
+        value: boolean,
+        counted: false,
+    }
 }
 
-/// Whether the column is set (`historyEdited`: the messages sent were recorded apart).
-fn is_set(datum: &Datum) -> Result<Value, String> {
-    Ok(Value::Boolean(!matches!(datum, Datum::Null)))
+/// Whether a column is set (`historyEdited`: the messages sent were recorded apart), read as
+/// whether it is null.
+const fn is_set(column: &'static str) -> Field {
+    Field::Column {
+        column: Column::IsNull(column),
+        value: negated,
+        counted: false,
+    }
+}
+
+fn boolean(datum: &Datum) -> Result<Value, String> {
+    match datum {
+        Datum::Bool(b) => Ok(Value::Boolean(*b)),
+        other => Err(unexpected("a boolean", other)),
+    }
+}
+
+fn negated(datum: &Datum) -> Result<Value, String> {
+    match datum {
+        Datum::Bool(b) => Ok(Value::Boolean(!b)),
+        other => Err(unexpected("a boolean", other)),
+    }
 }
 
 /// An agent's global ID, from the id of another row's column (`parentId`).
@@ -414,9 +437,9 @@ static LLM_INTERACTION: ObjectType = ObjectType {
         ("thinkingTokens", column("thinking_tokens", int)),
         ("durationMs", column("duration_ms", int)),
         ("errorMessage", counted("error_message", text)),
-        ("success", column("error_message", is_null)),
+        ("success", is_null("error_message")),
         ("createdAt", column("created_at", time)),
-        ("historyEdited", column("sent_message_ids", is_set)),
+        ("historyEdited", is_set("sent_message_ids")),
         (
             "lastMessage",
             Field::One {
@@ -450,7 +473,7 @@ static MCP_INTERACTION: ObjectType = ObjectType {
         ("availableTools", counted("available_tools", parsed_json)),
         ("durationMs", column("duration_ms", int)),
         ("errorMessage", counted("error_message", text)),
-        ("success", column("error_message", is_null)),
+        ("success", is_null("error_message")),
         ("createdAt", column("created_at", time)),
         ("toolCallId", counted("tool_call_id", text)),
         ("attempt", column("attempt", int)),

@@ -22,7 +22,7 @@ use crate::cursor::decode_session_cursor;
 use crate::model::Role;
 use crate::store::page::Slice;
 use crate::store::sessions::{SessionKey, SessionSort};
-use crate::store::tree::{Level, Rows};
+use crate::store::tree::{Column, Level, Rows};
 
 /// The most levels (subqueries) one compiled statement reads: a session page has 6, every
 /// relationship under every level about 20.
@@ -295,11 +295,11 @@ pub fn object(
         }
         let output = match field {
             Field::Column { column, .. } => Output::Column {
-                column: column_of(level, column),
+                column: column_of(level, *column),
                 field,
             },
             Field::GlobalId(node) => Output::GlobalId {
-                column: column_of(level, "id"),
+                column: column_of(level, Column::Value("id")),
                 node: *node,
             },
             Field::List { of, rows } => {
@@ -375,7 +375,7 @@ pub fn object(
 }
 
 /// The index of `column` among the level's columns, added if it is not there yet.
-fn column_of(level: &mut Level, column: &'static str) -> usize {
+fn column_of(level: &mut Level, column: Column) -> usize {
     match level.columns.iter().position(|c| *c == column) {
         Some(at) => at,
         None => {
