@@ -92,12 +92,7 @@ pub fn sessions_query(args: &Arguments<'_>, identity: Option<&Identity>) -> Opti
             decode_session_cursor(cursor, SessionSort::CreatedAt)
         })
         .ok()?;
-    let mut level = Level {
-        rows: Rows::Session,
-        columns: Vec::new(),
-        limit: None,
-        below: Vec::new(),
-    };
+    let mut level = empty_level(Rows::Session, None);
     let connection = connection::plan(&SESSIONS, &root.selection_set, Cursors::Answered, |set| {
         object(&SESSION, set, &mut level, args)
     })?;
@@ -142,12 +137,7 @@ pub fn session_query(args: &Arguments<'_>, identity: Option<&Identity>) -> Optio
     if !identity.may_read(session) || (identity.scope.is_none() && identity.role < Role::Reader) {
         return None;
     }
-    let mut level = Level {
-        rows: Rows::Session,
-        columns: Vec::new(),
-        limit: None,
-        below: Vec::new(),
-    };
+    let mut level = empty_level(Rows::Session, None);
     let object = object(&SESSION, &root.selection_set, &mut level, args)?;
     // A statement of many subqueries costs PostgreSQL more to plan than the query's cost
     // says (aliases of cheap pages): past a few, the resolvers batch them instead.
@@ -303,68 +293,31 @@ pub fn object(
                 node: *node,
             },
             Field::List { of, rows } => {
-                let rows = match rows {
-                    Rows::Executions { .. } => Rows::Executions {
-                        sub_agents: match args.get(selected, "includeSubAgents") {
-                            None => true,
-                            Some(Value::Boolean(all)) => all,
-                            Some(_) => return None,
-                        },
-                    },
-                    rows => *rows,
-                };
-                let mut below = Level {
-                    rows,
-                    columns: Vec::new(),
-                    limit: None,
-                    below: Vec::new(),
-                };
+                let mut below = empty_level(chosen_rows(*rows, selected, args)?, None);
                 let object = object(of, &selected.selection_set, &mut below, args)?;
-                level.below.push(below);
                 Output::List {
-                    below: level.below.len() - 1,
+                    below: push_below(level, below),
                     object,
                 }
             }
             Field::One { of, rows } => {
-                let mut below = Level {
-                    rows: *rows,
-                    columns: Vec::new(),
-                    limit: None,
-                    below: Vec::new(),
-                };
+                let mut below = empty_level(*rows, None);
                 let object = object(of, &selected.selection_set, &mut below, args)?;
-                level.below.push(below);
                 Output::One {
-                    below: level.below.len() - 1,
+                    below: push_below(level, below),
                     object,
                 }
             }
             Field::Page { of, rows } => {
-                let rows = match rows {
-                    Rows::Chats { .. } => Rows::Chats {
-                        include_deleted: match args.get(selected, "includeDeleted") {
-                            None => false,
-                            Some(Value::Boolean(all)) => all,
-                            Some(_) => return None,
-                        },
-                    },
-                    rows => *rows,
-                };
-                let mut below = Level {
-                    rows,
-                    columns: Vec::new(),
-                    limit: Some(args.first(selected)?),
-                    below: Vec::new(),
-                };
+                let rows = chosen_rows(*rows, selected, args)?;
+                let mut below = empty_level(rows, Some(args.first(selected)?));
                 // A page nested in a tree is read without its edges' keys: no cursors.
                 let connection =
                     connection::plan(of, &selected.selection_set, Cursors::Unanswered, |set| {
                         object(of.node, set, &mut below, args)
                     })?;
-                level.below.push(below);
                 Output::Page {
-                    below: level.below.len() - 1,
+                    below: push_below(level, below),
                     connection,
                 }
             }
@@ -372,6 +325,41 @@ pub fn object(
         outputs.push((key.clone(), output));
     }
     Some(Object { outputs })
+}
+
+/// A level of `rows` (at most `limit`) before its columns and levels below are added.
+fn empty_level(rows: Rows, limit: Option<i64>) -> Level {
+    Level {
+        rows,
+        columns: Vec::new(),
+        limit,
+        below: Vec::new(),
+    }
+}
+
+/// Adds `below` under `level`: its index among the levels below.
+fn push_below(level: &mut Level, below: Level) -> usize {
+    level.below.push(below);
+    level.below.len() - 1
+}
+
+/// The rows a relationship reads, as its boolean argument chooses (the agents' sub-agents, the
+/// chats' deleted ones), with the resolvers' defaults.
+fn chosen_rows(rows: Rows, selected: &Selected, args: &Arguments<'_>) -> Option<Rows> {
+    let flag = |name: &str, default: bool| match args.get(selected, name) {
+        None => Some(default),
+        Some(Value::Boolean(chosen)) => Some(chosen),
+        Some(_) => None,
+    };
+    Some(match rows {
+        Rows::Executions { .. } => Rows::Executions {
+            sub_agents: flag("includeSubAgents", true)?,
+        },
+        Rows::Chats { .. } => Rows::Chats {
+            include_deleted: flag("includeDeleted", false)?,
+        },
+        rows => rows,
+    })
 }
 
 /// The index of `column` among the level's columns, added if it is not there yet.
