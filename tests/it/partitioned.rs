@@ -132,7 +132,18 @@ async fn a_schema_partitioned_by_session_keeps_everything_the_plain_one_has() {
         .unwrap();
         let column = casefile::distribution::distribution_column(table);
         assert_eq!((kind.as_str(), key), ("p", format!("HASH ({column})")));
-        let partitions: Vec<(String, i64, i64, i64, i64, bool)> = sqlx::query_as(
+        // Storage parameters (session_event_runs' fillfactor) are the partitions'.
+        let parameters: Option<Vec<String>> =
+            sqlx::query_scalar("SELECT reloptions::text[] FROM pg_class WHERE oid = $1::regclass")
+                .bind(table)
+                .fetch_one(plain.db.pool())
+                .await
+                .unwrap();
+        if table == "session_event_runs" {
+            assert_eq!(parameters, Some(vec!["fillfactor=10".to_owned()]));
+        }
+        let partitions: Vec<(String, i64, i64, i64, i64, bool, Option<Vec<String>>)> =
+            sqlx::query_as(
             "SELECT p.relname::text, \
                  (SELECT count(*) FROM pg_index x WHERE x.indrelid = p.oid AND x.indisvalid), \
                  (SELECT count(*) FROM pg_index x WHERE x.indrelid = $1::regclass), \
@@ -141,7 +152,8 @@ async fn a_schema_partitioned_by_session_keeps_everything_the_plain_one_has() {
                       AND g.tgenabled = parent.tgenabled), \
                  (SELECT count(*) FROM pg_trigger g WHERE g.tgrelid = $1::regclass \
                     AND NOT g.tgisinternal AND g.tgtype & 1 = 1), \
-                 p.relpersistence = (SELECT relpersistence FROM pg_class WHERE oid = $1::regclass) \
+                 p.relpersistence = (SELECT relpersistence FROM pg_class WHERE oid = $1::regclass), \
+                 p.reloptions::text[] \
              FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhrelid \
              WHERE i.inhparent = $1::regclass ORDER BY 1",
         )
@@ -154,7 +166,10 @@ async fn a_schema_partitioned_by_session_keeps_everything_the_plain_one_has() {
             partitions.iter().map(|p| p.0.clone()).collect::<Vec<_>>(),
             names
         );
-        for (name, indexes, table_indexes, triggers, table_triggers, persistence) in partitions {
+        for (name, indexes, table_indexes, triggers, table_triggers, persistence, options) in
+            partitions
+        {
+            assert_eq!(options, parameters, "{name}'s storage parameters");
             assert_eq!(indexes, table_indexes, "{name}'s indexes");
             assert_eq!(triggers, table_triggers, "{name}'s triggers");
             assert!(persistence, "{name} is logged as {table} is");
