@@ -142,18 +142,20 @@ async fn a_schema_partitioned_by_session_keeps_everything_the_plain_one_has() {
         if table == "session_event_runs" {
             assert_eq!(parameters, Some(vec!["fillfactor=10".to_owned()]));
         }
-        let partitions: Vec<(String, i64, i64, i64, i64, bool, Option<Vec<String>>)> =
-            sqlx::query_as(
-            "SELECT p.relname::text, \
-                 (SELECT count(*) FROM pg_index x WHERE x.indrelid = p.oid AND x.indisvalid), \
-                 (SELECT count(*) FROM pg_index x WHERE x.indrelid = $1::regclass), \
+        let partitions: Vec<Partition> = sqlx::query_as(
+            "SELECT p.relname::text AS name, \
+                 (SELECT count(*) FROM pg_index x WHERE x.indrelid = p.oid AND x.indisvalid) \
+                     AS indexes, \
+                 (SELECT count(*) FROM pg_index x WHERE x.indrelid = $1::regclass) \
+                     AS table_indexes, \
                  (SELECT count(*) FROM pg_trigger g JOIN pg_trigger parent ON parent.oid = g.tgparentid \
                     WHERE g.tgrelid = p.oid AND NOT parent.tgisinternal \
-                      AND g.tgenabled = parent.tgenabled), \
+                      AND g.tgenabled = parent.tgenabled) AS triggers, \
                  (SELECT count(*) FROM pg_trigger g WHERE g.tgrelid = $1::regclass \
-                    AND NOT g.tgisinternal AND g.tgtype & 1 = 1), \
-                 p.relpersistence = (SELECT relpersistence FROM pg_class WHERE oid = $1::regclass), \
-                 p.reloptions::text[] \
+                    AND NOT g.tgisinternal AND g.tgtype & 1 = 1) AS table_triggers, \
+                 p.relpersistence = (SELECT relpersistence FROM pg_class WHERE oid = $1::regclass) \
+                     AS logged_alike, \
+                 p.reloptions::text[] AS parameters \
              FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhrelid \
              WHERE i.inhparent = $1::regclass ORDER BY 1",
         )
@@ -163,16 +165,18 @@ async fn a_schema_partitioned_by_session_keeps_everything_the_plain_one_has() {
         .unwrap();
         let names: Vec<String> = (0..PARTITIONS).map(|k| format!("{table}_p{k}")).collect();
         assert_eq!(
-            partitions.iter().map(|p| p.0.clone()).collect::<Vec<_>>(),
+            partitions
+                .iter()
+                .map(|p| p.name.clone())
+                .collect::<Vec<_>>(),
             names
         );
-        for (name, indexes, table_indexes, triggers, table_triggers, persistence, options) in
-            partitions
-        {
-            assert_eq!(options, parameters, "{name}'s storage parameters");
-            assert_eq!(indexes, table_indexes, "{name}'s indexes");
-            assert_eq!(triggers, table_triggers, "{name}'s triggers");
-            assert!(persistence, "{name} is logged as {table} is");
+        for p in partitions {
+            let name = &p.name;
+            assert_eq!(p.parameters, parameters, "{name}'s storage parameters");
+            assert_eq!(p.indexes, p.table_indexes, "{name}'s indexes");
+            assert_eq!(p.triggers, p.table_triggers, "{name}'s triggers");
+            assert!(p.logged_alike, "{name} is logged as {table} is");
         }
     }
 
@@ -206,6 +210,18 @@ async fn a_schema_partitioned_by_session_keeps_everything_the_plain_one_has() {
     );
     plain.stop().await;
     partitioned.stop().await;
+}
+
+/// A partition as the catalog describes it, beside its table's counts.
+#[derive(sqlx::FromRow)]
+struct Partition {
+    name: String,
+    indexes: i64,
+    table_indexes: i64,
+    triggers: i64,
+    table_triggers: i64,
+    logged_alike: bool,
+    parameters: Option<Vec<String>>,
 }
 
 /// Rows per distributed table.
