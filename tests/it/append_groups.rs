@@ -661,8 +661,8 @@ async fn a_grouped_appends_text_lives_in_the_log_and_its_end_survives_a_crash() 
     let a = Agent { app: &app };
     let (session, l, r) = two_streaming_events(&a).await;
 
-    group(&app, &[(&l, 0, "ab"), (&r, 0, "xy")]).await; // a run
-    group(&app, &[(&l, 2, "cd")]).await; // a plain row
+    group(&app, &[(&l, 0, "ab"), (&r, 0, "xy")]).await; // starts a run
+    group(&app, &[(&l, 2, "cd")]).await; // extends it
     assert_eq!(rows_of(&app, "timeline_event_chunks", &l).await, 0);
     // An overlap is decided alone: its new part is a chunk.
     let overlap = a.append(&l, 2, "cdef").await;
@@ -1185,6 +1185,38 @@ async fn rows_written_before_runs_in_place_read_beside_them() {
     assert_eq!(
         appended_texts(&app, &session).await,
         ["l-a", "r-a", "l-b", "l-c", "r-b", "l-d"]
+    );
+    app.stop().await;
+}
+
+/// A group extends its session's latest run until the run's log would pass its limit
+/// (`run_extension_limit()`, 800 bytes), then starts another.
+#[tokio::test]
+async fn a_sessions_run_grows_to_its_limit_and_then_another_starts() {
+    let app = TestApp::start().await;
+    let a = Agent { app: &app };
+    let (session, l, _) = two_streaming_events(&a).await;
+    // An entry of "token!" is 16 bytes: 6 of text, a byte each for its length and its event's
+    // index, 4 each for where it starts and when.
+    let mut offset = 0;
+    for _ in 0..60 {
+        group(&app, &[(&l, offset, "token!")]).await;
+        offset += 6;
+    }
+    let runs: Vec<(i64, i32, i32)> = sqlx::query_as(
+        "SELECT first_position, appends, octet_length(log) FROM session_event_runs \
+         WHERE session_id = $1 ORDER BY first_position",
+    )
+    .bind(Uuid::parse_str(&session).unwrap())
+    .fetch_all(app.store.pool())
+    .await
+    .unwrap();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert_eq!((runs[0].1, runs[0].2), (50, 800));
+    assert_eq!(runs[1], (runs[0].0 + 50, 10, 160));
+    assert_eq!(
+        a.content(&l).await,
+        ("token!".repeat(60), "STREAMING".to_owned())
     );
     app.stop().await;
 }
