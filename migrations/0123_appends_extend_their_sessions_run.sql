@@ -23,8 +23,10 @@
 -- group extends its session's latest run when nothing was numbered after it, the run stays
 -- under the limit with them and its microseconds still fit; otherwise it starts a run. Every
 -- other writer numbers after the session's last position across both tables
--- (`session_last_position`), so positions stay gapless. Rows of `session_events` holding runs
--- (0117) and texts (0119) stay readable as they are; no group writes them any more.
+-- (`session_last_position`), so positions stay gapless. A session with many appends in one
+-- group (more than half the limit's worth: one orchestrator's parallel agents) still gets a row
+-- of `session_events` holding them as arrays (0117, 0119), which is already few bytes an append
+-- and which readers expand at C speed, where walking a log takes about a microsecond an entry.
 
 CREATE TABLE session_event_runs (
     session_id     uuid NOT NULL,
@@ -68,10 +70,11 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
            | get_byte(log, at + 3)
 $$;
 
--- One entry of a run: `event` the index of its event in the run's `events`.
+-- One entry of a run: `event` the index of its event in the run's `events`. (Stable, as
+-- `convert_to` is: declared immutable, it would not be inlined, and each entry would be a call.)
 CREATE FUNCTION run_entry(event integer, start_offset bigint, since interval, delta text)
 RETURNS bytea
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
     SELECT run_varint(octet_length(convert_to(delta, 'UTF8'))) || run_varint(event)
            || int4send(start_offset::integer)
            || int4send((extract(epoch FROM since) * 1000000)::integer)
@@ -111,14 +114,49 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
 $$;
 
 -- The position of a session's last change: its last row of the log or the end of its last run.
+-- PL/pgSQL, whose plans each connection keeps: a scalar SQL function holding sub-selects is
+-- never inlined, and is planned again on every call.
 CREATE FUNCTION session_last_position(owner uuid) RETURNS bigint
-LANGUAGE sql STABLE AS $$
-    SELECT greatest(
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN greatest(
         (SELECT coalesce(max(v.position), 0) FROM session_events v WHERE v.session_id = owner),
         (SELECT coalesce(max(r.first_position + r.appends - 1), 0)
          FROM (SELECT r.first_position, r.appends FROM session_event_runs r
-               WHERE r.session_id = owner ORDER BY r.first_position DESC LIMIT 1) r))
-$$;
+               WHERE r.session_id = owner ORDER BY r.first_position DESC LIMIT 1) r));
+END $$;
+
+-- The appends of `sessions`' runs from `positions` on (pairs): each run holding one of them
+-- walked once, from its newest entry to the lowest of its positions asked for, however many of
+-- them are asked for (walking per position would walk a run about n²/2 entries when a reader
+-- asks for all n of its appends, as the change log's follower does). It yields every append
+-- walked, those asked for among them; a position no run holds yields nothing. The caller keeps
+-- those it asked for by a join: a filter here was planned, while the table was small, as a join
+-- of every run of the session with every position asked for. PL/pgSQL, whose plans each
+-- connection keeps: as a SQL function, called with arguments that are not constants, it is not
+-- inlined, and planning its walk (about 1.4 ms) cost more than the walk.
+CREATE FUNCTION appends_in_runs(sessions uuid[], positions bigint[])
+RETURNS TABLE (session_id uuid, "position" bigint, event uuid, start_offset integer,
+               end_offset integer, delta text, created_at timestamptz)
+LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    SELECT r.session_id, a.position, a.event, a.start_offset, a.end_offset, a.delta, a.created_at
+    FROM (SELECT p.session_id, h.first_position, min(p.position) AS lowest
+          FROM unnest(sessions, positions) AS p (session_id, position)
+          -- The run that may hold it: the last starting at or before it (one probe of the key).
+          CROSS JOIN LATERAL (SELECT q.first_position FROM session_event_runs q
+                              WHERE q.session_id = p.session_id AND q.first_position <= p.position
+                              ORDER BY q.first_position DESC LIMIT 1) h
+          GROUP BY p.session_id, h.first_position) w
+    -- By its key (the limit keeps it a look-up whatever the table's size when planned).
+    CROSS JOIN LATERAL (SELECT r.* FROM session_event_runs r
+                        WHERE r.session_id = w.session_id AND r.first_position = w.first_position
+                        LIMIT 1) r
+    CROSS JOIN LATERAL run_appends(r.first_position, r.appends, r.created_at, r.events, r.log,
+                                   greatest(r.first_position + r.appends - w.lowest, 0)::integer) a;
+END $$;
 
 -- The texts of `event` that only its session's log holds, with where and when each was logged:
 -- as before (0119), and in runs. A run may span the position after which they are read (a fold
@@ -140,11 +178,17 @@ LANGUAGE sql STABLE AS $$
     UNION ALL
     SELECT a.start_offset, a.end_offset, a.delta, a.position, a.created_at
     FROM event_texts_in_log f
+    -- The first run read, found by one probe; a lateral value, so that the runs after it are a
+    -- range of the key (as a sub-select in the join's condition it was a filter on all the
+    -- session's runs).
+    CROSS JOIN LATERAL (SELECT coalesce(max(q.first_position), 0) AS first_position
+                        FROM session_event_runs q
+                        WHERE q.session_id = f.session_id
+                          AND q.first_position <= f.after_position + 1) b
     JOIN session_event_runs r
-      ON r.session_id = f.session_id
-     AND r.first_position >= coalesce((SELECT max(q.first_position) FROM session_event_runs q
-                                       WHERE q.session_id = f.session_id
-                                         AND q.first_position <= f.after_position + 1), 0)
+      ON r.session_id = f.session_id AND r.first_position >= b.first_position
+     -- Only the runs it is in are walked.
+     AND logged_event_text.event = ANY (r.events)
     CROSS JOIN LATERAL run_appends(r.first_position, r.appends, r.created_at, r.events, r.log,
                                    r.appends) a
     WHERE f.session_id = owner AND f.event_id = logged_event_text.event
@@ -211,8 +255,10 @@ RETURNS TABLE (stored boolean)
 LANGUAGE plpgsql AS $$
 DECLARE
     answers boolean[];
-    k_events uuid[]; k_sessions uuid[]; k_lengths bigint[]; k_deltas text[]; k_fresh boolean[];
-    owners uuid[]; lasts bigint[]; extending bigint[]; since timestamptz[];
+    k_events uuid[]; k_sessions uuid[]; k_stages uuid[]; k_executions uuid[];
+    k_sequences bigint[]; k_lengths bigint[]; k_deltas text[]; k_fresh boolean[];
+    owners uuid[]; lasts bigint[]; extending bigint[]; run_rows tid[]; since timestamptz[];
+    in_runs boolean[];
     at timestamptz := clock_timestamp();
 BEGIN
     -- Each lock in one statement: the subquery yields its keys sorted, and each is locked as it
@@ -226,12 +272,13 @@ BEGIN
         SELECT i.event, i.start_at, i.delta, i.ord
         FROM unnest(events, starts, deltas) WITH ORDINALITY AS i (event, start_at, delta, ord)
     ), decided AS (
-        SELECT i.ord, i.event, i.delta, s.session_id, s.length, s.fresh,
+        SELECT i.ord, i.event, i.delta, s.session_id, s.stage_id, s.execution_id,
+               s.sequence_number, s.length, s.fresh,
                s.status = 'streaming' AND i.start_at = s.length
                    AND s.length + char_length(i.delta) <= max_length AS ok
         FROM input i
         LEFT JOIN LATERAL (
-            SELECT e.session_id, e.status,
+            SELECT e.session_id, e.stage_id, e.execution_id, e.sequence_number, e.status,
                    (SELECT n.length
                     FROM streaming_event_length(e.session_id, e.id, e.content) n) AS length,
                    NOT EXISTS (SELECT FROM event_texts_in_log f
@@ -250,39 +297,43 @@ BEGIN
     SELECT array_agg(coalesce(d.ok, false) ORDER BY d.ord),
            array_agg(d.event ORDER BY d.ord) FILTER (WHERE d.ok),
            array_agg(d.session_id ORDER BY d.ord) FILTER (WHERE d.ok),
+           array_agg(d.stage_id ORDER BY d.ord) FILTER (WHERE d.ok),
+           array_agg(d.execution_id ORDER BY d.ord) FILTER (WHERE d.ok),
+           array_agg(d.sequence_number ORDER BY d.ord) FILTER (WHERE d.ok),
            array_agg(d.length ORDER BY d.ord) FILTER (WHERE d.ok),
            array_agg(d.delta ORDER BY d.ord) FILTER (WHERE d.ok),
            array_agg(d.fresh ORDER BY d.ord) FILTER (WHERE d.ok)
-    INTO answers, k_events, k_sessions, k_lengths, k_deltas, k_fresh
+    INTO answers, k_events, k_sessions, k_stages, k_executions, k_sequences, k_lengths,
+         k_deltas, k_fresh
     FROM decided d;
     IF k_events IS NOT NULL THEN
         -- Then the sessions' event orders, held to the commit: numbering and recording only.
         PERFORM pg_advisory_xact_lock(s.k)
         FROM (SELECT DISTINCT session_events_lock_key(o) AS k FROM unnest(k_sessions) AS o
               ORDER BY 1) s;
-        PERFORM set_config('casefile.changes_recorded', 'on', true);
-        -- A session whose log this group takes past a multiple of the fold span first folds its
-        -- pieces (its appends are numbered after what it folds, so the fold sees all below them).
-        PERFORM fold_logged_texts(d.session_id, events)
-        FROM (SELECT o AS session_id, count(*) AS appends FROM unnest(k_sessions) AS o
-              GROUP BY o) d
-        CROSS JOIN LATERAL (SELECT session_last_position(d.session_id) AS position) l
-        WHERE (l.position + d.appends) / logged_text_fold_span()
-              > l.position / logged_text_fold_span();
-        -- Each session's last position, found once, and the run its appends extend: its latest,
-        -- when nothing was numbered after it, its log stays under the limit with them, and
-        -- their microseconds since it started fit its entries.
+        -- Each session's last position, found once (a fold adds no change to the log), and
+        -- where its appends go: into its latest run, when nothing was numbered after it, its log
+        -- stays under the limit with them and their microseconds since it started fit its
+        -- entries; into a run of their own when their entries are at most half the limit (so no
+        -- log passes the limit, and none is ever toasted, which would log and read it whole);
+        -- else into a row of `session_events` holding them as arrays (0117, 0119), which its
+        -- readers expand at C speed: a session with many appends in one group (one
+        -- orchestrator's parallel agents) writes a row per group anyway.
         SELECT array_agg(o.session_id),
                array_agg(greatest(last.position, run.first_position + run.appends - 1)),
                array_agg(CASE WHEN x.extends THEN run.first_position END),
-               array_agg(CASE WHEN x.extends THEN run.created_at ELSE at END)
-        INTO owners, lasts, extending, since
+               array_agg(CASE WHEN x.extends THEN run.ctid END),
+               array_agg(CASE WHEN x.extends THEN run.created_at ELSE at END),
+               array_agg(x.extends OR o.size <= run_extension_limit() / 2)
+        INTO owners, lasts, extending, run_rows, since, in_runs
+        -- (An entry's size is its text's and 10 bytes, 3 or 6 more for a text of 128 bytes or
+        -- more or an event past its run's 128th: the limit is far enough below TOAST's for them.)
         FROM (SELECT k.session_id, sum(octet_length(k.delta) + 10) AS size
               FROM unnest(k_sessions, k_deltas) AS k (session_id, delta)
               GROUP BY k.session_id) o
         CROSS JOIN LATERAL (SELECT coalesce(max(v.position), 0) AS position
                             FROM session_events v WHERE v.session_id = o.session_id) last
-        LEFT JOIN LATERAL (SELECT r.first_position, r.appends, r.created_at,
+        LEFT JOIN LATERAL (SELECT r.ctid, r.first_position, r.appends, r.created_at,
                                   octet_length(r.log) AS size
                            FROM session_event_runs r WHERE r.session_id = o.session_id
                            ORDER BY r.first_position DESC LIMIT 1) run ON true
@@ -290,24 +341,39 @@ BEGIN
                                             AND run.size + o.size <= run_extension_limit()
                                             AND at - run.created_at < interval '30 minutes',
                                             false) AS extends) x;
+        PERFORM set_config('casefile.changes_recorded', 'on', true);
+        -- A session whose log this group takes past a multiple of the fold span first folds its
+        -- pieces (its appends are numbered after what it folds, so the fold sees all below them).
+        PERFORM fold_logged_texts(l.session_id, events)
+        FROM unnest(owners, lasts) AS l (session_id, position)
+        JOIN (SELECT o AS session_id, count(*) AS appends FROM unnest(k_sessions) AS o GROUP BY o) d
+          ON d.session_id = l.session_id
+        WHERE (l.position + d.appends) / logged_text_fold_span()
+              > l.position / logged_text_fold_span();
         WITH kept AS (
-            SELECT * FROM unnest(k_events, k_sessions, k_lengths, k_deltas, k_fresh)
-                WITH ORDINALITY AS k (event, session_id, length, delta, fresh, ord)
+            SELECT * FROM unnest(k_events, k_sessions, k_stages, k_executions, k_sequences,
+                                 k_lengths, k_deltas, k_fresh) WITH ORDINALITY
+                AS k (event, session_id, stage_id, execution_id, sequence_number, length, delta,
+                      fresh, ord)
         ), numbered AS (
-            SELECT k.*, l.extending, l.since,
+            SELECT k.*, l.extending, l.run_row, l.since, l.in_runs,
                    l.position + row_number() OVER (PARTITION BY k.session_id ORDER BY k.ord)
                        AS position
-            FROM kept k JOIN unnest(owners, lasts, extending, since)
-                AS l (session_id, position, extending, since) ON l.session_id = k.session_id
+            FROM kept k JOIN unnest(owners, lasts, extending, run_rows, since, in_runs)
+                AS l (session_id, position, extending, run_row, since, in_runs)
+              ON l.session_id = k.session_id
         ), in_log AS (
             -- An event's first grouped append: its text is in the log from here on.
             INSERT INTO event_texts_in_log (session_id, event_id, after_position)
             SELECT n.session_id, n.event, n.position - 1 FROM numbered n WHERE n.fresh
             ON CONFLICT (session_id, event_id) DO NOTHING
-        ), per_session AS (
+        ), per_run AS (
             -- The run's events after this group: those it had, then those joining it (a group
-            -- holds one append per event).
-            SELECT n.session_id, n.extending, n.since, min(n.position) AS first_position,
+            -- holds one append per event). The run is found by its row's address, and its
+            -- events by its key with a limit: as joins, the plans each connection keeps (made
+            -- while the table was small) scanned the whole table, which its fillfactor makes
+            -- ten times its rows' size, on every group.
+            SELECT n.session_id, n.extending, n.run_row, n.since, min(n.position) AS first_position,
                    count(*)::integer AS appends,
                    coalesce(r.events, '{}')
                        || coalesce(array_agg(n.event ORDER BY n.position)
@@ -315,27 +381,62 @@ BEGIN
                                                   OR n.event <> ALL (r.events)), '{}')
                        AS events
             FROM numbered n
-            LEFT JOIN session_event_runs r
-              ON r.session_id = n.session_id AND r.first_position = n.extending
-            GROUP BY n.session_id, n.extending, n.since, r.events
+            LEFT JOIN LATERAL (SELECT q.events FROM session_event_runs q
+                               WHERE q.session_id = n.session_id
+                                 AND q.first_position = n.extending LIMIT 1) r ON true
+            WHERE n.in_runs
+            GROUP BY n.session_id, n.extending, n.run_row, n.since, r.events
         ), logged AS (
-            SELECT p.session_id, p.extending, p.first_position, p.appends, p.events,
+            SELECT p.session_id, p.extending, p.run_row, p.first_position, p.appends, p.events,
                    string_agg(run_entry(array_position(p.events, n.event) - 1, n.length,
                                         at - p.since, n.delta),
                               ''::bytea ORDER BY n.position DESC) AS log
-            FROM per_session p JOIN numbered n ON n.session_id = p.session_id
-            GROUP BY p.session_id, p.extending, p.first_position, p.appends, p.events
+            FROM per_run p JOIN numbered n ON n.session_id = p.session_id
+            GROUP BY p.session_id, p.extending, p.run_row, p.first_position, p.appends,
+                     p.events
         ), extended AS (
             UPDATE session_event_runs r
             SET events = l.events, appends = r.appends + l.appends, log = l.log || r.log
             FROM logged l
-            WHERE l.extending IS NOT NULL AND r.session_id = l.session_id
-              AND r.first_position = l.extending
+            -- Its address was read under the session's event order, which every writer of
+            -- its runs holds, so it is the run's current version.
+            WHERE l.extending IS NOT NULL AND r.ctid = l.run_row
+              AND r.session_id = l.session_id AND r.first_position = l.extending
         ), started AS (
             INSERT INTO session_event_runs (session_id, first_position, created_at, events,
                                             appends, log)
             SELECT l.session_id, l.first_position, at, l.events, l.appends, l.log
             FROM logged l WHERE l.extending IS NULL
+        ), per_row AS (
+            SELECT n.session_id, max(n.position) AS position, count(*) AS appends,
+                   array_agg(n.event ORDER BY n.position) AS events,
+                   array_agg(n.stage_id ORDER BY n.position) AS stages,
+                   array_agg(n.execution_id ORDER BY n.position) AS executions,
+                   array_agg(n.sequence_number ORDER BY n.position) AS sequences,
+                   array_agg(n.length::integer ORDER BY n.position) AS starts,
+                   array_agg((n.length + char_length(n.delta))::integer ORDER BY n.position) AS ends,
+                   array_agg(n.delta ORDER BY n.position) AS texts
+            FROM numbered n WHERE NOT n.in_runs GROUP BY n.session_id
+        ), recorded AS (
+            INSERT INTO session_events (session_id, position, kind, entity_id, stage_id,
+                                        execution_id, sequence_number, start_offset, end_offset,
+                                        delta, run_events, run_stages, run_executions,
+                                        run_sequences, run_starts, run_ends, run_deltas)
+            SELECT p.session_id, p.position, 'event_appended', p.events[1],
+                   CASE WHEN p.appends = 1 THEN p.stages[1] END,
+                   CASE WHEN p.appends = 1 THEN p.executions[1] END,
+                   CASE WHEN p.appends = 1 THEN p.sequences[1] END,
+                   CASE WHEN p.appends = 1 THEN p.starts[1] END,
+                   CASE WHEN p.appends = 1 THEN p.ends[1] END,
+                   CASE WHEN p.appends = 1 THEN p.texts[1] END,
+                   CASE WHEN p.appends > 1 THEN p.events END,
+                   CASE WHEN p.appends > 1 THEN p.stages END,
+                   CASE WHEN p.appends > 1 THEN p.executions END,
+                   CASE WHEN p.appends > 1 THEN p.sequences END,
+                   CASE WHEN p.appends > 1 THEN p.starts END,
+                   CASE WHEN p.appends > 1 THEN p.ends END,
+                   CASE WHEN p.appends > 1 THEN p.texts END
+            FROM per_row p
         )
         INSERT INTO live_changes (session_id, position)
         SELECT n.session_id, n.position FROM numbered n ORDER BY n.session_id, n.position;

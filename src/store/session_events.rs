@@ -189,10 +189,10 @@ where
 
 /// The longest run a row of `session_events` holds (`migrations/0117`: a group's appends to one
 /// session, at most a group's size, as its check says): the row holding a position is at most
-/// this far above it. (No group writes such rows since `migrations/0123`; those written before
-/// are read as they are.)
+/// this far above it. (Since `migrations/0123` a group writes such rows only for a session with
+/// many appends in it.)
 const LONGEST_RUN: i64 = 1_000;
-// A group holds at most `limits::BATCH` appends (`write/append_groups.rs`), so no group wrote a
+// A group holds at most `limits::BATCH` appends (`write/append_groups.rs`), so no group writes a
 // run the check refuses.
 const _: () = assert!(super::write::limits::BATCH as i64 <= LONGEST_RUN);
 
@@ -254,28 +254,11 @@ fn row_holding(session: &str, position: &str) -> String {
     )
 }
 
-/// The append at `{position}` of `{session}`'s runs (with the columns of `run_appends`): the run
-/// that may hold it found by one probe of the key (the last starting at or before it), its log
-/// walked from the newest entry to that one only. (Its aliases are its own: `{position}` names a
-/// column of the caller's.)
-fn append_in_run(session: &str, position: &str) -> String {
-    format!(
-        "SELECT in_run.session_id, walked.* \
-         FROM (SELECT r.* FROM session_event_runs r \
-               WHERE r.session_id = {session} AND r.first_position <= {position} \
-               ORDER BY r.first_position DESC LIMIT 1) in_run \
-         CROSS JOIN LATERAL run_appends(in_run.first_position, in_run.appends, \
-                                        in_run.created_at, in_run.events, in_run.log, \
-                                        (in_run.first_position + in_run.appends \
-                                         - {position})::integer) walked \
-         WHERE walked.position = {position}"
-    )
-}
-
-/// The change at `{position}` of `{session}`'s log (`e`, with the columns a [`SessionEventRow`]
-/// reads): the row or run holding it ([`row_holding`], [`append_in_run`]), itself or one append
-/// of its run, taken from the run by its index or walked to (expanding the run would read all of
-/// it for each of its positions).
+/// The change at `{position}` of `{session}`'s `session_events` (`e`, with the columns a
+/// [`SessionEventRow`] reads): the row holding it ([`row_holding`]), itself or one append of its
+/// run, taken from the run by its index (expanding the run would read all of it for each of its
+/// positions). A change that a run of `session_event_runs` holds is not here: see
+/// [`changes_in_runs`].
 pub(super) fn change_at(session: &str, position: &str) -> String {
     let of_run = |plain: &str, run: &str| {
         format!("CASE WHEN s.run_events IS NULL THEN s.{plain} ELSE s.{run}[s.k] END AS {plain}")
@@ -285,23 +268,34 @@ pub(super) fn change_at(session: &str, position: &str) -> String {
              SELECT s.session_id, s.at AS position, s.kind, {entity}, {stage}, {execution}, \
                     {sequence}, {start}, {end}, s.status, s.previous_status, s.created_at \
              FROM ({row}) s \
-             WHERE s.position = s.at OR s.k >= 1 \
-             UNION ALL \
-             SELECT appended.session_id, appended.position, 'event_appended'::change_kind, \
-                    appended.event, t.stage_id, t.execution_id, t.sequence_number, \
-                    appended.start_offset, appended.end_offset, NULL::text, NULL::text, \
-                    appended.created_at \
-             FROM ({run}) appended \
-             LEFT JOIN timeline_events t \
-               ON t.id = appended.event AND t.session_id = appended.session_id) e",
+             WHERE s.position = s.at OR s.k >= 1) e",
         row = row_holding(session, position),
-        run = append_in_run(session, position),
         entity = of_run("entity_id", "run_events"),
         stage = of_run("stage_id", "run_stages"),
         execution = of_run("execution_id", "run_executions"),
         sequence = of_run("sequence_number", "run_sequences"),
         start = of_run("start_offset", "run_starts"),
         end = of_run("end_offset", "run_ends"),
+    )
+}
+
+/// The changes that runs of `session_event_runs` hold from `{sessions}` and `{positions}` on (two
+/// arrays, read as pairs; a position no run holds yields nothing), with the columns a
+/// [`SessionEventRow`] reads: each run walked once however many of its positions are asked for
+/// (`appends_in_runs`), each append's event looked up by its key for its place. It yields the
+/// appends after those asked for in their runs too: the caller joins it to the positions it
+/// wants.
+pub(super) fn changes_in_runs(sessions: &str, positions: &str) -> String {
+    format!(
+        "SELECT w.session_id, w.position, 'event_appended'::change_kind AS kind, \
+                w.event AS entity_id, t.stage_id, t.execution_id, t.sequence_number, \
+                w.start_offset, w.end_offset, NULL::text AS status, \
+                NULL::text AS previous_status, w.created_at \
+         FROM appends_in_runs({sessions}, {positions}) w \
+         LEFT JOIN LATERAL (SELECT t.stage_id, t.execution_id, t.sequence_number \
+                            FROM timeline_events t \
+                            WHERE t.id = w.event AND t.session_id = w.session_id LIMIT 1) t \
+           ON true"
     )
 }
 
@@ -469,8 +463,9 @@ impl Store {
             .await?)
     }
 
-    /// The text of each append (by session and position), read once: from the log row that
-    /// records it (`migrations/0119`: a grouped append's text is kept there), else from its chunk
+    /// The text of each append (by session and position), read once: from the log row or run that
+    /// records it (`migrations/0119`, `0123`: a grouped append's text is kept there; each run
+    /// walked once), else from its chunk
     /// (by key: the cost does not grow with the stream), or from the folded event when the event
     /// finished in the meantime.
     pub async fn appended_texts(
@@ -489,7 +484,8 @@ impl Store {
             .collect();
         let ends: Vec<i32> = appends.iter().map(|r| r.end_offset.unwrap_or(0)).collect();
         let statement = format!(
-            "SELECT a.session_id, a.position, e.event_type, coalesce(l.delta, c.content, \
+            "WITH w AS MATERIALIZED (SELECT * FROM appends_in_runs($1, $2)) \
+             SELECT a.session_id, a.position, e.event_type, coalesce(l.delta, w.delta, c.content, \
                     CASE WHEN e.status <> 'streaming' \
                          THEN substr(e.content, a.start_offset + 1, a.end_offset - a.start_offset) END) \
              FROM unnest($1::uuid[], $2::bigint[], $3::uuid[], $4::int[], $5::int[]) \
@@ -498,13 +494,12 @@ impl Store {
              LEFT JOIN LATERAL ( \
                  SELECT CASE WHEN s.run_events IS NULL THEN s.delta ELSE s.run_deltas[s.k] END \
                         AS delta \
-                 FROM ({row}) s WHERE s.position = s.at OR s.k >= 1 \
-                 UNION ALL \
-                 SELECT appended.delta FROM ({run}) appended) l ON true \
-             LEFT JOIN timeline_event_chunks c ON l.delta IS NULL AND c.event_id = a.event_id \
-                    AND c.start_offset = a.start_offset AND c.session_id = a.session_id",
+                 FROM ({row}) s WHERE s.position = s.at OR s.k >= 1) l ON true \
+             LEFT JOIN w ON w.session_id = a.session_id AND w.position = a.position \
+             LEFT JOIN timeline_event_chunks c ON l.delta IS NULL AND w.delta IS NULL \
+                    AND c.event_id = a.event_id AND c.start_offset = a.start_offset \
+                    AND c.session_id = a.session_id",
             row = row_holding("a.session_id", "a.position"),
-            run = append_in_run("a.session_id", "a.position"),
         );
         let found: Vec<(Uuid, i64, TimelineEventType, Option<String>)> = sqlx::query_as(&statement)
             .bind(&sessions)

@@ -1076,6 +1076,125 @@ async fn every_page_is_a_slice(
     assert!(pages > 500, "{pages}");
 }
 
+/// A session's appends in a group go to a run when their entries are small (half a run's limit
+/// at most), and to a row of `session_events` holding them when they are not (many appends, or
+/// a long one), so no run's log grows past its limit; the rows and runs interleave in one log
+/// that every reader reads as the changes they are.
+#[tokio::test]
+async fn a_sessions_large_group_gets_a_row_of_the_log_and_small_ones_runs() {
+    let app = TestApp::start().await;
+    let a = Agent { app: &app };
+    let (session, l, r) = two_streaming_events(&a).await;
+    let id = Uuid::parse_str(&session).unwrap();
+    let (long_l, long_r, longer) = ("a".repeat(250), "b".repeat(250), "e".repeat(500));
+    // Two appends of 260 bytes of entries: a row holding both.
+    group(&app, &[(&l, 0, &long_l), (&r, 0, &long_r)]).await;
+    // Small: a run, then extended.
+    group(&app, &[(&l, 250, "c")]).await;
+    group(&app, &[(&r, 250, "d")]).await;
+    // One long append: a plain row; then a run again, after it.
+    group(&app, &[(&l, 251, &longer)]).await;
+    group(&app, &[(&l, 751, "f"), (&r, 251, "g")]).await;
+
+    let tables: (i64, i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM session_events \
+                 WHERE session_id = $1 AND run_events IS NOT NULL), \
+                (SELECT count(*) FROM session_events \
+                 WHERE session_id = $1 AND kind = 'event_appended' AND delta IS NOT NULL), \
+                (SELECT count(*) FROM session_event_runs WHERE session_id = $1)",
+    )
+    .bind(id)
+    .fetch_one(app.store.pool())
+    .await
+    .unwrap();
+    assert_eq!(tables, (1, 1, 2), "rows holding runs, plain rows, runs");
+    let runs: Vec<i32> = sqlx::query_scalar(
+        "SELECT appends FROM session_event_runs WHERE session_id = $1 ORDER BY first_position",
+    )
+    .bind(id)
+    .fetch_all(app.store.pool())
+    .await
+    .unwrap();
+    assert_eq!(runs, [2, 2]);
+
+    let (expected, _) = stored_changes(&app, id).await;
+    assert_eq!(
+        expected.iter().map(|c| c.0).collect::<Vec<_>>(),
+        (1..=expected.len() as i64).collect::<Vec<_>>()
+    );
+    let [lid, rid] = [&l, &r].map(|e| Uuid::parse_str(e).unwrap());
+    let appended: Vec<(Uuid, i32, i32)> = expected
+        .iter()
+        .filter(|c| c.1 == ChangeKind::EventAppended)
+        .map(|c| (c.2, c.6.unwrap(), c.7.unwrap()))
+        .collect();
+    assert_eq!(
+        appended,
+        [
+            (lid, 0, 250),
+            (rid, 0, 250),
+            (lid, 250, 251),
+            (rid, 250, 251),
+            (lid, 251, 751),
+            (lid, 751, 752),
+            (rid, 251, 252)
+        ]
+    );
+    let (stage, execution): (Uuid, Uuid) =
+        sqlx::query_as("SELECT stage_id, execution_id FROM timeline_events WHERE id = $1")
+            .bind(rid)
+            .fetch_one(app.store.pool())
+            .await
+            .unwrap();
+    every_page_is_a_slice(&app, id, &expected, stage, execution).await;
+    let read = app.store.read_change_log(0, &[], 10_000).await.unwrap();
+    let followed: Vec<Change> = read
+        .rows
+        .iter()
+        .filter(|c| c.event.session_id == id)
+        .map(|c| change(&c.event))
+        .collect();
+    assert_eq!(followed, expected);
+    // Read two at a time, and by gaps (ids below the last read), each change is the same.
+    let ids: Vec<i64> = read.rows.iter().map(|c| c.log_id).collect();
+    let (mut last, mut paged) = (0, Vec::new());
+    while last < *ids.last().unwrap() {
+        let read = app.store.read_change_log(last, &[], 2).await.unwrap();
+        last = read.rows.last().unwrap().log_id;
+        paged.extend(read.rows.into_iter().map(|c| (c.log_id, change(&c.event))));
+    }
+    let by_gaps = app.store.read_change_log(last, &ids, 100).await.unwrap();
+    let by_gaps: Vec<(i64, Change)> = by_gaps
+        .rows
+        .into_iter()
+        .map(|c| (c.log_id, change(&c.event)))
+        .collect();
+    assert_eq!(paged, by_gaps);
+    let paged: Vec<Change> = paged
+        .into_iter()
+        .filter(|(id_, _)| {
+            read.rows
+                .iter()
+                .any(|c| c.log_id == *id_ && c.event.session_id == id)
+        })
+        .map(|(_, c)| c)
+        .collect();
+    assert_eq!(paged, expected);
+    assert_eq!(
+        appended_texts(&app, &session).await,
+        [long_l.as_str(), &long_r, "c", "d", &longer, "f", "g"]
+    );
+    assert_eq!(
+        a.content(&l).await,
+        (format!("{long_l}c{longer}f"), "STREAMING".to_owned())
+    );
+    assert_eq!(
+        a.content(&r).await,
+        (format!("{long_r}dg"), "STREAMING".to_owned())
+    );
+    app.stop().await;
+}
+
 /// Rows of the log written before `migrations/0123` (a group's run of appends, and an append
 /// alone, with their texts in `session_events`) read as they did, beside and between the runs
 /// written since: pages, the follower, the appends' texts, the events' texts and where a group
