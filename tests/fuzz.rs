@@ -927,6 +927,23 @@ const INVARIANTS: &[(&str, &str)] = &[
          WHERE e.status IS DISTINCT FROM 'streaming' OR x.end_offset > char_length(e.content)",
     ),
     (
+        "positions of a session's event log (its rows and runs) that are not 1, 2, 3, … each once",
+        "SELECT count(*) FROM (SELECT x.first, lag(x.last) OVER (PARTITION BY x.session_id \
+                                                               ORDER BY x.first) AS before \
+         FROM (SELECT s.session_id, s.position - coalesce(cardinality(s.run_events), 1) + 1 AS first, \
+                      s.position AS last FROM session_events s \
+               UNION ALL \
+               SELECT r.session_id, r.first_position, r.first_position + r.appends - 1 \
+               FROM session_event_runs r) x) y \
+         WHERE y.first <> coalesce(y.before, 0) + 1",
+    ),
+    (
+        "runs of appends whose log does not hold as many appends as they count",
+        "SELECT count(*) FROM session_event_runs r \
+         WHERE (SELECT count(*) FROM run_appends(r.first_position, r.appends, r.created_at, \
+                                                 r.events, r.log, r.appends)) <> r.appends",
+    ),
+    (
         "records of texts in the log of events that are not streaming",
         "SELECT count(*) FROM event_texts_in_log f LEFT JOIN timeline_events e \
          ON e.id = f.event_id AND e.session_id = f.session_id \

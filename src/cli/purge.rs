@@ -108,6 +108,7 @@ async fn run_on_database(store: &Store, args: &PurgeArgs) -> anyhow::Result<()> 
                 ("MCP interactions", counts.mcp_interactions),
                 ("chats", counts.chats),
                 ("session events", counts.session_events),
+                ("runs of appends", counts.session_event_runs),
             ] {
                 println!("  {what:<18} {n:>12}");
             }

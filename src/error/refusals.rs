@@ -323,6 +323,12 @@ pub fn describe(constraint: &str) -> Option<&'static str> {
             "a run of appends in the event order holds 2–1,000 appends, each with its event, \
              place and characters"
         }
+        "session_event_runs_pkey" => {
+            "the session's event order was written by another transaction at once; retry"
+        }
+        "session_event_runs_positions_check" => {
+            "a run of appends in the event order holds one entry per position it covers, from 1"
+        }
         "session_events_delta_check" => {
             "an append's text in the event order covers its characters, once per append of a run"
         }

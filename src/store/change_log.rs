@@ -10,7 +10,7 @@ use sqlx::{FromRow, PgExecutor, Row as _};
 use uuid::Uuid;
 
 use super::Store;
-use super::session_events::{SessionEventRow, change_at};
+use super::session_events::{SessionEventRow, change_at, changes_in_runs};
 use crate::error::Result;
 
 /// A change as the log announced it: its log id, and the session event.
@@ -57,20 +57,29 @@ const SNAPSHOT: &str = "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bi
 /// without the values) walked the whole log in id order and filtered it, a read that grew with
 /// the log (4 ms a read at 2,000 appends a second, PostgreSQL's costliest statement then).
 /// Each change's event is looked up by its key (the limit keeps it a look-up): as a join, a plan
-/// kept from while the event log was small scanned all of it on every read.
+/// kept from while the event log was small scanned all of it on every read. The changes that
+/// runs hold are read apart, each run walked once for all of its changes in the read.
 fn read_change_log_statement() -> String {
     format!(
         "SELECT s.*, c.* FROM ({SNAPSHOT}) s \
          LEFT JOIN LATERAL ( \
-             SELECT l.id, e.* FROM ( \
+             WITH l AS MATERIALIZED ( \
                  (SELECT id, session_id, position FROM live_changes \
                   WHERE id > $1 ORDER BY id LIMIT $3) \
                  UNION ALL \
                  SELECT id, session_id, position FROM live_changes \
-                 WHERE id = ANY($2) AND id <= $1) l \
-             {change} \
-             ORDER BY l.id LIMIT $3) c ON true",
+                 WHERE id = ANY($2) AND id <= $1), \
+             in_runs AS MATERIALIZED ({in_runs}) \
+             SELECT l.id, e.* FROM l {change} \
+             UNION ALL \
+             SELECT l.id, e.* FROM l \
+             JOIN in_runs e ON e.session_id = l.session_id AND e.position = l.position \
+             ORDER BY id LIMIT $3) c ON true",
         change = change_at("l.session_id", "l.position"),
+        in_runs = changes_in_runs(
+            "(SELECT array_agg(session_id) FROM l)",
+            "(SELECT array_agg(position) FROM l)"
+        ),
     )
 }
 

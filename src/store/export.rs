@@ -363,12 +363,10 @@ impl DocumentWriter {
         .await?;
         let row =
             row.ok_or_else(|| Error::not_found(format!("session {session} does not exist")))?;
-        let last_position: i64 = sqlx::query_scalar(
-            "SELECT coalesce(max(position), 0) FROM session_events WHERE session_id = $1",
-        )
-        .bind(session)
-        .fetch_one(traced(&mut tx))
-        .await?;
+        let last_position: i64 = sqlx::query_scalar("SELECT session_last_position($1)")
+            .bind(session)
+            .fetch_one(traced(&mut tx))
+            .await?;
         let exported = Exported {
             session,
             updated_at: row.updated_at,

@@ -1,7 +1,8 @@
 //! The schema hash-partitioned by session: each distributed table (`docs/scale-out.md`) becomes
 //! a table partitioned by its session column into `n` partitions, with everything it had: its
 //! columns, keys, checks, indexes, foreign keys both ways, triggers (and whether each fires
-//! under replication), owned sequences, and the views and functions built on it. PostgreSQL's
+//! under replication), owned sequences, storage parameters (on each partition), and the views
+//! and functions built on it. PostgreSQL's
 //! declarative partitioning imposes the rules a distributed PostgreSQL (Citus) does (every
 //! unique key holds the partition key; each row lives in its session's partition), so a suite
 //! that passes on this layout shows the schema and its triggers fit one.
@@ -9,8 +10,7 @@
 //! Migrations build the plain schema (`CREATE INDEX CONCURRENTLY`, which several use, does not
 //! work on a partitioned table); this converts it afterwards, in one transaction, rows and all.
 //! Tables already partitioned are left as they are, so it can run again after later migrations
-//! add a table; what it cannot carry over (row security, grants, comments, storage parameters,
-//! a replica identity, identity columns, column settings, extended statistics, rules,
+//! add a table; what it cannot carry over (row security, grants, comments, a replica identity, identity columns, column settings, extended statistics, rules,
 //! inheritance) it refuses rather than drop.
 
 use sqlx::{Executor as _, PgConnection};
@@ -407,7 +407,6 @@ const CANNOT_CARRY_OVER: &str = concat!(
     "SELECT format('%s has %s', c.relname, what) FROM pg_class c, LATERAL (VALUES \
          (c.relrowsecurity, 'row security'), \
          (c.relacl IS NOT NULL, 'grants'), \
-         (c.reloptions IS NOT NULL, 'storage parameters'), \
          (c.relreplident <> 'd', 'a replica identity'), \
          (obj_description(c.oid, 'pg_class') IS NOT NULL, 'a comment'), \
          (EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attidentity <> ''), \
@@ -454,17 +453,20 @@ async fn replace_with_partitioned(
 ) -> Result<()> {
     let name = quoted(table.name);
     let old = quoted(&old_name(table.name));
-    let (persistence, columns): (String, Vec<String>) = sqlx::query_as(
+    let (persistence, columns, parameters): (String, Vec<String>, Option<String>) = sqlx::query_as(
         "SELECT c.relpersistence::text, \
              ARRAY(SELECT quote_ident(a.attname) FROM pg_attribute a \
                    WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped \
-                     AND a.attgenerated = '' ORDER BY a.attnum) \
+                     AND a.attgenerated = '' ORDER BY a.attnum), \
+             array_to_string(c.reloptions, ', ') \
          FROM pg_class c WHERE c.oid = to_regclass(format('public.%I', $1::text))",
     )
     .bind(table.name)
     .fetch_one(&mut *conn)
     .await?;
     let unlogged = if persistence == "u" { "UNLOGGED " } else { "" };
+    // Storage parameters (a fillfactor) belong to the partitions: a partitioned table has none.
+    let parameters = parameters.map_or(String::new(), |p| format!(" WITH ({p})"));
     let columns = columns.join(", ");
     let statements = [
         format!("ALTER TABLE {name} RENAME TO {old}"),
@@ -482,7 +484,7 @@ async fn replace_with_partitioned(
             conn,
             format!(
                 "CREATE {unlogged}TABLE {} PARTITION OF {name} \
-                 FOR VALUES WITH (MODULUS {partitions}, REMAINDER {remainder})",
+                 FOR VALUES WITH (MODULUS {partitions}, REMAINDER {remainder}){parameters}",
                 quoted(&format!("{}_p{remainder}", table.name))
             ),
         )

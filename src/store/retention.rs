@@ -52,6 +52,8 @@ pub struct PurgeCounts {
     pub mcp_interactions: i64,
     pub chats: i64,
     pub session_events: i64,
+    /// Runs of appends (`migrations/0123`): rows of the session's event log kept apart.
+    pub session_event_runs: i64,
 }
 
 /// The record of a purge.
@@ -86,6 +88,7 @@ impl Store {
             "mcp_interactions",
             "chats",
             "session_events",
+            "session_event_runs",
         ] {
             qb.push(format_args!(
                 ", (SELECT count(*) FROM {table} WHERE session_id IN (SELECT id FROM doomed)) \
@@ -208,8 +211,7 @@ impl Store {
             // Unchanged since its export: what the archive holds is all there was.
             delete
                 .push(
-                    " AND (id, updated_at, (SELECT coalesce(max(e.position), 0) \
-                     FROM session_events e WHERE e.session_id = sessions.id)) \
+                    " AND (id, updated_at, session_last_position(sessions.id)) \
                      IN (SELECT * FROM unnest(",
                 )
                 .push_bind(archived.iter().map(|a| a.session).collect::<Vec<_>>())

@@ -187,22 +187,44 @@ where
     Ok(to.map(|to| Transition { to, from }))
 }
 
-/// The longest run a row of the log holds (`migrations/0117`: a group's appends to one session,
-/// at most a group's size, as its check says): the row holding a position is at most this far
-/// above it.
+/// The longest run a row of `session_events` holds (`migrations/0117`: a group's appends to one
+/// session, at most a group's size, as its check says): the row holding a position is at most
+/// this far above it. (Since `migrations/0123` a group writes such rows only for a session with
+/// many appends in it.)
 const LONGEST_RUN: i64 = 1_000;
 // A group holds at most `limits::BATCH` appends (`write/append_groups.rs`), so no group writes a
 // run the check refuses.
 const _: () = assert!(super::write::limits::BATCH as i64 <= LONGEST_RUN);
 
-/// Each row `s` of `session_events` as the changes it records (`e`, with the columns a
-/// [`SessionEventRow`] reads): itself, or, for a row holding a run of a group's appends to its
-/// session (`migrations/0117`), one change per append, at its position.
+/// The columns of a row of the log, as both tables that hold it give them (`first_held`: the
+/// first position the row holds): a row of `session_events` (`s`)…
+const EVENT_ROW: &str = "s.session_id, s.position, \
+    s.position - coalesce(cardinality(s.run_events), 1) + 1 AS first_held, s.kind, s.entity_id, \
+    s.stage_id, s.execution_id, s.sequence_number, s.start_offset, s.end_offset, s.status, \
+    s.previous_status, s.created_at, s.run_events, s.run_stages, s.run_executions, \
+    s.run_sequences, s.run_starts, s.run_ends, NULL::uuid[] AS log_events, \
+    NULL::integer AS appends, NULL::bytea AS log";
+
+/// … and a run of `session_event_runs` (`r`, `migrations/0123`), which holds only appends: its
+/// log, newest first, each entry with its event, which says the stage, execution and sequence.
+const RUN_ROW: &str = "r.session_id, r.first_position + r.appends - 1 AS position, \
+    r.first_position AS first_held, \
+    'event_appended'::change_kind AS kind, NULL::uuid AS entity_id, NULL::uuid AS stage_id, \
+    NULL::uuid AS execution_id, NULL::bigint AS sequence_number, NULL::integer AS start_offset, \
+    NULL::integer AS end_offset, NULL::text AS status, NULL::text AS previous_status, \
+    r.created_at, NULL::uuid[] AS run_events, NULL::uuid[] AS run_stages, \
+    NULL::uuid[] AS run_executions, NULL::bigint[] AS run_sequences, NULL::integer[] AS run_starts, \
+    NULL::integer[] AS run_ends, r.events AS log_events, r.appends, r.log";
+
+/// Each row `s` of the log (with the columns of [`EVENT_ROW`] and [`RUN_ROW`]) as the changes it
+/// records (`e`, with the columns a [`SessionEventRow`] reads): itself, or, for a row holding a
+/// run of a group's appends to its session (`migrations/0117`, `0123`), one change per append, at
+/// its position.
 const EXPANDED: &str = "CROSS JOIN LATERAL ( \
         SELECT s.session_id, s.position, s.kind, s.entity_id, s.stage_id, s.execution_id, \
                s.sequence_number, s.start_offset, s.end_offset, s.status, s.previous_status, \
                s.created_at \
-        WHERE s.run_events IS NULL \
+        WHERE s.run_events IS NULL AND s.log IS NULL \
         UNION ALL \
         SELECT s.session_id, s.position - cardinality(s.run_events) + r.i, s.kind, r.event, \
                r.stage_id, r.execution_id, r.sequence_number, r.start_offset, r.end_offset, \
@@ -210,11 +232,19 @@ const EXPANDED: &str = "CROSS JOIN LATERAL ( \
         FROM unnest(s.run_events, s.run_stages, s.run_executions, s.run_sequences, \
                     s.run_starts, s.run_ends) WITH ORDINALITY \
              AS r (event, stage_id, execution_id, sequence_number, start_offset, end_offset, i) \
-        WHERE s.run_events IS NOT NULL) e";
+        WHERE s.run_events IS NOT NULL \
+        UNION ALL \
+        SELECT s.session_id, a.position, s.kind, a.event, t.stage_id, t.execution_id, \
+               t.sequence_number, a.start_offset, a.end_offset, NULL, NULL, a.created_at \
+        FROM run_appends(s.first_held, s.appends, s.created_at, s.log_events, s.log, \
+                         s.appends) a \
+        LEFT JOIN timeline_events t ON t.id = a.event AND t.session_id = s.session_id \
+        WHERE s.log IS NOT NULL) e";
 
-/// The row of `{session}`'s log that holds `{position}`, found by one probe of the key: the first
-/// row at or above it (a run of appends ends at its row's position), with `at` the position and
-/// `k` its index in the row's run (1-based; not above 0 when the row holds a single change).
+/// The row of `{session}`'s `session_events` that may hold `{position}`, found by one probe of
+/// the key: the first row at or above it (a run of appends ends at its row's position), with
+/// `at` the position and `k` its index in the row's run (1-based; not above 0 when the row holds
+/// a single change).
 fn row_holding(session: &str, position: &str) -> String {
     format!(
         "SELECT s.*, {position} AS at, cardinality(s.run_events) - (s.position - {position}) AS k \
@@ -224,9 +254,11 @@ fn row_holding(session: &str, position: &str) -> String {
     )
 }
 
-/// The change at `{position}` of `{session}`'s log (`e`, with the columns a [`SessionEventRow`]
-/// reads): the row holding it ([`row_holding`]), itself or one append of its run, taken from the
-/// run by its index (expanding the run would read all of it for each of its positions).
+/// The change at `{position}` of `{session}`'s `session_events` (`e`, with the columns a
+/// [`SessionEventRow`] reads): the row holding it ([`row_holding`]), itself or one append of its
+/// run, taken from the run by its index (expanding the run would read all of it for each of its
+/// positions). A change that a run of `session_event_runs` holds is not here: see
+/// [`changes_in_runs`].
 pub(super) fn change_at(session: &str, position: &str) -> String {
     let of_run = |plain: &str, run: &str| {
         format!("CASE WHEN s.run_events IS NULL THEN s.{plain} ELSE s.{run}[s.k] END AS {plain}")
@@ -244,6 +276,26 @@ pub(super) fn change_at(session: &str, position: &str) -> String {
         sequence = of_run("sequence_number", "run_sequences"),
         start = of_run("start_offset", "run_starts"),
         end = of_run("end_offset", "run_ends"),
+    )
+}
+
+/// The changes that runs of `session_event_runs` hold from `{sessions}` and `{positions}` on (two
+/// arrays, read as pairs; a position no run holds yields nothing), with the columns a
+/// [`SessionEventRow`] reads: each run walked once however many of its positions are asked for
+/// (`appends_in_runs`), each append's event looked up by its key for its place. It yields the
+/// appends after those asked for in their runs too: the caller joins it to the positions it
+/// wants.
+pub(super) fn changes_in_runs(sessions: &str, positions: &str) -> String {
+    format!(
+        "SELECT w.session_id, w.position, 'event_appended'::change_kind AS kind, \
+                w.event AS entity_id, t.stage_id, t.execution_id, t.sequence_number, \
+                w.start_offset, w.end_offset, NULL::text AS status, \
+                NULL::text AS previous_status, w.created_at \
+         FROM appends_in_runs({sessions}, {positions}) w \
+         LEFT JOIN LATERAL (SELECT t.stage_id, t.execution_id, t.sequence_number \
+                            FROM timeline_events t \
+                            WHERE t.id = w.event AND t.session_id = w.session_id LIMIT 1) t \
+           ON true"
     )
 }
 
@@ -304,26 +356,51 @@ fn range_statement(prefix: &str, backward: bool) -> String {
         )
     };
     let (row_passes, change_passes) = (passes("s"), passes("e"));
+    // Of one table's rows in range (`rows`), those holding one of the page's changes, in the
+    // order of the table's key (`key`: a run's first or last position, the same order since a
+    // session's rows hold disjoint positions), at most `limit`.
+    let holding = |rows: String, key: &str| {
+        format!(
+            "(SELECT s.* FROM ({rows}) s \
+              WHERE (cardinality($4::change_kind[]) = 0 OR s.kind = ANY($4)) \
+                AND ((cardinality($5::uuid[]) = 0 AND cardinality($6::uuid[]) = 0) \
+                     OR CASE WHEN s.run_events IS NULL AND s.log IS NULL THEN {row_passes} \
+                             ELSE EXISTS (SELECT FROM (VALUES (1)) AS one {EXPANDED} \
+                                          WHERE e.position > $2 AND e.position < $3 \
+                                            AND {change_passes}) END) \
+              ORDER BY s.{key} {order} LIMIT $7)"
+        )
+    };
+    let events = holding(
+        format!(
+            "SELECT {EVENT_ROW} FROM session_events s \
+             WHERE s.session_id = $1 AND s.position > $2 AND s.position < $8 \
+               AND (s.position < $3 \
+                    OR (s.run_events IS NOT NULL \
+                        AND s.position - cardinality(s.run_events) + 1 < $3))"
+        ),
+        "position",
+    );
+    // The runs from the last starting at or before the first position read (one probe).
+    let runs = holding(
+        format!(
+            "SELECT {RUN_ROW} FROM session_event_runs r \
+             WHERE r.session_id = $1 AND r.first_position < $3 \
+               AND r.first_position + r.appends - 1 > $2 \
+               AND r.first_position >= coalesce( \
+                       (SELECT max(q.first_position) FROM session_event_runs q \
+                        WHERE q.session_id = $1 AND q.first_position <= $2 + 1), 0)"
+        ),
+        "first_held",
+    );
     format!(
         "{prefix}SELECT e.* FROM ( \
-             SELECT s.*, coalesce(sum(least(s.position, $3 - 1) \
-                                      - greatest(s.position \
-                                                 - coalesce(cardinality(s.run_events), 1) + 1, \
-                                                 $2 + 1) + 1) \
+             SELECT s.*, coalesce(sum(least(s.position, $3 - 1) - greatest(s.first_held, $2 + 1) \
+                                      + 1) \
                                   OVER (ORDER BY s.position {order} \
                                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) \
                         AS changes_before \
-             FROM (SELECT s.* FROM session_events s \
-                   WHERE s.session_id = $1 AND s.position > $2 AND s.position < $8 \
-                     AND (s.position < $3 \
-                          OR (s.run_events IS NOT NULL \
-                              AND s.position - cardinality(s.run_events) + 1 < $3)) \
-                     AND (cardinality($4::change_kind[]) = 0 OR s.kind = ANY($4)) \
-                     AND ((cardinality($5::uuid[]) = 0 AND cardinality($6::uuid[]) = 0) \
-                          OR CASE WHEN s.run_events IS NULL THEN {row_passes} \
-                                  ELSE EXISTS (SELECT FROM (VALUES (1)) AS one {EXPANDED} \
-                                               WHERE e.position > $2 AND e.position < $3 \
-                                                 AND {change_passes}) END) \
+             FROM (SELECT s.* FROM ({events} UNION ALL {runs}) s \
                    ORDER BY s.position {order} LIMIT $7) s) s \
          {EXPANDED} \
          WHERE (s.changes_before < $7 OR cardinality($5::uuid[]) > 0 \
@@ -380,16 +457,15 @@ impl Store {
 
     /// The position of a session's latest event (0 when it has none).
     pub async fn last_session_event(&self, session: Uuid) -> Result<i64> {
-        Ok(sqlx::query_scalar(
-            "SELECT coalesce(max(position), 0) FROM session_events WHERE session_id = $1",
-        )
-        .bind(session)
-        .fetch_one(self.reader().await?.traced())
-        .await?)
+        Ok(sqlx::query_scalar("SELECT session_last_position($1)")
+            .bind(session)
+            .fetch_one(self.reader().await?.traced())
+            .await?)
     }
 
-    /// The text of each append (by session and position), read once: from the log row that
-    /// records it (`migrations/0119`: a grouped append's text is kept there), else from its chunk
+    /// The text of each append (by session and position), read once: from the log row or run that
+    /// records it (`migrations/0119`, `0123`: a grouped append's text is kept there; each run
+    /// walked once), else from its chunk
     /// (by key: the cost does not grow with the stream), or from the folded event when the event
     /// finished in the meantime.
     pub async fn appended_texts(
@@ -408,7 +484,8 @@ impl Store {
             .collect();
         let ends: Vec<i32> = appends.iter().map(|r| r.end_offset.unwrap_or(0)).collect();
         let statement = format!(
-            "SELECT a.session_id, a.position, e.event_type, coalesce(l.delta, c.content, \
+            "WITH w AS MATERIALIZED (SELECT * FROM appends_in_runs($1, $2)) \
+             SELECT a.session_id, a.position, e.event_type, coalesce(l.delta, w.delta, c.content, \
                     CASE WHEN e.status <> 'streaming' \
                          THEN substr(e.content, a.start_offset + 1, a.end_offset - a.start_offset) END) \
              FROM unnest($1::uuid[], $2::bigint[], $3::uuid[], $4::int[], $5::int[]) \
@@ -417,9 +494,11 @@ impl Store {
              LEFT JOIN LATERAL ( \
                  SELECT CASE WHEN s.run_events IS NULL THEN s.delta ELSE s.run_deltas[s.k] END \
                         AS delta \
-                 FROM ({row}) s) l ON true \
-             LEFT JOIN timeline_event_chunks c ON l.delta IS NULL AND c.event_id = a.event_id \
-                    AND c.start_offset = a.start_offset AND c.session_id = a.session_id",
+                 FROM ({row}) s WHERE s.position = s.at OR s.k >= 1) l ON true \
+             LEFT JOIN w ON w.session_id = a.session_id AND w.position = a.position \
+             LEFT JOIN timeline_event_chunks c ON l.delta IS NULL AND w.delta IS NULL \
+                    AND c.event_id = a.event_id AND c.start_offset = a.start_offset \
+                    AND c.session_id = a.session_id",
             row = row_holding("a.session_id", "a.position"),
         );
         let found: Vec<(Uuid, i64, TimelineEventType, Option<String>)> = sqlx::query_as(&statement)

@@ -153,8 +153,10 @@ async fn concurrent_streams_store_each_append_once_in_order() {
         .collect();
     let (chunks, commits): (i64, i64) = sqlx::query_as(
         "SELECT (SELECT count(*) FROM timeline_event_chunks WHERE event_id = ANY($1)), \
-                (SELECT count(DISTINCT xmin::text) FROM session_events \
-                 WHERE session_id = ANY($2) AND kind = 'event_appended')",
+                (SELECT count(DISTINCT (r.session_id, a.created_at)) FROM session_event_runs r \
+                 CROSS JOIN LATERAL run_appends(r.first_position, r.appends, r.created_at, \
+                                                r.events, r.log, r.appends) a \
+                 WHERE r.session_id = ANY($2))",
     )
     .bind(&ids)
     .bind(&session_ids)
@@ -164,7 +166,8 @@ async fn concurrent_streams_store_each_append_once_in_order() {
     // A grouped append's text is in the log row that records it.
     assert_eq!(chunks, 0);
     let chunks = (events.len() * PIECES) as i64;
-    // Eight streams at once: appends that came together were committed together.
+    // Eight streams at once: appends that came together were committed together (a group's
+    // appends to a session are logged at its statement's one moment).
     assert!(
         commits < chunks,
         "{chunks} appends took {commits} transactions: none was grouped"
@@ -427,6 +430,59 @@ async fn stored_changes(app: &TestApp, session: Uuid) -> (Vec<Change>, usize) {
             ));
         }
     }
+    // Runs extended in place (`migrations/0123`): the log holds each entry, newest first: the
+    // text's length in bytes and its event's index (each one byte below 128, else four,
+    // big-endian, the top bit set), where the text starts and microseconds since the run began
+    // (big-endian int4), and the text.
+    let extended: Vec<(i64, Vec<Uuid>, i32, Vec<u8>)> = sqlx::query_as(
+        "SELECT first_position, events, appends, log FROM session_event_runs \
+         WHERE session_id = $1 ORDER BY first_position",
+    )
+    .bind(session)
+    .fetch_all(app.store.pool())
+    .await
+    .unwrap();
+    let varint = |log: &[u8], at: &mut usize| -> usize {
+        if log[*at] < 128 {
+            *at += 1;
+            log[*at - 1] as usize
+        } else {
+            let n = u32::from_be_bytes(log[*at..*at + 4].try_into().unwrap()) & 0x7fff_ffff;
+            *at += 4;
+            n as usize
+        }
+    };
+    for (first, run_events, appends, log) in extended {
+        runs += 1;
+        let mut at = 0;
+        for i in 0..appends as i64 {
+            let length = varint(&log, &mut at);
+            let event = run_events[varint(&log, &mut at)];
+            let start = i32::from_be_bytes(log[at..at + 4].try_into().unwrap());
+            let text = std::str::from_utf8(&log[at + 8..at + 8 + length]).unwrap();
+            at += 8 + length;
+            let (stage, execution, sequence): (Uuid, Uuid, i64) = sqlx::query_as(
+                "SELECT stage_id, execution_id, sequence_number FROM timeline_events \
+                 WHERE id = $1",
+            )
+            .bind(event)
+            .fetch_one(app.store.pool())
+            .await
+            .unwrap();
+            changes.push((
+                first + appends as i64 - 1 - i,
+                ChangeKind::EventAppended,
+                event,
+                Some(stage),
+                Some(execution),
+                Some(sequence),
+                Some(start),
+                Some(start + text.chars().count() as i32),
+            ));
+        }
+        assert_eq!(at, log.len(), "the log holds its appends and nothing else");
+    }
+    changes.sort_by_key(|c| c.0);
     (changes, runs)
 }
 
@@ -459,8 +515,6 @@ async fn try_group(app: &TestApp, appends: &[(&str, i64, &str)]) -> Vec<bool> {
 
 #[tokio::test]
 async fn a_groups_appends_to_one_session_read_as_the_changes_they_are() {
-    use casefile::store::session_events::EventRange;
-
     let app = TestApp::start().await;
     let a = Agent { app: &app };
     let session = a.session().await;
@@ -496,7 +550,9 @@ async fn a_groups_appends_to_one_session_read_as_the_changes_they_are() {
 
     let id = Uuid::parse_str(&session).unwrap();
     let (expected, runs) = stored_changes(&app, id).await;
-    assert_eq!(runs, 3, "{expected:?}");
+    // The first group starts a run; the event created after it ends it; the next group starts
+    // another, which the single append and the last group extend.
+    assert_eq!(runs, 2, "{expected:?}");
     let last = expected.len() as i64;
     assert_eq!(
         expected.iter().map(|c| c.0).collect::<Vec<_>>(),
@@ -527,60 +583,7 @@ async fn a_groups_appends_to_one_session_read_as_the_changes_they_are() {
     // Every page, either way, filtered or not, is the stored changes' slice.
     let stage_id = Uuid::parse_str(&stage).unwrap();
     let right_id = Uuid::parse_str(&right).unwrap();
-    let filters: [(Vec<ChangeKind>, Vec<Uuid>, Vec<Uuid>); 5] = [
-        (vec![], vec![], vec![]),
-        (vec![ChangeKind::EventAppended], vec![], vec![]),
-        (vec![ChangeKind::EventCreated], vec![], vec![]),
-        (vec![], vec![stage_id], vec![]),
-        (vec![], vec![], vec![right_id]),
-    ];
-    let mut pages = 0;
-    for (kinds, stages, executions) in &filters {
-        for after in 0..=last {
-            for before in [None, Some(after + 2), Some(after + 5)] {
-                let range = EventRange {
-                    session: id,
-                    after,
-                    before,
-                    kinds: kinds.clone(),
-                    stages: stages.clone(),
-                    executions: executions.clone(),
-                };
-                let matching: Vec<Change> = expected
-                    .iter()
-                    .filter(|c| c.0 > after && before.is_none_or(|b| c.0 < b))
-                    .filter(|c| kinds.is_empty() || kinds.contains(&c.1))
-                    .filter(|c| stages.is_empty() || c.3.is_some_and(|s| stages.contains(&s)))
-                    .filter(|c| {
-                        executions.is_empty()
-                            || c.1 == ChangeKind::Execution
-                            || c.4.is_some_and(|x| executions.contains(&x))
-                    })
-                    .cloned()
-                    .collect();
-                for limit in [1, 3, 100] {
-                    for backward in [false, true] {
-                        let page: Vec<Change> = app
-                            .store
-                            .session_events_in(&range, backward, limit)
-                            .await
-                            .unwrap()
-                            .iter()
-                            .map(change)
-                            .collect();
-                        let mut want = matching.clone();
-                        if backward {
-                            want.reverse();
-                        }
-                        want.truncate(limit as usize);
-                        assert_eq!(page, want, "{range:?} backward {backward} limit {limit}");
-                        pages += 1;
-                    }
-                }
-            }
-        }
-    }
-    assert!(pages > 1000);
+    every_page_is_a_slice(&app, id, &expected, stage_id, right_id).await;
 
     // The change log's follower reads each position as the change it is.
     let read = app.store.read_change_log(0, &[], 10_000).await.unwrap();
@@ -658,8 +661,8 @@ async fn a_grouped_appends_text_lives_in_the_log_and_its_end_survives_a_crash() 
     let a = Agent { app: &app };
     let (session, l, r) = two_streaming_events(&a).await;
 
-    group(&app, &[(&l, 0, "ab"), (&r, 0, "xy")]).await; // a run
-    group(&app, &[(&l, 2, "cd")]).await; // a plain row
+    group(&app, &[(&l, 0, "ab"), (&r, 0, "xy")]).await; // starts a run
+    group(&app, &[(&l, 2, "cd")]).await; // extends it
     assert_eq!(rows_of(&app, "timeline_event_chunks", &l).await, 0);
     // An overlap is decided alone: its new part is a chunk.
     let overlap = a.append(&l, 2, "cdef").await;
@@ -1001,6 +1004,338 @@ async fn an_append_is_stored_while_other_writers_hold_every_pooled_connection() 
     assert_eq!(
         a.content(&event).await,
         ("first second".to_owned(), "STREAMING".to_owned())
+    );
+    app.stop().await;
+}
+
+/// Every page of `session`'s log, either way, unfiltered or filtered by kind, `stage` or
+/// `execution`, is the slice of `expected` it should be.
+async fn every_page_is_a_slice(
+    app: &TestApp,
+    session: Uuid,
+    expected: &[Change],
+    stage: Uuid,
+    execution: Uuid,
+) {
+    use casefile::store::session_events::EventRange;
+
+    let last = expected.len() as i64;
+    let filters: [(Vec<ChangeKind>, Vec<Uuid>, Vec<Uuid>); 5] = [
+        (vec![], vec![], vec![]),
+        (vec![ChangeKind::EventAppended], vec![], vec![]),
+        (vec![ChangeKind::EventCreated], vec![], vec![]),
+        (vec![], vec![stage], vec![]),
+        (vec![], vec![], vec![execution]),
+    ];
+    let mut pages = 0;
+    for (kinds, stages, executions) in &filters {
+        for after in 0..=last {
+            for before in [None, Some(after + 2), Some(after + 5)] {
+                let range = EventRange {
+                    session,
+                    after,
+                    before,
+                    kinds: kinds.clone(),
+                    stages: stages.clone(),
+                    executions: executions.clone(),
+                };
+                let matching: Vec<Change> = expected
+                    .iter()
+                    .filter(|c| c.0 > after && before.is_none_or(|b| c.0 < b))
+                    .filter(|c| kinds.is_empty() || kinds.contains(&c.1))
+                    .filter(|c| stages.is_empty() || c.3.is_some_and(|s| stages.contains(&s)))
+                    .filter(|c| {
+                        executions.is_empty()
+                            || c.1 == ChangeKind::Execution
+                            || c.4.is_some_and(|x| executions.contains(&x))
+                    })
+                    .cloned()
+                    .collect();
+                for limit in [1, 3, 100] {
+                    for backward in [false, true] {
+                        let page: Vec<Change> = app
+                            .store
+                            .session_events_in(&range, backward, limit)
+                            .await
+                            .unwrap()
+                            .iter()
+                            .map(change)
+                            .collect();
+                        let mut want = matching.clone();
+                        if backward {
+                            want.reverse();
+                        }
+                        want.truncate(limit as usize);
+                        assert_eq!(page, want, "{range:?} backward {backward} limit {limit}");
+                        pages += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(pages > 500, "{pages}");
+}
+
+/// A session's appends in a group go to a run when their entries are small (half a run's limit
+/// at most), and to a row of `session_events` holding them when they are not (many appends, or
+/// a long one), so no run's log grows past its limit; the rows and runs interleave in one log
+/// that every reader reads as the changes they are.
+#[tokio::test]
+async fn a_sessions_large_group_gets_a_row_of_the_log_and_small_ones_runs() {
+    let app = TestApp::start().await;
+    let a = Agent { app: &app };
+    let (session, l, r) = two_streaming_events(&a).await;
+    let id = Uuid::parse_str(&session).unwrap();
+    let (long_l, long_r, longer) = ("a".repeat(250), "b".repeat(250), "e".repeat(500));
+    // Two appends of 260 bytes of entries: a row holding both.
+    group(&app, &[(&l, 0, &long_l), (&r, 0, &long_r)]).await;
+    // Small: a run, then extended.
+    group(&app, &[(&l, 250, "c")]).await;
+    group(&app, &[(&r, 250, "d")]).await;
+    // One long append: a plain row; then a run again, after it.
+    group(&app, &[(&l, 251, &longer)]).await;
+    group(&app, &[(&l, 751, "f"), (&r, 251, "g")]).await;
+
+    let tables: (i64, i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM session_events \
+                 WHERE session_id = $1 AND run_events IS NOT NULL), \
+                (SELECT count(*) FROM session_events \
+                 WHERE session_id = $1 AND kind = 'event_appended' AND delta IS NOT NULL), \
+                (SELECT count(*) FROM session_event_runs WHERE session_id = $1)",
+    )
+    .bind(id)
+    .fetch_one(app.store.pool())
+    .await
+    .unwrap();
+    assert_eq!(tables, (1, 1, 2), "rows holding runs, plain rows, runs");
+    let runs: Vec<i32> = sqlx::query_scalar(
+        "SELECT appends FROM session_event_runs WHERE session_id = $1 ORDER BY first_position",
+    )
+    .bind(id)
+    .fetch_all(app.store.pool())
+    .await
+    .unwrap();
+    assert_eq!(runs, [2, 2]);
+
+    let (expected, _) = stored_changes(&app, id).await;
+    assert_eq!(
+        expected.iter().map(|c| c.0).collect::<Vec<_>>(),
+        (1..=expected.len() as i64).collect::<Vec<_>>()
+    );
+    let [lid, rid] = [&l, &r].map(|e| Uuid::parse_str(e).unwrap());
+    let appended: Vec<(Uuid, i32, i32)> = expected
+        .iter()
+        .filter(|c| c.1 == ChangeKind::EventAppended)
+        .map(|c| (c.2, c.6.unwrap(), c.7.unwrap()))
+        .collect();
+    assert_eq!(
+        appended,
+        [
+            (lid, 0, 250),
+            (rid, 0, 250),
+            (lid, 250, 251),
+            (rid, 250, 251),
+            (lid, 251, 751),
+            (lid, 751, 752),
+            (rid, 251, 252)
+        ]
+    );
+    let (stage, execution): (Uuid, Uuid) =
+        sqlx::query_as("SELECT stage_id, execution_id FROM timeline_events WHERE id = $1")
+            .bind(rid)
+            .fetch_one(app.store.pool())
+            .await
+            .unwrap();
+    every_page_is_a_slice(&app, id, &expected, stage, execution).await;
+    let read = app.store.read_change_log(0, &[], 10_000).await.unwrap();
+    let followed: Vec<Change> = read
+        .rows
+        .iter()
+        .filter(|c| c.event.session_id == id)
+        .map(|c| change(&c.event))
+        .collect();
+    assert_eq!(followed, expected);
+    // Read two at a time, and by gaps (ids below the last read), each change is the same.
+    let ids: Vec<i64> = read.rows.iter().map(|c| c.log_id).collect();
+    let (mut last, mut paged) = (0, Vec::new());
+    while last < *ids.last().unwrap() {
+        let read = app.store.read_change_log(last, &[], 2).await.unwrap();
+        last = read.rows.last().unwrap().log_id;
+        paged.extend(read.rows.into_iter().map(|c| (c.log_id, change(&c.event))));
+    }
+    let by_gaps = app.store.read_change_log(last, &ids, 100).await.unwrap();
+    let by_gaps: Vec<(i64, Change)> = by_gaps
+        .rows
+        .into_iter()
+        .map(|c| (c.log_id, change(&c.event)))
+        .collect();
+    assert_eq!(paged, by_gaps);
+    let paged: Vec<Change> = paged
+        .into_iter()
+        .filter(|(id_, _)| {
+            read.rows
+                .iter()
+                .any(|c| c.log_id == *id_ && c.event.session_id == id)
+        })
+        .map(|(_, c)| c)
+        .collect();
+    assert_eq!(paged, expected);
+    assert_eq!(
+        appended_texts(&app, &session).await,
+        [long_l.as_str(), &long_r, "c", "d", &longer, "f", "g"]
+    );
+    assert_eq!(
+        a.content(&l).await,
+        (format!("{long_l}c{longer}f"), "STREAMING".to_owned())
+    );
+    assert_eq!(
+        a.content(&r).await,
+        (format!("{long_r}dg"), "STREAMING".to_owned())
+    );
+    app.stop().await;
+}
+
+/// Rows of the log written before `migrations/0123` (a group's run of appends, and an append
+/// alone, with their texts in `session_events`) read as they did, beside and between the runs
+/// written since: pages, the follower, the appends' texts, the events' texts and where a group
+/// finds that they end.
+#[tokio::test]
+async fn rows_written_before_runs_in_place_read_beside_them() {
+    let app = TestApp::start().await;
+    let a = Agent { app: &app };
+    let session = a.session().await;
+    let stage = a.stage(&session, 0, 1, None).await;
+    let execution = a.execution(&stage, 1, "Alone").await;
+    let (l, _) = a.event(&execution, "STREAMING").await;
+    let (r, _) = a.event(&execution, "STREAMING").await;
+    let id = Uuid::parse_str(&session).unwrap();
+    let [lid, rid] = [&l, &r].map(|e| Uuid::parse_str(e).unwrap());
+    let last: i64 = sqlx::query_scalar("SELECT session_last_position($1)")
+        .bind(id)
+        .fetch_one(app.store.pool())
+        .await
+        .unwrap();
+    // As a group of migrations 0119–0122 recorded them: a run of two appends, then one alone,
+    // their texts in the log from the position before them, and no record of where they end.
+    sqlx::query(
+        "WITH place AS (SELECT id, stage_id, execution_id, sequence_number \
+                        FROM timeline_events WHERE session_id = $1), \
+              l AS (SELECT * FROM place WHERE id = $2), r AS (SELECT * FROM place WHERE id = $3), \
+              run AS (INSERT INTO session_events (session_id, position, kind, entity_id, \
+                          run_events, run_stages, run_executions, run_sequences, run_starts, \
+                          run_ends, run_deltas) \
+                      SELECT $1, $4 + 2, 'event_appended', l.id, ARRAY[l.id, r.id], \
+                             ARRAY[l.stage_id, r.stage_id], ARRAY[l.execution_id, r.execution_id], \
+                             ARRAY[l.sequence_number, r.sequence_number], ARRAY[0, 0], \
+                             ARRAY[3, 3], ARRAY['l-a', 'r-a'] FROM l, r), \
+              alone AS (INSERT INTO session_events (session_id, position, kind, entity_id, \
+                            stage_id, execution_id, sequence_number, start_offset, end_offset, \
+                            delta) \
+                        SELECT $1, $4 + 3, 'event_appended', l.id, l.stage_id, l.execution_id, \
+                               l.sequence_number, 3, 6, 'l-b' FROM l), \
+              in_log AS (INSERT INTO event_texts_in_log (session_id, event_id, after_position) \
+                         VALUES ($1, $2, $4), ($1, $3, $4)) \
+         INSERT INTO live_changes (session_id, position) VALUES ($1, $4 + 1), ($1, $4 + 2), \
+                                                                ($1, $4 + 3)",
+    )
+    .bind(id)
+    .bind(lid)
+    .bind(rid)
+    .bind(last)
+    .execute(app.store.pool())
+    .await
+    .unwrap();
+    // A group after them starts a run, and the append after it extends the run.
+    group(&app, &[(&l, 6, "l-c"), (&r, 3, "r-b")]).await;
+    group(&app, &[(&l, 9, "l-d")]).await;
+    let ends: Vec<bool> = try_group(&app, &[(&l, 11, "x"), (&r, 7, "x")]).await;
+    assert_eq!(
+        ends,
+        [false, false],
+        "each event's end was found past the old rows"
+    );
+
+    assert_eq!(
+        a.content(&l).await,
+        ("l-al-bl-cl-d".to_owned(), "STREAMING".to_owned())
+    );
+    assert_eq!(
+        a.content(&r).await,
+        ("r-ar-b".to_owned(), "STREAMING".to_owned())
+    );
+    let (expected, runs) = stored_changes(&app, id).await;
+    assert_eq!(runs, 2, "{expected:?}");
+    assert_eq!(
+        expected.iter().map(|c| c.0).collect::<Vec<_>>(),
+        (1..=expected.len() as i64).collect::<Vec<_>>()
+    );
+    let appended: Vec<(Uuid, i32, i32)> = expected
+        .iter()
+        .filter(|c| c.1 == ChangeKind::EventAppended)
+        .map(|c| (c.2, c.6.unwrap(), c.7.unwrap()))
+        .collect();
+    assert_eq!(
+        appended,
+        [
+            (lid, 0, 3),
+            (rid, 0, 3),
+            (lid, 3, 6),
+            (lid, 6, 9),
+            (rid, 3, 6),
+            (lid, 9, 12)
+        ]
+    );
+    every_page_is_a_slice(
+        &app,
+        id,
+        &expected,
+        Uuid::parse_str(&stage).unwrap(),
+        Uuid::parse_str(&execution).unwrap(),
+    )
+    .await;
+    let read = app.store.read_change_log(0, &[], 10_000).await.unwrap();
+    let followed: Vec<Change> = read
+        .rows
+        .iter()
+        .filter(|c| c.event.session_id == id)
+        .map(|c| change(&c.event))
+        .collect();
+    assert_eq!(followed, expected);
+    assert_eq!(
+        appended_texts(&app, &session).await,
+        ["l-a", "r-a", "l-b", "l-c", "r-b", "l-d"]
+    );
+    app.stop().await;
+}
+
+/// A group extends its session's latest run until the run's log would pass its limit
+/// (`run_extension_limit()`, 800 bytes), then starts another.
+#[tokio::test]
+async fn a_sessions_run_grows_to_its_limit_and_then_another_starts() {
+    let app = TestApp::start().await;
+    let a = Agent { app: &app };
+    let (session, l, _) = two_streaming_events(&a).await;
+    // An entry of "token!" is 16 bytes: 6 of text, a byte each for its length and its event's
+    // index, 4 each for where it starts and when.
+    let mut offset = 0;
+    for _ in 0..60 {
+        group(&app, &[(&l, offset, "token!")]).await;
+        offset += 6;
+    }
+    let runs: Vec<(i64, i32, i32)> = sqlx::query_as(
+        "SELECT first_position, appends, octet_length(log) FROM session_event_runs \
+         WHERE session_id = $1 ORDER BY first_position",
+    )
+    .bind(Uuid::parse_str(&session).unwrap())
+    .fetch_all(app.store.pool())
+    .await
+    .unwrap();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert_eq!((runs[0].1, runs[0].2), (50, 800));
+    assert_eq!(runs[1], (runs[0].0 + 50, 10, 160));
+    assert_eq!(
+        a.content(&l).await,
+        ("token!".repeat(60), "STREAMING".to_owned())
     );
     app.stop().await;
 }

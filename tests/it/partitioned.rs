@@ -132,16 +132,30 @@ async fn a_schema_partitioned_by_session_keeps_everything_the_plain_one_has() {
         .unwrap();
         let column = casefile::distribution::distribution_column(table);
         assert_eq!((kind.as_str(), key), ("p", format!("HASH ({column})")));
-        let partitions: Vec<(String, i64, i64, i64, i64, bool)> = sqlx::query_as(
-            "SELECT p.relname::text, \
-                 (SELECT count(*) FROM pg_index x WHERE x.indrelid = p.oid AND x.indisvalid), \
-                 (SELECT count(*) FROM pg_index x WHERE x.indrelid = $1::regclass), \
+        // Storage parameters (session_event_runs' fillfactor) are the partitions'.
+        let parameters: Option<Vec<String>> =
+            sqlx::query_scalar("SELECT reloptions::text[] FROM pg_class WHERE oid = $1::regclass")
+                .bind(table)
+                .fetch_one(plain.db.pool())
+                .await
+                .unwrap();
+        if table == "session_event_runs" {
+            assert_eq!(parameters, Some(vec!["fillfactor=10".to_owned()]));
+        }
+        let partitions: Vec<Partition> = sqlx::query_as(
+            "SELECT p.relname::text AS name, \
+                 (SELECT count(*) FROM pg_index x WHERE x.indrelid = p.oid AND x.indisvalid) \
+                     AS indexes, \
+                 (SELECT count(*) FROM pg_index x WHERE x.indrelid = $1::regclass) \
+                     AS table_indexes, \
                  (SELECT count(*) FROM pg_trigger g JOIN pg_trigger parent ON parent.oid = g.tgparentid \
                     WHERE g.tgrelid = p.oid AND NOT parent.tgisinternal \
-                      AND g.tgenabled = parent.tgenabled), \
+                      AND g.tgenabled = parent.tgenabled) AS triggers, \
                  (SELECT count(*) FROM pg_trigger g WHERE g.tgrelid = $1::regclass \
-                    AND NOT g.tgisinternal AND g.tgtype & 1 = 1), \
+                    AND NOT g.tgisinternal AND g.tgtype & 1 = 1) AS table_triggers, \
                  p.relpersistence = (SELECT relpersistence FROM pg_class WHERE oid = $1::regclass) \
+                     AS logged_alike, \
+                 p.reloptions::text[] AS parameters \
              FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhrelid \
              WHERE i.inhparent = $1::regclass ORDER BY 1",
         )
@@ -151,13 +165,18 @@ async fn a_schema_partitioned_by_session_keeps_everything_the_plain_one_has() {
         .unwrap();
         let names: Vec<String> = (0..PARTITIONS).map(|k| format!("{table}_p{k}")).collect();
         assert_eq!(
-            partitions.iter().map(|p| p.0.clone()).collect::<Vec<_>>(),
+            partitions
+                .iter()
+                .map(|p| p.name.clone())
+                .collect::<Vec<_>>(),
             names
         );
-        for (name, indexes, table_indexes, triggers, table_triggers, persistence) in partitions {
-            assert_eq!(indexes, table_indexes, "{name}'s indexes");
-            assert_eq!(triggers, table_triggers, "{name}'s triggers");
-            assert!(persistence, "{name} is logged as {table} is");
+        for p in partitions {
+            let name = &p.name;
+            assert_eq!(p.parameters, parameters, "{name}'s storage parameters");
+            assert_eq!(p.indexes, p.table_indexes, "{name}'s indexes");
+            assert_eq!(p.triggers, p.table_triggers, "{name}'s triggers");
+            assert!(p.logged_alike, "{name} is logged as {table} is");
         }
     }
 
@@ -191,6 +210,18 @@ async fn a_schema_partitioned_by_session_keeps_everything_the_plain_one_has() {
     );
     plain.stop().await;
     partitioned.stop().await;
+}
+
+/// A partition as the catalog describes it, beside its table's counts.
+#[derive(sqlx::FromRow)]
+struct Partition {
+    name: String,
+    indexes: i64,
+    table_indexes: i64,
+    triggers: i64,
+    table_triggers: i64,
+    logged_alike: bool,
+    parameters: Option<Vec<String>>,
 }
 
 /// Rows per distributed table.

@@ -23,7 +23,7 @@ use crate::common::cli::{DataDir, casefile, stdout};
 
 /// Every table whose rows belong to a session (through `session_id`), except the live change
 /// log, which is pruned by its own rules.
-const SESSION_TABLES: [&str; 19] = [
+const SESSION_TABLES: [&str; 20] = [
     "stages",
     "agent_executions",
     "timeline_events",
@@ -38,6 +38,7 @@ const SESSION_TABLES: [&str; 19] = [
     "chats",
     "chat_user_messages",
     "session_events",
+    "session_event_runs",
     "session_status_changes",
     "session_feed",
     "create_receipts",
@@ -216,6 +217,7 @@ async fn a_purge_deletes_what_its_policy_selects_with_everything_under_it() {
         ("mcp_interactions", counts.mcp_interactions),
         ("chats", counts.chats),
         ("session_events", counts.session_events),
+        ("session_event_runs", counts.session_event_runs),
     ] {
         assert_eq!(n, count_of(table), "{table}");
     }

@@ -17,10 +17,10 @@
 //! groups in flight together never deadlock; it decides the appends under the streams and
 //! takes the event orders only to number and record them (0121), since every other writer of
 //! those sessions waits for an event order. It records the appends in their sessions' event
-//! logs itself, set-wise, one row per session (migration 0117), and keeps each append's text in
-//! that row rather than in a chunk of its own (0119): a chunk stored any other way is recorded
-//! by a trigger per row. It runs as a transaction of its own, so those locks are held only to
-//! its commit.
+//! logs itself, set-wise, each with its text rather than in a chunk of its own (0119): a
+//! session's appends extend its latest run in place, which PostgreSQL logs as little more than
+//! the new entries, or start a run (0123); a chunk stored any other way is recorded by a trigger
+//! per row. It runs as a transaction of its own, so those locks are held only to its commit.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, OnceLock};
