@@ -1086,15 +1086,15 @@ async fn a_sessions_large_group_gets_a_row_of_the_log_and_small_ones_runs() {
     let a = Agent { app: &app };
     let (session, l, r) = two_streaming_events(&a).await;
     let id = Uuid::parse_str(&session).unwrap();
-    let (long_l, long_r, longer) = ("a".repeat(250), "b".repeat(250), "e".repeat(500));
+    let (long_l, long_r, longer) = ("a".repeat(250), "b".repeat(250), "e".repeat(800));
     // Two appends of 260 bytes of entries: a row holding both.
     group(&app, &[(&l, 0, &long_l), (&r, 0, &long_r)]).await;
     // Small: a run, then extended.
     group(&app, &[(&l, 250, "c")]).await;
     group(&app, &[(&r, 250, "d")]).await;
-    // One long append: a plain row; then a run again, after it.
+    // One append too long for the run or a run of its own: a plain row; then a run again.
     group(&app, &[(&l, 251, &longer)]).await;
-    group(&app, &[(&l, 751, "f"), (&r, 251, "g")]).await;
+    group(&app, &[(&l, 1051, "f"), (&r, 251, "g")]).await;
 
     let tables: (i64, i64, i64) = sqlx::query_as(
         "SELECT (SELECT count(*) FROM session_events \
@@ -1135,8 +1135,8 @@ async fn a_sessions_large_group_gets_a_row_of_the_log_and_small_ones_runs() {
             (rid, 0, 250),
             (lid, 250, 251),
             (rid, 250, 251),
-            (lid, 251, 751),
-            (lid, 751, 752),
+            (lid, 251, 1051),
+            (lid, 1051, 1052),
             (rid, 251, 252)
         ]
     );
