@@ -126,38 +126,6 @@ BEGIN
                WHERE r.session_id = owner ORDER BY r.first_position DESC LIMIT 1) r));
 END $$;
 
--- The appends of `sessions`' runs from `positions` on (pairs): each run holding one of them
--- walked once, from its newest entry to the lowest of its positions asked for, however many of
--- them are asked for (walking per position would walk a run about n²/2 entries when a reader
--- asks for all n of its appends, as the change log's follower does). It yields every append
--- walked, those asked for among them; a position no run holds yields nothing. The caller keeps
--- those it asked for by a join: a filter here was planned, while the table was small, as a join
--- of every run of the session with every position asked for. PL/pgSQL, whose plans each
--- connection keeps: as a SQL function, called with arguments that are not constants, it is not
--- inlined, and planning its walk (about 1.4 ms) cost more than the walk.
-CREATE FUNCTION appends_in_runs(sessions uuid[], positions bigint[])
-RETURNS TABLE (session_id uuid, "position" bigint, event uuid, start_offset integer,
-               end_offset integer, delta text, created_at timestamptz)
-LANGUAGE plpgsql STABLE AS $$
-#variable_conflict use_column
-BEGIN
-    RETURN QUERY
-    SELECT r.session_id, a.position, a.event, a.start_offset, a.end_offset, a.delta, a.created_at
-    FROM (SELECT p.session_id, h.first_position, min(p.position) AS lowest
-          FROM unnest(sessions, positions) AS p (session_id, position)
-          -- The run that may hold it: the last starting at or before it (one probe of the key).
-          CROSS JOIN LATERAL (SELECT q.first_position FROM session_event_runs q
-                              WHERE q.session_id = p.session_id AND q.first_position <= p.position
-                              ORDER BY q.first_position DESC LIMIT 1) h
-          GROUP BY p.session_id, h.first_position) w
-    -- By its key (the limit keeps it a look-up whatever the table's size when planned).
-    CROSS JOIN LATERAL (SELECT r.* FROM session_event_runs r
-                        WHERE r.session_id = w.session_id AND r.first_position = w.first_position
-                        LIMIT 1) r
-    CROSS JOIN LATERAL run_appends(r.first_position, r.appends, r.created_at, r.events, r.log,
-                                   greatest(r.first_position + r.appends - w.lowest, 0)::integer) a;
-END $$;
-
 -- The texts of `event` that only its session's log holds, with where and when each was logged:
 -- as before (0119), and in runs. A run may span the position after which they are read (a fold
 -- lands anywhere in a run), so its appends are filtered one by one; the runs read start at the

@@ -10,7 +10,11 @@ use sqlx::{FromRow, PgExecutor, Row as _};
 use uuid::Uuid;
 
 use super::Store;
-use super::session_events::{SessionEventRow, change_at, changes_in_runs};
+use super::event_runs::{
+    NO_RUN_COLUMNS, NO_RUN_PLACE_COLUMNS, RUN_COLUMNS, RUN_EVENT_PLACES, RUN_PLACE_COLUMNS,
+    change_in_run, run_holding,
+};
+use super::session_events::{SessionEventRow, change_at};
 use crate::error::Result;
 
 /// A change as the log announced it: its log id, and the session event.
@@ -57,8 +61,8 @@ const SNAPSHOT: &str = "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bi
 /// without the values) walked the whole log in id order and filtered it, a read that grew with
 /// the log (4 ms a read at 2,000 appends a second, PostgreSQL's costliest statement then).
 /// Each change's event is looked up by its key (the limit keeps it a look-up): as a join, a plan
-/// kept from while the event log was small scanned all of it on every read. The changes that
-/// runs hold are read apart, each run walked once for all of its changes in the read.
+/// kept from while the event log was small scanned all of it on every read. A change that a run
+/// of `session_event_runs` holds comes with its run, decoded here ([`change_in_run`]).
 fn read_change_log_statement() -> String {
     format!(
         "SELECT s.*, c.* FROM ({SNAPSHOT}) s \
@@ -68,18 +72,16 @@ fn read_change_log_statement() -> String {
                   WHERE id > $1 ORDER BY id LIMIT $3) \
                  UNION ALL \
                  SELECT id, session_id, position FROM live_changes \
-                 WHERE id = ANY($2) AND id <= $1), \
-             in_runs AS MATERIALIZED ({in_runs}) \
-             SELECT l.id, e.* FROM l {change} \
+                 WHERE id = ANY($2) AND id <= $1) \
+             SELECT l.id, e.*, {NO_RUN_COLUMNS}, {NO_RUN_PLACE_COLUMNS} FROM l {change} \
              UNION ALL \
-             SELECT l.id, e.* FROM l \
-             JOIN in_runs e ON e.session_id = l.session_id AND e.position = l.position \
+             SELECT l.id, l.session_id, l.position, 'event_appended'::change_kind, NULL::uuid, \
+                    NULL::uuid, NULL::uuid, NULL::bigint, NULL::integer, NULL::integer, \
+                    NULL::text, NULL::text, r.created_at, {RUN_COLUMNS}, {RUN_PLACE_COLUMNS} \
+             FROM l CROSS JOIN LATERAL ({run}) r {RUN_EVENT_PLACES} \
              ORDER BY id LIMIT $3) c ON true",
         change = change_at("l.session_id", "l.position"),
-        in_runs = changes_in_runs(
-            "(SELECT array_agg(session_id) FROM l)",
-            "(SELECT array_agg(position) FROM l)"
-        ),
+        run = run_holding("l.session_id", "l.position"),
     )
 }
 
@@ -140,10 +142,11 @@ impl Store {
         };
         for row in &found {
             if let Some(log_id) = row.try_get::<Option<i64>, _>("id")? {
-                read.rows.push(LoggedChange {
-                    log_id,
-                    event: SessionEventRow::from_row(row)?,
-                });
+                let event = match change_in_run(row)? {
+                    Some(event) => event,
+                    None => SessionEventRow::from_row(row)?,
+                };
+                read.rows.push(LoggedChange { log_id, event });
             }
         }
         Ok(read)

@@ -73,6 +73,7 @@ pub mod change_log;
 pub mod chats;
 pub mod child_pages;
 mod children;
+mod event_runs;
 pub mod export;
 mod feed;
 mod health;

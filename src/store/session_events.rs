@@ -9,6 +9,7 @@ use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::{Arguments as _, Decode, FromRow, Postgres, Row as _, Type};
 use uuid::Uuid;
 
+use super::event_runs::{RUN_COLUMNS, Run, run_holding};
 use super::{Key, Store};
 use crate::error::Result;
 use crate::model::{Status, TimelineEventStatus, TimelineEventType, Transition};
@@ -258,7 +259,7 @@ fn row_holding(session: &str, position: &str) -> String {
 /// [`SessionEventRow`] reads): the row holding it ([`row_holding`]), itself or one append of its
 /// run, taken from the run by its index (expanding the run would read all of it for each of its
 /// positions). A change that a run of `session_event_runs` holds is not here: see
-/// [`changes_in_runs`].
+/// `event_runs`.
 pub(super) fn change_at(session: &str, position: &str) -> String {
     let of_run = |plain: &str, run: &str| {
         format!("CASE WHEN s.run_events IS NULL THEN s.{plain} ELSE s.{run}[s.k] END AS {plain}")
@@ -276,26 +277,6 @@ pub(super) fn change_at(session: &str, position: &str) -> String {
         sequence = of_run("sequence_number", "run_sequences"),
         start = of_run("start_offset", "run_starts"),
         end = of_run("end_offset", "run_ends"),
-    )
-}
-
-/// The changes that runs of `session_event_runs` hold from `{sessions}` and `{positions}` on (two
-/// arrays, read as pairs; a position no run holds yields nothing), with the columns a
-/// [`SessionEventRow`] reads: each run walked once however many of its positions are asked for
-/// (`appends_in_runs`), each append's event looked up by its key for its place. It yields the
-/// appends after those asked for in their runs too: the caller joins it to the positions it
-/// wants.
-pub(super) fn changes_in_runs(sessions: &str, positions: &str) -> String {
-    format!(
-        "SELECT w.session_id, w.position, 'event_appended'::change_kind AS kind, \
-                w.event AS entity_id, t.stage_id, t.execution_id, t.sequence_number, \
-                w.start_offset, w.end_offset, NULL::text AS status, \
-                NULL::text AS previous_status, w.created_at \
-         FROM appends_in_runs({sessions}, {positions}) w \
-         LEFT JOIN LATERAL (SELECT t.stage_id, t.execution_id, t.sequence_number \
-                            FROM timeline_events t \
-                            WHERE t.id = w.event AND t.session_id = w.session_id LIMIT 1) t \
-           ON true"
     )
 }
 
@@ -464,10 +445,9 @@ impl Store {
     }
 
     /// The text of each append (by session and position), read once: from the log row or run that
-    /// records it (`migrations/0119`, `0123`: a grouped append's text is kept there; each run
-    /// walked once), else from its chunk
-    /// (by key: the cost does not grow with the stream), or from the folded event when the event
-    /// finished in the meantime.
+    /// records it (`migrations/0119`, `0123`: a grouped append's text is kept there; a run's log
+    /// decoded here), else from its chunk (by key: the cost does not grow with the stream), or
+    /// from the folded event when the event finished in the meantime.
     pub async fn appended_texts(
         &self,
         appends: &[&SessionEventRow],
@@ -484,10 +464,10 @@ impl Store {
             .collect();
         let ends: Vec<i32> = appends.iter().map(|r| r.end_offset.unwrap_or(0)).collect();
         let statement = format!(
-            "WITH w AS MATERIALIZED (SELECT * FROM appends_in_runs($1, $2)) \
-             SELECT a.session_id, a.position, e.event_type, coalesce(l.delta, w.delta, c.content, \
+            "SELECT a.session_id, a.position, e.event_type, coalesce(l.delta, c.content, \
                     CASE WHEN e.status <> 'streaming' \
                          THEN substr(e.content, a.start_offset + 1, a.end_offset - a.start_offset) END) \
+                    AS text, {RUN_COLUMNS} \
              FROM unnest($1::uuid[], $2::bigint[], $3::uuid[], $4::int[], $5::int[]) \
                   AS a(session_id, position, event_id, start_offset, end_offset) \
              JOIN timeline_events e ON e.id = a.event_id AND e.session_id = a.session_id \
@@ -495,13 +475,14 @@ impl Store {
                  SELECT CASE WHEN s.run_events IS NULL THEN s.delta ELSE s.run_deltas[s.k] END \
                         AS delta \
                  FROM ({row}) s WHERE s.position = s.at OR s.k >= 1) l ON true \
-             LEFT JOIN w ON w.session_id = a.session_id AND w.position = a.position \
-             LEFT JOIN timeline_event_chunks c ON l.delta IS NULL AND w.delta IS NULL \
+             LEFT JOIN LATERAL ({run}) r ON true \
+             LEFT JOIN timeline_event_chunks c ON l.delta IS NULL AND r.log IS NULL \
                     AND c.event_id = a.event_id AND c.start_offset = a.start_offset \
                     AND c.session_id = a.session_id",
             row = row_holding("a.session_id", "a.position"),
+            run = run_holding("a.session_id", "a.position"),
         );
-        let found: Vec<(Uuid, i64, TimelineEventType, Option<String>)> = sqlx::query_as(&statement)
+        let found: Vec<PgRow> = sqlx::query(&statement)
             .bind(&sessions)
             .bind(&positions)
             .bind(&events)
@@ -509,11 +490,17 @@ impl Store {
             .bind(&ends)
             .fetch_all(self.reader().await?.traced())
             .await?;
-        Ok(found
-            .into_iter()
-            .map(|(session, position, event_type, text)| {
-                ((session, position), AppendedText { text, event_type })
-            })
-            .collect())
+        let mut texts = HashMap::with_capacity(found.len());
+        for row in &found {
+            let key = (row.try_get("session_id")?, row.try_get("position")?);
+            // A run's text, decoded here; else the row's, the chunk's or the finished event's.
+            let text = match Run::from_row(row)? {
+                Some(run) => Some(run.append_at(key.1)?.delta),
+                None => row.try_get("text")?,
+            };
+            let event_type = row.try_get("event_type")?;
+            texts.insert(key, AppendedText { text, event_type });
+        }
+        Ok(texts)
     }
 }
