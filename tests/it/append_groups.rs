@@ -383,6 +383,20 @@ struct StoredRow {
     run_ends: Option<Vec<i32>>,
 }
 
+/// The appends among a session's changes (event, start, end), in position order, once the
+/// positions are checked to run 1, 2, 3, … without gaps.
+fn gapless_appends(changes: &[Change]) -> Vec<(Uuid, i32, i32)> {
+    assert_eq!(
+        changes.iter().map(|c| c.0).collect::<Vec<_>>(),
+        (1..=changes.len() as i64).collect::<Vec<_>>()
+    );
+    changes
+        .iter()
+        .filter(|c| c.1 == ChangeKind::EventAppended)
+        .map(|c| (c.2, c.6.unwrap(), c.7.unwrap()))
+        .collect()
+}
+
 /// A session's changes from its stored rows, expanded here (independently of the store's SQL),
 /// and how many of those rows hold a run.
 async fn stored_changes(app: &TestApp, session: Uuid) -> (Vec<Change>, usize) {
@@ -553,17 +567,8 @@ async fn a_groups_appends_to_one_session_read_as_the_changes_they_are() {
     // The first group starts a run; the event created after it ends it; the next group starts
     // another, which the single append and the last group extend.
     assert_eq!(runs, 2, "{expected:?}");
-    let last = expected.len() as i64;
-    assert_eq!(
-        expected.iter().map(|c| c.0).collect::<Vec<_>>(),
-        (1..=last).collect::<Vec<_>>()
-    );
     // The appends are the texts sent, in the order sent.
-    let appended: Vec<(Uuid, i32, i32)> = expected
-        .iter()
-        .filter(|c| c.1 == ChangeKind::EventAppended)
-        .map(|c| (c.2, c.6.unwrap(), c.7.unwrap()))
-        .collect();
+    let appended = gapless_appends(&expected);
     let [l1, l2, r1] = [&l1, &l2, &r1].map(|e| Uuid::parse_str(e).unwrap());
     assert_eq!(
         appended,
@@ -1118,16 +1123,8 @@ async fn a_sessions_large_group_gets_a_row_of_the_log_and_small_ones_runs() {
     assert_eq!(runs, [2, 2]);
 
     let (expected, _) = stored_changes(&app, id).await;
-    assert_eq!(
-        expected.iter().map(|c| c.0).collect::<Vec<_>>(),
-        (1..=expected.len() as i64).collect::<Vec<_>>()
-    );
     let [lid, rid] = [&l, &r].map(|e| Uuid::parse_str(e).unwrap());
-    let appended: Vec<(Uuid, i32, i32)> = expected
-        .iter()
-        .filter(|c| c.1 == ChangeKind::EventAppended)
-        .map(|c| (c.2, c.6.unwrap(), c.7.unwrap()))
-        .collect();
+    let appended = gapless_appends(&expected);
     assert_eq!(
         appended,
         [
@@ -1265,15 +1262,7 @@ async fn rows_written_before_runs_in_place_read_beside_them() {
     );
     let (expected, runs) = stored_changes(&app, id).await;
     assert_eq!(runs, 2, "{expected:?}");
-    assert_eq!(
-        expected.iter().map(|c| c.0).collect::<Vec<_>>(),
-        (1..=expected.len() as i64).collect::<Vec<_>>()
-    );
-    let appended: Vec<(Uuid, i32, i32)> = expected
-        .iter()
-        .filter(|c| c.1 == ChangeKind::EventAppended)
-        .map(|c| (c.2, c.6.unwrap(), c.7.unwrap()))
-        .collect();
+    let appended = gapless_appends(&expected);
     assert_eq!(
         appended,
         [
