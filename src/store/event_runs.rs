@@ -47,13 +47,13 @@ pub(super) const RUN_EVENT_PLACES: &str = "CROSS JOIN LATERAL ( \
           ON true) ev";
 
 /// The columns of [`RUN_EVENT_PLACES`] a statement gives, and those when no run holds the change.
-pub(super) const RUN_PLACE_COLUMNS: &str = "ev.stages AS run_stages_held, ev.executions AS run_executions_held, \
-     ev.sequences AS run_sequences_held";
+pub(super) const RUN_PLACE_COLUMNS: &str = "ev.stages AS run_stages_held, \
+    ev.executions AS run_executions_held, ev.sequences AS run_sequences_held";
 pub(super) const NO_RUN_PLACE_COLUMNS: &str = "NULL::uuid[] AS run_stages_held, \
     NULL::uuid[] AS run_executions_held, NULL::bigint[] AS run_sequences_held";
 
 /// One append as its run records it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 pub(super) struct RunAppend {
     pub event: Uuid,
     /// Its event's index in the run's `events`.
