@@ -245,10 +245,10 @@ impl Store {
         connection(&self.pool).await
     }
 
-    /// A transaction for a write.
+    /// A transaction for a write: it feeds the status changes it records ([`write::feed`]).
     pub async fn begin(&self) -> Result<sqlx::Transaction<'static, Postgres>> {
         let _waiting = WaitingForConnection::start();
-        Ok(self.pool.begin().await?)
+        Ok(self.pool.begin_with(write::feed::BEGIN).await?)
     }
 
     /// How PostgreSQL would run a statement built after the prefix `EXPLAIN `: its plan, one

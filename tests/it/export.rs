@@ -431,6 +431,8 @@ async fn an_import_restores_what_was_exported() {
     casefile::cli::import::run_on_database(&target.store, &import(&exported))
         .await
         .unwrap();
+    // Each imported session's history took the feed's next positions.
+    crate::sessions_feed::assert_every_change_is_fed(target.store.pool()).await;
     let again = dir.join("again.ndjson");
     export_into(target.store.clone(), again.clone()).await;
 

@@ -50,6 +50,7 @@ mod schema_file;
 mod search;
 mod sent_history;
 mod session_keys;
+mod sessions_feed;
 mod share_links;
 mod stats;
 mod telemetry;

@@ -32,7 +32,7 @@ use crate::store::prices::{self, PriceCache};
 use crate::store::write::chats::Deletion;
 use crate::store::write::locks::Owners;
 use crate::store::write::{
-    self as write, chats, check_optional, executions, interactions, limits, messages,
+    self as write, chats, check_optional, executions, feed, interactions, limits, messages,
     notifications, sessions, stages, timeline,
 };
 use async_graphql::Result;
@@ -91,7 +91,10 @@ where
         if audit {
             write::set_audit(&mut tx, actor, reason).await?;
         }
-        let value = op(&mut tx, args).await?;
+        let (value, changed) = feed::noting(op(&mut tx, args)).await;
+        let value = value?;
+        // The status changes it made take their places in the sessions feed as it commits.
+        feed::feed(&mut tx, &changed).await?;
         tx.commit().await?;
         Ok(value)
     })

@@ -7,6 +7,7 @@
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use super::feed::status_may_have_changed;
 use super::stages::refresh;
 use super::timeline::close_streaming_events;
 use super::{is_finished_session, lock_session};
@@ -25,7 +26,7 @@ pub(crate) async fn set_session_status(
     error_message: Option<&str>,
 ) -> Result<SessionRow> {
     let finished = is_finished_session(status);
-    Ok(sqlx::query_as(concat!(
+    let moved = sqlx::query_as(concat!(
         "UPDATE sessions SET status = $2, \
             started_at = CASE WHEN $2 = 'in_progress' THEN coalesce(started_at, now()) ELSE started_at END, \
             completed_at = CASE WHEN $3 THEN now() ELSE completed_at END, \
@@ -36,8 +37,10 @@ pub(crate) async fn set_session_status(
     .bind(status)
     .bind(finished)
     .bind(error_message)
-    .fetch_one(traced(conn))
-    .await?)
+    .fetch_one(traced(&mut *conn))
+    .await?;
+    status_may_have_changed(conn, id).await?;
+    Ok(moved)
 }
 
 /// Called when an execution starts: a pending session is now in progress.

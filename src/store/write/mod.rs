@@ -15,6 +15,7 @@ pub mod append_groups;
 pub mod chains;
 pub mod chats;
 pub mod executions;
+pub(crate) mod feed;
 pub mod interactions;
 mod lifecycle;
 pub mod locks;

@@ -15,6 +15,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::chains;
+use super::feed::status_may_have_changed;
 use super::lifecycle::{finish_locked, running_executions, set_session_status};
 use super::locks::lock_streams_of;
 use super::notifications::{self, NewNotification};
@@ -109,6 +110,7 @@ pub async fn create(
     .fetch_one(traced(&mut *conn))
     .await
     .map_err(|e| refused_insert(e, id, new.chain()))?;
+    status_may_have_changed(conn, id).await?;
     audit::record(conn, origin, &audit::created(&row)).await?;
     Ok(row)
 }
@@ -221,6 +223,7 @@ pub async fn complete(
     .bind(&completion.executive_summary)
     .fetch_one(traced(&mut *conn))
     .await?;
+    status_may_have_changed(conn, id).await?;
     notifications::create(conn, id, None, notify).await?;
     audited(conn, origin, &session, completed).await
 }
@@ -328,6 +331,7 @@ pub async fn delete(conn: &mut PgConnection, id: Uuid, origin: &Origin) -> Resul
     .bind(Utc::now())
     .fetch_one(traced(&mut *conn))
     .await?;
+    status_may_have_changed(conn, id).await?;
     audited(conn, origin, &session, deleted).await
 }
 
@@ -344,5 +348,6 @@ pub async fn restore(conn: &mut PgConnection, id: Uuid, origin: &Origin) -> Resu
     .bind(id)
     .fetch_one(traced(&mut *conn))
     .await?;
+    status_may_have_changed(conn, id).await?;
     audited(conn, origin, &session, restored).await
 }

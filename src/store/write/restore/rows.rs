@@ -16,6 +16,7 @@ use crate::store::audit::{self, Origin};
 use crate::store::traced::traced;
 use crate::store::write::chains::register_as;
 use crate::store::write::executions::check_place as check_execution_place;
+use crate::store::write::feed;
 use crate::store::write::id_taken;
 use crate::store::write::interactions::{SentMessages, check_sent_messages, next_attempt};
 use crate::store::write::messages::{check_calls, insert_calls};
@@ -345,6 +346,8 @@ pub(super) async fn write(
             .map_err(|e| refused_insert(e, session.id, session.chain()))
             .map_err(refused(session))?;
         if inserted.rows_affected() == 1 {
+            // Its creation is recorded and fed now: a history restored below replaces it.
+            feed::feed(conn, &[session.id]).await?;
             audit::record(conn, origin, &audit::created(session)).await?;
             fresh.insert(session.id);
         }
@@ -490,8 +493,8 @@ async fn replace_history(
     session: Uuid,
     changes: &[&SessionStatusChangeRow],
 ) -> Result<usize> {
-    // The session's insert took the feed's lock, held to the commit: positions taken here
-    // follow every committed one.
+    // Feeding the session's creation took the feed's lock, held to the commit: positions taken
+    // here follow every committed one.
     sqlx::query(
         "WITH feed AS (DELETE FROM session_feed WHERE session_id = $1) \
          DELETE FROM session_status_changes WHERE session_id = $1",
