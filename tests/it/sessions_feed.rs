@@ -117,67 +117,60 @@ async fn every_status_change_through_the_api_is_fed_by_its_transaction() {
     app.stop().await;
 }
 
+/// Runs `statements` in `tx`, then reads `session`'s latest status change: its feed position,
+/// and how many feed entries name it.
+async fn latest_change_after(
+    tx: &mut sqlx::PgConnection,
+    statements: &str,
+    session: Uuid,
+) -> (Option<i64>, i64) {
+    sqlx::raw_sql(statements).execute(&mut *tx).await.unwrap();
+    sqlx::query_as(
+        "SELECT c.feed_position, (SELECT count(*) FROM session_feed f \
+             WHERE f.change_id = c.id AND f.session_id = c.session_id) \
+         FROM session_status_changes c WHERE c.session_id = $1 \
+         ORDER BY c.id DESC LIMIT 1",
+    )
+    .bind(session)
+    .fetch_one(&mut *tx)
+    .await
+    .unwrap()
+}
+
 #[tokio::test]
 async fn the_trigger_feeds_only_the_changes_of_writers_that_do_not_feed_them() {
     let app = TestApp::start().await;
     let a = Agent { app: &app };
     let session: Uuid = a.session().await.parse().unwrap();
-    let recorded = "SELECT c.feed_position, (SELECT count(*) FROM session_feed f \
-                        WHERE f.change_id = c.id AND f.session_id = c.session_id) \
-                    FROM session_status_changes c WHERE c.session_id = $1 \
-                    ORDER BY c.id DESC LIMIT 1";
-
     // The trigger records a change as its transaction commits, or when told to now.
-    let update = |status: &'static str| {
+    let update = |status: &str| {
         format!(
             "UPDATE sessions SET status = '{status}' WHERE id = '{session}'; \
              SET CONSTRAINTS session_status_change IMMEDIATE"
         )
     };
+    let feed = format!("SELECT feed_status_changes(ARRAY['{session}']::uuid[])");
+
     // A transaction that feeds its own changes (as every one casefile begins): the trigger
     // records the change in the session's history and leaves the feed to the writer.
     let mut tx = app.store.begin().await.unwrap();
-    sqlx::raw_sql(&update("in_progress"))
-        .execute(&mut *tx)
-        .await
-        .unwrap();
-    let (position, entries): (Option<i64>, i64) = sqlx::query_as(recorded)
-        .bind(session)
-        .fetch_one(&mut *tx)
-        .await
-        .unwrap();
-    assert_eq!((position, entries), (None, 0));
-    sqlx::query("SELECT feed_status_changes($1)")
-        .bind([session])
-        .execute(&mut *tx)
-        .await
-        .unwrap();
-    let (position, entries): (Option<i64>, i64) = sqlx::query_as(recorded)
-        .bind(session)
-        .fetch_one(&mut *tx)
-        .await
-        .unwrap();
-    assert_eq!((position, entries), (Some(2), 1));
+    let recorded = latest_change_after(&mut tx, &update("in_progress"), session).await;
+    assert_eq!(recorded, (None, 0));
+    assert_eq!(
+        latest_change_after(&mut tx, &feed, session).await,
+        (Some(2), 1)
+    );
     tx.commit().await.unwrap();
 
     // A transaction that does not say so (an older binary's, a change by hand): the trigger
     // feeds it, and feeding again changes nothing.
     let mut tx = app.store.pool().begin().await.unwrap();
-    sqlx::raw_sql(&update("cancelling"))
-        .execute(&mut *tx)
-        .await
-        .unwrap();
-    let (position, entries): (Option<i64>, i64) = sqlx::query_as(recorded)
-        .bind(session)
-        .fetch_one(&mut *tx)
-        .await
-        .unwrap();
-    assert_eq!((position, entries), (Some(3), 1));
-    sqlx::query("SELECT feed_status_changes($1)")
-        .bind([session])
-        .execute(&mut *tx)
-        .await
-        .unwrap();
+    let recorded = latest_change_after(&mut tx, &update("cancelling"), session).await;
+    assert_eq!(recorded, (Some(3), 1));
+    assert_eq!(
+        latest_change_after(&mut tx, &feed, session).await,
+        (Some(3), 1)
+    );
     tx.commit().await.unwrap();
     assert_every_change_is_fed(app.store.pool()).await;
     app.stop().await;
