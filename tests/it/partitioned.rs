@@ -807,3 +807,91 @@ async fn probe(
     }
     (elsewhere, global)
 }
+
+/// `session`'s partition number (of [`PARTITIONS`]).
+async fn partition_of(conn: &mut PgConnection, session: Uuid) -> u32 {
+    for number in 0..PARTITIONS {
+        let here: bool =
+            sqlx::query_scalar("SELECT satisfies_hash_partition('sessions'::regclass, $2, $3, $1)")
+                .bind(session)
+                .bind(PARTITIONS as i32)
+                .bind(number as i32)
+                .fetch_one(&mut *conn)
+                .await
+                .unwrap();
+        if here {
+            return number;
+        }
+    }
+    unreachable!("{session} is in no partition")
+}
+
+/// This transaction's scans of each partition of `session_status_changes`.
+async fn status_history_scans(conn: &mut PgConnection) -> BTreeMap<String, i64> {
+    sqlx::query_as(
+        "SELECT relname::text, coalesce(seq_scan, 0) + coalesce(idx_scan, 0) \
+         FROM pg_stat_xact_user_tables WHERE relname LIKE 'session\\_status\\_changes\\_p%'",
+    )
+    .fetch_all(conn)
+    .await
+    .unwrap()
+    .into_iter()
+    .collect()
+}
+
+#[tokio::test]
+async fn feeding_a_sessions_status_change_reads_only_its_partition() {
+    let Some(db) = TestDb::start_plain_external("the feed's partition check").await else {
+        return;
+    };
+    let pool = db.db.pool().clone();
+    let now = Utc::now();
+    for i in 0..8 {
+        fixtures::investigation(&pool, now - Duration::minutes(i)).await;
+    }
+    partition_by_session(&db.store(), PARTITIONS).await.unwrap();
+    let session = fixtures::investigation(&pool, now).await;
+
+    // As the mutation runner does: the change is recorded, then fed by the writer.
+    let mut tx = db.store().begin().await.unwrap();
+    let home = format!(
+        "session_status_changes_p{}",
+        partition_of(&mut tx, session).await
+    );
+    sqlx::raw_sql(&format!(
+        "UPDATE sessions SET status = 'failed' WHERE id = '{session}'; \
+         SET CONSTRAINTS session_status_change IMMEDIATE"
+    ))
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    let before = status_history_scans(&mut tx).await;
+    sqlx::query("SELECT feed_status_changes($1)")
+        .bind(vec![session])
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let after = status_history_scans(&mut tx).await;
+    let fed: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM session_status_changes \
+         WHERE session_id = $1 AND feed_position IS NOT NULL",
+    )
+    .bind(session)
+    .fetch_one(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+
+    assert_eq!(fed, 2, "created and failed, both fed");
+    let scanned: BTreeMap<&String, i64> = after
+        .iter()
+        .map(|(partition, scans)| (partition, scans - before.get(partition).unwrap_or(&0)))
+        .filter(|(_, scans)| *scans > 0)
+        .collect();
+    assert_eq!(
+        scanned.keys().copied().collect::<Vec<_>>(),
+        [&home],
+        "partitions scanned to feed one session: {scanned:?}"
+    );
+    db.stop().await;
+}

@@ -175,3 +175,54 @@ async fn the_trigger_feeds_only_the_changes_of_writers_that_do_not_feed_them() {
     assert_every_change_is_fed(app.store.pool()).await;
     app.stop().await;
 }
+
+#[tokio::test]
+async fn sessions_fed_together_take_the_feed_in_the_order_their_changes_were_recorded() {
+    let app = TestApp::start().await;
+    let a = Agent { app: &app };
+    let first: Uuid = a.session().await.parse().unwrap();
+    let second: Uuid = a.session().await.parse().unwrap();
+    let update = |session: Uuid, status: &str| {
+        format!(
+            "UPDATE sessions SET status = '{status}' WHERE id = '{session}'; \
+             SET CONSTRAINTS session_status_change IMMEDIATE"
+        )
+    };
+    // Recorded first, second, first; fed with the sessions named the other way round (and one
+    // twice): the feed follows the recording, not the naming.
+    let mut tx = app.store.begin().await.unwrap();
+    for (session, status) in [
+        (first, "in_progress"),
+        (second, "in_progress"),
+        (first, "cancelling"),
+    ] {
+        sqlx::raw_sql(&update(session, status))
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+    }
+    sqlx::query("SELECT feed_status_changes($1)")
+        .bind(vec![second, first, second])
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let fed: Vec<(Uuid, String)> = sqlx::query_as(
+        "SELECT f.session_id, c.to_status FROM session_feed f \
+         JOIN session_status_changes c ON c.session_id = f.session_id AND c.id = f.change_id \
+         ORDER BY f.position DESC LIMIT 3",
+    )
+    .fetch_all(app.store.pool())
+    .await
+    .unwrap();
+    assert_eq!(
+        fed,
+        [
+            (first, "cancelling".to_owned()),
+            (second, "in_progress".to_owned()),
+            (first, "in_progress".to_owned()),
+        ]
+    );
+    assert_every_change_is_fed(app.store.pool()).await;
+    app.stop().await;
+}
