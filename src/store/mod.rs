@@ -251,6 +251,18 @@ impl Store {
         Ok(self.pool.begin_with(write::feed::BEGIN).await?)
     }
 
+    /// [`Store::begin`], naming who makes the transaction's changes and why, for the status
+    /// history ([`write::begin_naming`]).
+    pub async fn begin_naming(
+        &self,
+        actor: Option<&str>,
+        reason: Option<&str>,
+    ) -> Result<sqlx::Transaction<'static, Postgres>> {
+        let begin = write::begin_naming(actor, reason)?;
+        let _waiting = WaitingForConnection::start();
+        Ok(self.pool.begin_with(begin).await?)
+    }
+
     /// How PostgreSQL would run a statement built after the prefix `EXPLAIN `: its plan, one
     /// line per node, for tests that check an index serves it.
     async fn explain(&self, mut statement: sqlx::QueryBuilder<'_, Postgres>) -> Result<String> {

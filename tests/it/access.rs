@@ -785,7 +785,8 @@ async fn the_status_history_says_who_did_what_and_why() {
     let (_, body) = as_token(
         &app,
         &admin,
-        "mutation ($s: ID!) { deleteSession(id: $s, reason: \"cleanup\") { uuid } }",
+        // A reason that would end a statement's string constant is stored as it is.
+        "mutation ($s: ID!) { deleteSession(id: $s, reason: \"clean\\\\up'; SET LOCAL casefile.actor = 'mallory\") { uuid } }",
         s.clone(),
     )
     .await;
@@ -844,7 +845,7 @@ async fn the_status_history_says_who_did_what_and_why() {
                 "CANCELLED",
                 "CANCELLED",
                 "token:admin",
-                "cleanup"
+                "clean\\up'; SET LOCAL casefile.actor = 'mallory"
             ]),
             json!(["RESTORED", "CANCELLED", "CANCELLED", "token:admin", null]),
         ],

@@ -86,11 +86,12 @@ where
     let store = ctx.data_unchecked::<Store>();
     let (args, op) = (&args, &op);
     let value = retry::retrying(|| async move {
-        let mut tx = store.begin().await?;
-        // Transaction-local: set again in every attempt.
-        if audit {
-            write::set_audit(&mut tx, actor, reason).await?;
-        }
+        // Who and why are transaction-local: named again in every attempt.
+        let mut tx = if audit {
+            store.begin_naming(actor, reason).await?
+        } else {
+            store.begin().await?
+        };
         let (value, changed) = feed::noting(op(&mut tx, args)).await;
         let value = value?;
         // The status changes it made take their places in the sessions feed as it commits.

@@ -342,20 +342,27 @@ fn is_id_key((table, constraint): (&str, &str)) -> bool {
 
 pub(crate) use receipts::{is_retry, refuse_taken_id};
 
-/// Who is making the changes of this transaction, and why: read by the trigger that keeps
-/// every session's status history (`session_status_changes`). Transaction-local.
-pub async fn set_audit(
-    conn: &mut PgConnection,
-    actor: Option<&str>,
-    reason: Option<&str>,
-) -> Result<()> {
-    sqlx::query(
-        "SELECT set_config('casefile.actor', coalesce($1, ''), true), \
-                set_config('casefile.reason', coalesce($2, ''), true)",
-    )
-    .bind(actor)
-    .bind(reason)
-    .execute(traced(conn))
-    .await?;
-    Ok(())
+/// How a transaction that names who is making its changes, and why, begins: [`feed::BEGIN`]
+/// and the two settings the trigger keeping every session's status history
+/// (`session_status_changes`) reads. Sent with the `BEGIN` (no round trip of their own), as
+/// `SET LOCAL` statements, which a distributed database passes on to the nodes where that
+/// trigger runs (`set_config()`, a function call, it does not; docs/scale-out.md).
+pub(crate) fn begin_naming(actor: Option<&str>, reason: Option<&str>) -> Result<String> {
+    Ok(format!(
+        "{}; SET LOCAL casefile.actor = {}; SET LOCAL casefile.reason = {}",
+        feed::BEGIN,
+        setting_literal("actor", actor.unwrap_or_default())?,
+        setting_literal("reason", reason.unwrap_or_default())?,
+    ))
+}
+
+/// `value` as a string constant of a statement: the escape form (`E'…'`), whose backslashes
+/// escape whatever `standard_conforming_strings` says. A NUL would end the statement's text
+/// where it stands, so it is refused.
+fn setting_literal(name: &str, value: &str) -> Result<String> {
+    check_text(name, value, usize::MAX)?;
+    Ok(format!(
+        "E'{}'",
+        value.replace('\\', "\\\\").replace('\'', "''")
+    ))
 }
