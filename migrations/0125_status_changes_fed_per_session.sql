@@ -34,10 +34,14 @@ BEGIN
         SELECT DISTINCT u.id, u.session_id FROM unnest(changes, owners) AS u (id, session_id)
         ORDER BY u.id
     LOOP
-        next_position := next_position + 1;
-        UPDATE session_status_changes SET feed_position = next_position
-        WHERE session_id = change.session_id AND id = change.id;
-        INSERT INTO session_feed (position, session_id, change_id)
-        VALUES (next_position, change.session_id, change.id);
+        -- Still unfed: read before the lock, a change another writer's transaction fed
+        -- meanwhile (a committed one left unfed, noted by both) is its, not fed twice.
+        UPDATE session_status_changes SET feed_position = next_position + 1
+        WHERE session_id = change.session_id AND id = change.id AND feed_position IS NULL;
+        IF FOUND THEN
+            next_position := next_position + 1;
+            INSERT INTO session_feed (position, session_id, change_id)
+            VALUES (next_position, change.session_id, change.id);
+        END IF;
     END LOOP;
 END $$;

@@ -226,3 +226,45 @@ async fn sessions_fed_together_take_the_feed_in_the_order_their_changes_were_rec
     assert_every_change_is_fed(app.store.pool()).await;
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_change_two_writers_feed_at_once_is_fed_once() {
+    let app = TestApp::start().await;
+    let a = Agent { app: &app };
+    let session: Uuid = a.session().await.parse().unwrap();
+    // A change committed unfed (by a writer that said it feeds its changes and did not).
+    let mut tx = app.store.begin().await.unwrap();
+    sqlx::raw_sql(&format!(
+        "UPDATE sessions SET status = 'in_progress' WHERE id = '{session}'; \
+         SET CONSTRAINTS session_status_change IMMEDIATE"
+    ))
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+
+    // Two writers that noted the session feed it: the second finds the change unfed, then
+    // waits for the feed's lock until the first, which fed it, commits.
+    let feed = "SELECT feed_status_changes($1)";
+    let mut first = app.store.begin().await.unwrap();
+    sqlx::query(feed)
+        .bind(vec![session])
+        .execute(&mut *first)
+        .await
+        .unwrap();
+    let store = app.store.clone();
+    let second = tokio::spawn(async move {
+        let mut tx = store.begin().await.unwrap();
+        sqlx::query(feed)
+            .bind(vec![session])
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    first.commit().await.unwrap();
+    second.await.unwrap();
+    assert_every_change_is_fed(app.store.pool()).await;
+    app.stop().await;
+}
