@@ -14,6 +14,7 @@ use sqlx::{Connection as _, PgConnection, PgPool};
 use uuid::Uuid;
 
 use crate::common::{TestApp, TestDb, fixtures, statements};
+use crate::sessions_feed::{change_status, feed};
 
 /// Partitions per table: enough that sessions spread over them.
 const PARTITIONS: u32 = 4;
@@ -647,6 +648,17 @@ const EVERY_TRIGGER: &[(&str, &str, &str)] = &[
     ("sessions", "DELETE", "DELETE FROM sessions WHERE id = $1"),
 ];
 
+/// Eight investigations on `db`, then its distributed tables partitioned; its pool.
+async fn investigations_partitioned(db: &TestDb) -> PgPool {
+    let pool = db.db.pool().clone();
+    let now = Utc::now();
+    for i in 0..8 {
+        fixtures::investigation(&pool, now - Duration::minutes(i)).await;
+    }
+    partition_by_session(&db.store(), PARTITIONS).await.unwrap();
+    pool
+}
+
 /// The tables of other placements the triggers write to: the live change log, which
 /// docs/scale-out.md says how to keep on a distributed database. (The sessions feed is written
 /// by the transaction that changes a status, since migration 0124.)
@@ -657,12 +669,7 @@ async fn every_trigger_on_a_distributed_table_stays_in_its_sessions_partitions()
     let Some(db) = TestDb::start_plain_external("the triggers' partition check").await else {
         return;
     };
-    let pool = db.db.pool().clone();
-    let now = Utc::now();
-    for i in 0..8 {
-        fixtures::investigation(&pool, now - Duration::minutes(i)).await;
-    }
-    partition_by_session(&db.store(), PARTITIONS).await.unwrap();
+    let pool = investigations_partitioned(&db).await;
     let tables = distributed_tables();
 
     // Every trigger of a distributed table fires on a write the probe makes.
@@ -844,13 +851,8 @@ async fn feeding_a_sessions_status_change_reads_only_its_partition() {
     let Some(db) = TestDb::start_plain_external("the feed's partition check").await else {
         return;
     };
-    let pool = db.db.pool().clone();
-    let now = Utc::now();
-    for i in 0..8 {
-        fixtures::investigation(&pool, now - Duration::minutes(i)).await;
-    }
-    partition_by_session(&db.store(), PARTITIONS).await.unwrap();
-    let session = fixtures::investigation(&pool, now).await;
+    let pool = investigations_partitioned(&db).await;
+    let session = fixtures::investigation(&pool, Utc::now()).await;
 
     // As the mutation runner does: the change is recorded, then fed by the writer.
     let mut tx = db.store().begin().await.unwrap();
@@ -858,19 +860,9 @@ async fn feeding_a_sessions_status_change_reads_only_its_partition() {
         "session_status_changes_p{}",
         partition_of(&mut tx, session).await
     );
-    sqlx::raw_sql(&format!(
-        "UPDATE sessions SET status = 'failed' WHERE id = '{session}'; \
-         SET CONSTRAINTS session_status_change IMMEDIATE"
-    ))
-    .execute(&mut *tx)
-    .await
-    .unwrap();
+    change_status(&mut tx, session, "failed").await;
     let before = status_history_scans(&mut tx).await;
-    sqlx::query("SELECT feed_status_changes($1)")
-        .bind(vec![session])
-        .execute(&mut *tx)
-        .await
-        .unwrap();
+    feed(&mut tx, &[session]).await;
     let after = status_history_scans(&mut tx).await;
     let fed: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM session_status_changes \

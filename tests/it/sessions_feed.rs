@@ -3,7 +3,7 @@
 //! its session (docs/scale-out.md), and an older binary's writes are still fed by it.
 
 use serde_json::json;
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
 use crate::common::TestApp;
@@ -117,14 +117,32 @@ async fn every_status_change_through_the_api_is_fed_by_its_transaction() {
     app.stop().await;
 }
 
-/// Runs `statements` in `tx`, then reads `session`'s latest status change: its feed position,
-/// and how many feed entries name it.
-async fn latest_change_after(
-    tx: &mut sqlx::PgConnection,
-    statements: &str,
-    session: Uuid,
-) -> (Option<i64>, i64) {
-    sqlx::raw_sql(statements).execute(&mut *tx).await.unwrap();
+/// Changes `session`'s status in `tx`, and has the trigger record the change now (it is
+/// deferred to the commit otherwise).
+pub(crate) async fn change_status(tx: &mut PgConnection, session: Uuid, status: &str) {
+    sqlx::query("UPDATE sessions SET status = $2 WHERE id = $1")
+        .bind(session)
+        .bind(status)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    sqlx::query("SET CONSTRAINTS session_status_change IMMEDIATE")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+}
+
+/// The writer's step before its commit: `sessions`' recorded changes take their feed positions.
+pub(crate) async fn feed(tx: &mut PgConnection, sessions: &[Uuid]) {
+    sqlx::query("SELECT feed_status_changes($1)")
+        .bind(sessions)
+        .execute(tx)
+        .await
+        .unwrap();
+}
+
+/// `session`'s latest status change: its feed position, and how many feed entries name it.
+async fn latest_change(tx: &mut PgConnection, session: Uuid) -> (Option<i64>, i64) {
     sqlx::query_as(
         "SELECT c.feed_position, (SELECT count(*) FROM session_feed f \
              WHERE f.change_id = c.id AND f.session_id = c.session_id) \
@@ -132,7 +150,7 @@ async fn latest_change_after(
          ORDER BY c.id DESC LIMIT 1",
     )
     .bind(session)
-    .fetch_one(&mut *tx)
+    .fetch_one(tx)
     .await
     .unwrap()
 }
@@ -142,35 +160,22 @@ async fn the_trigger_feeds_only_the_changes_of_writers_that_do_not_feed_them() {
     let app = TestApp::start().await;
     let a = Agent { app: &app };
     let session: Uuid = a.session().await.parse().unwrap();
-    // The trigger records a change as its transaction commits, or when told to now.
-    let update = |status: &str| {
-        format!(
-            "UPDATE sessions SET status = '{status}' WHERE id = '{session}'; \
-             SET CONSTRAINTS session_status_change IMMEDIATE"
-        )
-    };
-    let feed = format!("SELECT feed_status_changes(ARRAY['{session}']::uuid[])");
-
     // A transaction that feeds its own changes (as every one casefile begins): the trigger
     // records the change in the session's history and leaves the feed to the writer.
     let mut tx = app.store.begin().await.unwrap();
-    let recorded = latest_change_after(&mut tx, &update("in_progress"), session).await;
-    assert_eq!(recorded, (None, 0));
-    assert_eq!(
-        latest_change_after(&mut tx, &feed, session).await,
-        (Some(2), 1)
-    );
+    change_status(&mut tx, session, "in_progress").await;
+    assert_eq!(latest_change(&mut tx, session).await, (None, 0));
+    feed(&mut tx, &[session]).await;
+    assert_eq!(latest_change(&mut tx, session).await, (Some(2), 1));
     tx.commit().await.unwrap();
 
     // A transaction that does not say so (an older binary's, a change by hand): the trigger
     // feeds it, and feeding again changes nothing.
     let mut tx = app.store.pool().begin().await.unwrap();
-    let recorded = latest_change_after(&mut tx, &update("cancelling"), session).await;
-    assert_eq!(recorded, (Some(3), 1));
-    assert_eq!(
-        latest_change_after(&mut tx, &feed, session).await,
-        (Some(3), 1)
-    );
+    change_status(&mut tx, session, "cancelling").await;
+    assert_eq!(latest_change(&mut tx, session).await, (Some(3), 1));
+    feed(&mut tx, &[session]).await;
+    assert_eq!(latest_change(&mut tx, session).await, (Some(3), 1));
     tx.commit().await.unwrap();
     assert_every_change_is_fed(app.store.pool()).await;
     app.stop().await;
@@ -182,30 +187,13 @@ async fn sessions_fed_together_take_the_feed_in_the_order_their_changes_were_rec
     let a = Agent { app: &app };
     let first: Uuid = a.session().await.parse().unwrap();
     let second: Uuid = a.session().await.parse().unwrap();
-    let update = |session: Uuid, status: &str| {
-        format!(
-            "UPDATE sessions SET status = '{status}' WHERE id = '{session}'; \
-             SET CONSTRAINTS session_status_change IMMEDIATE"
-        )
-    };
     // Recorded first, second, first; fed with the sessions named the other way round (and one
     // twice): the feed follows the recording, not the naming.
     let mut tx = app.store.begin().await.unwrap();
-    for (session, status) in [
-        (first, "in_progress"),
-        (second, "in_progress"),
-        (first, "cancelling"),
-    ] {
-        sqlx::raw_sql(&update(session, status))
-            .execute(&mut *tx)
-            .await
-            .unwrap();
-    }
-    sqlx::query("SELECT feed_status_changes($1)")
-        .bind(vec![second, first, second])
-        .execute(&mut *tx)
-        .await
-        .unwrap();
+    change_status(&mut tx, first, "in_progress").await;
+    change_status(&mut tx, second, "in_progress").await;
+    change_status(&mut tx, first, "cancelling").await;
+    feed(&mut tx, &[second, first, second]).await;
     tx.commit().await.unwrap();
     let fed: Vec<(Uuid, String)> = sqlx::query_as(
         "SELECT f.session_id, c.to_status FROM session_feed f \
@@ -234,32 +222,17 @@ async fn a_change_two_writers_feed_at_once_is_fed_once() {
     let session: Uuid = a.session().await.parse().unwrap();
     // A change committed unfed (by a writer that said it feeds its changes and did not).
     let mut tx = app.store.begin().await.unwrap();
-    sqlx::raw_sql(&format!(
-        "UPDATE sessions SET status = 'in_progress' WHERE id = '{session}'; \
-         SET CONSTRAINTS session_status_change IMMEDIATE"
-    ))
-    .execute(&mut *tx)
-    .await
-    .unwrap();
+    change_status(&mut tx, session, "in_progress").await;
     tx.commit().await.unwrap();
 
     // Two writers that noted the session feed it: the second finds the change unfed, then
     // waits for the feed's lock until the first, which fed it, commits.
-    let feed = "SELECT feed_status_changes($1)";
     let mut first = app.store.begin().await.unwrap();
-    sqlx::query(feed)
-        .bind(vec![session])
-        .execute(&mut *first)
-        .await
-        .unwrap();
+    feed(&mut first, &[session]).await;
     let store = app.store.clone();
     let second = tokio::spawn(async move {
         let mut tx = store.begin().await.unwrap();
-        sqlx::query(feed)
-            .bind(vec![session])
-            .execute(&mut *tx)
-            .await
-            .unwrap();
+        feed(&mut tx, &[session]).await;
         tx.commit().await.unwrap();
     });
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
