@@ -247,8 +247,7 @@ impl Store {
 
     /// A transaction for a write: it feeds the status changes it records ([`write::feed`]).
     pub async fn begin(&self) -> Result<sqlx::Transaction<'static, Postgres>> {
-        let _waiting = WaitingForConnection::start();
-        Ok(self.pool.begin_with(write::feed::BEGIN).await?)
+        self.begin_with(write::feed::BEGIN).await
     }
 
     /// [`Store::begin`], naming who makes the transaction's changes and why, for the status
@@ -258,9 +257,17 @@ impl Store {
         actor: Option<&str>,
         reason: Option<&str>,
     ) -> Result<sqlx::Transaction<'static, Postgres>> {
-        let begin = write::begin_naming(actor, reason)?;
+        self.begin_with(write::begin_naming(actor, reason)?).await
+    }
+
+    /// A transaction begun by `statement` (`BEGIN` and the settings it makes), its wait for a
+    /// connection counted as such.
+    async fn begin_with(
+        &self,
+        statement: impl Into<std::borrow::Cow<'static, str>>,
+    ) -> Result<sqlx::Transaction<'static, Postgres>> {
         let _waiting = WaitingForConnection::start();
-        Ok(self.pool.begin_with(begin).await?)
+        Ok(self.pool.begin_with(statement).await?)
     }
 
     /// How PostgreSQL would run a statement built after the prefix `EXPLAIN `: its plan, one
@@ -380,7 +387,7 @@ fn by_keys_statement<R: InSession>(prefix: &str) -> String {
             " r"
         ),
         R::COLUMNS,
-        R::TABLE,
+        R::of_session("k.session_id"),
         prefix = prefix
     )
 }
@@ -394,7 +401,7 @@ fn by_keys_in_session_statement<R: InSession>() -> String {
             " r"
         ),
         R::COLUMNS,
-        R::TABLE,
+        R::of_session("$2"),
     )
 }
 

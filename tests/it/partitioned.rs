@@ -285,6 +285,10 @@ async fn a_session_pages_statements_read_one_partition_of_each_table() {
     }
     // As many sessions as make the planner read by index, as on a database in use.
     bulk_sessions(&pool, 3_000).await;
+    // One of its events still streams, its text in a chunk and in the session's log: the
+    // live timeline reads both.
+    let session = sessions[3];
+    let streaming = streaming_event(&pool, session, "in the log; ", "in a chunk").await;
     partition_by_session(&db.store(), PARTITIONS).await.unwrap();
     // Every statement's plan as it ran (on the plan the connection keeps), sent to the client.
     let name: String = sqlx::query_scalar("SELECT current_database()")
@@ -305,7 +309,6 @@ async fn a_session_pages_statements_read_one_partition_of_each_table() {
     }
     let app = TestApp::start_on(db.reconnected().await, Default::default()).await;
     let tables = distributed_tables();
-    let session = sessions[3];
     let home: String = sqlx::query_scalar(&partitions_of_a_session(&tables))
         .bind(session)
         .fetch_one(app.store.pool())
@@ -394,6 +397,13 @@ async fn a_session_pages_statements_read_one_partition_of_each_table() {
     // other partition's scan is even set up.
     let (page, plans) = read_with_plans(&app, COMPILED_SESSION_PAGE, session).await;
     assert!(page["session"]["stages"].as_array().unwrap().len() > 1);
+    let contents: Vec<&Value> = (page["session"]["stages"].as_array().unwrap().iter())
+        .flat_map(|stage| stage["executions"].as_array().unwrap())
+        .flat_map(|execution| execution["timeline"]["edges"].as_array().unwrap())
+        .filter(|edge| edge["node"]["uuid"] == json!(streaming))
+        .map(|edge| &edge["node"]["content"])
+        .collect();
+    assert_eq!(contents, [&json!("in the log; in a chunk")], "{page}");
     let plans: Vec<String> = (plans.into_iter())
         .filter(|plan| plan.contains("ARRAY(SELECT ROW("))
         .collect();
@@ -408,13 +418,23 @@ async fn a_session_pages_statements_read_one_partition_of_each_table() {
         "llm_interactions",
         "mcp_interactions",
     ];
-    // What it read is in the session's partitions; what it names itself is not even set up
-    // elsewhere (the parts the live timeline view joins by its rows' columns are pruned as
-    // each row is read, as in the per-key statements above).
-    let elsewhere: Vec<_> = (found.iter())
-        .filter(|(table, p, executed)| *p != home && (*executed || named.contains(&table.as_str())))
-        .collect();
+    // No other partition's scan is even set up, a streaming event's text included: the live
+    // timeline is read by the function of the session (migration 0126), whose sub-selects for
+    // that text name the statement's parameter. (0119's view named each row's column, which
+    // set up every partition of five tables.)
+    let elsewhere: Vec<_> = (found.iter()).filter(|(_, p, _)| *p != home).collect();
     assert!(elsewhere.is_empty(), "{elsewhere:?} in:\n{}", plans[0]);
+    for table in [
+        "timeline_event_chunks",
+        "event_texts_in_log",
+        "session_events",
+    ] {
+        assert!(
+            found.iter().any(|(t, _, executed)| t == table && *executed),
+            "the streaming event's text was not read from {table}:\n{}",
+            plans[0]
+        );
+    }
     for table in named {
         assert!(
             found.iter().any(|(t, _, executed)| t == table && *executed),
@@ -434,8 +454,44 @@ const COMPILED_SESSION_PAGE: &str = "query Session($id: ID!) { session(id: $id) 
     llmInteractionsConnection(first: 100) { edges { node { uuid modelName llmResponse } } } \
     mcpInteractionsConnection(first: 100) { edges { node { uuid toolName toolResult } } } } } } }";
 
-/// `n` small sessions (3 stages of one agent, each with 10 events, 10 messages and 4 LLM and
-/// 4 MCP interactions), written as an import writes them (no change recorded).
+/// A new streaming event of `session`'s first agent, whose text is `logged` in the session's
+/// event log (a grouped append) and then `chunked` in a chunk (an append on its own).
+async fn streaming_event(pool: &PgPool, session: Uuid, logged: &str, chunked: &str) -> Uuid {
+    let event = Uuid::now_v7();
+    sqlx::query(
+        "INSERT INTO timeline_events (id, session_id, stage_id, execution_id, sequence_number, \
+         event_type, status) \
+         SELECT $1, $2, x.stage_id, x.id, \
+                (SELECT max(t.sequence_number) + 1 FROM timeline_events t WHERE t.session_id = $2), \
+                'llm_response', 'streaming' \
+         FROM agent_executions x WHERE x.session_id = $2 ORDER BY x.created_at, x.id LIMIT 1",
+    )
+    .bind(event)
+    .bind(session)
+    .execute(pool)
+    .await
+    .unwrap();
+    let stored: Vec<bool> = sqlx::query_scalar(
+        "SELECT stored FROM append_timeline_chunks(ARRAY[$1], ARRAY[0::bigint], ARRAY[$2], 100000)",
+    )
+    .bind(event)
+    .bind(logged)
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    assert_eq!(stored, [true]);
+    let stored: bool =
+        sqlx::query_scalar("SELECT stored FROM append_timeline_chunk($1, $2, $3, 100000)")
+            .bind(event)
+            .bind(logged.chars().count() as i64)
+            .bind(chunked)
+            .fetch_one(pool)
+            .await
+            .unwrap();
+    assert!(stored);
+    event
+}
+
 /// The answer to `query` about `session`, and the plans of the statements it ran (sent by
 /// `auto_explain` as notices).
 async fn read_with_plans(app: &TestApp, query: &str, session: Uuid) -> (Value, Vec<String>) {
@@ -449,6 +505,8 @@ async fn read_with_plans(app: &TestApp, query: &str, session: Uuid) -> (Value, V
     (page, plans)
 }
 
+/// `n` small sessions (3 stages of one agent, each with 10 events, 10 messages and 4 LLM and
+/// 4 MCP interactions), written as an import writes them (no change recorded).
 async fn bulk_sessions(pool: &PgPool, n: i32) {
     let mut conn = pool.acquire().await.unwrap();
     let statements = [
