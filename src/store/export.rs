@@ -220,7 +220,7 @@ fn part<R: Record>(name: &'static str, payloads: &'static [Payload], order: &str
         statement: format!(
             "SELECT {}{extra} FROM {} WHERE session_id = $1 ORDER BY {order}",
             R::COLUMNS,
-            R::of_session("$1")
+            R::TABLE
         ),
         payloads,
     }

@@ -387,7 +387,7 @@ fn by_keys_statement<R: InSession>(prefix: &str) -> String {
             " r"
         ),
         R::COLUMNS,
-        R::of_session("k.session_id"),
+        R::TABLE,
         prefix = prefix
     )
 }
@@ -401,7 +401,7 @@ fn by_keys_in_session_statement<R: InSession>() -> String {
             " r"
         ),
         R::COLUMNS,
-        R::of_session("$2"),
+        R::TABLE,
     )
 }
 

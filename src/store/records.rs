@@ -28,9 +28,6 @@ pub trait Record:
 {
     /// The table (or view) it is read from.
     const TABLE: &'static str;
-    /// The function of their session its rows are read through where the session is known,
-    /// when that is not [`Record::TABLE`] (see [`Record::of_session`]).
-    const OF_SESSION: Option<&'static str> = None;
     /// What one row is called in messages.
     const NAME: &'static str;
     /// The columns read: every one, but for tables whose large columns are read apart, only
@@ -39,17 +36,6 @@ pub trait Record:
     /// Large columns a page of these records reads only when a key of its statement asks
     /// for them ([`super::Payloads`]): an LLM call's request's, then the rest.
     const PAYLOADS: [&'static [&'static str]; 2] = [&[], &[]];
-    /// Where the rows of the session `session` (an expression of the statement that reads
-    /// them: `$1`, `k.session_id`) are read from. A function of the session names it in
-    /// its own sub-selects as well, where a view could name only each row's column: on a
-    /// layout partitioned (or sharded) by session, a statement's parameter prunes every one
-    /// of them as the statement starts.
-    fn of_session(session: &str) -> String {
-        match Self::OF_SESSION {
-            Some(function) => format!("{function}({session})"),
-            None => Self::TABLE.to_owned(),
-        }
-    }
     fn id(&self) -> Uuid;
     /// The session it belongs to; none for a chain version, which belongs to every session
     /// that ran it.
@@ -83,16 +69,9 @@ macro_rules! record {
     ($row:ty, $table:literal, $name:literal) => {
         record!($row, $table, $name, "*");
     };
-    ($row:ty, $table:literal, $name:literal, of_session $function:literal) => {
-        record!(@impl $row, $table, $name, "*", Some($function));
-    };
     ($row:ty, $table:literal, $name:literal, $columns:expr) => {
-        record!(@impl $row, $table, $name, $columns, None);
-    };
-    (@impl $row:ty, $table:literal, $name:literal, $columns:expr, $of_session:expr) => {
         impl Record for $row {
             const TABLE: &'static str = $table;
-            const OF_SESSION: Option<&'static str> = $of_session;
             const NAME: &'static str = $name;
             const COLUMNS: &'static str = $columns;
             fn id(&self) -> Uuid {
@@ -307,14 +286,8 @@ pub struct TimelineEventRow {
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
-// Read live, so a streaming event shows everything appended so far: by the function of its
-// session where that is known (migration 0126), else through the view of every session's.
-record!(
-    TimelineEventRow,
-    "timeline_events_live",
-    "timeline event",
-    of_session "timeline_events_live_of"
-);
+// Read through the view, so a streaming event shows everything appended so far.
+record!(TimelineEventRow, "timeline_events_live", "timeline event");
 
 #[derive(Debug, Clone, FromRow, serde::Serialize, serde::Deserialize)]
 pub struct MessageRow {

@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 pub use binary::Datum;
 
-use super::{Record, Scope, Store, TimelineEventRow};
+use super::{Scope, Store};
 use crate::error::{Error, Result};
 
 /// What a level of the tree reads: which rows, in which order.
@@ -54,7 +54,6 @@ impl Rows {
     /// row).
     fn source(self, r: &str, p: &str, session: &str) -> (String, String, String) {
         let under = |scope: Scope| format!("{r}.{} = {p}.id", scope.column());
-        let live_timeline = TimelineEventRow::of_session(session);
         let (table, under, order) = match self {
             Rows::Session => ("sessions", format!("{r}.id = {session}"), String::new()),
             Rows::Stages => ("stages", under(Scope::Session), format!("{r}.stage_index")),
@@ -75,10 +74,8 @@ impl Rows {
                 format!("{r}.parent_execution_id = {p}.id"),
                 format!("{r}.agent_index"),
             ),
-            // The live timeline of the session (migration 0126): a streaming event's text is
-            // read in the session's partition too, pruned as the statement starts.
             Rows::Timeline(scope) => (
-                live_timeline.as_str(),
+                "timeline_events_live",
                 under(scope),
                 format!("{r}.sequence_number"),
             ),
@@ -308,7 +305,7 @@ mod tests {
         assert_eq!(
             sql,
             "SELECT ROW(r0.id, r0.error_message IS NULL, ARRAY(SELECT ROW(r1.id, ARRAY(SELECT ROW(r2.id, \
-             r2.content) FROM timeline_events_live_of($1) r2 WHERE r2.stage_id = r1.id AND \
+             r2.content) FROM timeline_events_live r2 WHERE r2.stage_id = r1.id AND \
              r2.session_id = $1 ORDER BY r2.sequence_number LIMIT $2)) FROM stages r1 WHERE \
              r1.session_id = r0.id AND r1.session_id = $1 ORDER BY r1.stage_index)) \
              FROM sessions r0 WHERE r0.id = $1"
@@ -320,10 +317,7 @@ mod tests {
             "SELECT k.ord, ROW(r0.id, r0.error_message IS NULL, ARRAY(SELECT ROW(r1.id, "
         ));
         assert!(sql.contains("FROM stages r1 WHERE r1.session_id = r0.id ORDER BY"));
-        assert!(sql.contains(
-            "FROM timeline_events_live_of(r0.id) r2 WHERE r2.stage_id = r1.id AND \
-             r2.session_id = r0.id ORDER BY"
-        ));
+        assert!(sql.contains("r2.stage_id = r1.id AND r2.session_id = r0.id ORDER BY"));
         assert!(sql.ends_with(
             "FROM unnest($1::uuid[]) WITH ORDINALITY AS k (id, ord) JOIN sessions r0 ON r0.id = k.id"
         ));
