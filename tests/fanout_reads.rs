@@ -81,7 +81,7 @@ async fn stage_reads(app: &TestApp, subscribers: usize) -> usize {
     }
     let reads = statements::settled_count(|s| {
         // One stage: read by key, within its session.
-        s.contains("FROM stages WHERE id = k.id AND session_id =")
+        s.contains("FROM stages t WHERE id = k.id AND session_id =")
     })
     .await;
     for sub in subs {

@@ -2,6 +2,7 @@
 //! parent its own slice of a keyset order (read from either end), with how many children it
 //! has in all.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::Arc;
@@ -352,7 +353,7 @@ fn child_pages_statement<R: Record, A: KeyPart, B: KeyPart>(
         indexed,
     } = keyset;
     let (a, b) = (A::SQL, B::SQL);
-    let table = table.unwrap_or(R::TABLE);
+    let table = table.map_or_else(|| R::source(Some("k.session")), Cow::Borrowed);
     let any = |wanted: fn(&ChildPageKey<A, B>) -> bool| keys.iter().any(wanted);
     // Payloads are columns only when a key asks for them, and null for the keys of the
     // batch that did not.

@@ -218,9 +218,9 @@ fn part<R: Record>(name: &'static str, payloads: &'static [Payload], order: &str
     Part {
         name,
         statement: format!(
-            "SELECT {}{extra} FROM {} WHERE session_id = $1 ORDER BY {order}",
+            "SELECT {}{extra} FROM {} t WHERE session_id = $1 ORDER BY {order}",
             R::COLUMNS,
-            R::TABLE
+            R::source(Some("$1"))
         ),
         payloads,
     }

@@ -78,6 +78,7 @@ pub mod export;
 mod feed;
 mod health;
 mod lease;
+mod live_timeline;
 pub mod mcp_search;
 pub mod notifications;
 pub mod page;
@@ -328,15 +329,19 @@ impl Store {
         // id is the session, that reads only its partition (and one id, a parameter, only its
         // partition's plan).
         let sql = match ids {
-            [_] => format!("SELECT {} FROM {} WHERE id = $1", R::COLUMNS, R::TABLE),
+            [_] => format!(
+                "SELECT {} FROM {} t WHERE id = $1",
+                R::COLUMNS,
+                R::source(None)
+            ),
             _ => format!(
                 concat!(
                     "SELECT r.* FROM ",
-                    per_session!("SELECT {} FROM {} WHERE id = k.session_id"),
+                    per_session!("SELECT {} FROM {} t WHERE id = k.session_id"),
                     " r"
                 ),
                 R::COLUMNS,
-                R::TABLE
+                R::source(None)
             ),
         };
         let query = sqlx::query_as::<_, R>(&sql);
@@ -383,11 +388,11 @@ fn by_keys_statement<R: InSession>(prefix: &str) -> String {
     format!(
         concat!(
             "{prefix}SELECT r.* FROM ",
-            per_key!("SELECT {} FROM {} WHERE id = k.id AND session_id = k.session_id"),
+            per_key!("SELECT {} FROM {} t WHERE id = k.id AND session_id = k.session_id"),
             " r"
         ),
         R::COLUMNS,
-        R::TABLE,
+        R::source(Some("k.session_id")),
         prefix = prefix
     )
 }
@@ -397,11 +402,11 @@ fn by_keys_in_session_statement<R: InSession>() -> String {
     format!(
         concat!(
             "SELECT r.* FROM ",
-            per_key_in_session!("SELECT {} FROM {} WHERE id = k.id AND session_id = $2"),
+            per_key_in_session!("SELECT {} FROM {} t WHERE id = k.id AND session_id = $2"),
             " r"
         ),
         R::COLUMNS,
-        R::TABLE,
+        R::source(Some("$2")),
     )
 }
 

@@ -4,6 +4,7 @@ use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 use serde_json::Value as Json;
 use serde_json::value::RawValue;
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use sqlx::postgres::PgRow;
@@ -26,7 +27,7 @@ pub fn raw_json(value: &Json) -> RawJson {
 pub trait Record:
     for<'r> FromRow<'r, sqlx::postgres::PgRow> + Clone + Send + Sync + Unpin + 'static
 {
-    /// The table (or view) it is read from.
+    /// The table (or view) its rows are in; statements read them from [`Record::source`].
     const TABLE: &'static str;
     /// What one row is called in messages.
     const NAME: &'static str;
@@ -36,6 +37,13 @@ pub trait Record:
     /// Large columns a page of these records reads only when a key of its statement asks
     /// for them ([`super::Payloads`]): an LLM call's request's, then the rest.
     const PAYLOADS: [&'static [&'static str]; 2] = [&[], &[]];
+    /// What a statement reads its rows from: those of the session `session` (an expression of
+    /// the statement: `$1`, `k.session_id`), or of any session (`None`). The table, unless its
+    /// rows are read through more (a streaming timeline event's text so far).
+    fn source(session: Option<&str>) -> Cow<'static, str> {
+        let _ = session;
+        Cow::Borrowed(Self::TABLE)
+    }
     fn id(&self) -> Uuid;
     /// The session it belongs to; none for a chain version, which belongs to every session
     /// that ran it.
@@ -69,11 +77,22 @@ macro_rules! record {
     ($row:ty, $table:literal, $name:literal) => {
         record!($row, $table, $name, "*");
     };
+    ($row:ty, $table:literal, $name:literal, source $source:path) => {
+        record!(@impl $row, $table, $name, "*", $source);
+    };
     ($row:ty, $table:literal, $name:literal, $columns:expr) => {
+        record!(@impl $row, $table, $name, $columns,);
+    };
+    (@impl $row:ty, $table:literal, $name:literal, $columns:expr, $($source:path)?) => {
         impl Record for $row {
             const TABLE: &'static str = $table;
             const NAME: &'static str = $name;
             const COLUMNS: &'static str = $columns;
+            $(
+                fn source(session: Option<&str>) -> Cow<'static, str> {
+                    Cow::Owned($source(session))
+                }
+            )?
             fn id(&self) -> Uuid {
                 self.id
             }
@@ -286,8 +305,13 @@ pub struct TimelineEventRow {
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
-// Read through the view, so a streaming event shows everything appended so far.
-record!(TimelineEventRow, "timeline_events_live", "timeline event");
+// Read live, so that a streaming event shows everything appended so far.
+record!(
+    TimelineEventRow,
+    "timeline_events",
+    "timeline event",
+    source super::live_timeline::live_timeline
+);
 
 #[derive(Debug, Clone, FromRow, serde::Serialize, serde::Deserialize)]
 pub struct MessageRow {

@@ -7,7 +7,7 @@ use sqlx::FromRow;
 use uuid::Uuid;
 
 use super::page::{Joined, KeyArrays, Page, PerKey, Slice, either_end};
-use super::{Scope, Store, TimelineEventRow};
+use super::{Record as _, Scope, Store, TimelineEventRow};
 use crate::error::Result;
 use crate::model::{TimelineEventStatus, TimelineEventType, db_name};
 
@@ -160,10 +160,18 @@ fn pages_statement(
     k.flag("from_end", forward && backward, from_end)?;
     let matches = filter.condition(&mut k)?;
     let column = scope.column();
+    // The keys' session: a parameter of the statement when they share one (as a session
+    // page's do), so that every table, a streaming event's text included, is pruned to its
+    // partition as the statement starts; else each key's, pruned as it is read.
+    let first = keys.first().map(|key| key.session);
+    let session = match first.filter(|first| keys.iter().all(|key| key.session == *first)) {
+        Some(one) => k.bind(one, "uuid")?,
+        None => "k.session".to_owned(),
+    };
     // The parent's session is named too (a session's own timeline needs no more).
     let of_parent = match scope {
         Scope::Session => format!("t.{column} = k.parent{matches}"),
-        _ => format!("t.{column} = k.parent AND t.session_id = k.session{matches}"),
+        _ => format!("t.{column} = k.parent AND t.session_id = {session}{matches}"),
     };
     let window = format!(
         "{of_parent} AND t.sequence_number > k.after_seq AND t.sequence_number < k.before_seq"
@@ -199,17 +207,18 @@ fn pages_statement(
     let events = either_end(forward, backward, |gate, descending| {
         let order = if descending { " DESC" } else { "" };
         format!(
-            "SELECT * FROM timeline_events_live t WHERE {gate}{window} \
-             ORDER BY t.sequence_number{order} LIMIT k.lim"
+            "SELECT * FROM {} t WHERE {gate}{window} \
+             ORDER BY t.sequence_number{order} LIMIT k.lim",
+            TimelineEventRow::source(Some(&session))
         )
     });
     let sql = k.statement(&[earlier, later], &events, "c.sequence_number");
     Ok((sql, k))
 }
 
-/// Columns of `timeline_events_live` for a replay, with content and metadata left out (not even
-/// computed) for events outside the view (`$2`, `$3`, `$4`: its stage, execution and event
-/// types, if any).
+/// Columns of the session's live timeline (`$1`) for a replay, with content and metadata left
+/// out (not even computed) for events outside the view (`$2`, `$3`, `$4`: its stage, execution
+/// and event types, if any).
 const REPLAY_COLUMNS: &str = "id, session_id, stage_id, execution_id, sequence_number, \
     event_type, status, \
     CASE WHEN ($2::uuid IS NULL OR stage_id = $2) AND ($3::uuid IS NULL OR execution_id = $3) \
@@ -241,9 +250,10 @@ impl Store {
         limit: i64,
     ) -> Result<Vec<Arc<TimelineEventRow>>> {
         let sql = format!(
-            "SELECT {REPLAY_COLUMNS} FROM timeline_events_live \
-             WHERE session_id = $1 AND sequence_number > $5 AND sequence_number < $6 \
-             ORDER BY sequence_number LIMIT $7"
+            "SELECT {REPLAY_COLUMNS} FROM {} t \
+             WHERE sequence_number > $5 AND sequence_number < $6 \
+             ORDER BY sequence_number LIMIT $7",
+            TimelineEventRow::source(Some("$1"))
         );
         let rows: Vec<TimelineEventRow> = sqlx::query_as(&sql)
             .bind(replay.session)
@@ -268,8 +278,9 @@ impl Store {
             return Ok(Vec::new());
         }
         let sql = format!(
-            "SELECT {REPLAY_COLUMNS} FROM timeline_events_live \
-             WHERE session_id = $1 AND sequence_number = ANY($5) ORDER BY sequence_number"
+            "SELECT {REPLAY_COLUMNS} FROM {} t \
+             WHERE sequence_number = ANY($5) ORDER BY sequence_number",
+            TimelineEventRow::source(Some("$1"))
         );
         let rows: Vec<TimelineEventRow> = sqlx::query_as(&sql)
             .bind(replay.session)

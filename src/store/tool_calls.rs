@@ -216,7 +216,7 @@ impl Store {
                AND e.metadata ->> 'tool_call_id' = k.call_id \
                AND e.event_type IN ('llm_tool_call', 'mcp_tool_call') \
              ORDER BY e.session_id, e.execution_id, k.call_id, e.event_type, e.sequence_number",
-            TimelineEventRow::TABLE
+            TimelineEventRow::source(None)
         );
         let rows: Vec<Row> = self.rows_by_call(&sql, keys).await?;
         let mut events: HashMap<CallKey, CallEvents> = HashMap::new();

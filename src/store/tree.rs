@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 pub use binary::Datum;
 
-use super::{Scope, Store};
+use super::{Record as _, Scope, Store, TimelineEventRow};
 use crate::error::{Error, Result};
 
 /// What a level of the tree reads: which rows, in which order.
@@ -74,11 +74,13 @@ impl Rows {
                 format!("{r}.parent_execution_id = {p}.id"),
                 format!("{r}.agent_index"),
             ),
-            Rows::Timeline(scope) => (
-                "timeline_events_live",
-                under(scope),
-                format!("{r}.sequence_number"),
-            ),
+            Rows::Timeline(scope) => {
+                return (
+                    TimelineEventRow::source(Some(session)).into_owned(),
+                    under(scope),
+                    format!("{r}.sequence_number"),
+                );
+            }
             Rows::Messages(scope) => (
                 "messages",
                 under(scope),
@@ -302,13 +304,18 @@ mod tests {
             }],
         };
         let (sql, limits) = tree_statement(&root, Sessions::One);
+        // The live timeline of the session the statement names.
+        let live = TimelineEventRow::source(Some("$1"));
+        assert!(live.ends_with(" FROM timeline_events le WHERE le.session_id = $1)"));
         assert_eq!(
             sql,
-            "SELECT ROW(r0.id, r0.error_message IS NULL, ARRAY(SELECT ROW(r1.id, ARRAY(SELECT ROW(r2.id, \
-             r2.content) FROM timeline_events_live r2 WHERE r2.stage_id = r1.id AND \
-             r2.session_id = $1 ORDER BY r2.sequence_number LIMIT $2)) FROM stages r1 WHERE \
-             r1.session_id = r0.id AND r1.session_id = $1 ORDER BY r1.stage_index)) \
-             FROM sessions r0 WHERE r0.id = $1"
+            format!(
+                "SELECT ROW(r0.id, r0.error_message IS NULL, ARRAY(SELECT ROW(r1.id, \
+                 ARRAY(SELECT ROW(r2.id, r2.content) FROM {live} r2 WHERE r2.stage_id = r1.id \
+                 AND r2.session_id = $1 ORDER BY r2.sequence_number LIMIT $2)) FROM stages r1 \
+                 WHERE r1.session_id = r0.id AND r1.session_id = $1 ORDER BY r1.stage_index)) \
+                 FROM sessions r0 WHERE r0.id = $1"
+            )
         );
         assert_eq!(limits, vec![100]);
         // Many sessions: each level in its root's, named once where its parent is the session.
@@ -317,7 +324,10 @@ mod tests {
             "SELECT k.ord, ROW(r0.id, r0.error_message IS NULL, ARRAY(SELECT ROW(r1.id, "
         ));
         assert!(sql.contains("FROM stages r1 WHERE r1.session_id = r0.id ORDER BY"));
-        assert!(sql.contains("r2.stage_id = r1.id AND r2.session_id = r0.id ORDER BY"));
+        assert!(sql.contains(&format!(
+            "FROM {} r2 WHERE r2.stage_id = r1.id AND r2.session_id = r0.id ORDER BY",
+            TimelineEventRow::source(Some("r0.id"))
+        )));
         assert!(sql.ends_with(
             "FROM unnest($1::uuid[]) WITH ORDINALITY AS k (id, ord) JOIN sessions r0 ON r0.id = k.id"
         ));

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 
 use casefile::store::session_events::{ChangeKind, SessionEventRow};
+use casefile::store::{Record as _, TimelineEventRow};
 use serde_json::{Value, json};
 use sqlx::Connection as _;
 use uuid::Uuid;
@@ -809,6 +810,7 @@ async fn a_sessions_pieces_are_folded_into_chunks_as_its_log_grows() {
         a.content(&idle).await,
         ("waiting".to_owned(), streaming.clone())
     );
+    read_live_as_the_view_reads(&app, &session).await;
     // Where the texts end is found past the folds when the unlogged record is gone.
     sqlx::query("TRUNCATE streaming_event_ends")
         .execute(app.store.pool())
@@ -863,6 +865,7 @@ async fn a_sessions_pieces_are_folded_into_chunks_as_its_log_grows() {
         (streams.right_text.clone(), streaming.clone())
     );
     assert_eq!(a.content(&idle).await, ("waiting".to_owned(), streaming));
+    read_live_as_the_view_reads(&app, &session).await;
     // The change log still reads each append's own text.
     let texts = appended_texts(&app, &session).await;
     assert_eq!(
@@ -883,6 +886,37 @@ async fn a_sessions_pieces_are_folded_into_chunks_as_its_log_grows() {
     assert_eq!(rows_of(&app, "timeline_event_chunks", &l).await, 0);
     assert_eq!(folded_through(&app, &l).await, None);
     app.stop().await;
+}
+
+/// The session's timeline as statements read it live (named by a parameter, and by each row's
+/// own session), which is the view `timeline_events_live` (0119) written out per statement:
+/// the same rows, each streaming event's text and time included, asserted not empty.
+async fn read_live_as_the_view_reads(app: &TestApp, session: &str) {
+    let id = Uuid::parse_str(session).unwrap();
+    let read = |sql: String| async move {
+        let rows: Vec<TimelineEventRow> = sqlx::query_as(&sql)
+            .bind(id)
+            .fetch_all(app.store.pool())
+            .await
+            .unwrap();
+        serde_json::to_value(rows).unwrap()
+    };
+    let order = "ORDER BY t.sequence_number";
+    let view = read(format!(
+        "SELECT * FROM timeline_events_live t WHERE t.session_id = $1 {order}"
+    ))
+    .await;
+    assert!(view.as_array().is_some_and(|rows| !rows.is_empty()));
+    for source in [
+        TimelineEventRow::source(Some("$1")),
+        TimelineEventRow::source(None),
+    ] {
+        let live = read(format!(
+            "SELECT * FROM {source} t WHERE t.session_id = $1 {order}"
+        ))
+        .await;
+        assert_eq!(live, view, "{source}");
+    }
 }
 
 /// Whether a transaction holds `event`'s end row: a group that wrote it locks it until it
@@ -1294,6 +1328,7 @@ async fn rows_written_before_runs_in_place_read_beside_them() {
         appended_texts(&app, &session).await,
         ["l-a", "r-a", "l-b", "l-c", "r-b", "l-d"]
     );
+    read_live_as_the_view_reads(&app, &session).await;
     app.stop().await;
 }
 

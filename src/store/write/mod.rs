@@ -215,9 +215,9 @@ async fn by_key<R: InSession>(
     locking: &str,
 ) -> Result<R> {
     sqlx::query_as(&format!(
-        "SELECT {} FROM {} WHERE id = $1 AND session_id = $2 {locking}",
+        "SELECT {} FROM {} t WHERE id = $1 AND session_id = $2 {locking}",
         R::COLUMNS,
-        R::TABLE
+        R::source(Some("$2"))
     ))
     .bind(id)
     .bind(session_id)

@@ -5,9 +5,9 @@
 //! UPDATE (quadratic I/O over a long stream). An append decided here inserts a chunk row
 //! `(event_id, start_offset, content)`; a grouped one (`append_groups.rs`) keeps its text in the
 //! session event log row that records it (migration 0119). Readers see the event through the
-//! `timeline_events_live` view, which concatenates the pieces so far. Finishing folds them into
-//! the event row once and deletes the chunks, so the write cost of an event stays linear in its
-//! length.
+//! live timeline (`store::live_timeline`), which concatenates the pieces so far. Finishing folds
+//! them into the event row once and deletes the chunks, so the write cost of an event stays
+//! linear in its length.
 //!
 //! Appends carry their offset (in characters) and are exactly-once: a chunk already applied
 //! (a retry) is acknowledged without writing, an overlapping one applies only its new part
@@ -32,9 +32,9 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::model::{ExecutionStatus, TimelineEventStatus, TimelineEventType};
-use crate::store::TimelineEventRow;
 use crate::store::records::timeline_event_columns;
 use crate::store::traced::traced;
+use crate::store::{Record as _, TimelineEventRow};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct NewEvent {
@@ -318,10 +318,10 @@ pub async fn append(
     let session_id = owners
         .session_of(conn, Target::Event(append.event_id))
         .await?;
-    let stored: String = sqlx::query_scalar(
-        "SELECT substr(content, $3::int + 1, $4::int) FROM timeline_events_live \
-         WHERE id = $1 AND session_id = $2",
-    )
+    let stored: String = sqlx::query_scalar(&format!(
+        "SELECT substr(content, $3::int + 1, $4::int) FROM {} t WHERE id = $1",
+        TimelineEventRow::source(Some("$2"))
+    ))
     .bind(append.event_id)
     .bind(session_id)
     .bind(append.offset)
