@@ -412,8 +412,14 @@ fn by_keys_in_session_statement<R: InSession>() -> String {
 
 /// The session of every one of `keys`, when they have one.
 pub(crate) fn one_session(keys: &[Key]) -> Option<Uuid> {
-    let first = keys.first()?.session;
-    keys.iter().all(|k| k.session == first).then_some(first)
+    the_one_session(keys.iter().map(|k| k.session))
+}
+
+/// The session every one of `sessions` is, when they are one.
+pub(crate) fn the_one_session(sessions: impl IntoIterator<Item = Uuid>) -> Option<Uuid> {
+    let mut sessions = sessions.into_iter();
+    let first = sessions.next()?;
+    sessions.all(|s| s == first).then_some(first)
 }
 
 /// The ids of `keys` and, in the same places, their sessions (each key once), bound as `$1`

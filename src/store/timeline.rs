@@ -163,8 +163,7 @@ fn pages_statement(
     // The keys' session: a parameter of the statement when they share one (as a session
     // page's do), so that every table, a streaming event's text included, is pruned to its
     // partition as the statement starts; else each key's, pruned as it is read.
-    let first = keys.first().map(|key| key.session);
-    let session = match first.filter(|first| keys.iter().all(|key| key.session == *first)) {
+    let session = match super::the_one_session(keys.iter().map(|key| key.session)) {
         Some(one) => k.bind(one, "uuid")?,
         None => "k.session".to_owned(),
     };
