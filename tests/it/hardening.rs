@@ -207,12 +207,29 @@ async fn subscriptions_are_capped_per_connection_and_per_process() {
     // One caller here: its share must not be what runs out first.
     options.live.max_subscriptions_per_identity = Some(3);
     let app = TestApp::start_with(options).await;
-    let feed = "subscription { sessions { status } }";
+    let create = |alert: &str| {
+        format!(
+            "mutation {{ createSession(input: {{ alertType: \"{alert}\", chainId: \"c\" }}) {{ uuid }} }}"
+        )
+    };
+    // Every subscription here starts from the feed's beginning, so its first delivery (this
+    // session) shows it holds its place: a place is taken when the server first runs the
+    // stream, which may be after the client has sent it or seen the response's headers.
+    app.data(&create("A"), json!({})).await;
+    let from_start = "subscription ($after: String) { sessions(after: $after) { status } }";
+    let start = json!({ "after": casefile::cursor::FeedPosition { position: 0 }.encode() });
     let mut socket = Subscription::connect(app.addr, false, &[]).await.unwrap();
     assert_eq!(socket.init(json!({})).await["type"], "connection_ack");
-    socket.start_operation("a", feed, json!({})).await;
-    socket.start_operation("b", feed, json!({})).await;
-    socket.start_operation("c", feed, json!({})).await;
+    for id in ["a", "b"] {
+        socket.start_operation(id, from_start, start.clone()).await;
+        let first = socket.message().await;
+        assert_eq!(
+            (&first["id"], &first["type"]),
+            (&json!(id), &json!("next")),
+            "{first}"
+        );
+    }
+    socket.start_operation("c", from_start, start.clone()).await;
     let refused = socket.message().await;
     assert_eq!(refused["id"], "c", "{refused}");
     assert_eq!(refused["type"], "error");
@@ -221,13 +238,10 @@ async fn subscriptions_are_capped_per_connection_and_per_process() {
         "TOO_MANY_SUBSCRIPTIONS"
     );
 
-    // The connection stays; a third subscription elsewhere fills the process. It starts from
-    // the feed's beginning: "from now" would be wherever the server first ran it, which may be
-    // after the write below.
-    let from_start = "subscription ($after: String) { sessions(after: $after) { status } }";
-    let start = json!({ "after": casefile::cursor::FeedPosition { position: 0 }.encode() });
+    // The connection stays; a third subscription elsewhere fills the process.
     let mut sse = SseSubscription::start(app.addr, from_start, start.clone()).await;
-    let refused = SseSubscription::start(app.addr, feed, json!({}))
+    assert_eq!(sse.next().await.unwrap()["sessions"]["status"], "PENDING");
+    let refused = SseSubscription::start(app.addr, from_start, start.clone())
         .await
         .next()
         .await;
@@ -238,11 +252,7 @@ async fn subscriptions_are_capped_per_connection_and_per_process() {
     );
 
     // Those open still deliver.
-    app.data(
-        "mutation { createSession(input: { alertType: \"A\", chainId: \"c\" }) { uuid } }",
-        json!({}),
-    )
-    .await;
+    app.data(&create("B"), json!({})).await;
     let mut delivered = std::collections::BTreeSet::new();
     while delivered.len() < 2 {
         let message = socket.message().await;
@@ -251,28 +261,25 @@ async fn subscriptions_are_capped_per_connection_and_per_process() {
     }
     assert_eq!(sse.next().await.unwrap()["sessions"]["status"], "PENDING");
 
-    // Completing one frees its place on the connection (the process is still full: the SSE
-    // stream holds the third place).
+    // Completing one frees its place on the connection, and in the process at once: the SSE
+    // stream, dropped too, may hold its place until the server sees its connection close.
     socket.stop_operation("a").await;
     drop(sse);
-    tokio::time::sleep(Duration::from_millis(200)).await;
     socket.start_operation("d", from_start, start).await;
-    app.data(
-        "mutation { createSession(input: { alertType: \"B\", chainId: \"c\" }) { uuid } }",
-        json!({}),
-    )
-    .await;
-    let mut delivered = std::collections::BTreeSet::new();
-    while delivered.len() < 2 {
+    app.data(&create("C"), json!({})).await;
+    // `d` replays the feed (three sessions), `b` gets the third.
+    let mut delivered = Vec::new();
+    while delivered.len() < 4 {
         let message = socket.message().await;
         if message["type"] == "complete" {
             assert_eq!(message["id"], "a", "{message}");
             continue;
         }
         assert_eq!(message["type"], "next", "{message}");
-        delivered.insert(message["id"].as_str().unwrap().to_owned());
+        delivered.push(message["id"].as_str().unwrap().to_owned());
     }
-    assert_eq!(delivered, ["b".to_owned(), "d".to_owned()].into());
+    delivered.sort();
+    assert_eq!(delivered, ["b", "d", "d", "d"]);
     app.stop().await;
 }
 
