@@ -2,24 +2,44 @@
 //! which this layer keeps. Install it once per test binary, in a binary of its own, so no other
 //! test's statements are recorded; or, in a shared binary, for one test's thread only.
 
-use std::sync::Mutex;
+use std::cell::RefCell;
+use std::sync::{Arc, LazyLock, Mutex};
 
 use tracing::Dispatch;
 use tracing::subscriber::NoSubscriber;
 use tracing_subscriber::layer::SubscriberExt as _;
 
-/// Each statement's text, and whether a GraphQL operation ran it (inside its span).
-static STATEMENTS: Mutex<Vec<(String, bool)>> = Mutex::new(Vec::new());
+/// What one recording keeps. Each recording on a thread has its own: tests in one binary run
+/// side by side, and one's `clear` must not empty another's.
+#[derive(Default)]
+struct Buffers {
+    /// Each statement's text, and whether a GraphQL operation ran it (inside its span).
+    statements: Mutex<Vec<(String, bool)>>,
+    /// The notices PostgreSQL sent (`auto_explain`'s plans, when it reports at `NOTICE`).
+    notices: Mutex<Vec<String>>,
+    /// The round trips of each GraphQL operation (its log line's `loader_round_trips`).
+    round_trips: Mutex<Vec<u64>>,
+}
 
-/// The notices PostgreSQL sent (`auto_explain`'s plans, when it reports at `NOTICE`).
-static NOTICES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+/// The whole process's recording ([`record`]).
+static PROCESS: LazyLock<Arc<Buffers>> = LazyLock::new(Arc::default);
 
-/// The round trips of each GraphQL operation (its log line's `loader_round_trips`).
-static ROUND_TRIPS: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+thread_local! {
+    /// This thread's recording ([`record_on_this_thread`]), while it lives.
+    static THREAD: RefCell<Option<Arc<Buffers>>> = const { RefCell::new(None) };
+}
+
+/// The recording this thread reads: its own, else the process's.
+fn buffers() -> Arc<Buffers> {
+    THREAD
+        .with(|mine| mine.borrow().clone())
+        .unwrap_or_else(|| PROCESS.clone())
+}
 
 /// Starts recording for the whole process.
 pub fn record() {
-    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(Recorder)).unwrap();
+    let recorder = Recorder(PROCESS.clone());
+    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(recorder)).unwrap();
 }
 
 /// Records what runs on this thread while the returned value lives: for a test on a
@@ -30,7 +50,10 @@ pub fn record_on_this_thread() -> Recording {
     // one of the thread that reaches the callsite first, which may be another test's (none):
     // with two, it asks both and leaves the decision to each event.
     let bystander = Dispatch::new(NoSubscriber::default());
-    let recording = tracing::subscriber::set_default(tracing_subscriber::registry().with(Recorder));
+    let mine = Arc::<Buffers>::default();
+    THREAD.with(|thread| *thread.borrow_mut() = Some(mine.clone()));
+    let recording =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(Recorder(mine)));
     tracing::callsite::rebuild_interest_cache();
     Recording {
         _recording: recording,
@@ -44,27 +67,35 @@ pub struct Recording {
     _bystander: Dispatch,
 }
 
+impl Drop for Recording {
+    fn drop(&mut self) {
+        THREAD.with(|thread| *thread.borrow_mut() = None);
+    }
+}
+
 /// Forgets what was recorded so far.
 pub fn clear() {
-    STATEMENTS.lock().unwrap().clear();
-    NOTICES.lock().unwrap().clear();
-    ROUND_TRIPS.lock().unwrap().clear();
+    let buffers = buffers();
+    buffers.statements.lock().unwrap().clear();
+    buffers.notices.lock().unwrap().clear();
+    buffers.round_trips.lock().unwrap().clear();
 }
 
 /// The notices received since the last `clear`.
 pub fn notices() -> Vec<String> {
-    NOTICES.lock().unwrap().clone()
+    buffers().notices.lock().unwrap().clone()
 }
 
 /// The round trips of each operation answered since the last `clear`: how many times it
 /// waited for a wave of loader batches.
 pub fn round_trips() -> Vec<u64> {
-    ROUND_TRIPS.lock().unwrap().clone()
+    buffers().round_trips.lock().unwrap().clone()
 }
 
 /// The statements recorded since the last `clear`.
 pub fn recorded() -> Vec<String> {
-    STATEMENTS
+    buffers()
+        .statements
         .lock()
         .unwrap()
         .iter()
@@ -75,7 +106,8 @@ pub fn recorded() -> Vec<String> {
 /// The statements GraphQL operations ran since the last `clear`: not the server's background
 /// work (the live hub's, a token's last use), which a loaded machine may run at any moment.
 pub fn recorded_by_operations() -> Vec<String> {
-    STATEMENTS
+    buffers()
+        .statements
         .lock()
         .unwrap()
         .iter()
@@ -84,7 +116,8 @@ pub fn recorded_by_operations() -> Vec<String> {
         .collect()
 }
 
-struct Recorder;
+/// Keeps what it sees in its buffers.
+struct Recorder(Arc<Buffers>);
 
 impl<S> tracing_subscriber::Layer<S> for Recorder
 where
@@ -97,16 +130,20 @@ where
             let by_operation = ctx
                 .event_scope(event)
                 .is_some_and(|mut scope| scope.any(|span| span.name() == "graphql_operation"));
-            STATEMENTS.lock().unwrap().push((text.0, by_operation));
+            self.0
+                .statements
+                .lock()
+                .unwrap()
+                .push((text.0, by_operation));
         } else if event.metadata().target() == "sqlx::postgres::notice" {
             let mut message = Message(String::new());
             event.record(&mut message);
-            NOTICES.lock().unwrap().push(message.0);
+            self.0.notices.lock().unwrap().push(message.0);
         } else {
             let mut round_trips = RoundTrips(None);
             event.record(&mut round_trips);
             if let Some(n) = round_trips.0 {
-                ROUND_TRIPS.lock().unwrap().push(n);
+                self.0.round_trips.lock().unwrap().push(n);
             }
         }
     }
