@@ -340,6 +340,94 @@ async fn a_deleted_streaming_event_leaves_nothing_behind() {
     app.stop().await;
 }
 
+/// A group finds each event by its key when it is given the event's session, and answers the
+/// session it found each event in: an event given another session is not found there (and
+/// nothing is written), one given none is found by its id alone.
+#[tokio::test]
+async fn a_group_finds_its_events_in_the_sessions_it_is_given() {
+    let app = TestApp::start().await;
+    let a = Agent { app: &app };
+    let session = a.session().await;
+    let stage = a.stage(&session, 0, 1, None).await;
+    let execution = a.execution(&stage, 1, "Scout").await;
+    let (event, _) = a.event(&execution, "STREAMING").await;
+    let other: Uuid = a.session().await.parse().unwrap();
+    let (session, event): (Uuid, Uuid) = (session.parse().unwrap(), event.parse().unwrap());
+    let offer = |given: Option<Uuid>, start: i64, delta: &'static str| {
+        let pool = app.store.pool().clone();
+        async move {
+            sqlx::query_as::<_, (bool, Option<Uuid>)>(
+                "SELECT stored, event_session FROM append_timeline_chunks(ARRAY[$1::uuid], \
+                 ARRAY[$2::uuid], ARRAY[$3::bigint], ARRAY[$4::text], 1000000)",
+            )
+            .bind(event)
+            .bind(given)
+            .bind(start)
+            .bind(delta)
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+        }
+    };
+    assert_eq!(offer(Some(other), 0, "ab").await, (false, None));
+    assert_eq!(
+        rows_of(&app, "streaming_event_ends", &event.to_string()).await,
+        0
+    );
+    assert_eq!(offer(None, 0, "ab").await, (true, Some(session)));
+    assert_eq!(offer(Some(session), 2, "cd").await, (true, Some(session)));
+    // Where the text does not end: not stored, its session answered all the same.
+    assert_eq!(offer(Some(session), 1, "x").await, (false, Some(session)));
+    assert_eq!(a.content(&event.to_string()).await.0, "abcd");
+    app.stop().await;
+}
+
+/// The server sends an event's session with its appends once a group has found it. If the
+/// session is deleted and the event's id taken again in another session, the session it
+/// remembered finds nothing: the append is decided alone, and stored.
+#[tokio::test]
+async fn an_event_whose_remembered_session_is_gone_is_still_appended_to() {
+    let app = TestApp::start().await;
+    let a = Agent { app: &app };
+    let create = "mutation ($id: UUID!, $e: ID!) { createTimelineEvent(input: { id: $id, \
+                  executionId: $e, eventType: LLM_RESPONSE }) { uuid } }";
+    let event = Uuid::now_v7();
+    let mut sessions = Vec::new();
+    for _ in 0..2 {
+        let session = a.session().await;
+        let stage = a.stage(&session, 0, 1, None).await;
+        let execution = a.execution(&stage, 1, "Scout").await;
+        sessions.push((session, execution));
+    }
+    let made = a
+        .ok(create, json!({ "id": event, "e": sessions[0].1 }))
+        .await;
+    assert_eq!(made["createTimelineEvent"]["uuid"], json!(event));
+    stream(
+        &a,
+        &event.to_string(),
+        &["one ".to_owned(), "two ".to_owned()],
+    )
+    .await;
+    sqlx::query("DELETE FROM sessions WHERE id = $1::uuid")
+        .bind(&sessions[0].0)
+        .execute(app.store.pool())
+        .await
+        .unwrap();
+    let made = a
+        .ok(create, json!({ "id": event, "e": sessions[1].1 }))
+        .await;
+    assert_eq!(made["createTimelineEvent"]["uuid"], json!(event));
+    stream(
+        &a,
+        &event.to_string(),
+        &["three ".to_owned(), "four".to_owned()],
+    )
+    .await;
+    assert_eq!(a.content(&event.to_string()).await.0, "three four");
+    app.stop().await;
+}
+
 /// A change as the test compares it: position, kind, event, its place, and the characters.
 type Change = (
     i64,
@@ -507,7 +595,8 @@ async fn group(app: &TestApp, appends: &[(&str, i64, &str)]) {
     assert!(stored.iter().all(|s| *s), "{stored:?}");
 }
 
-/// Offers `appends` (event, offset, text) as one group: which of them it stored.
+/// Offers `appends` (event, offset, text) as one group, each with its event's session as the
+/// server sends it: which of them it stored.
 async fn try_group(app: &TestApp, appends: &[(&str, i64, &str)]) -> Vec<bool> {
     let events: Vec<Uuid> = appends
         .iter()
@@ -516,14 +605,18 @@ async fn try_group(app: &TestApp, appends: &[(&str, i64, &str)]) -> Vec<bool> {
     let starts: Vec<i64> = appends.iter().map(|(_, o, _)| *o).collect();
     let deltas: Vec<&str> = appends.iter().map(|(_, _, d)| *d).collect();
     let mut tx = app.store.pool().begin().await.unwrap();
-    let stored: Vec<bool> =
-        sqlx::query_scalar("SELECT stored FROM append_timeline_chunks($1, $2, $3, 1000000)")
-            .bind(&events)
-            .bind(&starts)
-            .bind(&deltas)
-            .fetch_all(&mut *tx)
-            .await
-            .unwrap();
+    let stored: Vec<bool> = sqlx::query_scalar(
+        "SELECT stored FROM append_timeline_chunks($1, \
+         (SELECT array_agg(e.session_id ORDER BY i.ord) \
+          FROM unnest($1) WITH ORDINALITY AS i (id, ord) JOIN timeline_events e ON e.id = i.id), \
+         $2, $3, 1000000)",
+    )
+    .bind(&events)
+    .bind(&starts)
+    .bind(&deltas)
+    .fetch_all(&mut *tx)
+    .await
+    .unwrap();
     tx.commit().await.unwrap();
     stored
 }

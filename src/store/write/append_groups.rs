@@ -21,12 +21,18 @@
 //! session's appends extend its latest run in place, which PostgreSQL logs as little more than
 //! the new entries, or start a run (0123); a chunk stored any other way is recorded by a trigger
 //! per row. It runs as a transaction of its own, so those locks are held only to its commit.
+//!
+//! An append names its event only, yet every key of the event's rows begins with its session
+//! (docs/scale-out.md). The groups remember each event's session as the statement answers it
+//! (an event never changes session) and send it with the event's later appends, which are
+//! then found by their key, in their session's partition alone (0126).
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use clap::Args;
+use moka::sync::Cache;
 use sqlx::PgPool;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use uuid::Uuid;
@@ -69,10 +75,20 @@ struct Waiting {
 
 /// The appends of a process, grouped. Its driver starts with the first append.
 pub struct AppendGroups {
-    pool: PgPool,
+    groups: Groups,
     options: AppendGroupOptions,
     queue: OnceLock<mpsc::Sender<Waiting>>,
 }
+
+/// The session of each event appended to lately, as the groups found them.
+type EventSessions = Cache<Uuid, Uuid>;
+
+/// Events whose session is remembered, at most (about 100 bytes each): far more than stream
+/// at once; one forgotten is looked up by its id again.
+const EVENT_SESSIONS: u64 = 100_000;
+
+/// How long an event no one appends to is remembered.
+const EVENT_SESSION_IDLE: Duration = Duration::from_secs(3600);
 
 /// Appends waiting for a group, at most: past it a caller waits to join the queue.
 const QUEUED: usize = 4 * limits::BATCH;
@@ -80,7 +96,13 @@ const QUEUED: usize = 4 * limits::BATCH;
 impl AppendGroups {
     pub fn new(pool: PgPool, options: AppendGroupOptions) -> Arc<AppendGroups> {
         Arc::new(AppendGroups {
-            pool,
+            groups: Groups {
+                pool,
+                sessions: Cache::builder()
+                    .max_capacity(EVENT_SESSIONS)
+                    .time_to_idle(EVENT_SESSION_IDLE)
+                    .build(),
+            },
             options,
             queue: OnceLock::new(),
         })
@@ -110,15 +132,22 @@ impl AppendGroups {
     fn queue(&self) -> &mpsc::Sender<Waiting> {
         self.queue.get_or_init(|| {
             let (sender, receiver) = mpsc::channel(QUEUED);
-            tokio::spawn(drive(self.pool.clone(), self.options, receiver));
+            tokio::spawn(drive(self.groups.clone(), self.options, receiver));
             sender
         })
     }
 }
 
+/// Where the groups are stored, and what they learn of their events.
+#[derive(Clone)]
+struct Groups {
+    pool: PgPool,
+    sessions: EventSessions,
+}
+
 /// Forms groups from the queue and stores each on a task of its own, at most
 /// `append_groups_in_flight` at once; ends when every sender is gone.
-async fn drive(pool: PgPool, options: AppendGroupOptions, mut queue: mpsc::Receiver<Waiting>) {
+async fn drive(groups: Groups, options: AppendGroupOptions, mut queue: mpsc::Receiver<Waiting>) {
     let in_flight = Arc::new(Semaphore::new(options.append_groups_in_flight as usize));
     let window = Duration::from_micros(options.append_group_window_us);
     // Appends to an event already in the group being formed, in the order they came.
@@ -155,19 +184,19 @@ async fn drive(pool: PgPool, options: AppendGroupOptions, mut queue: mpsc::Recei
             take(waiting, &mut group);
         }
         deferred = later;
-        let pool = pool.clone();
+        let groups = groups.clone();
         tokio::spawn(async move {
-            store(&pool, group).await;
+            store(&groups, group).await;
             drop(permit);
         });
     }
 }
 
 /// Stores a group in one statement and answers each of its appends.
-async fn store(pool: &PgPool, group: Vec<Waiting>) {
+async fn store(groups: &Groups, group: Vec<Waiting>) {
     metrics::histogram!(APPEND_GROUP_SIZE).record(group.len() as f64);
     let appends: Vec<&Append> = group.iter().map(|w| &w.append).collect();
-    match append_group(pool, &appends).await {
+    match append_group(groups, &appends).await {
         Ok(stored) => {
             for (waiting, stored) in group.into_iter().zip(stored) {
                 // Its caller may be gone (the client hung up): the append stays committed.
@@ -183,26 +212,43 @@ async fn store(pool: &PgPool, group: Vec<Waiting>) {
 }
 
 /// Whether each append was stored, in the order given.
-async fn append_group(pool: &PgPool, appends: &[&Append]) -> Result<Vec<bool>> {
+async fn append_group(groups: &Groups, appends: &[&Append]) -> Result<Vec<bool>> {
     let events: Vec<Uuid> = appends.iter().map(|a| a.event_id).collect();
+    let sessions: Vec<Option<Uuid>> = events.iter().map(|e| groups.sessions.get(e)).collect();
     let offsets: Vec<i64> = appends.iter().map(|a| a.offset).collect();
     let deltas: Vec<&str> = appends.iter().map(|a| a.delta.as_str()).collect();
-    let mut connection = crate::store::connection(pool).await?;
-    let stored: Vec<bool> = sqlx::query_scalar(
-        "SELECT stored FROM append_timeline_chunks($1::uuid[], $2::bigint[], $3::text[], $4)",
+    let mut connection = crate::store::connection(&groups.pool).await?;
+    let answers: Vec<(bool, Option<Uuid>)> = sqlx::query_as(
+        "SELECT stored, event_session \
+         FROM append_timeline_chunks($1::uuid[], $2::uuid[], $3::bigint[], $4::text[], $5)",
     )
-    .bind(events)
+    .bind(&events)
+    .bind(&sessions)
     .bind(offsets)
     .bind(deltas)
     .bind(limits::TEXT as i64)
     .fetch_all(traced(&mut connection))
     .await?;
-    if stored.len() != appends.len() {
+    if answers.len() != appends.len() {
         return Err(crate::error::Error::Internal(format!(
             "an append group of {} was answered {} times",
             appends.len(),
-            stored.len()
+            answers.len()
         )));
     }
-    Ok(stored)
+    Ok(events
+        .iter()
+        .zip(sessions)
+        .zip(answers)
+        .map(|((event, sent), (stored, found))| {
+            match found {
+                Some(session) if sent != found => groups.sessions.insert(*event, session),
+                // Not in the session remembered: its session was deleted (and its id taken
+                // again elsewhere, or the event is gone); the append alone finds out which.
+                None if sent.is_some() => groups.sessions.invalidate(event),
+                _ => {}
+            }
+            stored
+        })
+        .collect())
 }
