@@ -13,8 +13,9 @@
 -- statement naming the session (a custom plan prunes partitions as it is made, so it always
 -- looks cheaper than a generic one, which prunes as it starts). Measured with pgbench and
 -- pg_stat_statements on 400 sessions of 50 events: the group's look-up took 5.3 ms to plan
--- against 0.16 ms to run, once per call; one append per call ran at 240 → 1,170 calls/s plain
--- and 140 → 900 partitioned by 4, an event created and finished at 615 → 641 and 373 → 512.
+-- against 0.16 ms to run, once per call; one append per call ran at 240 → 1,130 calls/s plain
+-- and 140 → 848 partitioned by 4, an event created and finished at 615 → 641 and 373 → 512
+-- (docs/scale-out.md).
 -- The statements were written for kept plans: each look-up by key has a limit, so a plan made
 -- while the tables were small stays a look-up as they grow.
 SET LOCAL lock_timeout = '5s';
