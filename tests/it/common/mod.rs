@@ -57,6 +57,73 @@ fn external_or_skipped(needs: &str) -> bool {
     external
 }
 
+/// The name of a database on the server of `admin`, migrated by this binary's migrations and
+/// partitioned into `partitions` (or plain), made once and kept: a test's database is a copy
+/// of it, which takes a tenth of the time its migrations (and partitioning, ten times more)
+/// take. Its name holds the migrations' checksums, so a changed migration makes a new one.
+async fn template(admin: &PgConnectOptions, partitions: Option<u32>) -> String {
+    use std::hash::{Hash as _, Hasher as _};
+    static MADE: tokio::sync::Mutex<Vec<String>> = tokio::sync::Mutex::const_new(Vec::new());
+
+    let mut hasher = std::hash::DefaultHasher::new();
+    for migration in casefile::db::MIGRATOR.iter() {
+        (migration.version, &migration.checksum[..]).hash(&mut hasher);
+    }
+    let layout = partitions.map_or("plain".to_owned(), |n| format!("p{n}"));
+    let name = format!("casefile_template_{:016x}_{layout}", hasher.finish());
+    let mut made = MADE.lock().await;
+    if made.contains(&name) {
+        return name;
+    }
+    // Processes (and runs) share the server: one makes it while the others wait, and one left
+    // half made (its maker stopped) is made again. It is marked a template when complete.
+    let mut conn = admin.connect().await.expect("connect to DATABASE_URL");
+    sqlx::query("SELECT pg_advisory_lock(hashtext('casefile test templates'))")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let complete: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1 AND datistemplate)",
+    )
+    .bind(&name)
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    if !complete {
+        for statement in [
+            format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+            format!("CREATE DATABASE {name}"),
+        ] {
+            sqlx::query(&statement).execute(&mut conn).await.unwrap();
+        }
+        let db = Database::external_with(
+            admin.clone().database(&name),
+            TEST_POOL,
+            &DbTimeouts::default(),
+        )
+        .await
+        .unwrap();
+        db.migrate().await.expect("migrations apply");
+        if let Some(partitions) = partitions {
+            casefile::distribution::partition_by_session(
+                &Store::new(db.pool().clone()),
+                partitions,
+            )
+            .await
+            .expect("the distributed tables partition by session");
+        }
+        // A copy is refused while anyone is connected to it.
+        db.shutdown().await;
+        sqlx::query(&format!("ALTER DATABASE {name} IS_TEMPLATE true"))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    }
+    conn.close().await.unwrap();
+    made.push(name.clone());
+    name
+}
+
 /// A fresh, migrated database that removes itself on [`TestDb::stop`].
 pub struct TestDb {
     pub db: Database,
@@ -120,9 +187,10 @@ impl TestDb {
         let (db, external) = match url {
             Some(url) if !url.is_empty() => {
                 let admin: PgConnectOptions = url.parse().expect("DATABASE_URL parses");
+                let template = template(&admin, partitions).await;
                 let name = format!("casefile_test_{}", uuid::Uuid::new_v4().simple());
                 let mut conn = admin.connect().await.expect("connect to DATABASE_URL");
-                sqlx::query(&format!("CREATE DATABASE {name}"))
+                sqlx::query(&format!("CREATE DATABASE {name} TEMPLATE {template}"))
                     .execute(&mut conn)
                     .await
                     .unwrap();
@@ -143,6 +211,8 @@ impl TestDb {
                 (Database::embedded(server, &timeouts).await.unwrap(), None)
             }
         };
+        // On a copy of a template this checks that its migrations are this binary's, and that
+        // its tables are partitioned as asked, and changes nothing.
         db.migrate().await.expect("migrations apply");
         if let (Some(partitions), Some(_)) = (partitions, &external) {
             casefile::distribution::partition_by_session(
