@@ -124,14 +124,16 @@ async fn reads_do_not_grow_with_subscribers_or_requests() {
     let one = delta_reads(&app, 1).await;
     let many = delta_reads(&app, 25).await;
     println!("reads of an appended delta: {one} with 1 subscriber, {many} with 25");
-    assert_eq!(one, 1);
-    assert_eq!(many, 1);
+    // Once per change, not per subscriber. A loaded machine may read it once more (CI saw 2
+    // with 1 subscriber): the follower reads a change it skipped over again, and a subscriber
+    // told it may have missed changes replays them. 25 subscribers reading apart would be 25.
+    let once = 1..=2;
+    assert!(once.contains(&one) && once.contains(&many), "{one}, {many}");
     // The record a session change names, likewise.
     let one = stage_reads(&app, 1).await;
     let many = stage_reads(&app, 25).await;
     println!("reads of a changed stage: {one} with 1 subscriber, {many} with 25");
-    assert_eq!(one, 1);
-    assert_eq!(many, 1);
+    assert!(once.contains(&one) && once.contains(&many), "{one}, {many}");
     app.stop().await;
 
     let mut options = casefile::http::HttpOptions::default();
