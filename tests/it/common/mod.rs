@@ -103,15 +103,7 @@ async fn template(admin: &PgConnectOptions, partitions: Option<u32>) -> String {
         )
         .await
         .unwrap();
-        db.migrate().await.expect("migrations apply");
-        if let Some(partitions) = partitions {
-            casefile::distribution::partition_by_session(
-                &Store::new(db.pool().clone()),
-                partitions,
-            )
-            .await
-            .expect("the distributed tables partition by session");
-        }
+        lay_out(&db, partitions).await;
         // A copy is refused while anyone is connected to it.
         db.shutdown().await;
         sqlx::query(&format!("ALTER DATABASE {name} IS_TEMPLATE true"))
@@ -122,6 +114,16 @@ async fn template(admin: &PgConnectOptions, partitions: Option<u32>) -> String {
     conn.close().await.unwrap();
     made.push(name.clone());
     name
+}
+
+/// Migrates `db` and partitions its distributed tables into `partitions` (or leaves it plain).
+async fn lay_out(db: &Database, partitions: Option<u32>) {
+    db.migrate().await.expect("migrations apply");
+    if let Some(partitions) = partitions {
+        casefile::distribution::partition_by_session(&Store::new(db.pool().clone()), partitions)
+            .await
+            .expect("the distributed tables partition by session");
+    }
 }
 
 /// A fresh, migrated database that removes itself on [`TestDb::stop`].
@@ -212,16 +214,9 @@ impl TestDb {
             }
         };
         // On a copy of a template this checks that its migrations are this binary's, and that
-        // its tables are partitioned as asked, and changes nothing.
-        db.migrate().await.expect("migrations apply");
-        if let (Some(partitions), Some(_)) = (partitions, &external) {
-            casefile::distribution::partition_by_session(
-                &Store::new(db.pool().clone()),
-                partitions,
-            )
-            .await
-            .expect("the distributed tables partition by session");
-        }
+        // its tables are partitioned as asked, and changes nothing. The embedded database
+        // stays plain.
+        lay_out(&db, partitions.filter(|_| external.is_some())).await;
         TestDb { db, external }
     }
 
