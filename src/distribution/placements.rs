@@ -137,7 +137,8 @@ mod tests {
         assert_eq!(placements.get("sessions"), Some(Placement::Distributed));
         assert_eq!(placements.get("messages"), Some(Placement::Distributed));
         assert_eq!(placements.get("api_tokens"), Some(Placement::Reference));
-        assert_eq!(placements.get("live_changes"), Some(Placement::Local));
+        assert_eq!(placements.get("live_changes"), Some(Placement::Distributed));
+        assert_eq!(placements.get("session_feed"), Some(Placement::Local));
         assert_eq!(placements.get("_sqlx_migrations"), Some(Placement::Local));
         assert_eq!(placements.get("table"), None, "the header is no row");
     }

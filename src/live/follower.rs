@@ -1,164 +1,325 @@
 //! Where this process is in the change log, and how it moves on.
 //!
-//! Log ids are taken before commit, so a change can become visible after a later one: ids
-//! skipped over are kept as gaps and read again until they appear, or until every transaction
-//! that was running when they were missed has ended (then they were rolled back). The gaps are
-//! bounded: past the bound the oldest are given up, and subscribers resume from the data, since
-//! a change given up on may still commit.
+//! The log has no order across sessions to follow (`store::change_log`): the follower reads the
+//! changes of the transactions that ended since its last read. A snapshot says which those are:
+//! below its `xmax`, every transaction it did not see running had ended. So each read takes the
+//! changes after where the last one stopped (the transactions from the last snapshot's `xmax`
+//! on), and those of the transactions the last snapshot saw running (awaited: until they end,
+//! their changes cannot be seen, and after, they are read once). A read is bounded; one that
+//! stops inside a transaction's changes goes on from that change next time.
 //!
-//! The follower's position (everything up to it was read) is what it reports in its heartbeat;
-//! the log is pruned below every live reader's position. A follower that finds the log pruned
-//! past its position (its heartbeats stopped for too long), or the log reset (emptied by a
-//! crash), may have missed changes: it says so, and its subscribers resume from the data.
+//! The follower's position (every change logged by a transaction below it was read) is what it
+//! reports in its heartbeat; the log is pruned below every live reader's position. A follower
+//! that finds the log pruned past its position (its heartbeats stopped for too long), or the
+//! log reset (emptied by a crash), may have missed changes: it says so, and its subscribers
+//! resume from the data.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use uuid::Uuid;
 
 use crate::error::Result;
 use crate::store::Store;
-use crate::store::change_log::{LogRead, LoggedChange};
+use crate::store::change_log::{LogKey, LogRead, LogSnapshot, LoggedChange};
 
-/// Ids just below the newest one checked at start-up for transactions still in flight.
-const STARTUP_WINDOW: i64 = 5_000;
 /// Changes read per statement.
 const BATCH: i64 = 1000;
-/// The most ids waited for at once.
-pub const MAX_GAPS: usize = 10_000;
 
 #[derive(Clone)]
 pub(super) struct Follower {
-    /// The highest id read.
-    last: i64,
-    /// Ids below `last` not seen yet (their transaction may still commit) → the xmax of the
-    /// snapshot of the read that first missed them.
-    gaps: BTreeMap<i64, i64>,
+    /// Changes after this key are read next (the transactions from here on).
+    after: LogKey,
+    /// Transactions below `after` that were running at the last read → the last of their
+    /// changes read (none yet: [`LogKey::before`]).
+    awaited: BTreeMap<i64, LogKey>,
     /// The log's epoch when this process last read it.
     epoch: Option<Uuid>,
-    max_gaps: usize,
 }
 
 /// What one read brought.
 pub(super) struct Step {
-    /// New changes, in id order.
+    /// New changes: each session's in position order.
     pub rows: Vec<LoggedChange>,
     /// Whether there may be more right away.
     pub more: bool,
     /// Changes may have been missed: subscribers must resume from the data.
     pub missed: bool,
-    /// Ids handed out past the last one read (changes not read yet, transactions in flight or
-    /// rolled back).
+    /// Transactions begun since the oldest whose changes are not all read (running, or not
+    /// read yet).
     pub backlog: i64,
     /// Where the follower is once these rows are published.
     pub next: Follower,
 }
 
 impl Follower {
-    /// Starts at the newest change; ids missing just below it may belong to transactions still
-    /// in flight, so they are gaps (seen under the start-up snapshot) like any other.
-    pub async fn start(store: &Store, max_gaps: usize) -> Result<Follower> {
-        let start = store.change_log_start(STARTUP_WINDOW).await?;
-        let gaps = ((start.newest - STARTUP_WINDOW).max(0) + 1..start.newest)
-            .filter(|id| !start.present.contains(id))
-            .map(|id| (id, start.snap_xmax))
-            .collect();
-        Ok(Follower {
-            last: start.newest,
-            gaps,
+    /// Starts at the present: what the transactions that had ended logged is not read, and
+    /// those still running are awaited.
+    pub async fn start(store: &Store) -> Result<Follower> {
+        let mut follower = Follower {
+            after: LogKey::before(0),
+            awaited: BTreeMap::new(),
             epoch: None,
-            max_gaps,
-        })
+        };
+        follower.start_at(&store.change_log_snapshot().await?);
+        Ok(follower)
     }
 
-    /// Every change with an id up to here was read.
+    fn start_at(&mut self, snapshot: &LogSnapshot) {
+        self.after = LogKey::before(snapshot.xmax);
+        self.awaited = snapshot
+            .running
+            .iter()
+            .map(|&x| (x, LogKey::before(x)))
+            .collect();
+    }
+
+    /// Every change logged by a transaction below this one was read.
     pub fn position(&self) -> i64 {
-        match self.gaps.first_key_value() {
-            Some((&gap, _)) => gap - 1,
-            None => self.last,
+        match self.awaited.first_key_value() {
+            Some((&oldest, _)) => oldest.min(self.after.transaction),
+            None => self.after.transaction,
         }
     }
 
     /// Reads what is new. The position moves only once the caller has published the rows (it
     /// takes [`Step::next`]), so a change whose reading or publishing failed is read again.
     pub async fn step(&self, store: &Store) -> Result<Step> {
-        let gap_ids: Vec<i64> = self.gaps.keys().copied().collect();
-        let read = store.read_change_log(self.last, &gap_ids, BATCH).await?;
-        self.clone().advance(store, read).await
-    }
-
-    async fn advance(mut self, store: &Store, read: LogRead) -> Result<Step> {
+        let awaited: Vec<LogKey> = self.awaited.values().copied().collect();
+        let read = store.read_change_log(self.after, &awaited, BATCH).await?;
         let epoch = match read.epoch {
             Some(epoch) => epoch,
             None => store.mark_change_log_epoch().await?,
         };
+        Ok(self.clone().advance(epoch, read))
+    }
+
+    /// Where the follower is after `read`, made under the log's `epoch`.
+    fn advance(mut self, epoch: Uuid, read: LogRead) -> Step {
         let known = self.epoch.replace(epoch);
-        if known.is_some_and(|known| known != epoch) || read.seq_last < self.last {
-            // Emptied by a crash (or by hand): changes not read before are gone, and what is in
-            // the log now is all new.
+        if known.is_some_and(|known| known != epoch) {
+            // Emptied by a crash (or by hand): changes not read before are gone. The subscribers
+            // resume from the data as of now; what commits from now on is read.
             tracing::warn!(
                 "the live change log was reset (PostgreSQL restarted after a crash?); \
                  subscribers resume from the data"
             );
-            self.last = 0;
-            self.gaps.clear();
-            return Ok(self.missed(read.seq_last));
+            self.start_at(&read.snapshot);
+            return self.missed(&read.snapshot);
         }
-        if read.pruned_through > self.position() {
+        if read.pruned_below > self.position() {
             tracing::warn!(
                 position = self.position(),
-                pruned_through = read.pruned_through,
+                pruned_below = read.pruned_below,
                 "the live change log was pruned past what this process read (it stalled longer \
                  than --change-log-reader-timeout); subscribers resume from the data"
             );
-            self.gaps = self.gaps.split_off(&(read.pruned_through + 1));
-            self.last = self.last.max(read.pruned_through);
-            return Ok(self.missed(read.seq_last));
+            self.awaited = self.awaited.split_off(&read.pruned_below);
+            self.after = self.after.max(LogKey::before(read.pruned_below));
+            return self.missed(&read.snapshot);
         }
         let more = read.rows.len() as i64 == BATCH;
+        let from = self.after.transaction;
         for row in &read.rows {
-            self.gaps.remove(&row.log_id);
-            if row.log_id > self.last {
-                for missing in (self.last + 1)..row.log_id {
-                    self.gaps.insert(missing, read.snap_xmax);
-                }
-                self.last = row.log_id;
+            match self.awaited.get_mut(&row.key.transaction) {
+                Some(last) => *last = row.key,
+                None => self.after = row.key,
             }
         }
-        // Every transaction running when a gap was first missed has ended by this snapshot (its
-        // xmin is past that read's xmax), and the id is still not there: it was never committed.
-        self.gaps
-            .retain(|_, missed_under| read.snap_xmin < *missed_under);
-        let mut missed = false;
-        if self.gaps.len() > self.max_gaps {
-            let keep_from = *self
-                .gaps
-                .keys()
-                .nth(self.gaps.len() - self.max_gaps)
-                .expect("more gaps than kept");
-            tracing::warn!(
-                given_up = self.gaps.len() - self.max_gaps,
-                "too many changes awaited at once (a long transaction holds them); the oldest \
-                 are given up and subscribers resume from the data"
-            );
-            self.gaps = self.gaps.split_off(&keep_from);
-            missed = true;
+        // Read up to here: when the read was cut short, its last change (the rows are in the
+        // log's order, awaited transactions first); otherwise everything the snapshot saw.
+        let upto = match read.rows.last() {
+            Some(last) if more => last.key,
+            _ => {
+                self.after = LogKey::before(read.snapshot.xmax);
+                LogKey::before(read.snapshot.xmax)
+            }
+        };
+        let running = &read.snapshot.running;
+        // An awaited transaction that has ended and was read past is done; one the read stopped
+        // inside, or did not reach, goes on being read.
+        self.awaited
+            .retain(|&x, _| running.contains(&x) || x >= upto.transaction);
+        // Transactions read past while running are awaited.
+        for &x in running {
+            if x >= from && x < self.after.transaction {
+                self.awaited.entry(x).or_insert(LogKey::before(x));
+            }
         }
-        Ok(Step {
-            backlog: (read.seq_last - self.last).max(0),
-            rows: read.rows,
+        Step {
+            backlog: (read.snapshot.xmax - self.position()).max(0),
+            rows: in_session_order(read.rows),
             more,
-            missed,
+            missed: false,
             next: self,
-        })
+        }
     }
 
-    fn missed(self, seq_last: i64) -> Step {
+    fn missed(self, snapshot: &LogSnapshot) -> Step {
         Step {
             rows: Vec::new(),
             more: true,
             missed: true,
-            backlog: (seq_last - self.last).max(0),
+            backlog: (snapshot.xmax - self.position()).max(0),
             next: self,
         }
+    }
+}
+
+/// The rows with each session's in position order (the log's order is by transaction, and a
+/// session's changes can be logged by transactions in any order of their ids), sessions in the
+/// order they first come.
+fn in_session_order(rows: Vec<LoggedChange>) -> Vec<LoggedChange> {
+    let mut sessions: HashMap<Uuid, usize> = HashMap::new();
+    let mut keyed: Vec<(usize, i64, LoggedChange)> = rows
+        .into_iter()
+        .map(|row| {
+            let next = sessions.len();
+            let order = *sessions.entry(row.key.session).or_insert(next);
+            (order, row.key.position, row)
+        })
+        .collect();
+    keyed.sort_by_key(|&(order, position, _)| (order, position));
+    keyed.into_iter().map(|(_, _, row)| row).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+
+    use super::*;
+    use crate::store::session_events::{ChangeKind, SessionEventRow};
+
+    fn change(transaction: i64, session: Uuid, position: i64) -> LoggedChange {
+        LoggedChange {
+            key: LogKey {
+                transaction,
+                session,
+                position,
+            },
+            event: SessionEventRow {
+                session_id: session,
+                position,
+                kind: ChangeKind::Session,
+                entity_id: session,
+                stage_id: None,
+                execution_id: None,
+                sequence_number: None,
+                start_offset: None,
+                end_offset: None,
+                status: None,
+                created_at: Utc::now(),
+            },
+        }
+    }
+
+    fn read(xmax: i64, running: &[i64], pruned_below: i64, rows: Vec<LoggedChange>) -> LogRead {
+        LogRead {
+            snapshot: LogSnapshot {
+                xmax,
+                running: running.to_vec(),
+            },
+            pruned_below,
+            epoch: Some(Uuid::nil()),
+            rows,
+        }
+    }
+
+    fn follower(xmax: i64, running: &[i64]) -> Follower {
+        let mut follower = Follower {
+            after: LogKey::before(0),
+            awaited: BTreeMap::new(),
+            epoch: Some(Uuid::nil()),
+        };
+        follower.start_at(&LogSnapshot {
+            xmax,
+            running: running.to_vec(),
+        });
+        follower
+    }
+
+    fn awaited(f: &Follower) -> Vec<i64> {
+        f.awaited.keys().copied().collect()
+    }
+
+    #[test]
+    fn a_session_s_changes_come_in_position_order_whatever_their_transactions() {
+        let (a, b) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        let rows = in_session_order(vec![change(10, a, 6), change(11, b, 1), change(12, a, 5)]);
+        let order: Vec<(Uuid, i64)> = rows
+            .iter()
+            .map(|r| (r.key.session, r.key.position))
+            .collect();
+        assert_eq!(order, [(a, 5), (a, 6), (b, 1)]);
+    }
+
+    #[test]
+    fn a_transaction_running_at_a_read_is_awaited_until_it_ends() {
+        let s = Uuid::from_u128(1);
+        let f = follower(100, &[98]);
+        assert_eq!(f.position(), 98);
+        // 98 still runs; 100 and 102 ended, 101 runs.
+        let step = f.advance(
+            Uuid::nil(),
+            read(103, &[98, 101], 0, vec![change(100, s, 1)]),
+        );
+        assert!(!step.more && !step.missed);
+        let f = step.next;
+        assert_eq!(f.after, LogKey::before(103));
+        assert_eq!(awaited(&f), [98, 101]);
+        assert_eq!(f.position(), 98);
+        // Both end; 101's change is found from its awaited key, 98 logged nothing.
+        let step = f.advance(Uuid::nil(), read(104, &[], 0, vec![change(101, s, 2)]));
+        let f = step.next;
+        assert!(f.awaited.is_empty());
+        assert_eq!(f.position(), 104);
+    }
+
+    #[test]
+    fn a_read_cut_short_goes_on_from_its_last_change() {
+        let s = Uuid::from_u128(1);
+        let f = follower(10, &[]);
+        let rows: Vec<LoggedChange> = (0..BATCH).map(|p| change(12, s, p)).collect();
+        // 11 was running; the read stopped inside 12's changes, so 14 (running) is not reached.
+        let step = f.advance(Uuid::nil(), read(20, &[11, 14], 0, rows));
+        assert!(step.more);
+        let f = step.next;
+        let last = LogKey {
+            transaction: 12,
+            session: s,
+            position: BATCH - 1,
+        };
+        assert_eq!(f.after, last);
+        assert_eq!(awaited(&f), [11]);
+        assert_eq!(f.position(), 11);
+    }
+
+    #[test]
+    fn an_awaited_transaction_read_in_part_is_read_on() {
+        let s = Uuid::from_u128(1);
+        let f = follower(10, &[5, 7]);
+        let rows: Vec<LoggedChange> = (0..BATCH).map(|p| change(5, s, p)).collect();
+        // 5 and 7 ended; the read stopped inside 5's changes, before 7's and any after 10.
+        let step = f.advance(Uuid::nil(), read(20, &[], 0, rows));
+        let f = step.next;
+        assert_eq!(f.awaited.get(&5).map(|k| k.position), Some(BATCH - 1));
+        assert_eq!(awaited(&f), [5, 7]);
+        assert_eq!(f.after, LogKey::before(10));
+        let step = f.advance(Uuid::nil(), read(20, &[], 0, vec![change(5, s, BATCH)]));
+        let f = step.next;
+        assert!(f.awaited.is_empty());
+        assert_eq!(f.after, LogKey::before(20));
+    }
+
+    #[test]
+    fn a_log_pruned_past_the_position_or_reset_is_missed() {
+        let f = follower(10, &[5]);
+        let step = f.clone().advance(Uuid::nil(), read(20, &[], 8, vec![]));
+        assert!(step.missed);
+        assert!(step.next.awaited.is_empty());
+        assert_eq!(step.next.position(), 10);
+        let step = f.advance(Uuid::from_u128(9), read(30, &[25], 0, vec![]));
+        assert!(step.missed);
+        assert_eq!(step.next.after, LogKey::before(30));
+        assert_eq!(awaited(&step.next), [25]);
     }
 }

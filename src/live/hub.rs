@@ -77,8 +77,8 @@ pub struct Hub {
 #[derive(Debug, Clone, Copy)]
 pub struct FollowerHealth {
     read_at: Instant,
-    /// Log ids past the last one read (of changes not read yet, and of transactions still
-    /// running or rolled back).
+    /// Transactions begun since the oldest whose changes this process has not all read (still
+    /// running, or not read yet).
     pub backlog: i64,
     /// Reads of the log since this process started.
     pub reads: u64,
@@ -101,7 +101,7 @@ impl Hub {
     pub async fn start_with(store: Store, mut options: HubOptions) -> Result<Arc<Hub>> {
         options.buffer = options.buffer.max(1);
         let listen = store.pool().options().get_max_connections() > 1;
-        let follower = Follower::start(&store, options.max_gaps).await?;
+        let follower = Follower::start(&store).await?;
         let reader = Uuid::now_v7();
         // Hold the log from here on, before anything is read.
         let others_follow = store
@@ -290,7 +290,7 @@ async fn pump(hub: Arc<Hub>, mut follower: Follower, mut stop: watch::Receiver<b
             break;
         }
         // Always follow the log, watched or not: a first subscriber then starts at the present,
-        // and ids skipped meanwhile are tracked as gaps like any others.
+        // and transactions running meanwhile are awaited like any others.
         let more = match follower.step(&hub.store).await {
             Ok(step) => match deliver(&hub, step).await {
                 Ok((next, more)) => {

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::follower::MAX_GAPS;
 use crate::options::parse_seconds;
 
 /// Bounds on live streams.
@@ -103,8 +102,6 @@ pub struct HubOptions {
     pub heartbeat_every: Duration,
     /// How often this process prunes the log.
     pub prune_every: Duration,
-    /// The most log ids awaited at once.
-    pub max_gaps: usize,
 }
 
 impl HubOptions {
@@ -117,7 +114,6 @@ impl HubOptions {
             max_age: Duration::from_secs(3600),
             heartbeat_every: Duration::from_secs(5),
             prune_every: Duration::from_secs(60),
-            max_gaps: MAX_GAPS,
         }
     }
 }

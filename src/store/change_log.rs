@@ -1,8 +1,13 @@
-//! The change log (`live_changes`, written by triggers with each session event; see
-//! `migrations/0008_session_events.sql` and `0007_change_log_readers.sql`) as its follower reads
-//! it: which session's which position is new; and the announcement that wakes the followers.
+//! The change log (`live_changes`: a row per change, written with each session event by its
+//! writer's transaction; `migrations/0008_session_events.sql`, `0127_change_log_per_session.sql`)
+//! as its followers read it: which session's which position is new, found by the transaction
+//! that logged it; and the announcement that wakes the followers.
+//!
+//! There is no order across sessions to follow: a follower reads what the transactions that
+//! ended since its last read logged, as a snapshot tells them apart (ended before it: below its
+//! `xmax` and not among those it saw running). Each change is read once; a session's changes,
+//! logged under its lock in position order, are each read no earlier than those before them.
 
-use std::collections::HashSet;
 use std::time::Duration;
 
 use sqlx::postgres::PgRow;
@@ -17,69 +22,93 @@ use super::event_runs::{
 use super::session_events::{SessionEventRow, change_at};
 use crate::error::Result;
 
-/// A change as the log announced it: its log id, and the session event.
+/// Where a change is in the log: the transaction that logged it, then its session and position
+/// (the log's key, in its order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct LogKey {
+    pub transaction: i64,
+    pub session: Uuid,
+    pub position: i64,
+}
+
+impl LogKey {
+    /// Before every change `transaction` logged.
+    pub fn before(transaction: i64) -> LogKey {
+        LogKey {
+            transaction,
+            session: Uuid::nil(),
+            position: i64::MIN,
+        }
+    }
+}
+
+/// A change as the log holds it: where, and the session event.
 #[derive(Debug, Clone)]
 pub struct LoggedChange {
-    pub log_id: i64,
+    pub key: LogKey,
     pub event: SessionEventRow,
 }
 
-/// Where the log stood when a follower started: its newest id, the ids present just below it
-/// (a window: those missing may belong to transactions still in flight), and the snapshot's
-/// xmax those were seen under.
-pub struct LogStart {
-    pub newest: i64,
-    pub present: HashSet<i64>,
-    pub snap_xmax: i64,
+/// Which transactions a snapshot saw ended: every one below `xmax` except those `running`.
+#[derive(Debug, Clone, Default)]
+pub struct LogSnapshot {
+    pub xmax: i64,
+    pub running: Vec<i64>,
 }
 
 /// What one read of the log saw: the changes, and what they were read under.
 pub struct LogRead {
-    pub snap_xmin: i64,
-    pub snap_xmax: i64,
-    /// The last id the log's sequence handed out.
-    pub seq_last: i64,
-    /// Every change up to this id may have been pruned.
-    pub pruned_through: i64,
+    pub snapshot: LogSnapshot,
+    /// Changes logged by transactions below this one may have been pruned.
+    pub pruned_below: i64,
     /// The log's epoch; `None` when it was reset (emptied by a crash) and not marked again yet.
     pub epoch: Option<Uuid>,
     pub rows: Vec<LoggedChange>,
 }
 
-/// The snapshot's bounds, the sequence's position, and the log's pruning and epoch, read with the
-/// rows so that they describe exactly what the rows were read under (one row even when no change
-/// is there).
-const SNAPSHOT: &str = "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS snap_xmin, \
-    pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS snap_xmax, \
-    (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM live_changes_id_seq) AS seq_last, \
-    (SELECT pruned_through FROM change_log_state) AS pruned_through, \
+/// The snapshot's bounds, and the log's pruning and epoch, read with the rows so that they
+/// describe exactly what the rows were read under (one row even when no change is there).
+const SNAPSHOT: &str = "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS snap_xmax, \
+    ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(pg_current_snapshot()) x) AS snap_running, \
+    (SELECT pruned_below FROM change_log_state) AS pruned_below, \
     (SELECT epoch FROM change_log_epoch) AS epoch";
 
-/// The follower's read: `$3` changes after `$1`, and those of the gaps `$2` (ids below `$1`
-/// not seen yet) that are there now, with the snapshot they were read under. Two branches, each
-/// a range of the log's key: as `id > $1 OR id = ANY($2)`, the plan every connection keeps (made
-/// without the values) walked the whole log in id order and filtered it, a read that grew with
-/// the log (4 ms a read at 2,000 appends a second, PostgreSQL's costliest statement then).
-/// Each change's event is looked up by its key (the limit keeps it a look-up): as a join, a plan
-/// kept from while the event log was small scanned all of it on every read. A change that a run
-/// of `session_event_runs` holds comes with its run, decoded here ([`change_in_run`]).
+/// The follower's read: `$7` changes after the key `($1, $2, $3)`, and those after each key of
+/// `($4, $5, $6)` within its transaction (transactions below `$1` that were running at the last
+/// read: their changes are there once they end), in the log's order, with the snapshot they were
+/// read under. Each branch is a range of the log's key (a transaction's, the limit keeping it a
+/// range whatever the plan), so a read costs what it finds, however long the log. Each change's
+/// event is looked up by its key (the limit keeps it a look-up): as a join, a plan kept from
+/// while the event log was small scanned all of it on every read. A change that a run of
+/// `session_event_runs` holds comes with its run, decoded here ([`change_in_run`]).
 fn read_change_log_statement() -> String {
     format!(
         "SELECT s.*, c.* FROM ({SNAPSHOT}) s \
          LEFT JOIN LATERAL ( \
              WITH l AS MATERIALIZED ( \
-                 (SELECT id, session_id, position FROM live_changes \
-                  WHERE id > $1 ORDER BY id LIMIT $3) \
-                 UNION ALL \
-                 SELECT id, session_id, position FROM live_changes \
-                 WHERE id = ANY($2) AND id <= $1) \
-             SELECT l.id, e.*, {NO_RUN_COLUMNS}, {NO_RUN_PLACE_COLUMNS} FROM l {change} \
+                 SELECT * FROM ( \
+                     (SELECT logged_in, session_id, position FROM live_changes \
+                      WHERE (logged_in, session_id, position) \
+                            > ($1::bigint::text::xid8, $2::uuid, $3::bigint) \
+                      ORDER BY logged_in, session_id, position LIMIT $7) \
+                     UNION ALL \
+                     SELECT f.* FROM unnest($4::bigint[], $5::uuid[], $6::bigint[]) \
+                                     AS a (xid, session_id, position) \
+                     CROSS JOIN LATERAL ( \
+                         SELECT c.logged_in, c.session_id, c.position FROM live_changes c \
+                         WHERE c.logged_in = a.xid::text::xid8 \
+                           AND (c.session_id, c.position) > (a.session_id, a.position) \
+                         ORDER BY c.session_id, c.position LIMIT $7) f) u \
+                 ORDER BY logged_in, session_id, position LIMIT $7) \
+             SELECT l.logged_in::text::bigint AS logged_in, e.*, {NO_RUN_COLUMNS}, \
+                    {NO_RUN_PLACE_COLUMNS} FROM l {change} \
              UNION ALL \
-             SELECT l.id, l.session_id, l.position, 'event_appended'::change_kind, NULL::uuid, \
-                    NULL::uuid, NULL::uuid, NULL::bigint, NULL::integer, NULL::integer, \
-                    NULL::text, NULL::text, r.created_at, {RUN_COLUMNS}, {RUN_PLACE_COLUMNS} \
+             SELECT l.logged_in::text::bigint, l.session_id, l.position, \
+                    'event_appended'::change_kind, NULL::uuid, NULL::uuid, NULL::uuid, \
+                    NULL::bigint, NULL::integer, NULL::integer, NULL::text, NULL::text, \
+                    r.created_at, {RUN_COLUMNS}, {RUN_PLACE_COLUMNS} \
              FROM l CROSS JOIN LATERAL ({run}) r {RUN_EVENT_PLACES} \
-             ORDER BY id LIMIT $3) c ON true",
+             ORDER BY logged_in, session_id, position LIMIT $7) c ON true",
         change = change_at("l.session_id", "l.position"),
         run = run_holding("l.session_id", "l.position"),
     )
@@ -104,64 +133,81 @@ pub async fn announce_changes<'c>(executor: impl PgExecutor<'c>, from: &str) -> 
 const AGED_PER_PRUNE: i64 = 50_000;
 
 impl Store {
-    /// The log's newest id and which of the `window` ids below it are present.
-    pub async fn change_log_start(&self, window: i64) -> Result<LogStart> {
-        let rows: Vec<(i64, i64, Option<i64>)> = sqlx::query_as(&format!(
-            "SELECT s.snap_xmax, s.max_id, c.id \
-             FROM (SELECT *, (SELECT coalesce(max(id), 0) FROM live_changes) AS max_id \
-                   FROM ({SNAPSHOT}) snap) s \
-             LEFT JOIN LATERAL (SELECT id FROM live_changes WHERE id > s.max_id - $1) c ON true"
-        ))
-        .bind(window)
-        .fetch_all(self.reader().await?.traced())
+    /// Which transactions have ended, now.
+    pub async fn change_log_snapshot(&self) -> Result<LogSnapshot> {
+        let (xmax, running) = sqlx::query_as(
+            "SELECT pg_snapshot_xmax(s)::text::bigint, \
+                    ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(s) x) \
+             FROM pg_current_snapshot() s",
+        )
+        .fetch_one(self.reader().await?.traced())
         .await?;
-        let (snap_xmax, newest) = rows.first().map_or((0, 0), |&(xmax, last, _)| (xmax, last));
-        Ok(LogStart {
-            newest,
-            present: rows.iter().filter_map(|&(_, _, id)| id).collect(),
-            snap_xmax,
-        })
+        Ok(LogSnapshot { xmax, running })
     }
 
-    /// Up to `limit` changes after `last`, and those of `gaps` that are there now, in id order.
-    pub async fn read_change_log(&self, last: i64, gaps: &[i64], limit: i64) -> Result<LogRead> {
+    /// Up to `limit` changes after `after`, and after each of `awaited` within its transaction,
+    /// in the log's order.
+    pub async fn read_change_log(
+        &self,
+        after: LogKey,
+        awaited: &[LogKey],
+        limit: i64,
+    ) -> Result<LogRead> {
         let found: Vec<PgRow> = sqlx::query(&read_change_log_statement())
-            .bind(last)
-            .bind(gaps)
+            .bind(after.transaction)
+            .bind(after.session)
+            .bind(after.position)
+            .bind(awaited.iter().map(|k| k.transaction).collect::<Vec<_>>())
+            .bind(awaited.iter().map(|k| k.session).collect::<Vec<_>>())
+            .bind(awaited.iter().map(|k| k.position).collect::<Vec<_>>())
             .bind(limit)
             .fetch_all(self.reader().await?.traced())
             .await?;
         let first = found.first().ok_or(sqlx::Error::RowNotFound)?;
         let mut read = LogRead {
-            snap_xmin: first.try_get("snap_xmin")?,
-            snap_xmax: first.try_get("snap_xmax")?,
-            seq_last: first.try_get("seq_last")?,
-            pruned_through: first.try_get("pruned_through")?,
+            snapshot: LogSnapshot {
+                xmax: first.try_get("snap_xmax")?,
+                running: first.try_get("snap_running")?,
+            },
+            pruned_below: first.try_get("pruned_below")?,
             epoch: first.try_get("epoch")?,
             rows: Vec::with_capacity(found.len()),
         };
         for row in &found {
-            if let Some(log_id) = row.try_get::<Option<i64>, _>("id")? {
+            if let Some(transaction) = row.try_get::<Option<i64>, _>("logged_in")? {
                 let event = match change_in_run(row)? {
                     Some(event) => event,
                     None => SessionEventRow::from_row(row)?,
                 };
-                read.rows.push(LoggedChange { log_id, event });
+                let key = LogKey {
+                    transaction,
+                    session: event.session_id,
+                    position: event.position,
+                };
+                read.rows.push(LoggedChange { key, event });
             }
         }
         Ok(read)
     }
 
-    /// How a connection runs the follower's read (after `last`, with `gaps`), on the plan it
-    /// keeps for it ([`Store::explain_generic`]).
-    pub async fn explain_read_change_log(&self, last: i64, gaps: &[i64]) -> Result<String> {
-        let gaps: Vec<String> = gaps.iter().map(i64::to_string).collect();
+    /// How a connection runs the follower's read (after `after`, awaiting `awaited`), on the
+    /// plan it keeps for it ([`Store::explain_generic`]).
+    pub async fn explain_read_change_log(
+        &self,
+        after: LogKey,
+        awaited: &[LogKey],
+    ) -> Result<String> {
+        let array = |items: Vec<String>| format!("{{{}}}", items.join(","));
         let [plan] = self
             .explain_generic([(
                 read_change_log_statement().as_str(),
                 vec![
-                    last.to_string(),
-                    format!("{{{}}}", gaps.join(",")),
+                    after.transaction.to_string(),
+                    after.session.to_string(),
+                    after.position.to_string(),
+                    array(awaited.iter().map(|k| k.transaction.to_string()).collect()),
+                    array(awaited.iter().map(|k| k.session.to_string()).collect()),
+                    array(awaited.iter().map(|k| k.position.to_string()).collect()),
                     "1000".to_owned(),
                 ],
             )])
@@ -182,28 +228,32 @@ impl Store {
         epoch.ok_or_else(|| sqlx::Error::RowNotFound.into())
     }
 
-    /// Records how far this process (`reader`) has read the log, now; returns whether another
-    /// reader was heard from within `alive_within` (someone to announce this process's commits
-    /// to).
+    /// Records how far this process (`reader`) has read the log, now (every change logged by a
+    /// transaction below `read_below`); returns whether another reader was heard from within
+    /// `alive_within` (someone to announce this process's commits to). Its `position`, by
+    /// which binaries from before migration 0127 prune, is 0: they leave the pruning by
+    /// readers to this version's, which keeps what any reader has not read.
     pub async fn change_log_heartbeat(
         &self,
         reader: Uuid,
         name: &str,
-        position: i64,
+        read_below: i64,
         alive_within: Duration,
     ) -> Result<bool> {
         let others = sqlx::query_scalar(
             "WITH beat AS ( \
-                 INSERT INTO change_log_readers (reader_id, name, position) VALUES ($1, $2, $3) \
+                 INSERT INTO change_log_readers (reader_id, name, position, read_below) \
+                 VALUES ($1, $2, 0, $3) \
                  ON CONFLICT (reader_id) DO UPDATE \
-                 SET position = excluded.position, heartbeat_at = clock_timestamp()) \
+                 SET read_below = excluded.read_below, position = 0, \
+                     heartbeat_at = clock_timestamp()) \
              SELECT EXISTS (SELECT FROM change_log_readers \
                             WHERE reader_id <> $1 \
                               AND heartbeat_at > clock_timestamp() - make_interval(secs => $4))",
         )
         .bind(reader)
         .bind(name)
-        .bind(position)
+        .bind(read_below)
         .bind(alive_within.as_secs_f64())
         .fetch_one(self.reader().await?.traced())
         .await?;
@@ -222,7 +272,8 @@ impl Store {
     /// Deletes the changes every reader heard from within `reader_timeout` has read, and those
     /// older than `max_age` whoever has not read them (a reader that lags so far resumes its
     /// subscribers from the data), and forgets readers not heard from in ten times
-    /// `reader_timeout`; returns how far the log is now pruned.
+    /// `reader_timeout`; returns how far the log is now pruned (the transaction below which
+    /// changes may be gone).
     pub async fn prune_change_log(
         &self,
         reader_timeout: Duration,
@@ -230,23 +281,37 @@ impl Store {
     ) -> Result<i64> {
         // Changes older than `max_age` are looked for among the oldest `AGED_PER_PRUNE` only, so
         // a prune's work is bounded however long the log has grown; the next prune goes on.
+        // A reader of a binary from before 0127 (no `read_below`) has read the ids up to its
+        // position: while one is heard from, what the others have read goes only up to that.
         let pruned: i64 = sqlx::query_scalar(
-            "WITH horizon AS ( \
-                 SELECT greatest( \
-                     (SELECT min(position) FROM change_log_readers \
-                      WHERE heartbeat_at > clock_timestamp() - make_interval(secs => $1)), \
-                     (SELECT max(id) FROM ( \
-                          SELECT id, created_at FROM live_changes ORDER BY id LIMIT $3) oldest \
-                      WHERE created_at < clock_timestamp() - make_interval(secs => $2))) AS upto), \
+            "WITH readers AS ( \
+                 SELECT position, read_below FROM change_log_readers \
+                 WHERE heartbeat_at > clock_timestamp() - make_interval(secs => $1)), \
+             horizon AS ( \
+                 SELECT (SELECT min(read_below) FROM readers) AS read_below, \
+                        (SELECT min(position) FROM readers WHERE read_below IS NULL) AS read_id, \
+                        (SELECT o.logged_in::text::bigint + 1 FROM ( \
+                             SELECT logged_in, created_at FROM live_changes \
+                             ORDER BY logged_in LIMIT $3) o \
+                         WHERE o.created_at < clock_timestamp() - make_interval(secs => $2) \
+                         ORDER BY o.logged_in DESC LIMIT 1) AS aged_below), \
+             bound AS (SELECT h.*, greatest(h.read_below, h.aged_below) AS upto FROM horizon h), \
              forgotten AS ( \
                  DELETE FROM change_log_readers \
                  WHERE heartbeat_at < clock_timestamp() - make_interval(secs => $1 * 10)), \
-             pruned AS (DELETE FROM live_changes WHERE id <= (SELECT upto FROM horizon)), \
+             pruned AS ( \
+                 DELETE FROM live_changes c USING bound b \
+                 WHERE c.logged_in < b.upto::text::xid8 \
+                   AND (b.read_id IS NULL OR c.id <= b.read_id \
+                        OR c.logged_in < b.aged_below::text::xid8) \
+                 RETURNING c.id), \
              moved AS ( \
-                 UPDATE change_log_state SET pruned_through = (SELECT upto FROM horizon) \
-                 WHERE (SELECT upto FROM horizon) > pruned_through RETURNING pruned_through) \
-             SELECT coalesce((SELECT pruned_through FROM moved), \
-                             (SELECT pruned_through FROM change_log_state))",
+                 UPDATE change_log_state \
+                 SET pruned_below = greatest(pruned_below, (SELECT upto FROM bound)), \
+                     pruned_through = greatest(pruned_through, (SELECT max(id) FROM pruned)) \
+                 WHERE (SELECT upto FROM bound) > pruned_below RETURNING pruned_below) \
+             SELECT coalesce((SELECT pruned_below FROM moved), \
+                             (SELECT pruned_below FROM change_log_state))",
         )
         .bind(reader_timeout.as_secs_f64())
         .bind(max_age.as_secs_f64())

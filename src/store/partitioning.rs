@@ -436,7 +436,8 @@ const CANNOT_CARRY_OVER: &str = concat!(
          (obj_description(c.oid, 'pg_class') IS NOT NULL, 'a comment'), \
          (EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attidentity <> ''), \
           'an identity column'), \
-         (EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 \
+         (EXISTS (SELECT FROM pg_attribute a \
+                  WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped \
                   AND (a.attacl IS NOT NULL \
                        OR EXISTS (SELECT FROM unnest(a.attoptions) o WHERE o LIKE 'n_distinct%') \
                        OR a.attstattarget >= 0 \

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 
+use casefile::store::change_log::LogKey;
 use casefile::store::session_events::{ChangeKind, SessionEventRow};
 use casefile::store::{Record as _, TimelineEventRow};
 use serde_json::{Value, json};
@@ -685,7 +686,11 @@ async fn a_groups_appends_to_one_session_read_as_the_changes_they_are() {
     every_page_is_a_slice(&app, id, &expected, stage_id, right_id).await;
 
     // The change log's follower reads each position as the change it is.
-    let read = app.store.read_change_log(0, &[], 10_000).await.unwrap();
+    let read = app
+        .store
+        .read_change_log(LogKey::before(0), &[], 10_000)
+        .await
+        .unwrap();
     let followed: Vec<Change> = read
         .rows
         .iter()
@@ -1271,7 +1276,11 @@ async fn a_sessions_large_group_gets_a_row_of_the_log_and_small_ones_runs() {
             .await
             .unwrap();
     every_page_is_a_slice(&app, id, &expected, stage, execution).await;
-    let read = app.store.read_change_log(0, &[], 10_000).await.unwrap();
+    let read = app
+        .store
+        .read_change_log(LogKey::before(0), &[], 10_000)
+        .await
+        .unwrap();
     let followed: Vec<Change> = read
         .rows
         .iter()
@@ -1279,28 +1288,32 @@ async fn a_sessions_large_group_gets_a_row_of_the_log_and_small_ones_runs() {
         .map(|c| change(&c.event))
         .collect();
     assert_eq!(followed, expected);
-    // Read two at a time, and by gaps (ids below the last read), each change is the same.
-    let ids: Vec<i64> = read.rows.iter().map(|c| c.log_id).collect();
-    let (mut last, mut paged) = (0, Vec::new());
-    while last < *ids.last().unwrap() {
-        let read = app.store.read_change_log(last, &[], 2).await.unwrap();
-        last = read.rows.last().unwrap().log_id;
-        paged.extend(read.rows.into_iter().map(|c| (c.log_id, change(&c.event))));
+    // Read two at a time, and as awaited transactions (below the last read), each change is the
+    // same.
+    let keys: Vec<LogKey> = read.rows.iter().map(|c| c.key).collect();
+    let (mut after, mut paged) = (LogKey::before(0), Vec::new());
+    while after < *keys.last().unwrap() {
+        let read = app.store.read_change_log(after, &[], 2).await.unwrap();
+        after = read.rows.last().unwrap().key;
+        paged.extend(read.rows.into_iter().map(|c| (c.key, change(&c.event))));
     }
-    let by_gaps = app.store.read_change_log(last, &ids, 100).await.unwrap();
-    let by_gaps: Vec<(i64, Change)> = by_gaps
+    let mut transactions: Vec<LogKey> =
+        keys.iter().map(|k| LogKey::before(k.transaction)).collect();
+    transactions.dedup();
+    let awaited = app
+        .store
+        .read_change_log(after, &transactions, 10_000)
+        .await
+        .unwrap();
+    let awaited: Vec<(LogKey, Change)> = awaited
         .rows
         .into_iter()
-        .map(|c| (c.log_id, change(&c.event)))
+        .map(|c| (c.key, change(&c.event)))
         .collect();
-    assert_eq!(paged, by_gaps);
+    assert_eq!(paged, awaited);
     let paged: Vec<Change> = paged
         .into_iter()
-        .filter(|(id_, _)| {
-            read.rows
-                .iter()
-                .any(|c| c.log_id == *id_ && c.event.session_id == id)
-        })
+        .filter(|(key, _)| key.session == id)
         .map(|(_, c)| c)
         .collect();
     assert_eq!(paged, expected);
@@ -1409,7 +1422,11 @@ async fn rows_written_before_runs_in_place_read_beside_them() {
         Uuid::parse_str(&execution).unwrap(),
     )
     .await;
-    let read = app.store.read_change_log(0, &[], 10_000).await.unwrap();
+    let read = app
+        .store
+        .read_change_log(LogKey::before(0), &[], 10_000)
+        .await
+        .unwrap();
     let followed: Vec<Change> = read
         .rows
         .iter()

@@ -1,7 +1,7 @@
 //! The per-process hub that feeds live subscriptions: late commits, failed reads, start-up,
 //! commits read at once only while watched, the dashboard feed, one announcement per burst of
 //! commits, pruning below every reader's position, a log pruned past a process or reset by a
-//! crash, the bound on awaited ids, and slow subscribers' byte budget.
+//! crash, a long transaction awaited, and slow subscribers' byte budget.
 
 use std::time::Duration;
 
@@ -9,9 +9,11 @@ use casefile::cursor::{TimelinePosition, View};
 use casefile::live::timeline::Update;
 use casefile::live::{Change, Hub, HubOptions, Interrupted};
 use casefile::model::{SessionStatus, Status, Transition};
+use casefile::store::change_log::LogKey;
 use casefile::store::session_events::ChangeKind;
 use futures::StreamExt as _;
 use serde_json::{Value, json};
+use uuid::Uuid;
 
 use crate::common::TestApp;
 use crate::common::ws::Subscription;
@@ -488,19 +490,24 @@ fn fast_pruning() -> HubOptions {
     }
 }
 
-async fn count_changes_up_to(app: &TestApp, id: i64) -> i64 {
-    sqlx::query_scalar("SELECT count(*) FROM live_changes WHERE id <= $1")
-        .bind(id)
+/// The changes logged by transactions up to `transaction`.
+async fn count_changes_up_to(app: &TestApp, transaction: i64) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM live_changes WHERE logged_in <= $1::text::xid8")
+        .bind(transaction.to_string())
         .fetch_one(app.store.pool())
         .await
         .unwrap()
 }
 
-async fn newest_change(app: &TestApp) -> i64 {
-    sqlx::query_scalar("SELECT max(id) FROM live_changes")
-        .fetch_one(app.store.pool())
-        .await
-        .unwrap()
+/// The newest change's transaction and id.
+async fn newest_change(app: &TestApp) -> (i64, i64) {
+    sqlx::query_as(
+        "SELECT logged_in::text::bigint, id FROM live_changes ORDER BY logged_in DESC, id DESC \
+         LIMIT 1",
+    )
+    .fetch_one(app.store.pool())
+    .await
+    .unwrap()
 }
 
 /// Waits until `done` holds (checked every 100 ms), for at most 10 s.
@@ -520,14 +527,15 @@ async fn the_log_is_pruned_below_every_live_readers_position_only() {
         .unwrap();
     let a = Agent { app: &app };
     a.session().await;
-    let first = newest_change(&app).await;
-    // Another process that has read up to `first - 1`, and is alive.
+    let (first, _) = newest_change(&app).await;
+    // Another process that has read every change logged before `first`, and is alive.
     let other = uuid::Uuid::now_v7();
     sqlx::query(
-        "INSERT INTO change_log_readers (reader_id, name, position) VALUES ($1, 'other', $2)",
+        "INSERT INTO change_log_readers (reader_id, name, position, read_below) \
+         VALUES ($1, 'other', 0, $2)",
     )
     .bind(other)
-    .bind(first - 1)
+    .bind(first)
     .execute(app.store.pool())
     .await
     .unwrap();
@@ -543,11 +551,11 @@ async fn the_log_is_pruned_below_every_live_readers_position_only() {
         count_changes_up_to(&app, first).await == 0
     })
     .await;
-    let pruned: i64 = sqlx::query_scalar("SELECT pruned_through FROM change_log_state")
+    let pruned: i64 = sqlx::query_scalar("SELECT pruned_below FROM change_log_state")
         .fetch_one(app.store.pool())
         .await
         .unwrap();
-    assert!(pruned >= first, "{pruned} < {first}");
+    assert!(pruned > first, "{pruned} <= {first}");
     // This process's own place is recorded; it leaves when it stops.
     let readers: Vec<String> =
         sqlx::query_scalar("SELECT name FROM change_log_readers ORDER BY name")
@@ -565,6 +573,72 @@ async fn the_log_is_pruned_below_every_live_readers_position_only() {
         .await
         .unwrap();
     assert_eq!(left, 2, "a stopped hub no longer holds the log back");
+    app.stop().await;
+}
+
+/// During a rolling upgrade past migration 0127, a reader of an older binary (it reads by `id`,
+/// and reports no `read_below`) holds the log back by `id`, and this version's readers report
+/// position 0, which holds an older binary's own pruning (by `id`, below every position) back.
+#[tokio::test]
+async fn a_reader_of_an_older_binary_holds_the_log_back_by_id() {
+    let app = TestApp::start().await;
+    let pool = app.store.pool();
+    let a = Agent { app: &app };
+    a.session().await;
+    let (_, read_id) = newest_change(&app).await;
+    a.session().await;
+    let (unread, unread_id) = newest_change(&app).await;
+    sqlx::query(
+        "INSERT INTO change_log_readers (reader_id, name, position) VALUES ($1, 'older', $2)",
+    )
+    .bind(uuid::Uuid::now_v7())
+    .bind(read_id)
+    .execute(pool)
+    .await
+    .unwrap();
+    eventually("this version's readers read past both", || async {
+        sqlx::query_scalar::<_, bool>(
+            "SELECT bool_and(read_below > $1 AND position = 0) FROM change_log_readers \
+             WHERE read_below IS NOT NULL",
+        )
+        .bind(unread)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+    })
+    .await;
+    let ids = || async {
+        sqlx::query_scalar::<_, i64>("SELECT id FROM live_changes WHERE id >= $1 ORDER BY id")
+            .bind(read_id)
+            .fetch_all(pool)
+            .await
+            .unwrap()
+    };
+    let day = Duration::from_secs(86_400);
+    app.store
+        .prune_change_log(Duration::from_secs(300), day)
+        .await
+        .unwrap();
+    let left = ids().await;
+    assert!(
+        left.contains(&unread_id) && left.iter().all(|id| *id > read_id),
+        "what the older reader read goes, the rest stays: {left:?} (read up to {read_id})"
+    );
+    let pruned_through: i64 = sqlx::query_scalar("SELECT pruned_through FROM change_log_state")
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    assert!(pruned_through <= read_id, "{pruned_through} > {read_id}");
+    // Once it is gone, the rest goes.
+    sqlx::query("DELETE FROM change_log_readers WHERE name = 'older'")
+        .execute(pool)
+        .await
+        .unwrap();
+    app.store
+        .prune_change_log(Duration::from_secs(300), day)
+        .await
+        .unwrap();
+    assert_eq!(ids().await, Vec::<i64>::new());
     app.stop().await;
 }
 
@@ -592,8 +666,9 @@ async fn a_process_the_log_was_pruned_past_resumes_its_subscribers() {
         .await
         .unwrap();
     sqlx::query(
-        "WITH gone AS (DELETE FROM live_changes RETURNING id) \
-         UPDATE change_log_state SET pruned_through = (SELECT max(id) FROM gone)",
+        "WITH gone AS (DELETE FROM live_changes RETURNING logged_in) \
+         UPDATE change_log_state \
+         SET pruned_below = (SELECT max(logged_in)::text::bigint + 1 FROM gone)",
     )
     .execute(&mut *tx)
     .await
@@ -621,23 +696,21 @@ async fn a_process_the_log_was_pruned_past_resumes_its_subscribers() {
     app.stop().await;
 }
 
+/// A transaction that logged changes and stays open is awaited, however much commits after
+/// it: this process's place in the log (what it holds back from pruning) stays below it, and
+/// its changes are delivered when it commits, with nothing missed.
 #[tokio::test]
-async fn awaited_ids_are_bounded_and_giving_up_on_them_is_announced() {
+async fn a_long_transaction_is_awaited_and_holds_the_log_back() {
     let Some((app, _)) = TestApp::start_external("holding a transaction open").await else {
         return;
     };
-    let hub = Hub::start_with(
-        app.store.clone(),
-        HubOptions {
-            max_gaps: 3,
-            ..HubOptions::with_buffer(64)
-        },
-    )
-    .await
-    .unwrap();
+    let hub = Hub::start_with(app.store.clone(), fast_pruning())
+        .await
+        .unwrap();
     let a = Agent { app: &app };
     let (mut rx, mut timeline, event) = watched_event(&app, &hub).await;
-    // A long transaction takes five log ids, then later changes commit around it.
+    let mut feed = hub.subscribe_feed();
+    // A long transaction logs five changes (as its commit would), then is held open.
     let mut slow = app.store.pool().begin().await.unwrap();
     for i in 0..5 {
         sqlx::query(
@@ -650,28 +723,54 @@ async fn awaited_ids_are_bounded_and_giving_up_on_them_is_announced() {
         .await
         .unwrap();
     }
-    // Numbered and logged now (as a commit would), then held open.
     sqlx::query("SET CONSTRAINTS ALL IMMEDIATE")
         .execute(&mut *slow)
         .await
         .unwrap();
-    a.session().await;
-    let end = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+    let slow_id: i64 = sqlx::query_scalar("SELECT pg_current_xact_id()::text::bigint")
+        .fetch_one(&mut *slow)
         .await
-        .expect("the subscriber is told");
-    assert_eq!(end.unwrap_err(), Interrupted::Missed);
+        .unwrap();
+    // Later transactions commit and are delivered meanwhile.
+    for _ in 0..3 {
+        a.session().await;
+        next_of_kind(&mut feed, ChangeKind::Session).await;
+    }
+    let held_at = || async {
+        sqlx::query_scalar::<_, Option<i64>>("SELECT min(read_below) FROM change_log_readers")
+            .fetch_one(app.store.pool())
+            .await
+            .unwrap()
+            .unwrap_or(0)
+    };
+    eventually("the readers wait at the long transaction", || async {
+        held_at().await == slow_id
+    })
+    .await;
+    assert_eq!(
+        held_at().await,
+        slow_id,
+        "the readers wait for the long transaction"
+    );
     slow.commit().await.unwrap();
-    // The timeline subscription resumed from the data and still gets the late commit.
+    let mut appended = 0;
+    while appended < 5 {
+        let change = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+            .await
+            .expect("the long transaction's changes")
+            .expect("delivered, not missed");
+        appended += usize::from(change.row.kind == ChangeKind::EventAppended);
+    }
     let mut text = String::new();
     while text.len() < 5 {
-        let update = tokio::time::timeout(Duration::from_secs(10), timeline.next())
-            .await
-            .expect("the late commit's text")
-            .unwrap()
-            .unwrap();
+        let update = timeline.next().await.unwrap().unwrap();
         text.push_str(update.delta.as_deref().unwrap_or_default());
     }
     assert_eq!(text, "xxxxx");
+    eventually("the readers move past it", || async {
+        held_at().await > slow_id
+    })
+    .await;
     drop(timeline);
     hub.stop().await;
     app.stop().await;
@@ -724,8 +823,9 @@ async fn a_subscriber_holding_too_many_bytes_is_cut_off() {
     app.stop().await;
 }
 
-/// The follower's read keeps a plan that reads only what is new and the gaps asked for, along
-/// the log's key, however long the log is (not a walk of the whole log filtered).
+/// The follower's read keeps a plan that reads only what is new and what the awaited
+/// transactions logged, along the log's key, however long the log is (not a walk of the whole
+/// log filtered).
 #[tokio::test]
 async fn the_followers_read_keeps_a_plan_along_the_logs_key() {
     let app = TestApp::start().await;
@@ -751,38 +851,53 @@ async fn the_followers_read_keeps_a_plan_along_the_logs_key() {
         .execute(pool)
         .await
         .unwrap();
-    let last: i64 = sqlx::query_scalar("SELECT max(id) - 10 FROM live_changes")
-        .fetch_one(pool)
-        .await
-        .unwrap();
+    let (transaction, session, position): (i64, Uuid, i64) = sqlx::query_as(
+        "SELECT logged_in::text::bigint, session_id, position FROM live_changes \
+         ORDER BY logged_in DESC, session_id DESC, position DESC OFFSET 10 LIMIT 1",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    let after = LogKey {
+        transaction,
+        session,
+        position,
+    };
+    let awaited = [
+        LogKey::before(transaction - 5),
+        LogKey::before(transaction - 3),
+    ];
     let plan = app
         .store
-        .explain_read_change_log(last, &[last - 5, last - 3])
+        .explain_read_change_log(after, &awaited)
         .await
         .unwrap();
+    // Each branch reads the log (each of its partitions, partitioned) by its key.
     let log_scans: Vec<&str> = plan
         .lines()
-        .filter(|l| l.contains("on public.live_changes "))
+        .filter(|l| l.contains(" on public.live_changes"))
         .collect();
-    assert_eq!(log_scans.len(), 2, "{plan}");
+    assert!(
+        log_scans.len() >= 2 && log_scans.len().is_multiple_of(2),
+        "{plan}"
+    );
     assert!(
         log_scans
             .iter()
-            .all(|l| l.contains("Index Scan using live_changes_pkey")),
+            .all(|l| l.contains("Scan using live_changes_pkey")),
         "{plan}"
     );
-    assert!(
-        plan.contains("Index Cond: (live_changes.id > $1)"),
-        "{plan}"
-    );
-    assert!(
-        plan.contains("Index Cond: ((live_changes_1.id = ANY ($2))"),
+    assert_eq!(
+        plan.lines()
+            .filter(|l| l.contains("Index Cond:") && l.contains("logged_in"))
+            .count(),
+        log_scans.len(),
         "{plan}"
     );
     assert!(
         !plan
             .lines()
-            .any(|l| l.contains("Filter:") && l.contains("live_changes.id")),
+            .any(|l| l.contains("Filter:") && l.contains("logged_in")),
         "a filtered walk of the log: {plan}"
     );
     // Each change's event is found by its own look-up, never by a join that reads the event
