@@ -31,5 +31,9 @@ CREATE INDEX live_changes_id ON live_changes (id);
 
 -- A reader of this version: every change logged by a transaction below this one was read.
 ALTER TABLE change_log_readers ADD COLUMN read_below bigint;
--- Changes logged by transactions below this one may have been pruned.
-ALTER TABLE change_log_state ADD COLUMN pruned_below bigint NOT NULL DEFAULT 0;
+-- Changes logged by transactions below this one may have been pruned; and how many prunes
+-- deleted, by their age, changes some live reader had not read (a transaction open for longer
+-- than the log keeps changes): a reader that sees either move past it resumes its subscribers.
+ALTER TABLE change_log_state
+    ADD COLUMN pruned_below bigint NOT NULL DEFAULT 0,
+    ADD COLUMN unread_prunes bigint NOT NULL DEFAULT 0;

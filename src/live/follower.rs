@@ -34,6 +34,10 @@ pub(super) struct Follower {
     awaited: BTreeMap<i64, LogKey>,
     /// The log's epoch when this process last read it.
     epoch: Option<Uuid>,
+    /// How far the log was pruned, and how many prunes had deleted changes unread, when this
+    /// process last read it (each read past them once, not on every read after).
+    pruned_below: i64,
+    unread_prunes: Option<i64>,
 }
 
 /// What one read brought.
@@ -59,6 +63,8 @@ impl Follower {
             after: LogKey::before(0),
             awaited: BTreeMap::new(),
             epoch: None,
+            pruned_below: 0,
+            unread_prunes: None,
         };
         follower.start_at(&store.change_log_snapshot().await?);
         Ok(follower)
@@ -106,32 +112,39 @@ impl Follower {
             self.start_at(&read.snapshot);
             return self.missed(&read.snapshot);
         }
-        if read.pruned_below > self.position() {
+        // Pruned past what this process read (it stalled longer than the reader timeout), or
+        // changes it had not read pruned by age (a transaction open longer than the log keeps
+        // changes): they may be gone. Its place stays: what is left is still read.
+        let pruned_past = read.pruned_below > self.position().max(self.pruned_below);
+        let pruned_unread = self
+            .unread_prunes
+            .is_some_and(|seen| read.unread_prunes > seen);
+        self.pruned_below = self.pruned_below.max(read.pruned_below);
+        self.unread_prunes = Some(read.unread_prunes);
+        if pruned_past || pruned_unread {
             tracing::warn!(
                 position = self.position(),
                 pruned_below = read.pruned_below,
-                "the live change log was pruned past what this process read (it stalled longer \
-                 than --change-log-reader-timeout); subscribers resume from the data"
+                "the live change log was pruned of changes this process had not read (it \
+                 stalled longer than --change-log-reader-timeout, or a transaction stayed open \
+                 longer than the log keeps changes); subscribers resume from the data"
             );
-            self.awaited = self.awaited.split_off(&read.pruned_below);
-            self.after = self.after.max(LogKey::before(read.pruned_below));
             return self.missed(&read.snapshot);
         }
-        let more = read.rows.len() as i64 == BATCH;
         let from = self.after.transaction;
-        for row in &read.rows {
-            match self.awaited.get_mut(&row.key.transaction) {
-                Some(last) => *last = row.key,
-                None => self.after = row.key,
+        // Read up to here: when the read was cut short, its last change (in the log's order,
+        // awaited transactions first); otherwise everything the snapshot saw.
+        let upto = match read.cut_at {
+            Some(last) => {
+                match self.awaited.get_mut(&last.transaction) {
+                    Some(awaited) => *awaited = last,
+                    None => self.after = last,
+                }
+                last
             }
-        }
-        // Read up to here: when the read was cut short, its last change (the rows are in the
-        // log's order, awaited transactions first); otherwise everything the snapshot saw.
-        let upto = match read.rows.last() {
-            Some(last) if more => last.key,
-            _ => {
+            None => {
                 self.after = LogKey::before(read.snapshot.xmax);
-                LogKey::before(read.snapshot.xmax)
+                self.after
             }
         };
         let running = &read.snapshot.running;
@@ -148,7 +161,7 @@ impl Follower {
         Step {
             backlog: (read.snapshot.xmax - self.position()).max(0),
             rows: in_session_order(read.rows),
-            more,
+            more: read.cut_at.is_some(),
             missed: false,
             next: self,
         }
@@ -212,13 +225,19 @@ mod tests {
         }
     }
 
-    fn read(xmax: i64, running: &[i64], pruned_below: i64, rows: Vec<LoggedChange>) -> LogRead {
+    /// A read under a snapshot (`xmax`, `running`); cut short when it found a batch.
+    fn read(xmax: i64, running: &[i64], rows: Vec<LoggedChange>) -> LogRead {
         LogRead {
             snapshot: LogSnapshot {
                 xmax,
                 running: running.to_vec(),
             },
-            pruned_below,
+            cut_at: rows
+                .last()
+                .filter(|_| rows.len() as i64 == BATCH)
+                .map(|r| r.key),
+            pruned_below: 0,
+            unread_prunes: 0,
             epoch: Some(Uuid::nil()),
             rows,
         }
@@ -229,6 +248,8 @@ mod tests {
             after: LogKey::before(0),
             awaited: BTreeMap::new(),
             epoch: Some(Uuid::nil()),
+            pruned_below: 0,
+            unread_prunes: Some(0),
         };
         follower.start_at(&LogSnapshot {
             xmax,
@@ -258,17 +279,14 @@ mod tests {
         let f = follower(100, &[98]);
         assert_eq!(f.position(), 98);
         // 98 still runs; 100 and 102 ended, 101 runs.
-        let step = f.advance(
-            Uuid::nil(),
-            read(103, &[98, 101], 0, vec![change(100, s, 1)]),
-        );
+        let step = f.advance(Uuid::nil(), read(103, &[98, 101], vec![change(100, s, 1)]));
         assert!(!step.more && !step.missed);
         let f = step.next;
         assert_eq!(f.after, LogKey::before(103));
         assert_eq!(awaited(&f), [98, 101]);
         assert_eq!(f.position(), 98);
         // Both end; 101's change is found from its awaited key, 98 logged nothing.
-        let step = f.advance(Uuid::nil(), read(104, &[], 0, vec![change(101, s, 2)]));
+        let step = f.advance(Uuid::nil(), read(104, &[], vec![change(101, s, 2)]));
         let f = step.next;
         assert!(f.awaited.is_empty());
         assert_eq!(f.position(), 104);
@@ -280,7 +298,7 @@ mod tests {
         let f = follower(10, &[]);
         let rows: Vec<LoggedChange> = (0..BATCH).map(|p| change(12, s, p)).collect();
         // 11 was running; the read stopped inside 12's changes, so 14 (running) is not reached.
-        let step = f.advance(Uuid::nil(), read(20, &[11, 14], 0, rows));
+        let step = f.advance(Uuid::nil(), read(20, &[11, 14], rows));
         assert!(step.more);
         let f = step.next;
         let last = LogKey {
@@ -294,30 +312,66 @@ mod tests {
     }
 
     #[test]
+    fn a_read_cut_short_by_changes_with_no_event_left_still_stops_where_it_was_cut() {
+        // The read found a batch, but the last changes' session was purged (no event to hand
+        // on): it was cut all the same, at its last change, not read to the snapshot's end.
+        let s = Uuid::from_u128(1);
+        let f = follower(10, &[]);
+        let mut cut = read(20, &[], vec![change(12, s, 1)]);
+        let last = LogKey {
+            transaction: 15,
+            session: s,
+            position: 9,
+        };
+        cut.cut_at = Some(last);
+        let step = f.advance(Uuid::nil(), cut);
+        assert!(step.more);
+        assert_eq!(step.next.after, last);
+    }
+
+    #[test]
     fn an_awaited_transaction_read_in_part_is_read_on() {
         let s = Uuid::from_u128(1);
         let f = follower(10, &[5, 7]);
         let rows: Vec<LoggedChange> = (0..BATCH).map(|p| change(5, s, p)).collect();
         // 5 and 7 ended; the read stopped inside 5's changes, before 7's and any after 10.
-        let step = f.advance(Uuid::nil(), read(20, &[], 0, rows));
+        let step = f.advance(Uuid::nil(), read(20, &[], rows));
         let f = step.next;
         assert_eq!(f.awaited.get(&5).map(|k| k.position), Some(BATCH - 1));
         assert_eq!(awaited(&f), [5, 7]);
         assert_eq!(f.after, LogKey::before(10));
-        let step = f.advance(Uuid::nil(), read(20, &[], 0, vec![change(5, s, BATCH)]));
+        let step = f.advance(Uuid::nil(), read(20, &[], vec![change(5, s, BATCH)]));
         let f = step.next;
         assert!(f.awaited.is_empty());
         assert_eq!(f.after, LogKey::before(20));
     }
 
     #[test]
-    fn a_log_pruned_past_the_position_or_reset_is_missed() {
+    fn a_log_pruned_past_the_position_is_missed_once_and_what_is_awaited_stays() {
         let f = follower(10, &[5]);
-        let step = f.clone().advance(Uuid::nil(), read(20, &[], 8, vec![]));
+        let mut pruned = read(20, &[5], vec![]);
+        pruned.pruned_below = 8;
+        let step = f.advance(Uuid::nil(), pruned);
         assert!(step.missed);
-        assert!(step.next.awaited.is_empty());
-        assert_eq!(step.next.position(), 10);
-        let step = f.advance(Uuid::from_u128(9), read(30, &[25], 0, vec![]));
+        // 5 still runs: its changes are read when it ends.
+        assert_eq!(awaited(&step.next), [5]);
+        assert_eq!(step.next.position(), 5);
+        let mut again = read(20, &[5], vec![]);
+        again.pruned_below = 8;
+        let step = step.next.advance(Uuid::nil(), again);
+        assert!(!step.missed, "told once");
+        // A prune by age of changes some reader had not read is missed too.
+        let mut by_age = read(21, &[5], vec![]);
+        (by_age.pruned_below, by_age.unread_prunes) = (8, 1);
+        let step = step.next.advance(Uuid::nil(), by_age);
+        assert!(step.missed);
+        assert_eq!(awaited(&step.next), [5]);
+    }
+
+    #[test]
+    fn a_log_reset_is_missed_and_followed_from_the_present() {
+        let f = follower(10, &[5]);
+        let step = f.advance(Uuid::from_u128(9), read(30, &[25], vec![]));
         assert!(step.missed);
         assert_eq!(step.next.after, LogKey::before(30));
         assert_eq!(awaited(&step.next), [25]);

@@ -5,8 +5,9 @@
 //!
 //! There is no order across sessions to follow: a follower reads what the transactions that
 //! ended since its last read logged, as a snapshot tells them apart (ended before it: below its
-//! `xmax` and not among those it saw running). Each change is read once; a session's changes,
-//! logged under its lock in position order, are each read no earlier than those before them.
+//! `xmax` and not among those it saw running). Each change is read once. A session's changes
+//! are logged under its lock in position order, so a read that finds one finds those before it,
+//! unless the read was cut short between them (then a subscriber fills the gap from the data).
 
 use std::time::Duration;
 
@@ -59,47 +60,74 @@ pub struct LogSnapshot {
 /// What one read of the log saw: the changes, and what they were read under.
 pub struct LogRead {
     pub snapshot: LogSnapshot,
+    /// Where the read stopped when it was cut short (it found as many changes as it was allowed:
+    /// the last of them, whether or not its event is still there to read).
+    pub cut_at: Option<LogKey>,
     /// Changes logged by transactions below this one may have been pruned.
     pub pruned_below: i64,
+    /// Prunes so far that deleted, by their age, changes some live reader had not read.
+    pub unread_prunes: i64,
     /// The log's epoch; `None` when it was reset (emptied by a crash) and not marked again yet.
     pub epoch: Option<Uuid>,
     pub rows: Vec<LoggedChange>,
 }
 
-/// The snapshot's bounds, and the log's pruning and epoch, read with the rows so that they
-/// describe exactly what the rows were read under (one row even when no change is there).
-const SNAPSHOT: &str = "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS snap_xmax, \
-    ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(pg_current_snapshot()) x) AS snap_running, \
-    (SELECT pruned_below FROM change_log_state) AS pruned_below, \
-    (SELECT epoch FROM change_log_epoch) AS epoch";
+/// The transactions a snapshot `s` saw running, but those known to be another database's (its
+/// backend, or its prepared transaction, names that database): they log nothing here, and
+/// awaited they would hold this database's log back. One that ended between the snapshot and the
+/// look-up is not listed, so it stays: only what is known to be elsewhere is left out.
+fn running_in(s: &str) -> String {
+    format!(
+        "ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip({s}) x \
+               WHERE NOT EXISTS (SELECT FROM pg_stat_activity a \
+                                 WHERE a.backend_xid = xid(x) \
+                                   AND a.datname <> current_database()) \
+                 AND NOT EXISTS (SELECT FROM pg_prepared_xacts p \
+                                 WHERE p.transaction = xid(x) \
+                                   AND p.database <> current_database()))"
+    )
+}
 
 /// The follower's read: `$7` changes after the key `($1, $2, $3)`, and those after each key of
 /// `($4, $5, $6)` within its transaction (transactions below `$1` that were running at the last
-/// read: their changes are there once they end), in the log's order, with the snapshot they were
-/// read under. Each branch is a range of the log's key (a transaction's, the limit keeping it a
+/// read: their changes are there once they end), in the log's order (`l`), with the snapshot
+/// they were read under, and how many `l` holds and its last key (one row even when no change
+/// is there). Each branch is a range of the log's key (a transaction's, the limit keeping it a
 /// range whatever the plan), so a read costs what it finds, however long the log. Each change's
 /// event is looked up by its key (the limit keeps it a look-up): as a join, a plan kept from
-/// while the event log was small scanned all of it on every read. A change that a run of
+/// while the event log was small scanned all of it on every read. A change whose session is gone
+/// (purged, its event log with it) has no event, and is not handed on. A change that a run of
 /// `session_event_runs` holds comes with its run, decoded here ([`change_in_run`]).
 fn read_change_log_statement() -> String {
     format!(
-        "SELECT s.*, c.* FROM ({SNAPSHOT}) s \
+        "WITH l AS MATERIALIZED ( \
+             SELECT * FROM ( \
+                 (SELECT logged_in, session_id, position FROM live_changes \
+                  WHERE (logged_in, session_id, position) \
+                        > ($1::bigint::text::xid8, $2::uuid, $3::bigint) \
+                  ORDER BY logged_in, session_id, position LIMIT $7) \
+                 UNION ALL \
+                 SELECT f.* FROM unnest($4::bigint[], $5::uuid[], $6::bigint[]) \
+                                 AS a (xid, session_id, position) \
+                 CROSS JOIN LATERAL ( \
+                     SELECT c.logged_in, c.session_id, c.position FROM live_changes c \
+                     WHERE c.logged_in = a.xid::text::xid8 \
+                       AND (c.session_id, c.position) > (a.session_id, a.position) \
+                     ORDER BY c.session_id, c.position LIMIT $7) f) u \
+             ORDER BY logged_in, session_id, position LIMIT $7) \
+         SELECT s.*, c.* FROM ( \
+             SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS snap_xmax, \
+                    {running} AS snap_running, \
+                    (SELECT count(*) FROM l) AS read_count, \
+                    last.logged_in::text::bigint AS last_transaction, \
+                    last.session_id AS last_session, last.position AS last_position, \
+                    state.pruned_below, state.unread_prunes, \
+                    (SELECT epoch FROM change_log_epoch) AS epoch \
+             FROM change_log_state state \
+             LEFT JOIN LATERAL (SELECT * FROM l \
+                                ORDER BY logged_in DESC, session_id DESC, position DESC \
+                                LIMIT 1) last ON true) s \
          LEFT JOIN LATERAL ( \
-             WITH l AS MATERIALIZED ( \
-                 SELECT * FROM ( \
-                     (SELECT logged_in, session_id, position FROM live_changes \
-                      WHERE (logged_in, session_id, position) \
-                            > ($1::bigint::text::xid8, $2::uuid, $3::bigint) \
-                      ORDER BY logged_in, session_id, position LIMIT $7) \
-                     UNION ALL \
-                     SELECT f.* FROM unnest($4::bigint[], $5::uuid[], $6::bigint[]) \
-                                     AS a (xid, session_id, position) \
-                     CROSS JOIN LATERAL ( \
-                         SELECT c.logged_in, c.session_id, c.position FROM live_changes c \
-                         WHERE c.logged_in = a.xid::text::xid8 \
-                           AND (c.session_id, c.position) > (a.session_id, a.position) \
-                         ORDER BY c.session_id, c.position LIMIT $7) f) u \
-                 ORDER BY logged_in, session_id, position LIMIT $7) \
              SELECT l.logged_in::text::bigint AS logged_in, e.*, {NO_RUN_COLUMNS}, \
                     {NO_RUN_PLACE_COLUMNS} FROM l {change} \
              UNION ALL \
@@ -108,7 +136,8 @@ fn read_change_log_statement() -> String {
                     NULL::bigint, NULL::integer, NULL::integer, NULL::text, NULL::text, \
                     r.created_at, {RUN_COLUMNS}, {RUN_PLACE_COLUMNS} \
              FROM l CROSS JOIN LATERAL ({run}) r {RUN_EVENT_PLACES} \
-             ORDER BY logged_in, session_id, position LIMIT $7) c ON true",
+             ORDER BY logged_in, session_id, position) c ON true",
+        running = running_in("pg_current_snapshot()"),
         change = change_at("l.session_id", "l.position"),
         run = run_holding("l.session_id", "l.position"),
     )
@@ -135,11 +164,10 @@ const AGED_PER_PRUNE: i64 = 50_000;
 impl Store {
     /// Which transactions have ended, now.
     pub async fn change_log_snapshot(&self) -> Result<LogSnapshot> {
-        let (xmax, running) = sqlx::query_as(
-            "SELECT pg_snapshot_xmax(s)::text::bigint, \
-                    ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(s) x) \
-             FROM pg_current_snapshot() s",
-        )
+        let (xmax, running) = sqlx::query_as(&format!(
+            "SELECT pg_snapshot_xmax(s)::text::bigint, {} FROM pg_current_snapshot() s",
+            running_in("s")
+        ))
         .fetch_one(self.reader().await?.traced())
         .await?;
         Ok(LogSnapshot { xmax, running })
@@ -164,12 +192,23 @@ impl Store {
             .fetch_all(self.reader().await?.traced())
             .await?;
         let first = found.first().ok_or(sqlx::Error::RowNotFound)?;
+        let read_count: i64 = first.try_get("read_count")?;
+        let cut_at = match first.try_get::<Option<i64>, _>("last_transaction")? {
+            Some(transaction) if read_count >= limit => Some(LogKey {
+                transaction,
+                session: first.try_get("last_session")?,
+                position: first.try_get("last_position")?,
+            }),
+            _ => None,
+        };
         let mut read = LogRead {
             snapshot: LogSnapshot {
                 xmax: first.try_get("snap_xmax")?,
                 running: first.try_get("snap_running")?,
             },
+            cut_at,
             pruned_below: first.try_get("pruned_below")?,
+            unread_prunes: first.try_get("unread_prunes")?,
             epoch: first.try_get("epoch")?,
             rows: Vec::with_capacity(found.len()),
         };
@@ -280,9 +319,13 @@ impl Store {
         max_age: Duration,
     ) -> Result<i64> {
         // Changes older than `max_age` are looked for among the oldest `AGED_PER_PRUNE` only, so
-        // a prune's work is bounded however long the log has grown; the next prune goes on.
-        // A reader of a binary from before 0127 (no `read_below`) has read the ids up to its
-        // position: while one is heard from, what the others have read goes only up to that.
+        // a prune's work is bounded however long the log has grown; the next prune goes on. Of
+        // the transactions below the oldest of those, only the changes that are old themselves go
+        // by age: a transaction that ran long and logged its changes as it committed keeps them
+        // until they are read. A reader of a binary from before 0127 (no `read_below`) has read
+        // the ids up to its position: while one is heard from, what the others have read goes
+        // only up to that. A prune that deletes by age a change some live reader has not read
+        // counts in `unread_prunes`, which those readers watch.
         let pruned: i64 = sqlx::query_scalar(
             "WITH readers AS ( \
                  SELECT position, read_below FROM change_log_readers \
@@ -302,16 +345,20 @@ impl Store {
              pruned AS ( \
                  DELETE FROM live_changes c USING bound b \
                  WHERE c.logged_in < b.upto::text::xid8 \
-                   AND (b.read_id IS NULL OR c.id <= b.read_id \
-                        OR c.logged_in < b.aged_below::text::xid8) \
-                 RETURNING c.id), \
+                   AND ((c.logged_in < b.read_below::text::xid8 \
+                         AND (b.read_id IS NULL OR c.id <= b.read_id)) \
+                        OR (c.logged_in < b.aged_below::text::xid8 \
+                            AND c.created_at < clock_timestamp() - make_interval(secs => $2))) \
+                 RETURNING c.id, c.logged_in), \
              moved AS ( \
                  UPDATE change_log_state \
-                 SET pruned_below = greatest(pruned_below, (SELECT upto FROM bound)), \
-                     pruned_through = greatest(pruned_through, (SELECT max(id) FROM pruned)) \
-                 WHERE (SELECT upto FROM bound) > pruned_below RETURNING pruned_below) \
-             SELECT coalesce((SELECT pruned_below FROM moved), \
-                             (SELECT pruned_below FROM change_log_state))",
+                 SET pruned_below = greatest(pruned_below, b.upto), \
+                     pruned_through = greatest(pruned_through, (SELECT max(id) FROM pruned)), \
+                     unread_prunes = unread_prunes + (EXISTS ( \
+                         SELECT FROM pruned p \
+                         WHERE p.logged_in >= b.read_below::text::xid8))::int \
+                 FROM bound b RETURNING pruned_below) \
+             SELECT pruned_below FROM moved",
         )
         .bind(reader_timeout.as_secs_f64())
         .bind(max_age.as_secs_f64())

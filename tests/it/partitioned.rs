@@ -322,7 +322,10 @@ async fn a_session_pages_statements_read_one_partition_of_each_table() {
 
     let mut read = BTreeSet::new();
     let mut elsewhere = BTreeSet::new();
-    for plan in &plans {
+    // The app's change log follower may read while the page is read (on this thread): it reads
+    // every session's changes by design (docs/scale-out.md), and is no statement of the page.
+    let follower_reads = |plan: &str| plan.contains("FROM live_changes");
+    for plan in plans.iter().filter(|plan| !follower_reads(plan)) {
         for (table, partition, executed) in partitions_in(plan, &tables) {
             if !executed {
                 continue;

@@ -371,6 +371,11 @@ async fn the_change_log_is_pruned_by_age_even_past_a_reader_that_lags() {
         .await
         .unwrap();
     assert_eq!(pruned, newest + 1, "everything older than an hour is gone");
+    let unread_prunes: i64 = sqlx::query_scalar("SELECT unread_prunes FROM change_log_state")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(unread_prunes, 1, "the stuck reader had not read them");
     let left: Vec<i64> =
         sqlx::query_scalar("SELECT logged_in::text::bigint FROM live_changes ORDER BY 1")
             .fetch_all(&pool)
