@@ -200,7 +200,7 @@ mod tests {
     use chrono::Utc;
 
     use super::*;
-    use crate::store::session_events::{ChangeKind, SessionEventRow};
+    use crate::store::session_events::SessionEventRow;
 
     fn change(transaction: i64, session: Uuid, position: i64) -> LoggedChange {
         LoggedChange {
@@ -209,19 +209,7 @@ mod tests {
                 session,
                 position,
             },
-            event: SessionEventRow {
-                session_id: session,
-                position,
-                kind: ChangeKind::Session,
-                entity_id: session,
-                stage_id: None,
-                execution_id: None,
-                sequence_number: None,
-                start_offset: None,
-                end_offset: None,
-                status: None,
-                created_at: Utc::now(),
-            },
+            event: SessionEventRow::of_session(session, position, Utc::now()),
         }
     }
 
