@@ -126,11 +126,60 @@ async fn lay_out(db: &Database, partitions: Option<u32>) {
     }
 }
 
-/// A fresh, migrated database that removes itself on [`TestDb::stop`].
+/// A fresh, migrated database that removes itself on [`TestDb::stop`], or when dropped.
 pub struct TestDb {
     pub db: Database,
-    /// (admin connection options, database name) when it lives on an external server.
-    external: Option<(PgConnectOptions, String)>,
+    /// Where it lives when on an external server.
+    external: Option<ExternalDb>,
+}
+
+/// A test's database on the external server: dropped from the server with it, so that a test
+/// that returns or panics before [`TestDb::stop`] leaves nothing behind.
+struct ExternalDb {
+    admin: PgConnectOptions,
+    name: String,
+    dropped: bool,
+}
+
+impl ExternalDb {
+    async fn drop_database(&mut self) {
+        let mut conn = self.admin.connect().await.unwrap();
+        sqlx::query(&format!(
+            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+            self.name
+        ))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+        conn.close().await.unwrap();
+        self.dropped = true;
+    }
+}
+
+impl Drop for ExternalDb {
+    fn drop(&mut self) {
+        if self.dropped {
+            return;
+        }
+        // A runtime of its own on a thread of its own: the test's may be the one dropping this
+        // (or gone), and a panic here would abort a test that is already panicking.
+        let mut this = ExternalDb {
+            admin: self.admin.clone(),
+            name: std::mem::take(&mut self.name),
+            dropped: false,
+        };
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime");
+            runtime.block_on(this.drop_database());
+        })
+        .join();
+        if dropped.is_err() {
+            eprintln!("a test database was left on the server");
+        }
+    }
 }
 
 impl TestDb {
@@ -204,7 +253,12 @@ impl TestDb {
                 )
                 .await
                 .unwrap();
-                (db, Some((admin, name)))
+                let external = ExternalDb {
+                    admin: admin.clone(),
+                    name,
+                    dropped: false,
+                };
+                (db, Some(external))
             }
             _ => {
                 let server = EmbeddedPostgres::start_temporary()
@@ -223,7 +277,7 @@ impl TestDb {
     /// The URL of this database when it lives on an external server (other processes can
     /// connect to it); `None` when embedded.
     pub fn url(&self) -> Option<String> {
-        let (_, name) = self.external.as_ref()?;
+        let name = &self.external.as_ref()?.name;
         let url = std::env::var("DATABASE_URL").ok()?;
         let (base, query) = url
             .split_once('?')
@@ -244,7 +298,7 @@ impl TestDb {
     pub async fn reconnected(self) -> TestDb {
         let TestDb { db, external } = self;
         db.shutdown().await;
-        let (admin, name) = external
+        let ExternalDb { admin, name, .. } = external
             .as_ref()
             .expect("only an external database is reconnected");
         let db = Database::external_with(
@@ -259,13 +313,8 @@ impl TestDb {
 
     pub async fn stop(self) {
         self.db.shutdown().await;
-        if let Some((admin, name)) = self.external {
-            let mut conn = admin.connect().await.unwrap();
-            sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                .execute(&mut conn)
-                .await
-                .unwrap();
-            conn.close().await.unwrap();
+        if let Some(mut external) = self.external {
+            external.drop_database().await;
         }
     }
 }
