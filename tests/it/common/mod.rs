@@ -142,16 +142,8 @@ struct ExternalDb {
 }
 
 impl ExternalDb {
-    async fn drop_database(&mut self) {
-        let mut conn = self.admin.connect().await.unwrap();
-        sqlx::query(&format!(
-            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-            self.name
-        ))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-        conn.close().await.unwrap();
+    async fn remove(mut self) {
+        drop_database(&self.admin, &self.name).await;
         self.dropped = true;
     }
 }
@@ -163,23 +155,30 @@ impl Drop for ExternalDb {
         }
         // A runtime of its own on a thread of its own: the test's may be the one dropping this
         // (or gone), and a panic here would abort a test that is already panicking.
-        let mut this = ExternalDb {
-            admin: self.admin.clone(),
-            name: std::mem::take(&mut self.name),
-            dropped: false,
-        };
+        let admin = self.admin.clone();
+        let name = std::mem::take(&mut self.name);
         let dropped = std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .expect("a runtime");
-            runtime.block_on(this.drop_database());
+            runtime.block_on(drop_database(&admin, &name));
         })
         .join();
         if dropped.is_err() {
             eprintln!("a test database was left on the server");
         }
     }
+}
+
+/// Drops the database `name` of the server of `admin`, connections and all.
+async fn drop_database(admin: &PgConnectOptions, name: &str) {
+    let mut conn = admin.connect().await.unwrap();
+    sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
 }
 
 impl TestDb {
@@ -313,8 +312,8 @@ impl TestDb {
 
     pub async fn stop(self) {
         self.db.shutdown().await;
-        if let Some(mut external) = self.external {
-            external.drop_database().await;
+        if let Some(external) = self.external {
+            external.remove().await;
         }
     }
 }
