@@ -921,10 +921,12 @@ const INVARIANTS: &[(&str, &str)] = &[
          WHERE start_offset <> expected",
     ),
     (
-        "recorded ends of events that are not streaming, or past their event's text",
+        // Every writer of a text keeps its end (an overlap's chunk through a trigger, 0129), and
+        // an append's check reads the kept end alone.
+        "kept ends of events that are not streaming, or not where their event's text ends",
         "SELECT count(*) FROM streaming_event_ends x LEFT JOIN timeline_events_live e \
          ON e.id = x.event_id AND e.session_id = x.session_id \
-         WHERE e.status IS DISTINCT FROM 'streaming' OR x.end_offset > char_length(e.content)",
+         WHERE e.status IS DISTINCT FROM 'streaming' OR x.end_offset <> char_length(e.content)",
     ),
     (
         "positions of a session's event log (its rows and runs) that are not 1, 2, 3, … each once",

@@ -733,6 +733,56 @@ async fn appended_texts(app: &TestApp, session: &str) -> Vec<String> {
         .collect()
 }
 
+/// Where `event`'s text ends as `streaming_event_ends` keeps it, if it does.
+async fn kept_end(app: &TestApp, event: &str) -> Option<i64> {
+    sqlx::query_scalar("SELECT end_offset FROM streaming_event_ends WHERE event_id = $1")
+        .bind(Uuid::parse_str(event).unwrap())
+        .fetch_optional(app.store.pool())
+        .await
+        .unwrap()
+}
+
+/// A chunk written without moving its event's kept end (by a binary from before migration 0129,
+/// which wrote an overlap's chunk so and read chunks on every check) is found by that
+/// migration's repair: the end moves past it, and the next append is checked against it.
+#[tokio::test]
+async fn an_end_kept_short_of_a_chunk_is_repaired_by_its_migration() {
+    let app = TestApp::start().await;
+    let a = Agent { app: &app };
+    let (_, l, r) = two_streaming_events(&a).await;
+    group(&app, &[(&l, 0, "ab"), (&r, 0, "xy")]).await;
+    let pool = app.store.pool();
+    sqlx::raw_sql("ALTER TABLE timeline_event_chunks DISABLE TRIGGER keep_streaming_event_end")
+        .execute(pool)
+        .await
+        .unwrap();
+    let overlap = a.append(&l, 1, "bcd").await;
+    assert_eq!(overlap["data"]["appendTimelineContent"]["applied"], 2);
+    sqlx::raw_sql("ALTER TABLE timeline_event_chunks ENABLE TRIGGER keep_streaming_event_end")
+        .execute(pool)
+        .await
+        .unwrap();
+    assert_eq!(kept_end(&app, &l).await, Some(2), "kept short of the chunk");
+
+    let migration = casefile::db::MIGRATOR
+        .iter()
+        .find(|m| m.version == 129)
+        .expect("migration 0129");
+    let repair = migration
+        .sql
+        .split(";\n")
+        .find(|s| s.contains("UPDATE streaming_event_ends x SET end_offset = c.end_offset"))
+        .expect("the repair");
+    sqlx::raw_sql(repair).execute(pool).await.unwrap();
+    assert_eq!(kept_end(&app, &l).await, Some(4));
+    assert_eq!(kept_end(&app, &r).await, Some(2), "an end kept right stays");
+    assert_eq!(try_group(&app, &[(&l, 2, "no")]).await, [false]);
+    group(&app, &[(&l, 4, "ef"), (&r, 2, "zw")]).await;
+    assert_eq!(a.content(&l).await.0, "abcdef");
+    assert_eq!(a.content(&r).await.0, "xyzw");
+    app.stop().await;
+}
+
 /// How many rows of `table` are about `event`.
 async fn rows_of(app: &TestApp, table: &str, event: &str) -> i64 {
     sqlx::query_scalar(&format!("SELECT count(*) FROM {table} WHERE event_id = $1"))
@@ -775,6 +825,8 @@ async fn a_grouped_appends_text_lives_in_the_log_and_its_end_survives_a_crash() 
         "{overlap:#}"
     );
     assert_eq!(rows_of(&app, "timeline_event_chunks", &l).await, 1);
+    // The chunk moved the kept end (migration 0129), which the next group reads alone.
+    assert_eq!(kept_end(&app, &l).await, Some(6));
     // The next group finds the end past the chunk.
     group(&app, &[(&l, 6, "gh"), (&r, 2, "zw")]).await;
     let streaming = "STREAMING".to_owned();
