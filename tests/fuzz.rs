@@ -929,6 +929,13 @@ const INVARIANTS: &[(&str, &str)] = &[
          WHERE e.status IS DISTINCT FROM 'streaming' OR x.end_offset <> char_length(e.content)",
     ),
     (
+        // A group's check skips the log's record of an event whose kept end says it has one.
+        "kept ends that say their event's text is in the log, of an event with no record of it",
+        "SELECT count(*) FROM streaming_event_ends x WHERE x.logged AND NOT EXISTS ( \
+         SELECT FROM event_texts_in_log f \
+         WHERE f.session_id = x.session_id AND f.event_id = x.event_id)",
+    ),
+    (
         "positions of a session's event log (its rows and runs) that are not 1, 2, 3, … each once",
         "SELECT count(*) FROM (SELECT x.first, lag(x.last) OVER (PARTITION BY x.session_id \
                                                                ORDER BY x.first) AS before \

@@ -783,6 +783,211 @@ async fn an_end_kept_short_of_a_chunk_is_repaired_by_its_migration() {
     app.stop().await;
 }
 
+/// Whether `event`'s kept end says its text is in its session's log, if an end is kept.
+async fn kept_end_logged(app: &TestApp, event: &str) -> Option<bool> {
+    sqlx::query_scalar("SELECT logged FROM streaming_event_ends WHERE event_id = $1")
+        .bind(Uuid::parse_str(event).unwrap())
+        .fetch_optional(app.store.pool())
+        .await
+        .unwrap()
+}
+
+/// A kept end says the event's text is in the log only when a group put it there (migration
+/// 0131), so the next group's check skips the log's record; an end another writer keeps does
+/// not say, and is checked against the record itself, so an event whose first text is a chunk
+/// gets its record with its first grouped append all the same; with no end kept, the event, its
+/// text and its record are read again.
+#[tokio::test]
+async fn a_kept_end_says_whether_its_text_is_in_the_log() {
+    let app = TestApp::start().await;
+    let a = Agent { app: &app };
+    let (_, l, r) = two_streaming_events(&a).await;
+    let pool = app.store.pool();
+    group(&app, &[(&l, 0, "ab")]).await;
+    assert_eq!(kept_end(&app, &l).await, Some(2));
+    assert_eq!(kept_end_logged(&app, &l).await, Some(true));
+    assert_eq!(rows_of(&app, "event_texts_in_log", &l).await, 1);
+
+    // A single append stores its text as a chunk and keeps an end that does not say.
+    let (stored,): (bool,) =
+        sqlx::query_as("SELECT stored FROM append_timeline_chunk($1, 0, 'xy', 1000000)")
+            .bind(Uuid::parse_str(&r).unwrap())
+            .fetch_one(pool)
+            .await
+            .unwrap();
+    assert!(stored);
+    assert_eq!(kept_end_logged(&app, &r).await, Some(false));
+    assert_eq!(rows_of(&app, "event_texts_in_log", &r).await, 0);
+    // Its first grouped append is checked against the record, finds none and writes it.
+    group(&app, &[(&l, 2, "cd"), (&r, 2, "zw")]).await;
+    assert_eq!(kept_end_logged(&app, &r).await, Some(true));
+    assert_eq!(rows_of(&app, "event_texts_in_log", &r).await, 1);
+    assert_eq!(a.content(&r).await.0, "xyzw");
+
+    // After a crash no end is kept: the check reads the event, its text and its record again.
+    sqlx::query("TRUNCATE streaming_event_ends")
+        .execute(pool)
+        .await
+        .unwrap();
+    assert_eq!(try_group(&app, &[(&l, 2, "no")]).await, [false]);
+    group(&app, &[(&l, 4, "ef"), (&r, 4, "!")]).await;
+    assert_eq!(kept_end(&app, &l).await, Some(6));
+    assert_eq!(kept_end_logged(&app, &l).await, Some(true));
+    assert_eq!(kept_end_logged(&app, &r).await, Some(true));
+    assert_eq!(a.content(&l).await.0, "abcdef");
+    assert_eq!(a.content(&r).await.0, "xyzw!");
+    assert_eq!(rows_of(&app, "event_texts_in_log", &l).await, 1);
+    app.stop().await;
+}
+
+/// A group whose events all have kept ends reads no row of `timeline_events` (migration 0131):
+/// its check reads each event's kept end alone.
+#[tokio::test]
+async fn a_group_checks_events_with_kept_ends_without_reading_them() {
+    let app = TestApp::start().await;
+    let a = Agent { app: &app };
+    let (_, l, r) = two_streaming_events(&a).await;
+    group(&app, &[(&l, 0, "ab"), (&r, 0, "xy")]).await;
+    let pool = app.store.pool();
+    let events = [l.as_str(), r.as_str()].map(|e| Uuid::parse_str(e).unwrap());
+    let sessions: Vec<Uuid> = sqlx::query_scalar(
+        "SELECT e.session_id FROM unnest($1::uuid[]) WITH ORDINALITY AS i (id, ord) \
+         JOIN timeline_events e ON e.id = i.id ORDER BY i.ord",
+    )
+    .bind(&events[..])
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    // The transaction's own statistics count what its statements read, table by table (each
+    // partition by its own name on the partitioned layout), with what the connection counted
+    // before and has not yet flushed: flushed first, as the connection goes idle.
+    let events_read = "SELECT coalesce(sum(coalesce(idx_scan, 0) + seq_scan), 0)::bigint \
+                       FROM pg_stat_xact_user_tables WHERE relname LIKE 'timeline\\_events%'";
+    let mut conn = pool.acquire().await.unwrap();
+    flush_statistics(&mut conn).await;
+    let mut tx = conn.begin().await.unwrap();
+    let stored: Vec<bool> = sqlx::query_scalar(
+        "SELECT stored FROM append_timeline_chunks($1, $2, '{2, 2}', '{cd, zw}', 1000000)",
+    )
+    .bind(&events[..])
+    .bind(&sessions)
+    .fetch_all(&mut *tx)
+    .await
+    .unwrap();
+    assert_eq!(stored, [true, true]);
+    let read: i64 = sqlx::query_scalar(events_read)
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
+    assert_eq!(read, 0, "timeline_events read by a group of kept ends");
+    tx.commit().await.unwrap();
+
+    // Without its kept end an event is read (which shows the count can see it).
+    sqlx::query("DELETE FROM streaming_event_ends WHERE event_id = $1")
+        .bind(events[0])
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    flush_statistics(&mut conn).await;
+    let mut tx = conn.begin().await.unwrap();
+    let stored: Vec<bool> = sqlx::query_scalar(
+        "SELECT stored FROM append_timeline_chunks($1, $2, '{4, 4}', '{ef, !}', 1000000)",
+    )
+    .bind(&events[..])
+    .bind(&sessions)
+    .fetch_all(&mut *tx)
+    .await
+    .unwrap();
+    assert_eq!(stored, [true, true]);
+    let read: i64 = sqlx::query_scalar(events_read)
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
+    assert_eq!(read, 1, "the event without a kept end, once");
+    tx.commit().await.unwrap();
+    drop(conn);
+    assert_eq!(a.content(&l).await.0, "abcdef");
+    assert_eq!(a.content(&r).await.0, "xyzw!");
+    app.stop().await;
+}
+
+/// Flushes the statistics `conn` has counted (`pg_stat_xact_*` shows what it has not flushed):
+/// PostgreSQL flushes them as the connection goes idle after asking, before it answers that it
+/// is ready for the next statement.
+async fn flush_statistics(conn: &mut sqlx::PgConnection) {
+    sqlx::query("SELECT pg_stat_force_next_flush()")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+}
+
+/// The ends kept before migration 0131 are filled in from their events by it, and an end kept
+/// of an event that no longer streams is dropped.
+#[tokio::test]
+async fn kept_ends_from_before_are_filled_in_by_their_migration() {
+    let app = TestApp::start().await;
+    let a = Agent { app: &app };
+    let (_, l, r) = two_streaming_events(&a).await;
+    group(&app, &[(&l, 0, "ab"), (&r, 0, "xy")]).await;
+    let pool = app.store.pool();
+    // The table as it was: the columns 0131 added empty (and allowed to be).
+    sqlx::raw_sql(
+        "ALTER TABLE streaming_event_ends ALTER COLUMN stage_id DROP NOT NULL, \
+         ALTER COLUMN execution_id DROP NOT NULL, ALTER COLUMN sequence_number DROP NOT NULL; \
+         UPDATE streaming_event_ends \
+         SET stage_id = NULL, execution_id = NULL, sequence_number = NULL, logged = false",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+    // An end kept of no event at all.
+    let stray = Uuid::new_v4();
+    sqlx::query(
+        "INSERT INTO streaming_event_ends (session_id, event_id, end_offset) \
+         SELECT session_id, $1, 9 FROM streaming_event_ends LIMIT 1",
+    )
+    .bind(stray)
+    .execute(pool)
+    .await
+    .unwrap();
+
+    let migration = casefile::db::MIGRATOR
+        .iter()
+        .find(|m| m.version == 131)
+        .expect("migration 0131");
+    let statements: Vec<&str> = migration
+        .sql
+        .split(";\n")
+        .filter(|s| {
+            s.contains("DELETE FROM streaming_event_ends x")
+                || s.contains("UPDATE streaming_event_ends x")
+                || s.contains("SET NOT NULL")
+        })
+        .collect();
+    assert_eq!(statements.len(), 3, "the migration's repair");
+    for statement in statements {
+        sqlx::raw_sql(statement).execute(pool).await.unwrap();
+    }
+    assert_eq!(
+        rows_of(&app, "streaming_event_ends", &stray.to_string()).await,
+        0
+    );
+    let filled: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM streaming_event_ends x JOIN timeline_events e \
+         ON e.id = x.event_id AND e.session_id = x.session_id \
+         WHERE (x.stage_id, x.execution_id, x.sequence_number) \
+               = (e.stage_id, e.execution_id, e.sequence_number) AND x.logged",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    assert_eq!(filled, 2);
+    group(&app, &[(&l, 2, "cd"), (&r, 2, "zw")]).await;
+    assert_eq!(a.content(&l).await.0, "abcd");
+    assert_eq!(a.content(&r).await.0, "xyzw");
+    app.stop().await;
+}
+
 /// How many rows of `table` are about `event`.
 async fn rows_of(app: &TestApp, table: &str, event: &str) -> i64 {
     sqlx::query_scalar(&format!("SELECT count(*) FROM {table} WHERE event_id = $1"))
