@@ -735,11 +735,38 @@ async fn appended_texts(app: &TestApp, session: &str) -> Vec<String> {
 
 /// Where `event`'s text ends as `streaming_event_ends` keeps it, if it does.
 async fn kept_end(app: &TestApp, event: &str) -> Option<i64> {
-    sqlx::query_scalar("SELECT end_offset FROM streaming_event_ends WHERE event_id = $1")
-        .bind(Uuid::parse_str(event).unwrap())
-        .fetch_optional(app.store.pool())
-        .await
-        .unwrap()
+    kept_end_column(app, "end_offset", event).await
+}
+
+/// Whether `event`'s kept end says its text is in its session's log, if an end is kept.
+async fn kept_end_logged(app: &TestApp, event: &str) -> Option<bool> {
+    kept_end_column(app, "logged", event).await
+}
+
+/// `column` of `event`'s row of `streaming_event_ends`, if it has one.
+async fn kept_end_column<T>(app: &TestApp, column: &str, event: &str) -> Option<T>
+where
+    T: for<'r> sqlx::Decode<'r, sqlx::Postgres> + sqlx::Type<sqlx::Postgres> + Send + Unpin,
+{
+    sqlx::query_scalar(&format!(
+        "SELECT {column} FROM streaming_event_ends WHERE event_id = $1"
+    ))
+    .bind(Uuid::parse_str(event).unwrap())
+    .fetch_optional(app.store.pool())
+    .await
+    .unwrap()
+}
+
+/// The statements of migration `version` that contain any of `markers`, in its order.
+fn migration_statements(version: i64, markers: &[&str]) -> Vec<&'static str> {
+    casefile::db::MIGRATOR
+        .iter()
+        .find(|m| m.version == version)
+        .unwrap_or_else(|| panic!("migration {version}"))
+        .sql
+        .split(";\n")
+        .filter(|s| markers.iter().any(|m| s.contains(m)))
+        .collect()
 }
 
 /// A chunk written without moving its event's kept end (by a binary from before migration 0129,
@@ -764,16 +791,12 @@ async fn an_end_kept_short_of_a_chunk_is_repaired_by_its_migration() {
         .unwrap();
     assert_eq!(kept_end(&app, &l).await, Some(2), "kept short of the chunk");
 
-    let migration = casefile::db::MIGRATOR
-        .iter()
-        .find(|m| m.version == 129)
-        .expect("migration 0129");
-    let repair = migration
-        .sql
-        .split(";\n")
-        .find(|s| s.contains("UPDATE streaming_event_ends x SET end_offset = c.end_offset"))
-        .expect("the repair");
-    sqlx::raw_sql(repair).execute(pool).await.unwrap();
+    let repair = migration_statements(
+        129,
+        &["UPDATE streaming_event_ends x SET end_offset = c.end_offset"],
+    );
+    assert_eq!(repair.len(), 1, "the repair");
+    sqlx::raw_sql(repair[0]).execute(pool).await.unwrap();
     assert_eq!(kept_end(&app, &l).await, Some(4));
     assert_eq!(kept_end(&app, &r).await, Some(2), "an end kept right stays");
     assert_eq!(try_group(&app, &[(&l, 2, "no")]).await, [false]);
@@ -781,15 +804,6 @@ async fn an_end_kept_short_of_a_chunk_is_repaired_by_its_migration() {
     assert_eq!(a.content(&l).await.0, "abcdef");
     assert_eq!(a.content(&r).await.0, "xyzw");
     app.stop().await;
-}
-
-/// Whether `event`'s kept end says its text is in its session's log, if an end is kept.
-async fn kept_end_logged(app: &TestApp, event: &str) -> Option<bool> {
-    sqlx::query_scalar("SELECT logged FROM streaming_event_ends WHERE event_id = $1")
-        .bind(Uuid::parse_str(event).unwrap())
-        .fetch_optional(app.store.pool())
-        .await
-        .unwrap()
 }
 
 /// A kept end says the event's text is in the log only when a group put it there (migration
@@ -858,29 +872,9 @@ async fn a_group_checks_events_with_kept_ends_without_reading_them() {
     .fetch_all(pool)
     .await
     .unwrap();
-    // The transaction's own statistics count what its statements read, table by table (each
-    // partition by its own name on the partitioned layout), with what the connection counted
-    // before and has not yet flushed: flushed first, as the connection goes idle.
-    let events_read = "SELECT coalesce(sum(coalesce(idx_scan, 0) + seq_scan), 0)::bigint \
-                       FROM pg_stat_xact_user_tables WHERE relname LIKE 'timeline\\_events%'";
     let mut conn = pool.acquire().await.unwrap();
-    flush_statistics(&mut conn).await;
-    let mut tx = conn.begin().await.unwrap();
-    let stored: Vec<bool> = sqlx::query_scalar(
-        "SELECT stored FROM append_timeline_chunks($1, $2, '{2, 2}', '{cd, zw}', 1000000)",
-    )
-    .bind(&events[..])
-    .bind(&sessions)
-    .fetch_all(&mut *tx)
-    .await
-    .unwrap();
-    assert_eq!(stored, [true, true]);
-    let read: i64 = sqlx::query_scalar(events_read)
-        .fetch_one(&mut *tx)
-        .await
-        .unwrap();
+    let read = events_read_by_group(&mut conn, &events, &sessions, &[2, 2], &["cd", "zw"]).await;
     assert_eq!(read, 0, "timeline_events read by a group of kept ends");
-    tx.commit().await.unwrap();
 
     // Without its kept end an event is read (which shows the count can see it).
     sqlx::query("DELETE FROM streaming_event_ends WHERE event_id = $1")
@@ -888,37 +882,51 @@ async fn a_group_checks_events_with_kept_ends_without_reading_them() {
         .execute(&mut *conn)
         .await
         .unwrap();
-    flush_statistics(&mut conn).await;
-    let mut tx = conn.begin().await.unwrap();
-    let stored: Vec<bool> = sqlx::query_scalar(
-        "SELECT stored FROM append_timeline_chunks($1, $2, '{4, 4}', '{ef, !}', 1000000)",
-    )
-    .bind(&events[..])
-    .bind(&sessions)
-    .fetch_all(&mut *tx)
-    .await
-    .unwrap();
-    assert_eq!(stored, [true, true]);
-    let read: i64 = sqlx::query_scalar(events_read)
-        .fetch_one(&mut *tx)
-        .await
-        .unwrap();
+    let read = events_read_by_group(&mut conn, &events, &sessions, &[4, 4], &["ef", "!"]).await;
     assert_eq!(read, 1, "the event without a kept end, once");
-    tx.commit().await.unwrap();
     drop(conn);
     assert_eq!(a.content(&l).await.0, "abcdef");
     assert_eq!(a.content(&r).await.0, "xyzw!");
     app.stop().await;
 }
 
-/// Flushes the statistics `conn` has counted (`pg_stat_xact_*` shows what it has not flushed):
-/// PostgreSQL flushes them as the connection goes idle after asking, before it answers that it
-/// is ready for the next statement.
-async fn flush_statistics(conn: &mut sqlx::PgConnection) {
+/// Stores one group of appends (`events` in `sessions`, at `starts`, `deltas`) on `conn`, in a
+/// transaction of its own, and answers how many scans of `timeline_events` it made: the
+/// transaction's own statistics count what its statements read, table by table (each partition
+/// by its own name on the partitioned layout). `pg_stat_xact_*` also shows what the connection
+/// counted before and has not flushed, so that is flushed first: PostgreSQL flushes it as the
+/// connection goes idle after asking, before it answers that it is ready.
+async fn events_read_by_group(
+    conn: &mut sqlx::PgConnection,
+    events: &[Uuid],
+    sessions: &[Uuid],
+    starts: &[i64],
+    deltas: &[&str],
+) -> i64 {
     sqlx::query("SELECT pg_stat_force_next_flush()")
         .execute(&mut *conn)
         .await
         .unwrap();
+    let mut tx = conn.begin().await.unwrap();
+    let stored: Vec<bool> =
+        sqlx::query_scalar("SELECT stored FROM append_timeline_chunks($1, $2, $3, $4, 1000000)")
+            .bind(events)
+            .bind(sessions)
+            .bind(starts)
+            .bind(deltas)
+            .fetch_all(&mut *tx)
+            .await
+            .unwrap();
+    assert_eq!(stored, vec![true; events.len()]);
+    let read = sqlx::query_scalar(
+        "SELECT coalesce(sum(coalesce(idx_scan, 0) + seq_scan), 0)::bigint \
+         FROM pg_stat_xact_user_tables WHERE relname LIKE 'timeline\\_events%'",
+    )
+    .fetch_one(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    read
 }
 
 /// The ends kept before migration 0131 are filled in from their events by it, and an end kept
@@ -951,19 +959,14 @@ async fn kept_ends_from_before_are_filled_in_by_their_migration() {
     .await
     .unwrap();
 
-    let migration = casefile::db::MIGRATOR
-        .iter()
-        .find(|m| m.version == 131)
-        .expect("migration 0131");
-    let statements: Vec<&str> = migration
-        .sql
-        .split(";\n")
-        .filter(|s| {
-            s.contains("DELETE FROM streaming_event_ends x")
-                || s.contains("UPDATE streaming_event_ends x")
-                || s.contains("SET NOT NULL")
-        })
-        .collect();
+    let statements = migration_statements(
+        131,
+        &[
+            "DELETE FROM streaming_event_ends x",
+            "UPDATE streaming_event_ends x",
+            "SET NOT NULL",
+        ],
+    );
     assert_eq!(statements.len(), 3, "the migration's repair");
     for statement in statements {
         sqlx::raw_sql(statement).execute(pool).await.unwrap();
