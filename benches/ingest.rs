@@ -17,6 +17,7 @@
 //!     cargo bench --bench ingest -- --groups-in-flight 4 --group-window-us 200
 //!     cargo bench --bench ingest -- --appends-per-event 20   # events finish ten times as often
 //!     cargo bench --bench ingest -- --other-processes 2       # replicas following the log
+//!     cargo bench --bench ingest -- --layouts session-per-stream  # one layout of the two
 
 #[path = "common/app.rs"]
 mod app;
@@ -173,6 +174,16 @@ enum Layout {
 }
 
 impl Layout {
+    const ALL: [Layout; 2] = [Layout::SessionPerStream, Layout::OneSession];
+
+    /// Its name on the command line (`--layouts`).
+    fn name(self) -> &'static str {
+        match self {
+            Layout::SessionPerStream => "session-per-stream",
+            Layout::OneSession => "one-session",
+        }
+    }
+
     fn label(self) -> &'static str {
         match self {
             Layout::SessionPerStream => "a session per stream",
@@ -381,6 +392,8 @@ async fn update_baseline(app: &TestApp, chunks: &[String]) -> f64 {
 struct Options {
     seconds: f64,
     streams: Vec<usize>,
+    /// The layouts to run (`--layouts`, names comma-separated): both unless it says otherwise.
+    layouts: Vec<Layout>,
     only: Option<String>,
     /// Appends per event (`--appends-per-event`): fewer make event creations and finishes,
     /// which take the session's lock, a larger share of the load.
@@ -413,6 +426,17 @@ impl Options {
                         .expect("--streams: numbers, comma-separated")
                 })
                 .collect(),
+            layouts: value("--layouts").map_or(Layout::ALL.to_vec(), |names| {
+                names
+                    .split(',')
+                    .map(|name| {
+                        Layout::ALL
+                            .into_iter()
+                            .find(|l| l.name() == name.trim())
+                            .expect("--layouts: session-per-stream, one-session")
+                    })
+                    .collect()
+            }),
             only: value("--only"),
             per_event: args::arg("--appends-per-event", PER_EVENT),
             other_processes: args::arg("--other-processes", 0),
@@ -475,7 +499,7 @@ async fn run(label: &str, url: Option<String>, token: Option<&str>, options: &Op
     println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     // The embedded database runs inside this process: its CPU is the server's.
     let postgres = url.is_some().then_some(app.store.pool());
-    for layout in [Layout::SessionPerStream, Layout::OneSession] {
+    for &layout in &options.layouts {
         for &n in &options.streams {
             let executions = layout.executions(&app, n).await;
             let rows_before = rows_written(&app).await;
