@@ -490,6 +490,8 @@ async fn replace_with_partitioned(
     .bind(table.name)
     .fetch_one(&mut *conn)
     .await?;
+    // Only the partitions hold rows, so only they are unlogged: PostgreSQL 18 refuses an
+    // unlogged partitioned table (on earlier versions its persistence meant nothing).
     let unlogged = if persistence == "u" { "UNLOGGED " } else { "" };
     // Storage parameters (a fillfactor) belong to the partitions: a partitioned table has none.
     let parameters = parameters.map_or(String::new(), |p| format!(" WITH ({p})"));
@@ -497,7 +499,7 @@ async fn replace_with_partitioned(
     let statements = [
         format!("ALTER TABLE {name} RENAME TO {old}"),
         format!(
-            "CREATE {unlogged}TABLE {name} (LIKE {old} INCLUDING DEFAULTS INCLUDING GENERATED \
+            "CREATE TABLE {name} (LIKE {old} INCLUDING DEFAULTS INCLUDING GENERATED \
              INCLUDING CONSTRAINTS INCLUDING STORAGE INCLUDING COMPRESSION) PARTITION BY HASH ({})",
             quoted(table.column)
         ),
