@@ -60,7 +60,8 @@ fn external_or_skipped(needs: &str) -> bool {
 /// The name of a database on the server of `admin`, migrated by this binary's migrations and
 /// partitioned into `partitions` (or plain), made once and kept: a test's database is a copy
 /// of it, which takes a tenth of the time its migrations (and partitioning, ten times more)
-/// take. Its name holds the migrations' checksums, so a changed migration makes a new one.
+/// take. Its name holds the migrations' checksums, and for a partitioned layout the conversion's
+/// code and the tables it converts, so a change to either makes a new one.
 async fn template(admin: &PgConnectOptions, partitions: Option<u32>) -> String {
     use std::hash::{Hash as _, Hasher as _};
     static MADE: tokio::sync::Mutex<Vec<String>> = tokio::sync::Mutex::const_new(Vec::new());
@@ -68,6 +69,10 @@ async fn template(admin: &PgConnectOptions, partitions: Option<u32>) -> String {
     let mut hasher = std::hash::DefaultHasher::new();
     for migration in casefile::db::MIGRATOR.iter() {
         (migration.version, &migration.checksum[..]).hash(&mut hasher);
+    }
+    if partitions.is_some() {
+        include_str!("../../../src/store/partitioning.rs").hash(&mut hasher);
+        format!("{:?}", casefile::distribution::Placements::documented()).hash(&mut hasher);
     }
     let layout = partitions.map_or("plain".to_owned(), |n| format!("p{n}"));
     let name = format!("casefile_template_{:016x}_{layout}", hasher.finish());
