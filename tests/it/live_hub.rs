@@ -15,8 +15,8 @@ use futures::StreamExt as _;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::common::TestApp;
 use crate::common::ws::Subscription;
+use crate::common::{TestApp, persistence_of};
 use crate::live::running_execution;
 use crate::write_api::Agent;
 
@@ -231,17 +231,13 @@ async fn commits_wake_the_follower_only_while_someone_here_subscribes() {
 #[tokio::test]
 async fn a_log_emptied_by_a_crash_is_noticed_and_subscribers_resume() {
     let app = TestApp::start().await;
-    let persistence: Vec<(String, String)> = sqlx::query_as(
-        // Partitioned by session (docs/scale-out.md), the log's rows are its partitions'.
-        "SELECT c.relname::text, CASE c.relkind \
-             WHEN 'p' THEN (SELECT string_agg(DISTINCT p.relpersistence::text, ',') \
-                 FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhrelid \
-                 WHERE i.inhparent = c.oid) \
-             ELSE c.relpersistence::text END \
-         FROM pg_class c \
+    // Partitioned by session (docs/scale-out.md), the log's rows are its partitions'.
+    let persistence: Vec<(String, String)> = sqlx::query_as(&format!(
+        "SELECT c.relname::text, {} FROM pg_class c \
          WHERE c.relname IN ('live_changes', 'live_changes_id_seq', 'change_log_epoch') \
          ORDER BY c.relname",
-    )
+        persistence_of("c")
+    ))
     .fetch_all(app.store.pool())
     .await
     .unwrap();

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use sqlx::{Connection as _, PgConnection, PgPool};
 use uuid::Uuid;
 
-use crate::common::{TestApp, TestDb, fixtures, statements};
+use crate::common::{TestApp, TestDb, fixtures, persistence_of, statements};
 use crate::sessions_feed::{change_status, feed};
 
 /// Partitions per table: enough that sessions spread over them.
@@ -43,15 +43,10 @@ async fn schema(pool: &PgPool) -> BTreeSet<String> {
              LEFT JOIN pg_attrdef d ON d.adrelid = t.oid AND d.adnum = a.attnum \
              WHERE t.relkind IN ('r', 'p', 'v') AND {NOT_A_PARTITION}"
         ),
-        // A partitioned table's rows are its partitions': their persistence is the table's
-        // (PostgreSQL 18 refuses an unlogged partitioned table).
         format!(
-            "SELECT format('table %s persistence %s', t.relname, CASE t.relkind \
-                 WHEN 'p' THEN (SELECT string_agg(DISTINCT p.relpersistence::text, ',') \
-                     FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhrelid \
-                     WHERE i.inhparent = t.oid) \
-                 ELSE t.relpersistence::text END) \
-             FROM pg_class t WHERE t.relkind IN ('r', 'p') AND {NOT_A_PARTITION}"
+            "SELECT format('table %s persistence %s', t.relname, {}) \
+             FROM pg_class t WHERE t.relkind IN ('r', 'p') AND {NOT_A_PARTITION}",
+            persistence_of("t")
         ),
         format!(
             "SELECT format('constraint %s.%s: %s', t.relname, c.conname, pg_get_constraintdef(c.oid)) \

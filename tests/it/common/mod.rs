@@ -47,6 +47,19 @@ pub fn partitions_per_table() -> Option<u32> {
     )
 }
 
+/// SQL for the persistence of relation `alias` of `pg_class` (`p` logged, `u` unlogged). A
+/// partitioned table's rows are its partitions', so its persistence is theirs, each kind
+/// listed (PostgreSQL 18 refuses an unlogged partitioned table).
+pub fn persistence_of(alias: &str) -> String {
+    format!(
+        "CASE {alias}.relkind \
+             WHEN 'p' THEN (SELECT string_agg(DISTINCT p.relpersistence::text, ',') \
+                 FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhrelid \
+                 WHERE i.inhparent = {alias}.oid) \
+             ELSE {alias}.relpersistence::text END"
+    )
+}
+
 /// Whether `DATABASE_URL` names an external PostgreSQL; if not, says that the test, which
 /// `needs` one, is skipped.
 fn external_or_skipped(needs: &str) -> bool {
