@@ -18,6 +18,9 @@
 //!     cargo bench --bench ingest -- --appends-per-event 20   # events finish ten times as often
 //!     cargo bench --bench ingest -- --other-processes 2       # replicas following the log
 //!     cargo bench --bench ingest -- --layouts session-per-stream  # one layout of the two
+//!     cargo bench --bench ingest -- --rounds 3                # each cell three times
+//!     CASEFILE_PARTITION_BY_SESSION=4 cargo bench --bench ingest -- --only postgresql \
+//!         --side-by-side --rounds 3   # partitioned against plain, each cell on both in turn
 
 #[path = "common/app.rs"]
 mod app;
@@ -404,20 +407,19 @@ struct Options {
     /// replicas do: the server then announces its commits to them. (They run in this process,
     /// so their CPU counts as the server's.)
     other_processes: usize,
+    /// Each cell this many times (`--rounds`).
+    rounds: usize,
+    /// With `CASEFILE_PARTITION_BY_SESSION`, a plain database beside the partitioned one, each
+    /// cell run on both in turn (`--side-by-side`): the machine's drift then reaches both.
+    side_by_side: bool,
 }
 
 impl Options {
     fn from_args() -> Options {
-        let args: Vec<String> = std::env::args().collect();
-        let value = |name: &str| {
-            args.iter()
-                .position(|a| a == name)
-                .and_then(|i| args.get(i + 1).cloned())
-        };
         let defaults = AppendGroupOptions::default();
         Options {
             seconds: args::arg("--seconds", 5.0),
-            streams: value("--streams")
+            streams: args::value("--streams")
                 .unwrap_or_else(|| "1,10,50,200".to_owned())
                 .split(',')
                 .map(|n| {
@@ -426,7 +428,7 @@ impl Options {
                         .expect("--streams: numbers, comma-separated")
                 })
                 .collect(),
-            layouts: value("--layouts").map_or(Layout::ALL.to_vec(), |names| {
+            layouts: args::value("--layouts").map_or(Layout::ALL.to_vec(), |names| {
                 names
                     .split(',')
                     .map(|name| {
@@ -437,9 +439,11 @@ impl Options {
                     })
                     .collect()
             }),
-            only: value("--only"),
+            only: args::value("--only"),
             per_event: args::arg("--appends-per-event", PER_EVENT),
             other_processes: args::arg("--other-processes", 0),
+            rounds: args::arg("--rounds", 1_usize).max(1),
+            side_by_side: std::env::args().any(|a| a == "--side-by-side"),
             groups: AppendGroupOptions {
                 append_groups_in_flight: args::arg(
                     "--groups-in-flight",
@@ -466,103 +470,237 @@ fn per(value: f64, count: f64) -> String {
     }
 }
 
-async fn run(label: &str, url: Option<String>, token: Option<&str>, options: &Options) {
-    let server = HttpOptions {
-        append_groups: options.groups,
-        ..HttpOptions::default()
-    };
-    let app = app::start(url.clone(), token, server).await;
-    let database: String = sqlx::query_scalar("SELECT current_database()")
-        .fetch_one(app.store.pool())
-        .await
-        .unwrap();
-    let followers = match &url {
-        Some(url) if options.other_processes > 0 => {
-            other_processes(url, &database, options.other_processes).await
-        }
-        _ => Vec::new(),
-    };
-    let others = followers.len();
-    // Warm-up: plans, pool connections, the first pages of every table.
-    let warm = Layout::SessionPerStream.executions(&app, 2).await;
-    streams(&app, warm, 1.0, options.per_event).await;
+/// A server measured, on a database of its own.
+struct Bench {
+    /// Its rows' first column: `embedded`, `plain` or `4 partitions`.
+    name: String,
+    app: TestApp,
+    database: String,
+    /// Whether its database is external, so that its PostgreSQL's backends can be measured (the
+    /// embedded database runs inside this process: its CPU is the server's).
+    external: bool,
+    followers: Vec<Arc<Hub>>,
+}
 
-    println!(
-        "\n{label} (append groups: {} in flight, a {} µs window; {} appends per event; {others} other processes following):\n",
-        options.groups.append_groups_in_flight,
-        options.groups.append_group_window_us,
-        options.per_event
-    );
-    println!(
-        "| layout | streams | appends/s | p50 ms | p99 ms | WAL B/append | WAL B/byte | rows/append | server CPU µs/append | PostgreSQL CPU µs/append | failed |"
-    );
-    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
-    // The embedded database runs inside this process: its CPU is the server's.
-    let postgres = url.is_some().then_some(app.store.pool());
-    for &layout in &options.layouts {
-        for &n in &options.streams {
-            let executions = layout.executions(&app, n).await;
-            let rows_before = rows_written(&app).await;
-            let lsn = wal_lsn(&app).await;
-            let backends = match postgres {
-                Some(pool) => Some(Backends::of(pool, &database).await),
-                None => None,
-            };
-            let process = cpu::process_ticks(std::process::id());
-            let Streamed {
-                run,
-                bytes,
-                load_ticks,
-            } = streams(&app, executions, options.seconds, options.per_event).await;
-            let server_ticks = cpu::process_ticks(std::process::id())
-                .saturating_sub(process)
-                .saturating_sub(load_ticks);
-            let postgres_ticks = match (postgres, backends) {
-                (Some(pool), Some(before)) => {
-                    Some(Backends::of(pool, &database).await.since(&before))
-                }
-                _ => None,
-            };
-            let wal = wal_since(&app, &lsn).await as f64;
-            let rows_after = rows_written(&app).await;
-            let appends = run.ok() as f64;
-            let rows = match (rows_before, rows_after) {
-                (Some(b), Some(a)) => format!("{:.2}", (a - b) as f64 / appends.max(1.0)),
-                _ => "–".to_owned(),
-            };
-            let failed = match &run.first_failure {
-                Some(why) => format!("{} ({})", run.failures, &why[..why.len().min(120)]),
-                None => "0".to_owned(),
-            };
-            let micros = |ticks: u64| per(cpu::ticks_ms(ticks) * 1000.0, appends);
-            println!(
-                "| {} | {n} | {:.0} | {:.2} | {:.2} | {} | {:.1} | {rows} | {} | {} | {failed} |",
+/// One cell's figures on one server.
+struct Cell {
+    appends_per_second: f64,
+    postgres_micros: Option<f64>,
+    /// Its row of the table.
+    row: String,
+}
+
+impl Bench {
+    /// The server on a fresh database (partitioned into `partitions` on PostgreSQL), warmed up.
+    async fn start(
+        name: String,
+        url: Option<String>,
+        partitions: Option<u32>,
+        token: Option<&str>,
+        options: &Options,
+    ) -> Bench {
+        let server = HttpOptions {
+            append_groups: options.groups,
+            ..HttpOptions::default()
+        };
+        let app = app::start(url.clone(), partitions, token, server).await;
+        let database: String = sqlx::query_scalar("SELECT current_database()")
+            .fetch_one(app.store.pool())
+            .await
+            .unwrap();
+        let followers = match &url {
+            Some(url) if options.other_processes > 0 => {
+                other_processes(url, &database, options.other_processes).await
+            }
+            _ => Vec::new(),
+        };
+        // Warm-up: plans, pool connections, the first pages of every table.
+        let warm = Layout::SessionPerStream.executions(&app, 2).await;
+        streams(&app, warm, 1.0, options.per_event).await;
+        Bench {
+            name,
+            app,
+            database,
+            external: url.is_some(),
+            followers,
+        }
+    }
+
+    /// `n` streams of `layout` for `--seconds`.
+    async fn cell(&self, layout: Layout, n: usize, options: &Options) -> Cell {
+        let app = &self.app;
+        let executions = layout.executions(app, n).await;
+        let rows_before = rows_written(app).await;
+        let lsn = wal_lsn(app).await;
+        let backends = match self.external {
+            true => Some(Backends::of(app.store.pool(), &self.database).await),
+            false => None,
+        };
+        let process = cpu::process_ticks(std::process::id());
+        let Streamed {
+            run,
+            bytes,
+            load_ticks,
+        } = streams(app, executions, options.seconds, options.per_event).await;
+        let server_ticks = cpu::process_ticks(std::process::id())
+            .saturating_sub(process)
+            .saturating_sub(load_ticks);
+        let postgres_ticks = match backends {
+            Some(before) => Some(
+                Backends::of(app.store.pool(), &self.database)
+                    .await
+                    .since(&before),
+            ),
+            None => None,
+        };
+        let wal = wal_since(app, &lsn).await as f64;
+        let rows_after = rows_written(app).await;
+        let appends = run.ok() as f64;
+        let rows = match (rows_before, rows_after) {
+            (Some(b), Some(a)) => format!("{:.2}", (a - b) as f64 / appends.max(1.0)),
+            _ => "–".to_owned(),
+        };
+        let failed = match &run.first_failure {
+            Some(why) => format!("{} ({})", run.failures, &why[..why.len().min(120)]),
+            None => "0".to_owned(),
+        };
+        let micros = |ticks: u64| cpu::ticks_ms(ticks) * 1000.0 / appends;
+        let postgres_micros = postgres_ticks.filter(|_| appends > 0.0).map(micros);
+        Cell {
+            appends_per_second: run.per_second(),
+            postgres_micros,
+            row: format!(
+                "| {} | {} | {n} | {:.0} | {:.2} | {:.2} | {} | {:.1} | {rows} | {} | {} | {failed} |",
+                self.name,
                 layout.label(),
                 run.per_second(),
                 run.percentile_ms(0.5),
                 run.percentile_ms(0.99),
                 per(wal, appends),
                 wal / bytes.max(1) as f64,
-                micros(server_ticks),
-                postgres_ticks.map_or("–".to_owned(), micros),
-            );
+                per(cpu::ticks_ms(server_ticks) * 1000.0, appends),
+                postgres_micros.map_or("–".to_owned(), |m| format!("{m:.0}")),
+            ),
         }
     }
-    let execution = Layout::SessionPerStream.executions(&app, 1).await.remove(0);
-    let (rate, wal) = one_event_batched(&app, &execution, &chunks(10_000, 43), 50).await;
-    println!(
-        "\n{label}: one event, 10,000 appends in `ingest` batches of 50: {rate:.0} appends/s, {wal:.1} WAL bytes per appended byte"
-    );
-    for n in [500, 2_000] {
-        let baseline = update_baseline(&app, &chunks(n, 42)).await;
+
+    /// 10,000 appends to one event in `ingest` batches of 50: appends/s.
+    async fn batched(&self) -> f64 {
+        let execution = Layout::SessionPerStream
+            .executions(&self.app, 1)
+            .await
+            .remove(0);
+        let (rate, wal) = one_event_batched(&self.app, &execution, &chunks(10_000, 43), 50).await;
         println!(
-            "{label}: baseline UPDATE-append of {n} chunks: {baseline:.1} WAL bytes per appended byte"
+            "{}: one event, 10,000 appends in `ingest` batches of 50: {rate:.0} appends/s, {wal:.1} WAL bytes per appended byte",
+            self.name
+        );
+        rate
+    }
+
+    async fn stop(self) {
+        for n in [500, 2_000] {
+            let baseline = update_baseline(&self.app, &chunks(n, 42)).await;
+            println!(
+                "{}: baseline UPDATE-append of {n} chunks: {baseline:.1} WAL bytes per appended byte",
+                self.name
+            );
+        }
+        for follower in self.followers {
+            follower.stop().await;
+        }
+        self.app.stop().await;
+    }
+}
+
+/// Every cell on each of `benches`, `--rounds` times, in turn: the order is reversed each
+/// round, so that neither server always runs first, and the two meet the machine's drift alike.
+/// With two, the second is compared with the first by the means.
+async fn run(title: &str, benches: Vec<Bench>, options: &Options) {
+    let others = benches[0].followers.len();
+    println!(
+        "\n{title} (append groups: {} in flight, a {} µs window; {} appends per event; {others} other processes following; {} rounds):\n",
+        options.groups.append_groups_in_flight,
+        options.groups.append_group_window_us,
+        options.per_event,
+        options.rounds,
+    );
+    println!(
+        "| database | layout | streams | appends/s | p50 ms | p99 ms | WAL B/append | WAL B/byte | rows/append | server CPU µs/append | PostgreSQL CPU µs/append | failed |"
+    );
+    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    let turns = |round: usize| -> Vec<usize> {
+        let order = 0..benches.len();
+        match round % 2 {
+            0 => order.collect(),
+            _ => order.rev().collect(),
+        }
+    };
+    // Per cell, each server's figures.
+    let mut measured: Vec<(String, Vec<Vec<Cell>>)> = Vec::new();
+    for &layout in &options.layouts {
+        for &n in &options.streams {
+            let mut cells: Vec<Vec<Cell>> = benches.iter().map(|_| Vec::new()).collect();
+            for round in 0..options.rounds {
+                for i in turns(round) {
+                    let cell = benches[i].cell(layout, n, options).await;
+                    println!("{}", cell.row);
+                    cells[i].push(cell);
+                }
+            }
+            measured.push((format!("{}, {n}", layout.label()), cells));
+        }
+    }
+    println!();
+    let mut batches: Vec<Vec<Cell>> = benches.iter().map(|_| Vec::new()).collect();
+    for round in 0..options.rounds {
+        for i in turns(round) {
+            let rate = benches[i].batched().await;
+            batches[i].push(Cell {
+                appends_per_second: rate,
+                postgres_micros: None,
+                row: String::new(),
+            });
+        }
+    }
+    measured.push(("one event, batches of 50".to_owned(), batches));
+    if let [first, second] = &benches[..] {
+        compared(first, second, &measured);
+    }
+    for bench in benches {
+        bench.stop().await;
+    }
+}
+
+/// The second server's figures against the first's, by the means of their rounds.
+fn compared(first: &Bench, second: &Bench, measured: &[(String, Vec<Vec<Cell>>)]) {
+    fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {
+        let values: Vec<f64> = values.collect();
+        (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+    }
+    let change = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) if a > 0.0 => format!("{:+.0}%", (b / a - 1.0) * 100.0),
+        _ => "–".to_owned(),
+    };
+    let shown = |v: Option<f64>| v.map_or("–".to_owned(), |v| format!("{v:.0}"));
+    let (a, b) = (&first.name, &second.name);
+    println!(
+        "\n| shape, streams | {a} appends/s | {b} appends/s | change | {a} PostgreSQL CPU µs/append | {b} | change |"
+    );
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for (shape, cells) in measured {
+        let rates = |i: usize| mean(cells[i].iter().map(|c| c.appends_per_second));
+        let cpu = |i: usize| mean(cells[i].iter().filter_map(|c| c.postgres_micros));
+        println!(
+            "| {shape} | {} | {} | {} | {} | {} | {} |",
+            shown(rates(0)),
+            shown(rates(1)),
+            change(rates(0), rates(1)),
+            shown(cpu(0)),
+            shown(cpu(1)),
+            change(cpu(0), cpu(1)),
         );
     }
-    for follower in followers {
-        follower.stop().await;
-    }
-    app.stop().await;
 }
 
 /// `n` followers of the benchmark's database beside its server, each on a pool of its own as a
@@ -589,7 +727,8 @@ async fn main() {
     let token = token::from_args_or_env();
     let token = token.as_deref();
     if options.runs("embedded") {
-        run("embedded", None, token, &options).await;
+        let bench = Bench::start("embedded".to_owned(), None, None, token, &options).await;
+        run("embedded", vec![bench], &options).await;
     }
     if !options.runs("postgresql") {
         return;
@@ -597,15 +736,39 @@ async fn main() {
     let url = std::env::var("DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
     match sqlx::PgPool::connect(&url).await {
-        Ok(pool) => {
-            pool.close().await;
-            // The harness partitions the database when CASEFILE_PARTITION_BY_SESSION says so.
-            let label = match common::partitions_per_table() {
-                Some(n) => format!("postgresql, partitioned by session into {n}"),
-                None => "postgresql".to_owned(),
-            };
-            run(&label, Some(url), token, &options).await;
+        Ok(pool) => pool.close().await,
+        Err(err) => {
+            println!("postgresql: skipped ({err})");
+            return;
         }
-        Err(err) => println!("postgresql: skipped ({err})"),
     }
+    // The harness partitions the database when CASEFILE_PARTITION_BY_SESSION says so.
+    let partitions = common::partitions_per_table();
+    let partitioned = |n: u32| format!("{n} partitions");
+    let (title, benches) = match (partitions, options.side_by_side) {
+        (Some(n), true) => {
+            let plain = Bench::start("plain".to_owned(), Some(url.clone()), None, token, &options);
+            let plain = plain.await;
+            let split = Bench::start(partitioned(n), Some(url), Some(n), token, &options).await;
+            (
+                format!("postgresql, plain and partitioned by session into {n}, side by side"),
+                vec![plain, split],
+            )
+        }
+        (None, true) => {
+            println!(
+                "postgresql: --side-by-side compares a partitioned database with a plain one: set CASEFILE_PARTITION_BY_SESSION"
+            );
+            return;
+        }
+        (Some(n), false) => (
+            format!("postgresql, partitioned by session into {n}"),
+            vec![Bench::start(partitioned(n), Some(url), Some(n), token, &options).await],
+        ),
+        (None, false) => (
+            "postgresql".to_owned(),
+            vec![Bench::start("plain".to_owned(), Some(url), None, token, &options).await],
+        ),
+    };
+    run(&title, benches, &options).await;
 }

@@ -174,7 +174,13 @@ async fn main() {
         println!("stats: skipped, no PostgreSQL at DATABASE_URL ({err})");
         return;
     }
-    let app = app::start(Some(url), token.as_deref(), Default::default()).await;
+    let app = app::start(
+        Some(url),
+        common::partitions_per_table(),
+        token.as_deref(),
+        Default::default(),
+    )
+    .await;
     let started = Instant::now();
     load(&app, sessions).await;
     let (interactions, rollups): (i64, i64) = sqlx::query_as(

@@ -215,9 +215,14 @@ impl TestDb {
     }
 
     /// As [`TestDb::start_on`], with a pool of `max_connections` to an external server (the
-    /// tests' is smaller than a server's; a benchmark wants the server's).
-    pub async fn start_pooled(url: Option<String>, max_connections: u32) -> TestDb {
-        Self::start_sized(url, DbTimeouts::default(), max_connections).await
+    /// tests' is smaller than a server's; a benchmark wants the server's), partitioned into
+    /// `partitions` there (a benchmark may want both layouts side by side).
+    pub async fn start_pooled(
+        url: Option<String>,
+        max_connections: u32,
+        partitions: Option<u32>,
+    ) -> TestDb {
+        Self::start_laid_out(url, DbTimeouts::default(), max_connections, partitions).await
     }
 
     /// A fresh database on the external PostgreSQL of `DATABASE_URL` (embedded without it),
