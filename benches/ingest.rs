@@ -532,9 +532,10 @@ impl Bench {
         let executions = layout.executions(app, n).await;
         let rows_before = rows_written(app).await;
         let lsn = wal_lsn(app).await;
-        let backends = match self.external {
-            true => Some(Backends::of(app.store.pool(), &self.database).await),
-            false => None,
+        let backends = if self.external {
+            Some(Backends::of(app.store.pool(), &self.database).await)
+        } else {
+            None
         };
         let process = cpu::process_ticks(std::process::id());
         let Streamed {
