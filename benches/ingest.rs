@@ -470,6 +470,11 @@ fn per(value: f64, count: f64) -> String {
     }
 }
 
+/// A figure rounded, or a dash where there is none.
+fn shown(value: Option<f64>) -> String {
+    value.map_or("–".to_owned(), |v| format!("{v:.0}"))
+}
+
 /// A server measured, on a database of its own.
 struct Bench {
     /// Its rows' first column: `embedded`, `plain` or `4 partitions`.
@@ -565,8 +570,9 @@ impl Bench {
             Some(why) => format!("{} ({})", run.failures, &why[..why.len().min(120)]),
             None => "0".to_owned(),
         };
-        let micros = |ticks: u64| cpu::ticks_ms(ticks) * 1000.0 / appends;
-        let postgres_micros = postgres_ticks.filter(|_| appends > 0.0).map(micros);
+        let postgres_micros = postgres_ticks
+            .filter(|_| appends > 0.0)
+            .map(|ticks| cpu::ticks_ms(ticks) * 1000.0 / appends);
         Cell {
             appends_per_second: run.per_second(),
             postgres_micros,
@@ -580,23 +586,28 @@ impl Bench {
                 per(wal, appends),
                 wal / bytes.max(1) as f64,
                 per(cpu::ticks_ms(server_ticks) * 1000.0, appends),
-                postgres_micros.map_or("–".to_owned(), |m| format!("{m:.0}")),
+                shown(postgres_micros),
             ),
         }
     }
 
-    /// 10,000 appends to one event in `ingest` batches of 50: appends/s.
-    async fn batched(&self) -> f64 {
+    /// 10,000 appends to one event in `ingest` batches of 50 (PostgreSQL's CPU not measured).
+    async fn batched(&self) -> Cell {
         let execution = Layout::SessionPerStream
             .executions(&self.app, 1)
             .await
             .remove(0);
         let (rate, wal) = one_event_batched(&self.app, &execution, &chunks(10_000, 43), 50).await;
-        println!(
+        let row = format!(
             "{}: one event, 10,000 appends in `ingest` batches of 50: {rate:.0} appends/s, {wal:.1} WAL bytes per appended byte",
             self.name
         );
-        rate
+        println!("{row}");
+        Cell {
+            appends_per_second: rate,
+            postgres_micros: None,
+            row,
+        }
     }
 
     async fn stop(self) {
@@ -630,40 +641,21 @@ async fn run(title: &str, benches: Vec<Bench>, options: &Options) {
         "| database | layout | streams | appends/s | p50 ms | p99 ms | WAL B/append | WAL B/byte | rows/append | server CPU µs/append | PostgreSQL CPU µs/append | failed |"
     );
     println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
-    let turns = |round: usize| -> Vec<usize> {
-        let order = 0..benches.len();
-        match round % 2 {
-            0 => order.collect(),
-            _ => order.rev().collect(),
-        }
-    };
-    // Per cell, each server's figures.
+    // Per shape, each server's cells.
     let mut measured: Vec<(String, Vec<Vec<Cell>>)> = Vec::new();
     for &layout in &options.layouts {
         for &n in &options.streams {
-            let mut cells: Vec<Vec<Cell>> = benches.iter().map(|_| Vec::new()).collect();
-            for round in 0..options.rounds {
-                for i in turns(round) {
-                    let cell = benches[i].cell(layout, n, options).await;
-                    println!("{}", cell.row);
-                    cells[i].push(cell);
-                }
-            }
+            let cells = in_turn(&benches, options.rounds, |bench| async move {
+                let cell = bench.cell(layout, n, options).await;
+                println!("{}", cell.row);
+                cell
+            })
+            .await;
             measured.push((format!("{}, {n}", layout.label()), cells));
         }
     }
     println!();
-    let mut batches: Vec<Vec<Cell>> = benches.iter().map(|_| Vec::new()).collect();
-    for round in 0..options.rounds {
-        for i in turns(round) {
-            let rate = benches[i].batched().await;
-            batches[i].push(Cell {
-                appends_per_second: rate,
-                postgres_micros: None,
-                row: String::new(),
-            });
-        }
-    }
+    let batches = in_turn(&benches, options.rounds, |bench| bench.batched()).await;
     measured.push(("one event, batches of 50".to_owned(), batches));
     if let [first, second] = &benches[..] {
         compared(first, second, &measured);
@@ -671,6 +663,27 @@ async fn run(title: &str, benches: Vec<Bench>, options: &Options) {
     for bench in benches {
         bench.stop().await;
     }
+}
+
+/// `measure` on each of `benches`, `rounds` times, in turn, the order reversed each round; each
+/// server's results in the order they ran.
+async fn in_turn<'a, F, Fut>(benches: &'a [Bench], rounds: usize, measure: F) -> Vec<Vec<Cell>>
+where
+    F: Fn(&'a Bench) -> Fut,
+    Fut: std::future::Future<Output = Cell>,
+{
+    let mut results: Vec<Vec<Cell>> = benches.iter().map(|_| Vec::new()).collect();
+    for round in 0..rounds {
+        let order = 0..benches.len();
+        let order: Vec<usize> = match round % 2 {
+            0 => order.collect(),
+            _ => order.rev().collect(),
+        };
+        for i in order {
+            results[i].push(measure(&benches[i]).await);
+        }
+    }
+    results
 }
 
 /// The second server's figures against the first's, by the means of their rounds.
@@ -683,7 +696,6 @@ fn compared(first: &Bench, second: &Bench, measured: &[(String, Vec<Vec<Cell>>)]
         (Some(a), Some(b)) if a > 0.0 => format!("{:+.0}%", (b / a - 1.0) * 100.0),
         _ => "–".to_owned(),
     };
-    let shown = |v: Option<f64>| v.map_or("–".to_owned(), |v| format!("{v:.0}"));
     let (a, b) = (&first.name, &second.name);
     println!(
         "\n| shape, streams | {a} appends/s | {b} appends/s | change | {a} PostgreSQL CPU µs/append | {b} | change |"
